@@ -1,0 +1,1 @@
+//! The reviewed driver loader (being built).

@@ -1,0 +1,1 @@
+//! rextio-cuda-runtime (being built).

@@ -1,0 +1,1 @@
+//! Simulated CUDA driver for tests (being built).

@@ -1,0 +1,3 @@
+//! `cargo xtask generate [--check]` (owned by the generator work).
+use crate::Result;
+pub fn command(_args: &[String]) -> Result<()> { Err("generate: not built yet".into()) }

@@ -1,0 +1,1 @@
+//! Building the probe, smoke and simulated driver (owned by the probe work).

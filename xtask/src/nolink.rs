@@ -1,0 +1,1 @@
+//! Proof that nothing links to cuda/nvcuda (owned by the generator work).

@@ -1,0 +1,1 @@
+//! The project's Python virtual environment (owned by the Python provider work).
