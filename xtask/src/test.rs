@@ -74,8 +74,10 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     }
     if miri_installed() {
         report.step("miri (runtime unsafe code)", || {
+            // Miri's sysroot is built inside target/, not in a cache outside the repository.
             run(Command::new("cargo")
                 .current_dir(repo_root())
+                .env("XDG_CACHE_HOME", crate::paths::target_dir().join("miri-cache"))
                 .args(["+nightly", "miri", "test", "--package", "rextio-cuda-runtime"]))
         })?;
     } else {
