@@ -1,0 +1,39 @@
+//! Stable operation names carried by [`CudaError`](crate::CudaError).
+//!
+//! A plain export name means that driver call returned a non-zero result,
+//! which the error carries. A name with a `:suffix` is a check the runtime
+//! made itself; its result is always
+//! [`CudaError::RUNTIME_REFUSAL`](crate::CudaError::RUNTIME_REFUSAL) (-1).
+
+/// `cuInit(0)` failed ([`initialize`](crate::initialize)).
+pub const INIT: &str = "cuInit";
+/// `cuDeviceGet` failed ([`device_get`](crate::device_get)).
+pub const DEVICE_GET: &str = "cuDeviceGet";
+/// `cuCtxCreate_v2` failed ([`Context::create`](crate::Context::create)).
+pub const CTX_CREATE: &str = "cuCtxCreate_v2";
+/// `cuCtxDestroy_v2` failed (closing the context).
+pub const CTX_DESTROY: &str = "cuCtxDestroy_v2";
+/// `Context::close` while streams or allocations are still alive; the
+/// context is destroyed when the last of them is released.
+pub const CTX_DESTROY_CHILDREN_LIVE: &str = "cuCtxDestroy_v2:children-live";
+/// `cuCtxPushCurrent_v2` failed before a child operation; the operation was
+/// not attempted.
+pub const CTX_PUSH: &str = "cuCtxPushCurrent_v2";
+/// `cuCtxPopCurrent_v2` failed after creating the context or after a child
+/// operation.
+pub const CTX_POP: &str = "cuCtxPopCurrent_v2";
+/// `cuCtxPopCurrent_v2` succeeded but returned a context other than this
+/// runtime's; the caller's current-context stack is not what it expected.
+pub const CTX_POP_WRONG_CONTEXT: &str = "cuCtxPopCurrent_v2:wrong-context";
+/// `cuStreamCreate` failed ([`Context::create_stream`](crate::Context::create_stream)).
+pub const STREAM_CREATE: &str = "cuStreamCreate";
+/// `cuStreamSynchronize` failed ([`Stream::synchronize`](crate::Stream::synchronize)).
+pub const STREAM_SYNCHRONIZE: &str = "cuStreamSynchronize";
+/// `cuStreamDestroy_v2` failed (closing the stream).
+pub const STREAM_DESTROY: &str = "cuStreamDestroy_v2";
+/// `cuMemAlloc_v2` failed ([`Context::allocate`](crate::Context::allocate)).
+pub const MEM_ALLOC: &str = "cuMemAlloc_v2";
+/// `Context::allocate(0)`: refused before any driver call.
+pub const MEM_ALLOC_ZERO_BYTES: &str = "cuMemAlloc_v2:zero-bytes";
+/// `cuMemFree_v2` failed (closing the allocation).
+pub const MEM_FREE: &str = "cuMemFree_v2";

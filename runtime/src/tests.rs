@@ -1,0 +1,1 @@
+//! Unit tests against an in-test fake driver (being written).
