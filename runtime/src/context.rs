@@ -123,7 +123,7 @@ impl Context {
     /// best-effort).
     pub fn create_stream(&self) -> Result<Stream, CudaError> {
         let shared = &self.shared;
-        let handle = current::run_current(
+        let handle = current::create_current(
             shared.api(),
             shared.handle(),
             |api| {
@@ -154,7 +154,7 @@ impl Context {
             return Err(CudaError::refusal(operation::MEM_ALLOC_ZERO_BYTES));
         }
         let shared = &self.shared;
-        let device_pointer = current::run_current(
+        let device_pointer = current::create_current(
             shared.api(),
             shared.handle(),
             |api| {

@@ -40,21 +40,49 @@ pub(crate) fn pop_expecting(api: &DriverApi, expected: CUcontext) -> Result<(), 
     }
 }
 
+/// What happened between a successful push and its pop.
+struct Bracketed<T> {
+    outcome: Result<T, CudaError>,
+    popped: Result<(), CudaError>,
+}
+
+/// Pushes `context`, runs `operation`, pops. `Err` only when the push
+/// failed (nothing else ran).
+fn bracket<T>(
+    api: &DriverApi,
+    context: CUcontext,
+    operation: impl FnOnce(&DriverApi) -> Result<T, CudaError>,
+) -> Result<Bracketed<T>, CudaError> {
+    push(api, context)?;
+    let outcome = operation(api);
+    let popped = pop_expecting(api, context);
+    Ok(Bracketed { outcome, popped })
+}
+
 /// Runs `operation` with `context` current (see the module docs).
-/// `release` undoes a successful `operation` when the pop after it fails.
 pub(crate) fn run_current<T>(
     api: &DriverApi,
     context: CUcontext,
     operation: impl FnOnce(&DriverApi) -> Result<T, CudaError>,
+) -> Result<T, CudaError> {
+    let Bracketed { outcome, popped } = bracket(api, context, operation)?;
+    let value = outcome?;
+    popped.map(|()| value)
+}
+
+/// [`run_current`] for an operation that creates a resource: `release`
+/// undoes a successful `create` when the pop after it fails.
+pub(crate) fn create_current<T>(
+    api: &DriverApi,
+    context: CUcontext,
+    create: impl FnOnce(&DriverApi) -> Result<T, CudaError>,
     release: impl FnOnce(&DriverApi, T),
 ) -> Result<T, CudaError> {
-    push(api, context)?;
-    let outcome = operation(api);
-    let popped = pop_expecting(api, context);
-    match (outcome, popped) {
-        (Err(error), _) => Err(error),
-        (Ok(value), Ok(())) => Ok(value),
-        (Ok(value), Err(pop_error)) => {
+    let Bracketed { outcome, popped } = bracket(api, context, create)?;
+    let value = outcome?;
+    match popped {
+        Ok(()) => Ok(value),
+        Err(pop_error) => {
             if push(api, context).is_ok() {
                 release(api, value);
                 let _ = pop_expecting(api, context);
@@ -62,13 +90,4 @@ pub(crate) fn run_current<T>(
             Err(pop_error)
         }
     }
-}
-
-/// [`run_current`] for operations that create nothing.
-pub(crate) fn run_current_unit(
-    api: &DriverApi,
-    context: CUcontext,
-    operation: impl FnOnce(&DriverApi) -> Result<(), CudaError>,
-) -> Result<(), CudaError> {
-    run_current(api, context, operation, |_, ()| {})
 }

@@ -74,7 +74,7 @@ impl DeviceAllocation {
             return Ok(());
         }
         let device_pointer = self.device_pointer;
-        current::run_current_unit(self.context.api(), self.context.handle(), |api| {
+        current::run_current(self.context.api(), self.context.handle(), |api| {
             // SAFETY: the symbol has the listed signature and the image lives
             // while the context does; the address is this live allocation,
             // freed only here (the flag above); the context is current.

@@ -51,7 +51,7 @@ impl Stream {
     /// stays usable and owned after an error.
     pub fn synchronize(&self) -> Result<(), CudaError> {
         let handle = self.handle;
-        current::run_current_unit(self.context.api(), self.context.handle(), |api| {
+        current::run_current(self.context.api(), self.context.handle(), |api| {
             // SAFETY: the symbol has the listed signature and the image lives
             // while the context does; `handle` is this live stream; the
             // context is current.
@@ -79,7 +79,7 @@ impl Stream {
             return Ok(());
         }
         let handle = self.handle;
-        current::run_current_unit(self.context.api(), self.context.handle(), |api| {
+        current::run_current(self.context.api(), self.context.handle(), |api| {
             // SAFETY: the symbol has the listed signature and the image lives
             // while the context does; `handle` is this live stream, released
             // only here (the flag above); the context is current.

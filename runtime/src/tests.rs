@@ -1,1 +1,1294 @@
-//! Unit tests against an in-test fake driver (being written).
+//! Unit tests against an in-test fake driver.
+//!
+//! The fake keeps a per-thread log of every driver call, a simulated
+//! current-context stack and the set of live handles, and can be told to fail
+//! the n-th call of an export with a given result. Each test starts from a
+//! fresh fake (`fresh_api`), so tests are independent of the thread they run
+//! on.
+
+use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use core::ptr::{self, NonNull};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use crate::*;
+
+const INVALID_CONTEXT: CUresult = 201;
+const INVALID_HANDLE: CUresult = 400;
+const OUT_OF_MEMORY: CUresult = 2;
+const CALLER_CONTEXT: &str = "caller";
+
+#[derive(Default)]
+struct FakeDriver {
+    log: Vec<String>,
+    calls_by_name: BTreeMap<&'static str, usize>,
+    /// (export, 1-based occurrence) -> result to return instead of running.
+    failures: BTreeMap<(&'static str, usize), CUresult>,
+    /// 1-based occurrences of `cuCtxPopCurrent_v2` that pop normally but
+    /// report a foreign context.
+    foreign_pops: Vec<usize>,
+    labels: BTreeMap<usize, String>,
+    next_id: usize,
+    stack: Vec<usize>,
+    live_contexts: Vec<usize>,
+    /// handle -> owning context
+    live_streams: BTreeMap<usize, usize>,
+    live_allocations: BTreeMap<usize, usize>,
+}
+
+thread_local! {
+    static FAKE: RefCell<FakeDriver> = RefCell::new(FakeDriver::default());
+}
+
+fn with_fake<T>(f: impl FnOnce(&mut FakeDriver) -> T) -> T {
+    FAKE.with(|fake| f(&mut fake.borrow_mut()))
+}
+
+impl FakeDriver {
+    /// Counts the call; returns the injected result when this occurrence is
+    /// told to fail (and logs it), otherwise `None`.
+    fn enter(&mut self, name: &'static str, detail: &str) -> Option<CUresult> {
+        let occurrence = self.calls_by_name.entry(name).or_insert(0);
+        *occurrence += 1;
+        let failure = self.failures.get(&(name, *occurrence)).copied();
+        if let Some(result) = failure {
+            let outcome = format!("-> error {result}");
+            if detail.is_empty() {
+                self.record(name, &outcome);
+            } else {
+                self.record(name, &format!("{detail} {outcome}"));
+            }
+        }
+        failure
+    }
+
+    fn record(&mut self, name: &str, detail: &str) {
+        if detail.is_empty() {
+            self.log.push(name.to_owned());
+        } else {
+            self.log.push(format!("{name} {detail}"));
+        }
+    }
+
+    fn new_handle(&mut self, kind: &str) -> usize {
+        self.next_id += 1;
+        let address = self.next_id * 0x100;
+        self.labels
+            .insert(address, format!("{kind}{}", self.next_id));
+        address
+    }
+
+    fn label(&self, address: usize) -> String {
+        self.labels
+            .get(&address)
+            .cloned()
+            .unwrap_or_else(|| format!("unknown{address:#x}"))
+    }
+
+    fn current_label(&self) -> String {
+        match self.stack.last() {
+            Some(&top) => self.label(top),
+            None => "none".to_owned(),
+        }
+    }
+}
+
+fn context_handle(address: usize) -> CUcontext {
+    ptr::without_provenance_mut(address)
+}
+
+fn stream_handle(address: usize) -> CUstream {
+    ptr::without_provenance_mut(address)
+}
+
+// The fake exports. Each has exactly the signature of its listed symbol.
+
+unsafe extern "system" fn fake_cu_init(flags: c_uint) -> CUresult {
+    with_fake(|fake| {
+        let detail = format!("flags={flags}");
+        if let Some(result) = fake.enter("cuInit", &detail) {
+            return result;
+        }
+        fake.record("cuInit", &detail);
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_device_get(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+    with_fake(|fake| {
+        let detail = format!("ordinal={ordinal}");
+        if let Some(result) = fake.enter("cuDeviceGet", &detail) {
+            return result;
+        }
+        fake.record("cuDeviceGet", &detail);
+        // SAFETY: the runtime passes a valid place for one device.
+        unsafe { device.write(ordinal + 40) };
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_ctx_create(
+    context: *mut CUcontext,
+    flags: c_uint,
+    device: CUdevice,
+) -> CUresult {
+    with_fake(|fake| {
+        let detail = format!("flags={flags} device={device}");
+        if let Some(result) = fake.enter("cuCtxCreate_v2", &detail) {
+            return result;
+        }
+        let created = fake.new_handle("ctx");
+        fake.live_contexts.push(created);
+        fake.stack.push(created);
+        let label = fake.label(created);
+        fake.record("cuCtxCreate_v2", &format!("{detail} -> {label}"));
+        // SAFETY: the runtime passes a valid place for one handle.
+        unsafe { context.write(context_handle(created)) };
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_ctx_destroy(context: CUcontext) -> CUresult {
+    with_fake(|fake| {
+        let address = context.addr();
+        let detail = fake.label(address);
+        if let Some(result) = fake.enter("cuCtxDestroy_v2", &detail) {
+            return result;
+        }
+        let Some(index) = fake.live_contexts.iter().position(|&c| c == address) else {
+            fake.record("cuCtxDestroy_v2", &format!("{detail} -> not live"));
+            return INVALID_CONTEXT;
+        };
+        fake.live_contexts.remove(index);
+        // Like the driver: a destroyed context that is current is popped.
+        fake.stack.retain(|&c| c != address);
+        let orphans = fake.live_streams.values().any(|&c| c == address)
+            || fake.live_allocations.values().any(|&c| c == address);
+        let detail = if orphans {
+            format!("{detail} WITH LIVE CHILDREN")
+        } else {
+            detail
+        };
+        fake.record("cuCtxDestroy_v2", &detail);
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_ctx_push(context: CUcontext) -> CUresult {
+    with_fake(|fake| {
+        let address = context.addr();
+        let detail = fake.label(address);
+        if let Some(result) = fake.enter("cuCtxPushCurrent_v2", &detail) {
+            return result;
+        }
+        if !fake.live_contexts.contains(&address) {
+            fake.record("cuCtxPushCurrent_v2", &format!("{detail} -> not live"));
+            return INVALID_CONTEXT;
+        }
+        fake.stack.push(address);
+        fake.record("cuCtxPushCurrent_v2", &detail);
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_ctx_pop(context: *mut CUcontext) -> CUresult {
+    with_fake(|fake| {
+        if let Some(result) = fake.enter("cuCtxPopCurrent_v2", "") {
+            return result;
+        }
+        let Some(popped) = fake.stack.pop() else {
+            fake.record("cuCtxPopCurrent_v2", "-> empty stack");
+            return INVALID_CONTEXT;
+        };
+        let occurrence = fake.calls_by_name["cuCtxPopCurrent_v2"];
+        let reported = if fake.foreign_pops.contains(&occurrence) {
+            fake.new_handle("foreign")
+        } else {
+            popped
+        };
+        let label = fake.label(reported);
+        fake.record("cuCtxPopCurrent_v2", &format!("-> {label}"));
+        // SAFETY: the runtime passes a valid place for one handle.
+        unsafe { context.write(context_handle(reported)) };
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_stream_create(stream: *mut CUstream, flags: c_uint) -> CUresult {
+    with_fake(|fake| {
+        let detail = format!("flags={flags} in {}", fake.current_label());
+        if let Some(result) = fake.enter("cuStreamCreate", &detail) {
+            return result;
+        }
+        let Some(&owner) = fake.stack.last() else {
+            fake.record("cuStreamCreate", &format!("{detail} -> no context"));
+            return INVALID_CONTEXT;
+        };
+        let created = fake.new_handle("stream");
+        fake.live_streams.insert(created, owner);
+        let label = fake.label(created);
+        fake.record("cuStreamCreate", &format!("{detail} -> {label}"));
+        // SAFETY: the runtime passes a valid place for one handle.
+        unsafe { stream.write(stream_handle(created)) };
+        CUDA_SUCCESS
+    })
+}
+
+fn stream_call(name: &'static str, stream: CUstream, destroy: bool) -> CUresult {
+    with_fake(|fake| {
+        let address = stream.addr();
+        let detail = format!("{} in {}", fake.label(address), fake.current_label());
+        if let Some(result) = fake.enter(name, &detail) {
+            return result;
+        }
+        let known = if destroy {
+            fake.live_streams.remove(&address).is_some()
+        } else {
+            fake.live_streams.contains_key(&address)
+        };
+        if !known {
+            fake.record(name, &format!("{detail} -> not live"));
+            return INVALID_HANDLE;
+        }
+        fake.record(name, &detail);
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_stream_destroy(stream: CUstream) -> CUresult {
+    stream_call("cuStreamDestroy_v2", stream, true)
+}
+
+unsafe extern "system" fn fake_cu_stream_synchronize(stream: CUstream) -> CUresult {
+    stream_call("cuStreamSynchronize", stream, false)
+}
+
+unsafe extern "system" fn fake_cu_mem_alloc(
+    device_pointer: *mut CUdeviceptr,
+    byte_size: usize,
+) -> CUresult {
+    with_fake(|fake| {
+        let detail = format!("{byte_size} in {}", fake.current_label());
+        if let Some(result) = fake.enter("cuMemAlloc_v2", &detail) {
+            return result;
+        }
+        let Some(&owner) = fake.stack.last() else {
+            fake.record("cuMemAlloc_v2", &format!("{detail} -> no context"));
+            return INVALID_CONTEXT;
+        };
+        let created = fake.new_handle("mem");
+        fake.live_allocations.insert(created, owner);
+        let label = fake.label(created);
+        fake.record("cuMemAlloc_v2", &format!("{detail} -> {label}"));
+        // SAFETY: the runtime passes a valid place for one address.
+        unsafe { device_pointer.write(created as CUdeviceptr) };
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_mem_free(device_pointer: CUdeviceptr) -> CUresult {
+    with_fake(|fake| {
+        let address = device_pointer as usize;
+        let detail = format!("{} in {}", fake.label(address), fake.current_label());
+        if let Some(result) = fake.enter("cuMemFree_v2", &detail) {
+            return result;
+        }
+        if fake.live_allocations.remove(&address).is_none() {
+            fake.record("cuMemFree_v2", &format!("{detail} -> not live"));
+            return INVALID_HANDLE;
+        }
+        fake.record("cuMemFree_v2", &detail);
+        CUDA_SUCCESS
+    })
+}
+
+// Inventory-only exports: present so the table resolves; never called here.
+
+unsafe extern "system" fn fake_cu_driver_get_version(_version: *mut c_int) -> CUresult {
+    with_fake(|fake| fake.record("cuDriverGetVersion", ""));
+    CUDA_SUCCESS
+}
+
+unsafe extern "system" fn fake_cu_device_get_count(_count: *mut c_int) -> CUresult {
+    with_fake(|fake| fake.record("cuDeviceGetCount", ""));
+    CUDA_SUCCESS
+}
+
+unsafe extern "system" fn fake_cu_device_get_name(
+    _name: *mut c_char,
+    _len: c_int,
+    _device: CUdevice,
+) -> CUresult {
+    with_fake(|fake| fake.record("cuDeviceGetName", ""));
+    CUDA_SUCCESS
+}
+
+unsafe extern "system" fn fake_cu_device_compute_capability(
+    _major: *mut c_int,
+    _minor: *mut c_int,
+    _device: CUdevice,
+) -> CUresult {
+    with_fake(|fake| fake.record("cuDeviceComputeCapability", ""));
+    CUDA_SUCCESS
+}
+
+/// The address of the fake export `name`.
+fn fake_symbol(name: &CStr) -> Option<NonNull<c_void>> {
+    type Status = CUresult;
+    let address: *mut c_void = match name.to_bytes() {
+        b"cuInit" => fake_cu_init as unsafe extern "system" fn(c_uint) -> Status as *mut c_void,
+        b"cuDriverGetVersion" => {
+            fake_cu_driver_get_version as unsafe extern "system" fn(*mut c_int) -> Status
+                as *mut c_void
+        }
+        b"cuDeviceGetCount" => {
+            fake_cu_device_get_count as unsafe extern "system" fn(*mut c_int) -> Status
+                as *mut c_void
+        }
+        b"cuDeviceGet" => {
+            fake_cu_device_get as unsafe extern "system" fn(*mut CUdevice, c_int) -> Status
+                as *mut c_void
+        }
+        b"cuDeviceGetName" => {
+            fake_cu_device_get_name
+                as unsafe extern "system" fn(*mut c_char, c_int, CUdevice) -> Status
+                as *mut c_void
+        }
+        b"cuDeviceComputeCapability" => {
+            fake_cu_device_compute_capability
+                as unsafe extern "system" fn(*mut c_int, *mut c_int, CUdevice) -> Status
+                as *mut c_void
+        }
+        b"cuCtxCreate_v2" => {
+            fake_cu_ctx_create
+                as unsafe extern "system" fn(*mut CUcontext, c_uint, CUdevice) -> Status
+                as *mut c_void
+        }
+        b"cuCtxDestroy_v2" => {
+            fake_cu_ctx_destroy as unsafe extern "system" fn(CUcontext) -> Status as *mut c_void
+        }
+        b"cuCtxPushCurrent_v2" => {
+            fake_cu_ctx_push as unsafe extern "system" fn(CUcontext) -> Status as *mut c_void
+        }
+        b"cuCtxPopCurrent_v2" => {
+            fake_cu_ctx_pop as unsafe extern "system" fn(*mut CUcontext) -> Status as *mut c_void
+        }
+        b"cuStreamCreate" => {
+            fake_cu_stream_create as unsafe extern "system" fn(*mut CUstream, c_uint) -> Status
+                as *mut c_void
+        }
+        b"cuStreamDestroy_v2" => {
+            fake_cu_stream_destroy as unsafe extern "system" fn(CUstream) -> Status as *mut c_void
+        }
+        b"cuStreamSynchronize" => {
+            fake_cu_stream_synchronize as unsafe extern "system" fn(CUstream) -> Status
+                as *mut c_void
+        }
+        b"cuMemAlloc_v2" => {
+            fake_cu_mem_alloc as unsafe extern "system" fn(*mut CUdeviceptr, usize) -> Status
+                as *mut c_void
+        }
+        b"cuMemFree_v2" => {
+            fake_cu_mem_free as unsafe extern "system" fn(CUdeviceptr) -> Status as *mut c_void
+        }
+        _ => return None,
+    };
+    NonNull::new(address)
+}
+
+/// Stands in for the driver image; records its drop in the fake's log.
+struct FakeImage;
+
+impl Drop for FakeImage {
+    fn drop(&mut self) {
+        with_fake(|fake| fake.record("image dropped", ""));
+    }
+}
+
+/// A fresh fake with the caller's own context already current, and a table
+/// that resolves to it.
+fn fresh_api() -> Rc<DriverApi> {
+    with_fake(|fake| {
+        *fake = FakeDriver::default();
+        let caller = fake.new_handle(CALLER_CONTEXT);
+        fake.labels.insert(caller, CALLER_CONTEXT.to_owned());
+        fake.live_contexts.push(caller);
+        fake.stack.push(caller);
+    });
+    // SAFETY: every fake has exactly the listed signature and is a plain
+    // function, valid for the whole program.
+    let api = unsafe { DriverApi::resolve(FakeImage, |_, name| fake_symbol(name)) };
+    Rc::new(api.expect("every fake export resolves"))
+}
+
+fn fail(name: &'static str, occurrence: usize, result: CUresult) {
+    with_fake(|fake| {
+        fake.failures.insert((name, occurrence), result);
+    });
+}
+
+fn report_foreign_context_on_pop(occurrence: usize) {
+    with_fake(|fake| fake.foreign_pops.push(occurrence));
+}
+
+/// The log so far, emptied.
+fn take_log() -> Vec<String> {
+    with_fake(|fake| core::mem::take(&mut fake.log))
+}
+
+fn stack() -> Vec<String> {
+    with_fake(|fake| fake.stack.iter().map(|&c| fake.label(c)).collect())
+}
+
+fn live_resources() -> (usize, usize, usize) {
+    with_fake(|fake| {
+        (
+            fake.live_contexts.len() - 1,
+            fake.live_streams.len(),
+            fake.live_allocations.len(),
+        )
+    })
+}
+
+fn error(operation: &'static str, result: CUresult) -> CudaError {
+    CudaError::new(operation, result)
+}
+
+fn refusal(operation: &'static str) -> CudaError {
+    CudaError::new(operation, -1)
+}
+
+/// A context on device 40 (ordinal 0) with the log emptied.
+fn context(api: &Rc<DriverApi>) -> Context {
+    let context = Context::create(Rc::clone(api), 40).expect("context");
+    take_log();
+    context
+}
+
+// The symbol table.
+
+#[test]
+fn missing_symbol_names_the_missing_export() {
+    for missing in DRIVER_EXPORT_NAMES {
+        // SAFETY: every resolved fake has exactly the listed signature.
+        let outcome = unsafe {
+            DriverApi::resolve((), |_, name| {
+                if name == missing {
+                    None
+                } else {
+                    fake_symbol(name)
+                }
+            })
+        };
+        let Err(error) = outcome else {
+            panic!("resolve succeeded without {missing:?}");
+        };
+        assert_eq!(error.export_name, missing.to_str().unwrap());
+        assert!(error.to_string().contains(error.export_name));
+    }
+}
+
+#[test]
+fn resolve_asks_for_every_export_in_list_order() {
+    let mut asked = Vec::new();
+    // SAFETY: every resolved fake has exactly the listed signature.
+    let api = unsafe {
+        DriverApi::resolve((), |_, name| {
+            asked.push(name);
+            fake_symbol(name)
+        })
+    };
+    assert!(api.is_ok());
+    assert_eq!(asked, DRIVER_EXPORT_NAMES);
+}
+
+#[test]
+fn failed_resolve_drops_the_image_once() {
+    fresh_api();
+    take_log();
+    // SAFETY: every resolved fake has exactly the listed signature.
+    let outcome = unsafe { DriverApi::resolve(FakeImage, |_, _| None) };
+    assert!(outcome.is_err());
+    assert_eq!(take_log(), ["image dropped"]);
+}
+
+// initialize and device_get.
+
+#[test]
+fn initialize_calls_cu_init_with_zero() {
+    let api = fresh_api();
+    assert_eq!(initialize(&api), Ok(()));
+    assert_eq!(take_log(), ["cuInit flags=0"]);
+    fail("cuInit", 2, 100);
+    assert_eq!(initialize(&api), Err(error("cuInit", 100)));
+}
+
+#[test]
+fn device_get_returns_the_driver_device() {
+    let api = fresh_api();
+    assert_eq!(device_get(&api, 1), Ok(41));
+    assert_eq!(take_log(), ["cuDeviceGet ordinal=1"]);
+    fail("cuDeviceGet", 2, 101);
+    assert_eq!(device_get(&api, 7), Err(error("cuDeviceGet", 101)));
+}
+
+// Context creation.
+
+#[test]
+fn context_create_pops_and_restores_the_callers_stack() {
+    let api = fresh_api();
+    let context = Context::create(Rc::clone(&api), 40).unwrap();
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2"
+        ]
+    );
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+    assert_eq!(context.device(), 40);
+    assert_eq!(context.raw_handle().addr(), 0x200);
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn context_create_failure_makes_no_other_call() {
+    let api = fresh_api();
+    fail("cuCtxCreate_v2", 1, OUT_OF_MEMORY);
+    let outcome = Context::create(Rc::clone(&api), 40);
+    assert_eq!(outcome.unwrap_err(), error("cuCtxCreate_v2", OUT_OF_MEMORY));
+    assert_eq!(take_log(), ["cuCtxCreate_v2 flags=0 device=40 -> error 2"]);
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+}
+
+#[test]
+fn context_create_destroys_the_context_when_the_pop_fails() {
+    let api = fresh_api();
+    fail("cuCtxPopCurrent_v2", 1, INVALID_CONTEXT);
+    let outcome = Context::create(Rc::clone(&api), 40);
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
+            "cuCtxPopCurrent_v2 -> error 201",
+            "cuCtxDestroy_v2 ctx2",
+        ]
+    );
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+    assert_eq!(live_resources(), (0, 0, 0));
+}
+
+#[test]
+fn context_create_destroys_the_context_when_the_pop_returns_another() {
+    let api = fresh_api();
+    report_foreign_context_on_pop(1);
+    let outcome = Context::create(Rc::clone(&api), 40);
+    assert_eq!(
+        outcome.unwrap_err(),
+        refusal("cuCtxPopCurrent_v2:wrong-context")
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
+            "cuCtxPopCurrent_v2 -> foreign3",
+            "cuCtxDestroy_v2 ctx2",
+        ]
+    );
+    assert_eq!(live_resources(), (0, 0, 0));
+}
+
+// Streams.
+
+#[test]
+fn stream_create_synchronize_close_push_run_pop() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    assert_eq!(context.live_children(), 1);
+    stream.synchronize().unwrap();
+    stream.close().unwrap();
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamCreate flags=1 in ctx2 -> stream3",
+            "cuCtxPopCurrent_v2 -> ctx2",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamSynchronize stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+}
+
+#[test]
+fn stream_create_push_failure_skips_create_and_pop() {
+    let api = fresh_api();
+    let context = context(&api);
+    fail("cuCtxPushCurrent_v2", 1, INVALID_CONTEXT);
+    let outcome = context.create_stream();
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuCtxPushCurrent_v2", INVALID_CONTEXT)
+    );
+    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn stream_create_failure_still_pops() {
+    let api = fresh_api();
+    let context = context(&api);
+    fail("cuStreamCreate", 1, OUT_OF_MEMORY);
+    let outcome = context.create_stream();
+    assert_eq!(outcome.unwrap_err(), error("cuStreamCreate", OUT_OF_MEMORY));
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamCreate flags=1 in ctx2 -> error 2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn stream_create_reports_its_own_failure_when_the_pop_fails_too() {
+    let api = fresh_api();
+    let context = context(&api);
+    fail("cuStreamCreate", 1, OUT_OF_MEMORY);
+    fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
+    let outcome = context.create_stream();
+    assert_eq!(outcome.unwrap_err(), error("cuStreamCreate", OUT_OF_MEMORY));
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamCreate flags=1 in ctx2 -> error 2",
+            "cuCtxPopCurrent_v2 -> error 201",
+        ]
+    );
+}
+
+#[test]
+fn stream_create_pop_failure_releases_the_new_stream() {
+    let api = fresh_api();
+    let context = context(&api);
+    fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
+    let outcome = context.create_stream();
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamCreate flags=1 in ctx2 -> stream3",
+            "cuCtxPopCurrent_v2 -> error 201",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+    assert_eq!(live_resources(), (1, 0, 0));
+}
+
+#[test]
+fn stream_create_wrong_context_pop_releases_the_new_stream() {
+    let api = fresh_api();
+    let context = context(&api);
+    report_foreign_context_on_pop(2);
+    let outcome = context.create_stream();
+    assert_eq!(
+        outcome.unwrap_err(),
+        refusal("cuCtxPopCurrent_v2:wrong-context")
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamCreate flags=1 in ctx2 -> stream3",
+            "cuCtxPopCurrent_v2 -> foreign4",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(live_resources(), (1, 0, 0));
+}
+
+#[test]
+fn stream_create_pop_failure_abandons_the_stream_when_the_release_push_fails() {
+    let api = fresh_api();
+    let context = context(&api);
+    fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 2, INVALID_CONTEXT);
+    let outcome = context.create_stream();
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamCreate flags=1 in ctx2 -> stream3",
+            "cuCtxPopCurrent_v2 -> error 201",
+            "cuCtxPushCurrent_v2 ctx2 -> error 201",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn stream_synchronize_failures() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    take_log();
+
+    fail("cuStreamSynchronize", 1, 700);
+    assert_eq!(stream.synchronize(), Err(error("cuStreamSynchronize", 700)));
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamSynchronize stream3 in ctx2 -> error 700",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+
+    fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
+    assert_eq!(
+        stream.synchronize(),
+        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+    );
+    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+
+    fail("cuCtxPopCurrent_v2", 4, INVALID_CONTEXT);
+    assert_eq!(
+        stream.synchronize(),
+        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamSynchronize stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> error 201",
+        ]
+    );
+    // The failed pop left the context on the fake's stack; remove it.
+    with_fake(|fake| fake.stack.pop());
+
+    report_foreign_context_on_pop(5);
+    assert_eq!(
+        stream.synchronize(),
+        Err(refusal("cuCtxPopCurrent_v2:wrong-context"))
+    );
+    take_log();
+
+    // Still owned and usable after every failure.
+    assert_eq!(stream.synchronize(), Ok(()));
+    assert_eq!(context.live_children(), 1);
+}
+
+#[test]
+fn stream_destroy_failure_is_reported_once_and_not_retried() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    take_log();
+    fail("cuStreamDestroy_v2", 1, INVALID_HANDLE);
+    assert_eq!(
+        stream.close(),
+        Err(error("cuStreamDestroy_v2", INVALID_HANDLE))
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2 -> error 400",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+    drop(context);
+    assert_eq!(take_log(), ["cuCtxDestroy_v2 ctx2 WITH LIVE CHILDREN"]);
+}
+
+#[test]
+fn stream_close_push_failure_abandons_the_stream() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    take_log();
+    fail("cuCtxPushCurrent_v2", 2, INVALID_CONTEXT);
+    assert_eq!(
+        stream.close(),
+        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+    );
+    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn stream_close_pop_failure_is_reported_after_the_destroy() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    take_log();
+    fail("cuCtxPopCurrent_v2", 3, INVALID_CONTEXT);
+    assert_eq!(
+        stream.close(),
+        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> error 201",
+        ]
+    );
+    assert_eq!(live_resources(), (1, 0, 0));
+}
+
+#[test]
+fn stream_drop_destroys_exactly_once() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    take_log();
+    drop(stream);
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    // A failing destroy on drop is ignored and not retried either.
+    let stream = context.create_stream().unwrap();
+    take_log();
+    fail("cuStreamDestroy_v2", 2, INVALID_HANDLE);
+    drop(stream);
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream4 in ctx2 -> error 400",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+}
+
+// Allocations.
+
+#[test]
+fn allocate_and_close_push_run_pop() {
+    let api = fresh_api();
+    let context = context(&api);
+    let allocation = context.allocate(64).unwrap();
+    assert_eq!(allocation.byte_size(), 64);
+    assert_eq!(allocation.device_pointer(), 0x300);
+    assert_eq!(context.live_children(), 1);
+    allocation.close().unwrap();
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemAlloc_v2 64 in ctx2 -> mem3",
+            "cuCtxPopCurrent_v2 -> ctx2",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+}
+
+#[test]
+fn zero_byte_allocation_makes_no_driver_call() {
+    let api = fresh_api();
+    let context = context(&api);
+    let outcome = context.allocate(0);
+    assert_eq!(outcome.unwrap_err(), refusal("cuMemAlloc_v2:zero-bytes"));
+    assert!(take_log().is_empty());
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn allocate_failures() {
+    let api = fresh_api();
+    let context = context(&api);
+
+    fail("cuCtxPushCurrent_v2", 1, INVALID_CONTEXT);
+    assert_eq!(
+        context.allocate(8).unwrap_err(),
+        error("cuCtxPushCurrent_v2", INVALID_CONTEXT)
+    );
+    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+
+    fail("cuMemAlloc_v2", 1, OUT_OF_MEMORY);
+    assert_eq!(
+        context.allocate(8).unwrap_err(),
+        error("cuMemAlloc_v2", OUT_OF_MEMORY)
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemAlloc_v2 8 in ctx2 -> error 2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+
+    fail("cuCtxPopCurrent_v2", 3, INVALID_CONTEXT);
+    assert_eq!(
+        context.allocate(8).unwrap_err(),
+        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemAlloc_v2 8 in ctx2 -> mem3",
+            "cuCtxPopCurrent_v2 -> error 201",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    with_fake(|fake| fake.stack.pop());
+
+    report_foreign_context_on_pop(5);
+    assert_eq!(
+        context.allocate(8).unwrap_err(),
+        refusal("cuCtxPopCurrent_v2:wrong-context")
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemAlloc_v2 8 in ctx2 -> mem4",
+            "cuCtxPopCurrent_v2 -> foreign5",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem4 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+    assert_eq!(live_resources(), (1, 0, 0));
+}
+
+#[test]
+fn free_failure_is_reported_once_and_not_retried() {
+    let api = fresh_api();
+    let context = context(&api);
+    let allocation = context.allocate(64).unwrap();
+    take_log();
+    fail("cuMemFree_v2", 1, INVALID_HANDLE);
+    assert_eq!(
+        allocation.close(),
+        Err(error("cuMemFree_v2", INVALID_HANDLE))
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem3 in ctx2 -> error 400",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn allocation_close_push_and_pop_failures() {
+    let api = fresh_api();
+    let context = context(&api);
+    let first = context.allocate(64).unwrap();
+    let second = context.allocate(64).unwrap();
+    take_log();
+    fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
+    assert_eq!(
+        first.close(),
+        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+    );
+    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    fail("cuCtxPopCurrent_v2", 4, INVALID_CONTEXT);
+    assert_eq!(
+        second.close(),
+        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+    );
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem4 in ctx2",
+            "cuCtxPopCurrent_v2 -> error 201",
+        ]
+    );
+    assert_eq!(context.live_children(), 0);
+}
+
+#[test]
+fn allocation_drop_frees_exactly_once() {
+    let api = fresh_api();
+    let context = context(&api);
+    let allocation = context.allocate(64).unwrap();
+    take_log();
+    drop(allocation);
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+}
+
+// Context release.
+
+#[test]
+fn context_close_destroys_once() {
+    let api = fresh_api();
+    let context = context(&api);
+    assert_eq!(context.close(), Ok(()));
+    assert_eq!(take_log(), ["cuCtxDestroy_v2 ctx2"]);
+    assert_eq!(live_resources(), (0, 0, 0));
+}
+
+#[test]
+fn context_drop_destroys_once() {
+    let api = fresh_api();
+    let context = context(&api);
+    drop(context);
+    assert_eq!(take_log(), ["cuCtxDestroy_v2 ctx2"]);
+}
+
+#[test]
+fn context_destroy_failure_is_reported_once_and_not_retried() {
+    let api = fresh_api();
+    let context = context(&api);
+    fail("cuCtxDestroy_v2", 1, INVALID_CONTEXT);
+    assert_eq!(
+        context.close(),
+        Err(error("cuCtxDestroy_v2", INVALID_CONTEXT))
+    );
+    drop(api);
+    assert_eq!(
+        take_log(),
+        ["cuCtxDestroy_v2 ctx2 -> error 201", "image dropped"]
+    );
+}
+
+#[test]
+fn context_close_with_live_children_defers_the_destroy_to_the_last_child() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    let allocation = context.allocate(16).unwrap();
+    take_log();
+    assert_eq!(
+        context.close(),
+        Err(refusal("cuCtxDestroy_v2:children-live"))
+    );
+    assert!(take_log().is_empty());
+    stream.close().unwrap();
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+        ]
+    );
+    drop(allocation);
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem4 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+            "cuCtxDestroy_v2 ctx2",
+        ]
+    );
+    assert_eq!(live_resources(), (0, 0, 0));
+}
+
+#[test]
+fn release_order_is_allocation_stream_then_context() {
+    let api = fresh_api();
+    {
+        let context = context(&api);
+        let _stream = context.create_stream().unwrap();
+        let _allocation = context.allocate(32).unwrap();
+        take_log();
+        // Scope end drops in reverse declaration order.
+    }
+    assert_eq!(
+        take_log(),
+        [
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuMemFree_v2 mem4 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+            "cuCtxPushCurrent_v2 ctx2",
+            "cuStreamDestroy_v2 stream3 in ctx2",
+            "cuCtxPopCurrent_v2 -> ctx2",
+            "cuCtxDestroy_v2 ctx2",
+        ]
+    );
+}
+
+#[test]
+fn context_is_destroyed_after_its_children_whatever_the_drop_order() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    let allocation = context.allocate(32).unwrap();
+    take_log();
+    drop(context);
+    drop(stream);
+    drop(allocation);
+    let log = take_log();
+    assert_eq!(log.last().unwrap(), "cuCtxDestroy_v2 ctx2");
+    assert_eq!(
+        log.iter()
+            .filter(|c| c.starts_with("cuCtxDestroy_v2"))
+            .count(),
+        1
+    );
+    assert_eq!(live_resources(), (0, 0, 0));
+}
+
+#[test]
+fn the_image_is_dropped_only_after_the_last_resource() {
+    let api = fresh_api();
+    let context = Context::create(api, 40).unwrap();
+    let stream = context.create_stream().unwrap();
+    let allocation = context.allocate(32).unwrap();
+    drop(context);
+    drop(allocation);
+    assert!(!take_log().iter().any(|c| c == "image dropped"));
+    drop(stream);
+    let log = take_log();
+    assert_eq!(
+        log[log.len() - 2..],
+        ["cuCtxDestroy_v2 ctx2", "image dropped"]
+    );
+    assert_eq!(log.iter().filter(|c| *c == "image dropped").count(), 1);
+}
+
+#[test]
+fn pushes_and_pops_balance_and_the_callers_stack_is_restored() {
+    let api = fresh_api();
+    initialize(&api).unwrap();
+    let device = device_get(&api, 0).unwrap();
+    let context = Context::create(Rc::clone(&api), device).unwrap();
+    let stream = context.create_stream().unwrap();
+    let allocation = context.allocate(1 << 20).unwrap();
+    stream.synchronize().unwrap();
+    allocation.close().unwrap();
+    stream.close().unwrap();
+    context.close().unwrap();
+    let log = take_log();
+    let count = |prefix: &str| log.iter().filter(|c| c.starts_with(prefix)).count();
+    assert_eq!(count("cuCtxPushCurrent_v2"), 5);
+    // One more pop than push: the one right after cuCtxCreate_v2.
+    assert_eq!(count("cuCtxPopCurrent_v2"), 6);
+    assert_eq!(count("cuCtxCreate_v2"), 1);
+    assert_eq!(count("cuCtxDestroy_v2"), 1);
+    assert!(log
+        .iter()
+        .filter(|c| c.starts_with("cuStream") || c.starts_with("cuMem"))
+        .all(|c| c.contains(" in ctx2")));
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+    assert_eq!(live_resources(), (0, 0, 0));
+}
+
+// Errors and formatting.
+
+#[test]
+fn cuda_error_carries_only_the_operation_and_the_result() {
+    let driver = error("cuMemAlloc_v2", OUT_OF_MEMORY);
+    assert_eq!(driver.operation(), "cuMemAlloc_v2");
+    assert_eq!(driver.result(), 2);
+    assert!(!driver.is_runtime_refusal());
+    assert_eq!(
+        driver.to_string(),
+        "cuMemAlloc_v2 failed with CUDA result 2"
+    );
+    let refused = refusal("cuMemAlloc_v2:zero-bytes");
+    assert!(refused.is_runtime_refusal());
+    assert_eq!(refused.result(), CudaError::RUNTIME_REFUSAL);
+    assert_eq!(
+        refused.to_string(),
+        "cuMemAlloc_v2:zero-bytes failed with CUDA result -1"
+    );
+    let boxed: Box<dyn std::error::Error> = Box::new(refused);
+    assert!(boxed.source().is_none());
+}
+
+#[test]
+fn operation_names_are_the_documented_strings() {
+    assert_eq!(operation::CTX_CREATE, "cuCtxCreate_v2");
+    assert_eq!(
+        operation::CTX_DESTROY_CHILDREN_LIVE,
+        "cuCtxDestroy_v2:children-live"
+    );
+    assert_eq!(operation::MEM_ALLOC_ZERO_BYTES, "cuMemAlloc_v2:zero-bytes");
+    assert_eq!(
+        operation::CTX_POP_WRONG_CONTEXT,
+        "cuCtxPopCurrent_v2:wrong-context"
+    );
+    // Every plain operation name is a listed export.
+    for name in [
+        operation::INIT,
+        operation::DEVICE_GET,
+        operation::CTX_CREATE,
+        operation::CTX_DESTROY,
+        operation::CTX_PUSH,
+        operation::CTX_POP,
+        operation::STREAM_CREATE,
+        operation::STREAM_SYNCHRONIZE,
+        operation::STREAM_DESTROY,
+        operation::MEM_ALLOC,
+        operation::MEM_FREE,
+    ] {
+        assert!(
+            DRIVER_EXPORT_NAMES.iter().any(|e| e.to_str() == Ok(name)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn debug_output_names_the_handles() {
+    let api = fresh_api();
+    let context = context(&api);
+    let stream = context.create_stream().unwrap();
+    let allocation = context.allocate(16).unwrap();
+    assert!(format!("{context:?}").contains("live_children: 2"));
+    assert!(format!("{stream:?}").starts_with("Stream"));
+    assert!(format!("{allocation:?}").contains("0x400"));
+}
