@@ -1,0 +1,196 @@
+//! The reviewed driver loader: opens the one reviewed driver image and
+//! resolves it into a generated symbol table that owns the image, so the
+//! image cannot be closed while the table (or anything made from it) lives.
+//!
+//! No PATH, `LD_LIBRARY_PATH`, registry or environment discovery: Linux tries
+//! only the reviewed candidates of [`reviewed`], Windows only System32's
+//! `nvcuda.dll`, and every other target is unsupported.
+
+#[cfg(unix)]
+pub mod reviewed;
+
+use rextio_cuda_runtime::DriverApi;
+
+use crate::generated::inventory_api::InventoryApi;
+use crate::generated::spec::reason_codes;
+
+/// Why no symbol table could be produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadError {
+    /// No `libcuda.so.1` exists at any reviewed candidate path.
+    DriverNotFound,
+    /// Some candidate existed, but none passed review and opened.
+    DriverLoadFailed,
+    /// `nvcuda.dll` could not be loaded from System32.
+    NvcudaNotFound,
+    /// This target has no reviewed driver location.
+    UnsupportedTarget,
+    /// The image opened but lacks a required export.
+    SymbolMissing { export_name: &'static str },
+}
+
+impl LoadError {
+    /// The stable reason code of this failure.
+    pub fn reason_code(self) -> &'static str {
+        match self {
+            Self::DriverNotFound => reason_codes::LIBCUDA_SO_NOT_FOUND,
+            Self::DriverLoadFailed => reason_codes::LIBCUDA_SO_LOAD_FAILED,
+            Self::NvcudaNotFound => reason_codes::NVCUDA_DLL_NOT_FOUND,
+            Self::UnsupportedTarget => reason_codes::UNSUPPORTED_TARGET,
+            Self::SymbolMissing { .. } => reason_codes::REQUIRED_SYMBOL_MISSING,
+        }
+    }
+
+    /// Whether a driver image was opened before the failure.
+    pub fn driver_loaded(self) -> bool {
+        matches!(self, Self::SymbolMissing { .. })
+    }
+}
+
+/// Whether this build target has a reviewed driver location.
+pub const fn target_is_supported() -> bool {
+    cfg!(any(
+        all(
+            target_os = "linux",
+            target_env = "gnu",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ),
+        all(
+            target_os = "windows",
+            target_env = "msvc",
+            target_arch = "x86_64"
+        )
+    ))
+}
+
+/// Opens the reviewed driver image and resolves the probe's inventory table.
+pub fn load_inventory_api() -> Result<InventoryApi, LoadError> {
+    let image = platform::open_driver_image()?;
+    // SAFETY: `resolve_export` returns the address of the named export of
+    // this image or None. The image is the reviewed CUDA driver, whose
+    // exports have exactly the signatures the generated table lists, and the
+    // table takes ownership of the image so the addresses stay valid.
+    unsafe { InventoryApi::resolve(image, platform::resolve_export) }.map_err(|missing| {
+        LoadError::SymbolMissing {
+            export_name: missing.export_name,
+        }
+    })
+}
+
+/// Opens the reviewed driver image and resolves the runtime's full table.
+pub fn load_driver_api() -> Result<DriverApi, LoadError> {
+    let image = platform::open_driver_image()?;
+    // SAFETY: as in `load_inventory_api`: genuine exports of the reviewed
+    // driver image, owned by the table for as long as it lives.
+    unsafe { DriverApi::resolve(image, platform::resolve_export) }.map_err(|missing| {
+        LoadError::SymbolMissing {
+            export_name: missing.export_name,
+        }
+    })
+}
+
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod platform {
+    use core::ffi::{c_void, CStr};
+    use core::ptr::NonNull;
+    use std::path::{Path, PathBuf};
+
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+
+    use super::reviewed::{self, SearchFailure};
+    use super::LoadError;
+
+    pub type DriverImage = Library;
+
+    #[cfg(target_arch = "x86_64")]
+    const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_X86_64_CANDIDATE_DIRS;
+    #[cfg(target_arch = "aarch64")]
+    const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_AARCH64_CANDIDATE_DIRS;
+
+    pub fn open_driver_image() -> Result<DriverImage, LoadError> {
+        let candidates = reviewed::candidate_paths(CANDIDATE_DIRS);
+        let roots = reviewed::reviewed_roots();
+        let floor = PathBuf::from(reviewed::ANCESTOR_CHECK_FLOOR);
+        reviewed::open_first_accepted(&candidates, &roots, &floor, open_reviewed_path).map_err(
+            |failure| match failure {
+                SearchFailure::NoneExisted => LoadError::DriverNotFound,
+                SearchFailure::NoneAcceptedAndOpened => LoadError::DriverLoadFailed,
+            },
+        )
+    }
+
+    fn open_reviewed_path(path: &Path) -> Option<DriverImage> {
+        // SAFETY: the path passed review (canonical, regular file under a
+        // reviewed root, no group/other write bit on it or any ancestor from
+        // /usr down), so its initializers are the installed driver's. An
+        // absolute path means dlopen performs no search.
+        unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.ok()
+    }
+
+    pub fn resolve_export(image: &DriverImage, name: &'static CStr) -> Option<NonNull<c_void>> {
+        // SAFETY: reads the export's address as a plain pointer; nothing is
+        // called here and the caller casts it to the listed signature.
+        let symbol = unsafe { image.get::<*mut c_void>(name.to_bytes_with_nul()) }.ok()?;
+        NonNull::new(*symbol)
+    }
+}
+
+#[cfg(all(target_os = "windows", target_env = "msvc", target_arch = "x86_64"))]
+mod platform {
+    use core::ffi::{c_void, CStr};
+    use core::ptr::NonNull;
+
+    use libloading::os::windows::{Library, LOAD_LIBRARY_SEARCH_SYSTEM32};
+
+    use super::LoadError;
+
+    pub type DriverImage = Library;
+
+    /// Only this file name, and only from System32.
+    const NVCUDA_DLL: &str = "nvcuda.dll";
+
+    pub fn open_driver_image() -> Result<DriverImage, LoadError> {
+        // SAFETY: LOAD_LIBRARY_SEARCH_SYSTEM32 restricts the search to
+        // System32, so only the installed display driver's nvcuda.dll runs
+        // its initializers.
+        unsafe { Library::load_with_flags(NVCUDA_DLL, LOAD_LIBRARY_SEARCH_SYSTEM32) }
+            .map_err(|_| LoadError::NvcudaNotFound)
+    }
+
+    pub fn resolve_export(image: &DriverImage, name: &'static CStr) -> Option<NonNull<c_void>> {
+        // SAFETY: reads the export's address as a plain pointer; nothing is
+        // called here and the caller casts it to the listed signature.
+        let symbol = unsafe { image.get::<*mut c_void>(name.to_bytes_with_nul()) }.ok()?;
+        NonNull::new(*symbol)
+    }
+}
+
+#[cfg(not(any(
+    all(
+        target_os = "linux",
+        target_env = "gnu",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ),
+    all(target_os = "windows", target_env = "msvc", target_arch = "x86_64")
+)))]
+mod platform {
+    use core::ffi::{c_void, CStr};
+    use core::ptr::NonNull;
+
+    use super::LoadError;
+
+    /// No image can exist on an unsupported target.
+    pub enum DriverImage {}
+
+    pub fn open_driver_image() -> Result<DriverImage, LoadError> {
+        Err(LoadError::UnsupportedTarget)
+    }
+
+    pub fn resolve_export(image: &DriverImage, _name: &'static CStr) -> Option<NonNull<c_void>> {
+        match *image {}
+    }
+}

@@ -1,0 +1,262 @@
+//! The runtime lifetime smoke (contract §8): through the reviewed loader and
+//! the runtime crate, create a context, a dedicated stream and a 4096-byte
+//! allocation, synchronize, then release allocation, stream, context, table
+//! and image in that order. Never runs a kernel.
+
+use std::ffi::OsString;
+use std::rc::Rc;
+
+use rextio_cuda_runtime::{device_get, initialize, Context, CudaError};
+use serde::Serialize;
+
+use crate::generated::spec::{
+    reason_codes, MAX_DEVICE_ORDINAL, SMOKE_ALLOCATION_BYTES, SMOKE_COMPLETE_STATUS,
+    SMOKE_FAILURE_STATUS, SMOKE_NAME, SMOKE_SCHEMA_VERSION,
+};
+use crate::inventory::set_driver_environment;
+use crate::loader::{self, LoadError};
+use crate::report::{to_json_line, Target};
+
+/// Exit status of a completed smoke.
+pub const EXIT_COMPLETE: u8 = 0;
+/// Exit status of a smoke that ran and failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status for arguments other than exactly `--device N`.
+pub const EXIT_INVALID_ARGUMENTS: u8 = 2;
+
+/// The one accepted flag.
+const DEVICE_FLAG: &str = "--device";
+/// `device_ordinal` of a record whose arguments were refused.
+const NO_DEVICE_ORDINAL: i64 = -1;
+
+/// The smoke's JSON record, keys in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SmokeRecord {
+    pub schema_version: &'static str,
+    pub probe: &'static str,
+    pub support_claim: bool,
+    pub target: Target,
+    pub status: &'static str,
+    pub reason_code: Option<&'static str>,
+    pub cuda_result: Option<i32>,
+    pub device_ordinal: i64,
+    pub allocation_bytes: u64,
+    pub kernel_executed: bool,
+    pub certification_ready: bool,
+}
+
+impl SmokeRecord {
+    fn new(device_ordinal: i64, outcome: Result<(), SmokeFailure>) -> Self {
+        let (status, reason_code, cuda_result) = match outcome {
+            Ok(()) => (SMOKE_COMPLETE_STATUS, None, Some(0)),
+            Err(failure) => (
+                SMOKE_FAILURE_STATUS,
+                Some(failure.reason_code),
+                failure.cuda_result,
+            ),
+        };
+        Self {
+            schema_version: SMOKE_SCHEMA_VERSION,
+            probe: SMOKE_NAME,
+            support_claim: false,
+            target: Target::host(),
+            status,
+            reason_code,
+            cuda_result,
+            device_ordinal,
+            allocation_bytes: SMOKE_ALLOCATION_BYTES as u64,
+            kernel_executed: false,
+            certification_ready: false,
+        }
+    }
+
+    /// The record as one line of compact JSON.
+    pub fn to_json(&self) -> String {
+        to_json_line(self)
+    }
+}
+
+/// Why the smoke stopped: a reason code and, for a driver call, its result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SmokeFailure {
+    pub reason_code: &'static str,
+    pub cuda_result: Option<i32>,
+}
+
+impl From<LoadError> for SmokeFailure {
+    fn from(error: LoadError) -> Self {
+        Self {
+            reason_code: error.reason_code(),
+            cuda_result: None,
+        }
+    }
+}
+
+/// Attaches the step's reason code to a runtime error.
+fn at_step(reason_code: &'static str) -> impl FnOnce(CudaError) -> SmokeFailure {
+    move |error| SmokeFailure {
+        reason_code,
+        cuda_result: Some(error.result()),
+    }
+}
+
+/// The device ordinal of exactly `--device N`, N in 0..=1023 (ASCII digits,
+/// leading zeros accepted); anything else is `None`.
+pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
+    let [flag, value] = arguments else {
+        return None;
+    };
+    if flag.to_str()? != DEVICE_FLAG {
+        return None;
+    }
+    let digits = value.to_str()?;
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > 4 {
+        return None;
+    }
+    let ordinal = if significant.is_empty() {
+        0
+    } else {
+        significant.parse::<u32>().ok()?
+    };
+    (ordinal <= MAX_DEVICE_ORDINAL as u32).then_some(ordinal)
+}
+
+/// Runs the smoke for the process arguments (without the program name);
+/// returns the record and the exit status.
+pub fn run(arguments: &[OsString]) -> (SmokeRecord, u8) {
+    let Some(ordinal) = parse_arguments(arguments) else {
+        let failure = SmokeFailure {
+            reason_code: reason_codes::INVALID_ARGUMENTS,
+            cuda_result: None,
+        };
+        return (
+            SmokeRecord::new(NO_DEVICE_ORDINAL, Err(failure)),
+            EXIT_INVALID_ARGUMENTS,
+        );
+    };
+    let outcome = if loader::target_is_supported() {
+        set_driver_environment();
+        lifetime_smoke(ordinal)
+    } else {
+        Err(LoadError::UnsupportedTarget.into())
+    };
+    let status = if outcome.is_ok() {
+        EXIT_COMPLETE
+    } else {
+        EXIT_FAILED
+    };
+    (SmokeRecord::new(i64::from(ordinal), outcome), status)
+}
+
+/// Every resource is released exactly once, children before the context and
+/// the context before the table (and its image): explicitly on success, and
+/// by the runtime's `Drop` in reverse creation order when a step fails.
+fn lifetime_smoke(ordinal: u32) -> Result<(), SmokeFailure> {
+    let api = Rc::new(loader::load_driver_api()?);
+    initialize(&api).map_err(at_step(reason_codes::CU_INIT_FAILED))?;
+    let ordinal = i32::try_from(ordinal).map_err(|_| SmokeFailure {
+        reason_code: reason_codes::INVALID_ARGUMENTS,
+        cuda_result: None,
+    })?;
+    let device = device_get(&api, ordinal).map_err(at_step(reason_codes::CU_DEVICE_GET_FAILED))?;
+    let context = Context::create(Rc::clone(&api), device)
+        .map_err(at_step(reason_codes::CONTEXT_CREATE_OR_DETACH_FAILED))?;
+    let stream = context
+        .create_stream()
+        .map_err(at_step(reason_codes::STREAM_CREATE_FAILED))?;
+    let allocation = context
+        .allocate(SMOKE_ALLOCATION_BYTES as usize)
+        .map_err(at_step(reason_codes::DEVICE_ALLOCATION_FAILED))?;
+    stream
+        .synchronize()
+        .map_err(at_step(reason_codes::STREAM_SYNCHRONIZE_FAILED))?;
+    allocation
+        .close()
+        .map_err(at_step(reason_codes::DEVICE_FREE_FAILED))?;
+    stream
+        .close()
+        .map_err(at_step(reason_codes::STREAM_DESTROY_FAILED))?;
+    context
+        .close()
+        .map_err(at_step(reason_codes::CONTEXT_DESTROY_FAILED))?;
+    // The last owner of the table: dropping it drops the table, then the image.
+    drop(api);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(parts: &[&str]) -> Vec<OsString> {
+        parts.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn accepts_exactly_device_and_an_ordinal() {
+        assert_eq!(parse_arguments(&arguments(&["--device", "0"])), Some(0));
+        assert_eq!(
+            parse_arguments(&arguments(&["--device", "1023"])),
+            Some(1023)
+        );
+        assert_eq!(parse_arguments(&arguments(&["--device", "0007"])), Some(7));
+        assert_eq!(
+            parse_arguments(&arguments(&["--device", "00000000000000000001"])),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn refuses_everything_else() {
+        for bad in [
+            &[][..],
+            &["--device"][..],
+            &["--device", "1024"][..],
+            &["--device", "-1"][..],
+            &["--device", "+1"][..],
+            &["--device", ""][..],
+            &["--device", " 1"][..],
+            &["--device", "99999999999999999999"][..],
+            &["--device", "١"][..],
+            &["--device=0"][..],
+            &["--Device", "0"][..],
+            &["--device", "0", "--device", "0"][..],
+            &["0", "--device"][..],
+        ] {
+            assert_eq!(parse_arguments(&arguments(bad)), None, "{bad:?}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn refuses_non_utf8_arguments() {
+        use std::os::unix::ffi::OsStringExt;
+        let bad = vec![
+            OsString::from("--device"),
+            OsString::from_vec(vec![0x30, 0xff]),
+        ];
+        assert_eq!(parse_arguments(&bad), None);
+    }
+
+    #[test]
+    fn invalid_arguments_record_and_status() {
+        let (record, status) = run(&arguments(&["--device", "x"]));
+        assert_eq!(status, EXIT_INVALID_ARGUMENTS);
+        assert_eq!(
+            record.to_json(),
+            format!(
+                concat!(
+                    r#"{{"schema_version":"1","probe":"rextio-cuda-runtime-smoke","support_claim":false,"#,
+                    r#""target":{{"os":"{}","arch":"{}","environment":"{}"}},"#,
+                    r#""status":"unavailable","reason_code":"INVALID_ARGUMENTS","cuda_result":null,"#,
+                    r#""device_ordinal":-1,"allocation_bytes":4096,"kernel_executed":false,"certification_ready":false}}"#
+                ),
+                record.target.os, record.target.arch, record.target.environment
+            )
+        );
+    }
+}
