@@ -1,0 +1,239 @@
+//! `cargo xtask generate [--check]`: every derived file, computed in memory
+//! from `templates/` (and the runtime crate's hand-written sources for its
+//! tarball), then written atomically or checked against the tree.
+
+pub mod fs;
+mod index;
+pub mod inputs;
+mod json;
+mod manifest;
+mod python;
+mod rust;
+pub mod tarball;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::paths::repo_root;
+use crate::Result;
+use inputs::{Inputs, ProviderSpec, SymbolList, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
+
+pub use index::sha256_hex;
+
+pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
+pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
+pub const PROBE_MODULE_PATH: &str = "probe/src/generated/mod.rs";
+pub const MANIFEST_PATH: &str = "generated/manifest.json";
+pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
+pub const INDEX_PATH: &str = "generated/index.json";
+/// Directories that hold only generated files: anything else there is unexpected.
+pub const OWNED_DIRS: [&str; 2] = ["generated", "probe/src/generated"];
+
+/// One generated file: repository-relative path and exact bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub path: String,
+    pub bytes: Vec<u8>,
+}
+
+fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
+    Output {
+        path: path.into(),
+        bytes,
+    }
+}
+
+/// Every generated file, a pure function of `inputs`, in dependency order
+/// (the tarball before the Python module that holds its digest, the index last).
+pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
+    let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+    let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
+    let mut outputs = Vec::new();
+
+    let driver_api = rust::symbol_table(&symbols, &rust::RUNTIME_TABLE)?;
+    outputs.push(output(DRIVER_API_PATH, driver_api.clone()));
+    outputs.push(output(
+        INVENTORY_API_PATH,
+        rust::symbol_table(&symbols, &rust::INVENTORY_TABLE)?,
+    ));
+    outputs.push(output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?));
+    outputs.push(output(PROBE_MODULE_PATH, rust::probe_module()?));
+    outputs.push(output(
+        MANIFEST_PATH,
+        json::to_python_json(&manifest::manifest_value(&spec)?)?,
+    ));
+
+    let stem = spec.runtime_archive_stem()?;
+    let archive_name = format!("{stem}.tar.gz");
+    let mut packaged: Vec<(String, Vec<u8>)> = inputs
+        .runtime_sources()
+        .map(|(path, bytes)| (path.to_string(), bytes.to_vec()))
+        .collect();
+    packaged.push((
+        "LICENSE".to_string(),
+        inputs.get(inputs::LICENSE_PATH)?.to_vec(),
+    ));
+    packaged.push(("src/driver_api.rs".to_string(), driver_api));
+    let archive = tarball::build(&stem, &packaged)?;
+    let archive_sha256 = sha256_hex(&archive);
+    outputs.push(output(format!("generated/{archive_name}"), archive));
+
+    let driver_symbols_value: Value =
+        inputs::parse_json(DRIVER_SYMBOLS_PATH, inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+    outputs.push(output(
+        PYTHON_MODULE_PATH,
+        python::module(
+            &spec.value,
+            &driver_symbols_value,
+            &archive_name,
+            &archive_sha256,
+        )?,
+    ));
+
+    let index = index::index(&outputs)?;
+    outputs.push(output(INDEX_PATH, index));
+    Ok(outputs)
+}
+
+/// Reads the inputs under `input_root` and renders every output.
+pub fn render_from(input_root: &Path) -> Result<Vec<Output>> {
+    render(&Inputs::read(input_root)?)
+}
+
+/// One difference between the outputs and the tree under a root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Drift {
+    Missing(String),
+    Stale(String),
+    Unexpected(String),
+}
+
+impl std::fmt::Display for Drift {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Drift::Missing(path) => write!(formatter, "{path}: missing"),
+            Drift::Stale(path) => write!(formatter, "{path}: stale"),
+            Drift::Unexpected(path) => {
+                write!(
+                    formatter,
+                    "{path}: unexpected (not written by the generator)"
+                )
+            }
+        }
+    }
+}
+
+/// Compares `outputs` with the files under `root`; writes nothing.
+pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
+    let mut found = Vec::new();
+    for item in outputs {
+        match std::fs::read(root.join(&item.path)) {
+            Ok(bytes) if bytes == item.bytes => {}
+            Ok(_) => found.push(Drift::Stale(item.path.clone())),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                found.push(Drift::Missing(item.path.clone()))
+            }
+            Err(error) => return Err(format!("{}: cannot read: {error}", item.path)),
+        }
+    }
+    for dir in OWNED_DIRS {
+        for path in fs::relative_files(root, dir)? {
+            if !outputs.iter().any(|item| item.path == path) {
+                found.push(Drift::Unexpected(path));
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Writes every output under `output_root` that differs, and removes
+/// unexpected files from the generator-owned directories. Returns what changed.
+pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
+    let changes = drift(output_root, outputs)?;
+    for change in &changes {
+        match change {
+            Drift::Missing(path) | Drift::Stale(path) => {
+                let item = outputs
+                    .iter()
+                    .find(|item| &item.path == path)
+                    .ok_or_else(|| format!("internal error: no output for {path}"))?;
+                fs::write_atomic(&output_root.join(path), &item.bytes)?;
+            }
+            Drift::Unexpected(path) => std::fs::remove_file(output_root.join(path))
+                .map_err(|error| format!("{path}: cannot remove: {error}"))?,
+        }
+    }
+    Ok(changes)
+}
+
+/// Reads inputs from `input_root`, writes outputs under `output_root`.
+pub fn generate_into(input_root: &Path, output_root: &Path) -> Result<Vec<Drift>> {
+    let outputs = render_from(input_root)?;
+    write_outputs(output_root, &outputs)
+}
+
+fn drift_report(changes: &[Drift]) -> String {
+    let lines: Vec<String> = changes.iter().map(|change| format!("  {change}")).collect();
+    format!(
+        "generated files are not current:\n{}\nrun `cargo xtask generate` and commit the result",
+        lines.join("\n")
+    )
+}
+
+/// Fails naming each stale, missing or unexpected generated file; writes nothing.
+pub fn check() -> Result<()> {
+    check_at(&repo_root())
+}
+
+pub fn check_at(root: &Path) -> Result<()> {
+    let outputs = render_from(root)?;
+    let changes = drift(root, &outputs)?;
+    if changes.is_empty() {
+        println!(
+            "generate --check: {} generated files are current",
+            outputs.len()
+        );
+        Ok(())
+    } else {
+        Err(drift_report(&changes))
+    }
+}
+
+/// `generate [--check] [--root DIR]`; `--root` (inputs and outputs under
+/// DIR) is how verify-determinism runs the generator in a child process.
+pub fn command(args: &[String]) -> Result<()> {
+    let mut check_only = false;
+    let mut root = repo_root();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--check" => check_only = true,
+            "--root" => {
+                root = rest
+                    .next()
+                    .map(Into::into)
+                    .ok_or("--root needs a directory")?;
+            }
+            other => return Err(format!("generate: unknown argument `{other}`")),
+        }
+    }
+    if check_only {
+        return check_at(&root);
+    }
+    let changes = generate_into(&root, &root)?;
+    if changes.is_empty() {
+        println!("generate: every generated file is current");
+    }
+    for change in changes {
+        match change {
+            Drift::Missing(path) => println!("generate: wrote {path}"),
+            Drift::Stale(path) => println!("generate: updated {path}"),
+            Drift::Unexpected(path) => println!("generate: removed unexpected {path}"),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! The runtime crate's source tarball, byte-identical on every run: entries
+//! sorted by path, ustar headers with uid/gid 0, empty owner names, mode
+//! 0644, one fixed mtime; gzip with mtime 0, OS byte 255, no file name,
+//! level 9, flate2's pure-Rust backend.
+
+use std::io::Write;
+
+use flate2::{Compression, GzBuilder};
+
+use crate::Result;
+
+/// 1980-01-01T00:00:00Z: the earliest time every archive format can hold.
+pub const ENTRY_MTIME: u64 = 315_532_800;
+pub const FILE_MODE: u32 = 0o644;
+/// "Unknown" operating system (RFC 1952).
+pub const GZIP_OS: u8 = 255;
+pub const GZIP_LEVEL: u32 = 9;
+
+/// Builds `<top>/<path>` entries from `(path, bytes)` pairs; no directory entries.
+pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
+    let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut archive = tar::Builder::new(Vec::new());
+    for (path, bytes) in sorted {
+        let full_path = format!("{top}/{path}");
+        let mut header = tar::Header::new_ustar();
+        header
+            .set_path(&full_path)
+            .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(bytes.len() as u64);
+        header.set_mode(FILE_MODE);
+        header.set_uid(0);
+        header.set_gid(0);
+        header
+            .set_username("")
+            .and_then(|()| header.set_groupname(""))
+            .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
+        header.set_mtime(ENTRY_MTIME);
+        header.set_cksum();
+        archive
+            .append(&header, bytes.as_slice())
+            .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
+    }
+    let tar_bytes = archive
+        .into_inner()
+        .map_err(|error| format!("tarball: {error}"))?;
+    gzip(&tar_bytes)
+}
+
+pub fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
+    let mut encoder = GzBuilder::new()
+        .mtime(0)
+        .operating_system(GZIP_OS)
+        .write(Vec::new(), Compression::new(GZIP_LEVEL));
+    encoder
+        .write_all(bytes)
+        .and_then(|()| encoder.try_finish())
+        .map_err(|error| format!("gzip: {error}"))?;
+    encoder.finish().map_err(|error| format!("gzip: {error}"))
+}
