@@ -1,0 +1,103 @@
+"""Core records built from the spec: the manifest and the build contributions."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from rextio.artifacts.models import (
+    ArtifactKind,
+    CertificationTier,
+    DeviceRequirement,
+    RuntimeRequirement,
+    TargetCapability,
+)
+from rextio.devices import (
+    DEVICE_PROVIDER_API_VERSION,
+    DeviceBuildContribution,
+    DeviceProviderManifest,
+    DeviceResourceAccess,
+    DeviceResourceContract,
+    DeviceResourceOwner,
+)
+
+from rextio_device_cuda import _spec
+
+
+def _framework_requirement(spec: _spec.CapabilitySpec) -> tuple[DeviceRequirement, ...]:
+    requirement = spec.lane.requirement
+    if requirement is None:
+        return ()
+    return (
+        DeviceRequirement(
+            logical_device=requirement.logical_device,
+            backend=requirement.backend,
+            runtime=requirement.runtime,
+            features=tuple(sorted(requirement.features)),
+            layouts=tuple(sorted(requirement.layouts)),
+            memory_spaces=tuple(sorted(requirement.memory_spaces)),
+            architectures=requirement.architectures,
+            reuse_domain_runtime=requirement.reuse_domain_runtime,
+        ),
+    )
+
+
+def _capability(spec: _spec.CapabilitySpec) -> TargetCapability:
+    manifest = _spec.MANIFEST
+    return TargetCapability(
+        id=spec.id,
+        target_triples=(spec.target_triple,),
+        artifact_kinds=tuple(ArtifactKind(kind) for kind in spec.artifact_kinds),
+        accelerator_backends=(_spec.BACKEND,),
+        minimum_runtime_version=spec.minimum_runtime_version,
+        minimum_driver_version=spec.minimum_driver_version,
+        architectures=_spec.ARCHITECTURES,
+        device_requirements=_framework_requirement(spec),
+        certification_tier=CertificationTier(manifest["certification_tier"]),
+        evidence_references=tuple(manifest["evidence_references"]),
+    )
+
+
+@cache
+def provider_manifest() -> DeviceProviderManifest:
+    """The passive manifest; built once, never probes the host."""
+    manifest = _spec.MANIFEST
+    if manifest["api_version"] != DEVICE_PROVIDER_API_VERSION:
+        raise RuntimeError("the provider spec names a different Device Provider API version")
+    return DeviceProviderManifest(
+        provider_id=manifest["provider_id"],
+        display_name=manifest["display_name"],
+        provider_version=manifest["provider_version"],
+        backend=manifest["backend"],
+        api_version=DEVICE_PROVIDER_API_VERSION,
+        capabilities=tuple(_capability(spec) for spec in _spec.CAPABILITIES.values()),
+        runtime_requirements=tuple(
+            RuntimeRequirement(
+                name=item["name"], version=item["version"], features=tuple(item["features"])
+            )
+            for item in manifest["runtime_requirements"]
+        ),
+    )
+
+
+@cache
+def lane_contribution(lane_name: str) -> DeviceBuildContribution:
+    """The declarative build inputs of one lane."""
+    spec = _spec.LANES[lane_name].contribution
+    return DeviceBuildContribution(
+        cargo_features=spec.cargo_features,
+        native_libraries=spec.native_libraries,
+        package_references=spec.package_references,
+        generated_helper_ids=spec.generated_helper_ids,
+        runtime_check_ids=spec.runtime_check_ids,
+        resource_contracts=tuple(
+            DeviceResourceContract(
+                resource_kind=item.resource_kind,
+                owner=DeviceResourceOwner(item.owner),
+                access=DeviceResourceAccess(item.access),
+                may_allocate=item.may_allocate,
+                may_replace=item.may_replace,
+                may_synchronize=item.may_synchronize,
+            )
+            for item in spec.resource_contracts
+        ),
+    )

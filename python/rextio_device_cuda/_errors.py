@@ -1,0 +1,30 @@
+"""The one exception type that carries a stable reason code."""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from rextio_device_cuda import _spec
+
+_REASON_CODE: Final = re.compile(_spec.PROBE_REPORT["reason_code_pattern"], re.ASCII)
+
+
+def is_reason_code(value: object) -> bool:
+    """Whether ``value`` is spelled like a reason code (``^[A-Z][A-Z0-9_]{0,63}$``)."""
+    return isinstance(value, str) and _REASON_CODE.fullmatch(value) is not None
+
+
+class CudaProbeError(Exception):
+    """A probe, parser or toolkit refusal with a stable ``reason_code``."""
+
+    def __init__(self, reason_code: str, detail: str | None = None) -> None:
+        if not is_reason_code(reason_code):
+            raise ValueError("reason_code must match ^[A-Z][A-Z0-9_]{0,63}$")
+        self.reason_code: Final[str] = reason_code
+        self.detail = detail
+        text = _spec.reason_text(reason_code)
+        message = text[0] if text is not None else reason_code
+        if detail:
+            message = f"{message} ({detail})"
+        super().__init__(f"{reason_code}: {message}")

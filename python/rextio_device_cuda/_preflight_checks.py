@@ -1,0 +1,408 @@
+"""The preflight check sequence of contract section 3, first failure wins.
+
+``evaluate`` returns either a ``Refusal`` (one status, one reason code) or a
+``Ready`` with the ready observations. It never raises for bad input: an
+unexpected failure of an injected runner or inspector becomes a reason code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from rextio.artifacts.models import ArtifactKind, DeviceRequirement
+from rextio.devices import DevicePreflightRequest, DevicePreflightStatus, normalize_device_id
+
+from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._report import CudaProbeReport, expected_probe_target
+from rextio_device_cuda._runner import SubprocessProbeRunner
+from rextio_device_cuda._toolkit import (
+    CudaToolkitReport,
+    FilesystemToolkitInspector,
+    expected_components,
+    toolkit_version_parts,
+)
+from rextio_device_cuda.config import CudaProviderConfig
+from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+_ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+_OPTION = _spec.OPTION_KEYS
+_OBSERVATION = _spec.OBSERVATION_KEYS
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A failed preflight: exactly one reason code, no observations."""
+
+    status: DevicePreflightStatus
+    reason_code: str
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A successful preflight and what it observed (never a path)."""
+
+    observations: tuple[tuple[str, str], ...]
+
+
+class _RefusedError(Exception):
+    def __init__(self, code: str, status: DevicePreflightStatus) -> None:
+        super().__init__(code)
+        self.refusal = Refusal(status=status, reason_code=code)
+
+
+def _incompatible(code: str) -> _RefusedError:
+    return _RefusedError(code, DevicePreflightStatus.INCOMPATIBLE)
+
+
+def _unavailable(code: str) -> _RefusedError:
+    return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """The effective device choice after options and constructor are merged."""
+
+    capability: _spec.CapabilitySpec
+    ordinal: int
+    sm: str
+    probe_path: str | None
+    toolkit_root: str | None
+
+
+# -- steps 1-4: identity and shape (incompatible) ------------------------------
+
+
+def _capability(request: DevicePreflightRequest) -> _spec.CapabilitySpec:
+    if request.selection.provider_id != _spec.PROVIDER_ID:
+        raise _incompatible(_codes.PROVIDER_ID_MISMATCH)
+    capability = _spec.CAPABILITIES.get(request.selection.capability_id)
+    if capability is None:
+        raise _incompatible(_codes.CAPABILITY_UNKNOWN)
+    profile = request.artifact_profile
+    if profile.target_triple != capability.target_triple:
+        raise _incompatible(_codes.TARGET_MISMATCH)
+    if capability.lane.is_framework and profile.kind is not ArtifactKind.HOST_EXTENSION:
+        raise _incompatible(capability.lane.code(_codes.ARTIFACT_KIND_UNSUPPORTED_SUFFIX))
+    return capability
+
+
+# -- steps 5-6: options --------------------------------------------------------
+
+
+def _options(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> dict[str, str]:
+    try:
+        keys = request.options.keys
+        values = {key: request.options.get(key) for key in keys} if isinstance(keys, tuple) else {}
+    except Exception as error:  # a forged options object must not escape as a traceback
+        raise _unavailable(_codes.PROVIDER_OPTIONS_INVALID) from error
+    if not isinstance(keys, tuple) or not all(
+        isinstance(key, str) and isinstance(values[key], str) for key in keys
+    ):
+        raise _unavailable(_codes.PROVIDER_OPTIONS_INVALID)
+    if any(key not in lane.option_allowlist for key in keys):
+        raise _unavailable(_codes.PROVIDER_OPTION_UNKNOWN)
+    return {key: value for key, value in values.items() if value is not None}
+
+
+# -- step 7-8: the device requirement ----------------------------------------------
+
+
+def _is_cuda_gpu(requirement: DeviceRequirement) -> bool | None:
+    """True/False for a gpu/cuda requirement; None when Core cannot normalize it."""
+    try:
+        device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
+    except ValueError:
+        return None
+    return bool(device.kind == "gpu" and device.backend == _spec.BACKEND)
+
+
+def _raw_requirement(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> DeviceRequirement:
+    policy = lane.raw_policy
+    if policy is None:
+        raise RuntimeError("raw lane without a requirement policy")
+    cuda_requirements = [
+        requirement
+        for requirement in request.artifact_profile.device_requirements
+        if _is_cuda_gpu(requirement)
+    ]
+    for requirement in cuda_requirements:
+        if len(requirement.architectures) != 1:
+            raise _unavailable(_codes.EXPLICIT_SM_REQUIRED)
+        if _spec.SM_PATTERN.fullmatch(requirement.architectures[0]) is None:
+            raise _unavailable(_codes.INVALID_SM)
+    if len(cuda_requirements) != 1:
+        raise _unavailable(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
+    requirement = cuda_requirements[0]
+    if requirement.reuse_domain_runtime:
+        raise _unavailable(_codes.FRAMEWORK_RUNTIME_REUSE_UNSUPPORTED)
+    if requirement.runtime not in policy.allowed_runtimes:
+        raise _unavailable(_codes.CUDA_RUNTIME_INCOMPATIBLE)
+    if not set(requirement.features) <= policy.allowed_features:
+        raise _unavailable(_codes.CUDA_FEATURE_UNSUPPORTED)
+    if not set(requirement.memory_spaces) <= policy.allowed_memory_spaces:
+        raise _unavailable(_codes.CUDA_MEMORY_SPACE_UNSUPPORTED)
+    if not set(requirement.layouts) <= policy.allowed_layouts:
+        raise _unavailable(_codes.CUDA_LAYOUT_UNSUPPORTED)
+    return requirement
+
+
+def _pins_present(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> bool:
+    by_name = {item.name: item for item in request.artifact_profile.runtime_requirements}
+    for pin in lane.runtime_pins:
+        present = by_name.get(pin.name)
+        if (
+            present is None
+            or present.version != pin.version
+            or set(present.features) != set(pin.features)
+        ):
+            return False
+    return True
+
+
+def _framework_requirement(
+    request: DevicePreflightRequest, lane: _spec.LaneSpec
+) -> DeviceRequirement:
+    expected = lane.requirement
+    if expected is None:
+        raise RuntimeError("framework lane without a requirement")
+    profile = request.artifact_profile
+    if (
+        lane.required_python_fallback_backend is not None
+        and profile.python_fallback_backend != lane.required_python_fallback_backend
+    ):
+        raise _unavailable(lane.code(_codes.CPYTHON_REQUIRED_SUFFIX))
+    if len(profile.device_requirements) != 1:
+        raise _unavailable(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
+    requirement = profile.device_requirements[0]
+    try:
+        device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
+    except ValueError as error:
+        raise _unavailable(_codes.CUDA_DEVICE_REQUIREMENT_INVALID) from error
+    wanted = normalize_device_id(expected.logical_device, backend=expected.backend)
+    if device != wanted:
+        raise _unavailable(lane.code(_codes.CUDA_DEVICE_UNSUPPORTED_SUFFIX))
+    if requirement.runtime != expected.runtime:
+        raise _unavailable(lane.code(_codes.RUNTIME_REQUIRED_SUFFIX))
+    if requirement.reuse_domain_runtime is not expected.reuse_domain_runtime:
+        raise _unavailable(lane.code(_codes.RUNTIME_REUSE_REQUIRED_SUFFIX))
+    if len(requirement.architectures) > 1:
+        raise _unavailable(_codes.AT_MOST_ONE_SM_ALLOWED)
+    if any(_spec.SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
+        raise _unavailable(_codes.INVALID_SM)
+    if set(requirement.features) != expected.features:
+        raise _unavailable(lane.code(_codes.FEATURES_INCOMPATIBLE_SUFFIX))
+    if set(requirement.layouts) != expected.layouts:
+        raise _unavailable(lane.code(_codes.LAYOUT_INCOMPATIBLE_SUFFIX))
+    if set(requirement.memory_spaces) != expected.memory_spaces:
+        raise _unavailable(lane.code(_codes.MEMORY_SPACE_INCOMPATIBLE_SUFFIX))
+    if not _pins_present(request, lane):
+        raise _unavailable(lane.code(_codes.RUNTIME_PINS_REQUIRED_SUFFIX))
+    return requirement
+
+
+# -- steps 9-12: the effective selection ------------------------------------------
+
+
+def _merged(
+    option: str | None, constructor: object | None, conflict_code: str
+) -> str | None:
+    constructed = None if constructor is None else str(constructor)
+    if option is not None and constructed is not None and option != constructed:
+        raise _unavailable(conflict_code)
+    return option if option is not None else constructed
+
+
+def _ordinal(text: str | None) -> int:
+    if text is None:
+        raise _unavailable(_codes.DEVICE_ORDINAL_NOT_CONFIGURED)
+    if _ASCII_DIGITS.fullmatch(text) is None:
+        raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
+    significant = text.lstrip("0") or "0"
+    # Bound the digits before int(): a 4096-digit option must not cost a parse.
+    if len(significant) > len(str(_spec.DEVICE_ORDINAL_MAX)):
+        raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
+    value = int(significant)
+    if value > _spec.DEVICE_ORDINAL_MAX:
+        raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
+    return value
+
+
+def _sm(text: str | None) -> str:
+    if text is None:
+        raise _unavailable(_codes.SM_NOT_CONFIGURED)
+    if _spec.SM_PATTERN.fullmatch(text) is None:
+        raise _unavailable(_codes.INVALID_SM)
+    if text not in _spec.ARCHITECTURES:
+        raise _unavailable(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
+    return text
+
+
+def _selection(
+    request: DevicePreflightRequest,
+    config: CudaProviderConfig,
+    capability: _spec.CapabilitySpec,
+) -> _Selection:
+    lane = capability.lane
+    options = _options(request, lane)
+    if lane.is_framework and config.toolkit_root is not None:
+        raise _unavailable(lane.code(_codes.TOOLKIT_ROOT_UNSUPPORTED_SUFFIX))
+    requirement = (
+        _framework_requirement(request, lane)
+        if lane.is_framework
+        else _raw_requirement(request, lane)
+    )
+    if any(sm not in _spec.ARCHITECTURES for sm in requirement.architectures):
+        raise _unavailable(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
+    probe = _merged(
+        options.get(_OPTION["probe"]), config.probe_path, _codes.PROBE_CONFIGURATION_CONFLICT
+    )
+    toolkit = (
+        None
+        if lane.is_framework
+        else _merged(
+            options.get(_OPTION["toolkit"]),
+            config.toolkit_root,
+            _codes.TOOLKIT_CONFIGURATION_CONFLICT,
+        )
+    )
+    device_text = _merged(
+        options.get(_OPTION["device"]), config.device_ordinal, _codes.DEVICE_CONFIGURATION_CONFLICT
+    )
+    sm_text = _merged(options.get(_OPTION["sm"]), config.sm, _codes.SM_CONFIGURATION_CONFLICT)
+    ordinal = _ordinal(device_text)
+    sm = _sm(sm_text)
+    device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
+    if device.index != ordinal or any(item != sm for item in requirement.architectures):
+        raise _unavailable(_codes.DEVICE_REQUIREMENT_MISMATCH)
+    return _Selection(
+        capability=capability, ordinal=ordinal, sm=sm, probe_path=probe, toolkit_root=toolkit
+    )
+
+
+# -- steps 13-19: the probe and the toolkit ------------------------------------------
+
+
+def _probe_report(selection: _Selection, runner: ProbeRunner | None) -> CudaProbeReport:
+    if runner is None:
+        if selection.probe_path is None:
+            raise _unavailable(_codes.PROBE_NOT_CONFIGURED)
+        runner = SubprocessProbeRunner(Path(selection.probe_path))
+    try:
+        report = runner.run()
+    except CudaProbeError as error:
+        raise _unavailable(error.reason_code) from error
+    except Exception as error:  # an injected runner's bug is a failed execution
+        raise _unavailable(_codes.PROBE_EXECUTION_FAILED) from error
+    if not isinstance(report, CudaProbeReport):
+        raise _unavailable(_codes.PROBE_SCHEMA_INVALID)
+    return report
+
+
+def _check_report(
+    selection: _Selection, report: CudaProbeReport, config: CudaProviderConfig
+) -> None:
+    expected = expected_probe_target(selection.capability.target_triple)
+    if report.target != expected:
+        raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
+    if report.status != _spec.PROBE_REPORT["complete_status"]:
+        raise _unavailable(report.reason_code or _codes.PROBE_NOT_READY)
+    if report.driver_version is None:
+        raise _unavailable(_codes.DRIVER_VERSION_UNAVAILABLE)
+    if report.driver_version < config.minimum_driver_version:
+        raise _unavailable(_codes.DRIVER_VERSION_TOO_OLD)
+    if selection.ordinal >= len(report.devices):
+        raise _unavailable(_codes.CUDA_DEVICE_NOT_FOUND)
+    if report.devices[selection.ordinal].sm != selection.sm:
+        raise _unavailable(_codes.CUDA_SM_MISMATCH)
+
+
+def _toolkit_report(
+    selection: _Selection, inspector: ToolkitInspector | None
+) -> CudaToolkitReport | None:
+    if inspector is None:
+        if selection.toolkit_root is None:
+            return None
+        inspector = FilesystemToolkitInspector(Path(selection.toolkit_root))
+    triple = selection.capability.target_triple
+    try:
+        report = inspector.inspect(triple)
+        components = tuple(expected_components(triple))
+    except CudaProbeError as error:
+        raise _unavailable(error.reason_code) from error
+    except Exception as error:  # an injected inspector's bug fails closed
+        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID) from error
+    if not isinstance(report, CudaToolkitReport) or report.target_triple != triple:
+        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
+    if report.runtime_version != report.toolkit_version:
+        raise _unavailable(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
+    if report.components != components:
+        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
+    return report
+
+
+def _check_toolkit(
+    report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig
+) -> None:
+    toolkit = toolkit_version_parts(report.toolkit_version)
+    if toolkit < config.minimum_toolkit_version:
+        raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
+    if (driver_version // 1000, (driver_version % 1000) // 10) < toolkit:
+        raise _unavailable(_codes.DRIVER_TOOLKIT_INCOMPATIBLE)
+
+
+def _observations(
+    selection: _Selection,
+    report: CudaProbeReport,
+    toolkit: CudaToolkitReport | None,
+    config: CudaProviderConfig,
+) -> tuple[tuple[str, str], ...]:
+    observed = {
+        _OBSERVATION["device_count"]: str(len(report.devices)),
+        _OBSERVATION["driver_version"]: str(report.driver_version),
+        _OBSERVATION["minimum_driver_version"]: str(config.minimum_driver_version),
+        _OBSERVATION["probe_schema"]: report.schema_version,
+        _OBSERVATION["selected_device"]: str(selection.ordinal),
+        _OBSERVATION["selected_sm"]: selection.sm,
+        _OBSERVATION["target_arch"]: report.target.arch,
+        _OBSERVATION["target_os"]: report.target.os,
+    }
+    lane = selection.capability.lane
+    if lane.toolkit_inspection:
+        major, minor = config.minimum_toolkit_version
+        not_configured = _OBSERVATION["toolkit_not_configured"]
+        observed[_OBSERVATION["minimum_toolkit_version"]] = f"{major}.{minor}"
+        observed[_OBSERVATION["toolkit_runtime"]] = (
+            toolkit.runtime_version if toolkit is not None else not_configured
+        )
+        observed[_OBSERVATION["toolkit_version"]] = (
+            toolkit.toolkit_version if toolkit is not None else not_configured
+        )
+    observed.update(dict(lane.observations))
+    return tuple(sorted(observed.items()))
+
+
+def evaluate(
+    request: DevicePreflightRequest,
+    config: CudaProviderConfig,
+    runner: ProbeRunner | None,
+    inspector: ToolkitInspector | None,
+) -> Refusal | Ready:
+    """Run every check in contract order; the first failure wins."""
+    try:
+        capability = _capability(request)
+        selection = _selection(request, config, capability)
+        report = _probe_report(selection, runner)
+        _check_report(selection, report, config)
+        toolkit = (
+            _toolkit_report(selection, inspector)
+            if capability.lane.toolkit_inspection
+            else None
+        )
+        if toolkit is not None and report.driver_version is not None:
+            _check_toolkit(toolkit, report.driver_version, config)
+        return Ready(observations=_observations(selection, report, toolkit, config))
+    except _RefusedError as refused:
+        return refused.refusal

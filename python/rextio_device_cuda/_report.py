@@ -1,0 +1,273 @@
+"""Probe report schema 1: records that validate themselves, and the parser.
+
+Records reject invalid values whether parsed or constructed directly; every
+refusal is a ``CudaProbeError`` with ``PROBE_SCHEMA_INVALID``. The parser adds
+``PROBE_OUTPUT_INVALID`` for bytes that are not a bounded UTF-8 JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, Final
+
+from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda._errors import CudaProbeError, is_reason_code
+
+_REPORT: Final = _spec.PROBE_REPORT
+MAX_OUTPUT_BYTES: Final[int] = int(_REPORT["max_output_bytes"])
+_TARGET_FIELD: Final = re.compile(_REPORT["target_field_pattern"], re.ASCII)
+_STATUSES: Final[frozenset[str]] = frozenset(_REPORT["statuses"])
+_COMPLETE: Final[str] = _REPORT["complete_status"]
+_MAX_DEVICES: Final[int] = int(_REPORT["max_devices"])
+_MAX_ORDINAL: Final[int] = int(_REPORT["max_device_ordinal"])
+_MAX_NAME_CHARS: Final[int] = int(_REPORT["max_device_name_chars"])
+_DRIVER_RANGE: Final[tuple[int, int]] = tuple(_REPORT["driver_version_range"])
+_MAJOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_major_range"])
+_MINOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_minor_range"])
+_INT32: Final = (-(2**31), 2**31 - 1)
+
+ROOT_KEYS: Final[tuple[str, ...]] = (
+    "schema_version",
+    "probe",
+    "support_claim",
+    "target",
+    "platform_supported",
+    "status",
+    "reason_code",
+    "driver_loaded",
+    "driver_version",
+    "device_count",
+    "cuda_result",
+    "devices",
+)
+TARGET_KEYS: Final[tuple[str, ...]] = ("os", "arch", "environment")
+DEVICE_KEYS: Final[tuple[str, ...]] = ("ordinal", "name", "compute_major", "compute_minor", "sm")
+
+
+def _schema_error(detail: str) -> CudaProbeError:
+    return CudaProbeError(_codes.PROBE_SCHEMA_INVALID, detail)
+
+
+def _is_int_in(value: object, bounds: tuple[int, int]) -> bool:
+    # Booleans are not integers in the probe schema.
+    return type(value) is int and bounds[0] <= value <= bounds[1]
+
+
+def _require(condition: bool, detail: str) -> None:
+    if not condition:
+        raise _schema_error(detail)
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """The (os, arch, environment) a probe says it was built for."""
+
+    os: str
+    arch: str
+    environment: str
+
+    def __post_init__(self) -> None:
+        """Each field is 1..=32 ASCII alphanumerics, ``_`` or ``-``."""
+        for name in TARGET_KEYS:
+            value = getattr(self, name)
+            _require(
+                isinstance(value, str) and _TARGET_FIELD.fullmatch(value) is not None,
+                f"target.{name} is malformed",
+            )
+
+
+def expected_probe_target(target_triple: str) -> ProbeTarget:
+    """The probe target a capability's triple requires (``UNSUPPORTED_TARGET`` otherwise)."""
+    spec = _spec.PROBE_TARGETS.get(target_triple) if isinstance(target_triple, str) else None
+    if spec is None:
+        raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
+    return ProbeTarget(os=spec.os, arch=spec.arch, environment=spec.environment)
+
+
+def _is_absolute_path(text: str) -> bool:
+    return PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute()
+
+
+@dataclass(frozen=True)
+class CudaDeviceRecord:
+    """One device row of a probe report."""
+
+    ordinal: int
+    name: str
+    compute_major: int
+    compute_minor: int
+    sm: str
+
+    def __post_init__(self) -> None:
+        """Validate the row exactly as the parser does."""
+        _require(_is_int_in(self.ordinal, (0, _MAX_ORDINAL)), "device ordinal out of range")
+        name = self.name
+        _require(
+            isinstance(name, str)
+            and 1 <= len(name) <= _MAX_NAME_CHARS
+            and all(character.isprintable() for character in name)
+            and not _is_absolute_path(name),
+            "device name is malformed",
+        )
+        _require(_is_int_in(self.compute_major, _MAJOR_RANGE), "compute_major out of range")
+        _require(_is_int_in(self.compute_minor, _MINOR_RANGE), "compute_minor out of range")
+        _require(
+            self.sm == f"sm_{self.compute_major}{self.compute_minor}",
+            "sm does not match the compute capability",
+        )
+
+
+@dataclass(frozen=True)
+class CudaProbeReport:
+    """A schema-1 probe report; ``support_claim`` is always false."""
+
+    schema_version: str
+    probe: str
+    support_claim: bool
+    target: ProbeTarget
+    platform_supported: bool
+    status: str
+    reason_code: str | None
+    driver_loaded: bool
+    driver_version: int | None
+    device_count: int | None
+    cuda_result: int | None
+    devices: tuple[CudaDeviceRecord, ...]
+
+    def __post_init__(self) -> None:
+        """Validate every field and the cross-field rules of schema 1."""
+        _require(self.schema_version == _REPORT["schema_version"], "schema_version")
+        _require(self.probe == _REPORT["probe"], "probe name")
+        _require(self.support_claim is False, "support_claim must be false")
+        _require(isinstance(self.target, ProbeTarget), "target")
+        _require(type(self.platform_supported) is bool, "platform_supported")
+        _require(isinstance(self.status, str) and self.status in _STATUSES, "status")
+        _require(self.reason_code is None or is_reason_code(self.reason_code), "reason_code")
+        _require(type(self.driver_loaded) is bool, "driver_loaded")
+        _require(
+            self.driver_version is None or _is_int_in(self.driver_version, _DRIVER_RANGE),
+            "driver_version",
+        )
+        _require(
+            self.device_count is None or _is_int_in(self.device_count, (0, _MAX_DEVICES)),
+            "device_count",
+        )
+        _require(self.cuda_result is None or _is_int_in(self.cuda_result, _INT32), "cuda_result")
+        _require(
+            isinstance(self.devices, tuple)
+            and len(self.devices) <= _MAX_DEVICES
+            and all(isinstance(row, CudaDeviceRecord) for row in self.devices),
+            "devices",
+        )
+        _require(
+            all(row.ordinal == index for index, row in enumerate(self.devices)),
+            "device ordinal differs from its index",
+        )
+        if self.status == _COMPLETE:
+            _require(
+                self.reason_code is None
+                and self.platform_supported
+                and self.driver_loaded
+                and self.driver_version is not None
+                and self.device_count is not None
+                and self.device_count >= 1
+                and self.device_count == len(self.devices)
+                and self.cuda_result == 0,
+                "a complete report is inconsistent",
+            )
+        else:
+            _require(
+                self.reason_code is not None
+                and not self.devices
+                and self.device_count in (None, 0),
+                "an incomplete report is inconsistent",
+            )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+class _DuplicateKeyError(Exception):
+    """A JSON object repeats a key: valid JSON grammar, invalid schema."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(key)
+        result[key] = value
+    return result
+
+
+def _exact_object(value: object, keys: tuple[str, ...], label: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _schema_error(f"{label} is not an object")
+    _require(set(value) == set(keys), f"{label} keys differ from schema 1")
+    return value
+
+
+def _device_from_json(value: object) -> CudaDeviceRecord:
+    row = _exact_object(value, DEVICE_KEYS, "device")
+    return CudaDeviceRecord(
+        ordinal=row["ordinal"],
+        name=row["name"],
+        compute_major=row["compute_major"],
+        compute_minor=row["compute_minor"],
+        sm=row["sm"],
+    )
+
+
+def report_from_json(value: object) -> CudaProbeReport:
+    """Build a report from decoded JSON, enforcing the exact key sets."""
+    root = _exact_object(value, ROOT_KEYS, "report")
+    target = _exact_object(root["target"], TARGET_KEYS, "target")
+    devices = root["devices"]
+    _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
+    return CudaProbeReport(
+        schema_version=root["schema_version"],
+        probe=root["probe"],
+        support_claim=root["support_claim"],
+        target=ProbeTarget(os=target["os"], arch=target["arch"], environment=target["environment"]),
+        platform_supported=root["platform_supported"],
+        status=root["status"],
+        reason_code=root["reason_code"],
+        driver_loaded=root["driver_loaded"],
+        driver_version=root["driver_version"],
+        device_count=root["device_count"],
+        cuda_result=root["cuda_result"],
+        devices=tuple(_device_from_json(row) for row in devices),
+    )
+
+
+def parse_probe_report(output: bytes | str) -> CudaProbeReport:
+    """Parse probe stdout into a validated report, or raise ``CudaProbeError``."""
+    if isinstance(output, str):
+        try:
+            output = output.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not UTF-8") from error
+    if not isinstance(output, bytes | bytearray | memoryview):
+        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not bytes")
+    data = bytes(output)
+    if not data:
+        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "empty")
+    if len(data) > MAX_OUTPUT_BYTES:
+        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "too large")
+    try:
+        text = data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as error:
+        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not UTF-8") from error
+    try:
+        decoded = json.loads(
+            text, object_pairs_hook=_unique_object, parse_constant=_reject_constant
+        )
+    except _DuplicateKeyError as error:
+        raise _schema_error("duplicate key") from error
+    except (ValueError, RecursionError) as error:
+        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not JSON") from error
+    return report_from_json(decoded)

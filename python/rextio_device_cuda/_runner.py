@@ -1,0 +1,267 @@
+"""Running the probe executable: bounded in time, output and side effects.
+
+The probe runs with an empty environment, no PATH lookup, stderr discarded,
+in its own process group. Its stdout is read with a deadline (no polling
+sleeps); on every failure the whole group is killed and the child reaped with
+bounded waits, so a grandchild that keeps stdout open cannot outlive it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import selectors
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Final
+
+from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
+
+_RUNNER: Final = _spec.PROBE_RUNNER
+DEFAULT_TIMEOUT_SECONDS: Final[float] = float(_RUNNER["default_timeout_seconds"])
+MAX_TIMEOUT_SECONDS: Final[float] = float(_RUNNER["max_timeout_seconds"])
+MAX_ARGUMENT_CHARS: Final[int] = int(_RUNNER["max_argument_chars"])
+_WINDOWS_ENVIRONMENT: Final[tuple[str, ...]] = tuple(_RUNNER["windows_environment"])
+_IS_WINDOWS: Final[bool] = sys.platform == "win32"
+# After SIGKILL a child normally dies at once; this only bounds a stuck reap.
+_REAP_SECONDS: Final[float] = 5.0
+_READ_CHUNK: Final[int] = 16384
+
+
+def _child_environment() -> dict[str, str]:
+    if not _IS_WINDOWS:
+        return {}
+    return {name: os.environ[name] for name in _WINDOWS_ENVIRONMENT if name in os.environ}
+
+
+def _validated_timeout(timeout_seconds: object) -> float:
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float):
+        raise ValueError("timeout_seconds must be a number")
+    value = float(timeout_seconds)
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_SECONDS:
+        raise ValueError(f"timeout_seconds must be above 0 and at most {MAX_TIMEOUT_SECONDS:g}")
+    return value
+
+
+def _validated_arguments(arguments: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(arguments, str | bytes) or not isinstance(arguments, Sequence):
+        raise ValueError("arguments must be a sequence of strings")
+    result = tuple(arguments)
+    for argument in result:
+        if (
+            not isinstance(argument, str)
+            or not argument
+            or len(argument) > MAX_ARGUMENT_CHARS
+            or "\0" in argument
+        ):
+            raise ValueError(
+                f"each argument must be a non-empty string of at most {MAX_ARGUMENT_CHARS} "
+                "characters without NUL"
+            )
+    return result
+
+
+class _Child:
+    """One spawned probe and the means to end its whole process group."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self._exit_fd: int | None = None
+        if hasattr(os, "pidfd_open"):
+            try:
+                self._exit_fd = os.pidfd_open(process.pid)
+            except OSError:
+                self._exit_fd = None
+
+    @property
+    def exit_fd(self) -> int | None:
+        """A descriptor that becomes readable when the child exits (Linux)."""
+        return self._exit_fd
+
+    def _kill_group(self) -> None:
+        # Only while the child is unreaped: its pid (= group id) cannot be reused.
+        if self.process.returncode is not None:
+            return
+        try:
+            if _IS_WINDOWS:
+                self.process.kill()
+            else:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait_exit(self, deadline: float) -> bool:
+        """Wait until the child exits or ``deadline``; True when it exited."""
+        remaining = deadline - time.monotonic()
+        if self._exit_fd is None:
+            try:
+                self.process.wait(timeout=max(remaining, 0.0))
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._exit_fd, selectors.EVENT_READ)
+            while remaining > 0:
+                if selector.select(remaining):
+                    return True
+                remaining = deadline - time.monotonic()
+        return False
+
+    def finish(self) -> int | None:
+        """Kill the group (grandchildren too), reap with a bound, release fds."""
+        self._kill_group()
+        exited = self.wait_exit(time.monotonic() + _REAP_SECONDS)
+        returncode: int | None = None
+        if exited:
+            try:
+                returncode = self.process.wait(timeout=_REAP_SECONDS)
+            except subprocess.TimeoutExpired:
+                returncode = None
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+            self._exit_fd = None
+        return returncode
+
+
+class SubprocessProbeRunner:
+    """Runs an explicitly configured probe executable and parses its report."""
+
+    def __init__(
+        self,
+        executable: Path | str,
+        *,
+        arguments: Sequence[str] = (),
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
+        if not isinstance(executable, Path | str):
+            raise TypeError("executable must be a pathlib.Path or str")
+        self._executable = Path(executable)
+        self._arguments = _validated_arguments(arguments)
+        self._timeout = _validated_timeout(timeout_seconds)
+
+    @property
+    def timeout_seconds(self) -> float:
+        """The wall-clock limit for one run."""
+        return self._timeout
+
+    def _resolve(self) -> Path:
+        if not self._executable.is_absolute():
+            raise CudaProbeError(_codes.PROBE_PATH_NOT_ABSOLUTE)
+        try:
+            resolved = self._executable.resolve(strict=True)
+            status = resolved.stat()
+        except (OSError, RuntimeError) as error:
+            raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
+        if not stat.S_ISREG(status.st_mode):
+            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
+        if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
+            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
+        return resolved
+
+    def _spawn(self, executable: Path) -> _Child:
+        try:
+            process = subprocess.Popen(
+                [str(executable), *self._arguments],
+                executable=str(executable),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=_child_environment(),
+                close_fds=True,
+                shell=False,
+                start_new_session=not _IS_WINDOWS,
+            )
+        except (OSError, ValueError) as error:
+            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        return _Child(process)
+
+    def read_output(self) -> bytes:
+        """Run the probe and return its stdout, or raise with a runner code."""
+        executable = self._resolve()
+        deadline = time.monotonic() + self._timeout
+        child = self._spawn(executable)
+        try:
+            output = self._collect(child, deadline)
+            if not child.wait_exit(deadline):
+                raise CudaProbeError(_codes.PROBE_TIMEOUT)
+        except BaseException:
+            child.finish()
+            raise
+        returncode = child.finish()
+        if returncode != 0:
+            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
+        return output
+
+    def run(self) -> CudaProbeReport:
+        """Run the probe and parse its report."""
+        return parse_probe_report(self.read_output())
+
+    @staticmethod
+    def _collect(child: _Child, deadline: float) -> bytes:
+        stdout = child.process.stdout
+        if stdout is None:
+            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
+        if _IS_WINDOWS:
+            return _collect_with_thread(stdout, deadline)
+        descriptor = stdout.fileno()
+        chunks: list[bytes] = []
+        size = 0
+        with selectors.DefaultSelector() as selector:
+            try:
+                selector.register(descriptor, selectors.EVENT_READ)
+            except (OSError, ValueError) as error:
+                raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not selector.select(remaining):
+                    raise CudaProbeError(_codes.PROBE_TIMEOUT)
+                try:
+                    chunk = os.read(descriptor, min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
+                except OSError as error:
+                    raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+                if not chunk:
+                    return b"".join(chunks)
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_OUTPUT_BYTES:
+                    raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE)
+
+
+def _collect_with_thread(stdout: IO[bytes], deadline: float) -> bytes:  # pragma: no cover
+    """Windows pipes cannot be selected; a reader thread gives the same bounds."""
+    chunks: list[bytes] = []
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        size = 0
+        try:
+            while size <= MAX_OUTPUT_BYTES:
+                chunk = os.read(stdout.fileno(), min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
+                if not chunk:
+                    return
+                chunks.append(chunk)
+                size += len(chunk)
+        except (OSError, ValueError) as error:
+            failure.append(error)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(max(deadline - time.monotonic(), 0.0))
+    if reader.is_alive():
+        raise CudaProbeError(_codes.PROBE_TIMEOUT)
+    if failure:
+        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from failure[0]
+    output = b"".join(chunks)
+    if len(output) > MAX_OUTPUT_BYTES:
+        raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE)
+    return output

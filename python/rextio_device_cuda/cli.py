@@ -1,0 +1,236 @@
+"""``python -m rextio_device_cuda``: explain codes, run a preflight, install runtime source.
+
+Bad input gets a message and a non-zero exit, never a traceback: 0 success /
+ready, 1 not ready or refused, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, NoReturn
+
+from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
+from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
+from rextio.devices import (
+    DeviceBuildContribution,
+    DevicePreflightRequest,
+    DevicePreflightResult,
+    DevicePreflightStatus,
+    DeviceProvider,
+    DeviceProviderError,
+    DeviceProviderManifest,
+    DeviceProviderOptions,
+    DeviceProviderSelection,
+    load_selected_device_provider,
+    resolve_device_plan,
+)
+
+from rextio_device_cuda import _spec
+from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
+
+EXIT_READY: Final = 0
+EXIT_NOT_READY: Final = 1
+EXIT_USAGE: Final = 2
+# Raw lanes preflight the manual-validation profile of contract section 8.
+_RAW_RUNTIME: Final = "cuda-driver"
+_RAW_FEATURE: Final = "driver-api"
+_RAW_MEMORY_SPACE: Final = "device"
+
+
+class _UsageError(Exception):
+    """Input the command cannot use; reported in one line with exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise _UsageError(message)
+
+
+class _RecordingProvider:
+    """Delegates to the loaded provider and keeps its last preflight result."""
+
+    def __init__(self, inner: DeviceProvider) -> None:
+        self._inner = inner
+        self.last_preflight: DevicePreflightResult | None = None
+
+    def manifest(self) -> DeviceProviderManifest:
+        return self._inner.manifest()
+
+    def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
+        self.last_preflight = self._inner.preflight(request)
+        return self.last_preflight
+
+    def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
+        return self._inner.build_contribution(request)
+
+
+def _explain_lines(code: str) -> list[str]:
+    text = _spec.reason_text(code)
+    if text is None:
+        return [f"{code}: not a reason code of {_spec.PROVIDER_ID}"]
+    return [f"{code}: {text[0]}", f"remedy: {text[1]}"]
+
+
+def _explain(arguments: argparse.Namespace) -> int:
+    code = arguments.code
+    if _spec.reason_text(code) is None:
+        print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(_explain_lines(code)))
+    return EXIT_READY
+
+
+def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
+    lane = capability.lane
+    if lane.requirement is None:
+        requirement = DeviceRequirement(
+            logical_device=f"{_spec.BACKEND}:{ordinal}",
+            backend=_spec.BACKEND,
+            runtime=_RAW_RUNTIME,
+            features=(_RAW_FEATURE,),
+            memory_spaces=(_RAW_MEMORY_SPACE,),
+            architectures=(sm,),
+        )
+        return rust_crate_profile(capability.target_triple, device_requirements=(requirement,))
+    frozen = lane.requirement
+    requirement = DeviceRequirement(
+        logical_device=frozen.logical_device,
+        backend=frozen.backend,
+        runtime=frozen.runtime,
+        features=tuple(sorted(frozen.features)),
+        layouts=tuple(sorted(frozen.layouts)),
+        memory_spaces=tuple(sorted(frozen.memory_spaces)),
+        architectures=(sm,),
+        reuse_domain_runtime=frozen.reuse_domain_runtime,
+    )
+    return host_extension_profile(
+        capability.target_triple,
+        runtime_requirements=tuple(
+            RuntimeRequirement(pin.name, pin.version, pin.features) for pin in lane.runtime_pins
+        ),
+        device_requirements=(requirement,),
+    )
+
+
+def _print_refusal(code: str, as_json: bool, status: str) -> None:
+    text = _spec.reason_text(code)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "status": status,
+                    "reason_code": code,
+                    "explanation": text[0] if text else None,
+                    "remedy": text[1] if text else None,
+                    "support_claim": False,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
+    else:
+        print(f"not ready ({status})", file=sys.stderr)
+        print("\n".join(_explain_lines(code)), file=sys.stderr)
+
+
+def _preflight(arguments: argparse.Namespace) -> int:
+    capability = _spec.CAPABILITIES.get(arguments.capability)
+    if capability is None:
+        raise _UsageError(
+            f"unknown capability; choose one of: {', '.join(sorted(_spec.CAPABILITIES))}"
+        )
+    keys = _spec.OPTION_KEYS
+    option_pairs = [
+        (keys["probe"], arguments.probe),
+        (keys["device"], arguments.device),
+        (keys["sm"], arguments.sm),
+    ]
+    if arguments.toolkit_root is not None:
+        option_pairs.append((keys["toolkit"], arguments.toolkit_root))
+    try:
+        options = DeviceProviderOptions(tuple(option_pairs))
+        selection = DeviceProviderSelection(_spec.PROVIDER_ID, capability.id)
+    except ValueError as error:
+        raise _UsageError(str(error)) from error
+    # Core composes only a valid requirement; bad ordinals and SMs reach the
+    # provider through the options and come back as reason codes.
+    device = arguments.device
+    plain = device.isascii() and device.isdigit() and len(device) <= 4
+    ordinal = str(int(device)) if plain else "0"
+    sm = arguments.sm if arguments.sm in _spec.ARCHITECTURES else _spec.ARCHITECTURES[0]
+    profile = _profile(capability, ordinal, sm)
+    try:
+        loaded, source = load_selected_device_provider(selection)
+    except DeviceProviderError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    recording = _RecordingProvider(loaded)
+    try:
+        plan = resolve_device_plan(
+            artifact_profile=profile,
+            selection=selection,
+            providers={_spec.PROVIDER_ID: recording},
+            provider_sources={_spec.PROVIDER_ID: source},
+            options=options,
+        )
+    except DeviceProviderError as error:
+        result = recording.last_preflight
+        if result is not None and result.status is not DevicePreflightStatus.READY:
+            _print_refusal(result.reason_codes[0], arguments.json, result.status.value)
+        else:
+            print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    if plan is None:
+        print("error: no plan was resolved", file=sys.stderr)
+        return EXIT_NOT_READY
+    print(json.dumps(plan.to_dict(), indent=2, sort_keys=True))
+    return EXIT_READY
+
+
+def _runtime_source(arguments: argparse.Namespace) -> int:
+    try:
+        written = install_runtime_source(Path(arguments.into))
+    except RuntimeSourceError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    install_dir = _spec.RUNTIME_PACKAGE["install_dir"]
+    print(f"{'installed' if written else 'already current'}: {install_dir}")
+    return EXIT_READY
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="python -m rextio_device_cuda", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    explain = commands.add_parser("explain", help="explain a reason code")
+    explain.add_argument("code")
+    explain.set_defaults(handler=_explain)
+    preflight = commands.add_parser("preflight", help="run one provider preflight through Core")
+    preflight.add_argument("--capability", required=True)
+    preflight.add_argument("--probe", required=True, help="absolute path of the probe")
+    preflight.add_argument("--device", required=True, help="device ordinal, e.g. 0")
+    preflight.add_argument("--sm", required=True, help="architecture, e.g. sm_80")
+    preflight.add_argument("--toolkit-root", help="CUDA toolkit root (raw-driver lanes only)")
+    preflight.add_argument("--json", action="store_true", help="print JSON")
+    preflight.set_defaults(handler=_preflight)
+    runtime = commands.add_parser("runtime-source", help="install the packaged runtime source")
+    runtime.add_argument("--into", required=True, metavar="PROJECT_DIR")
+    runtime.set_defaults(handler=_runtime_source)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    try:
+        arguments = _parser().parse_args(argv)
+        status: int = arguments.handler(arguments)
+        return status
+    except _UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,89 @@
+"""Programmatic provider configuration (the manual/test boundary).
+
+Production Core resolution passes these inputs as redacted
+``DeviceProviderOptions``; a ``CudaProviderConfig`` is for direct use and may
+raise the driver and toolkit floors, never lower them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from rextio_device_cuda import _spec
+
+__all__ = [
+    "CUDA_DRIVER_VERSION_FLOOR",
+    "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR",
+    "CudaProviderConfig",
+]
+
+CUDA_DRIVER_VERSION_FLOOR: Final[int] = _spec.DRIVER_VERSION_FLOOR
+CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR: Final[tuple[int, int]] = _spec.TOOLKIT_VERSION_FLOOR
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass; a flag is never a version or an ordinal.
+    return type(value) is int
+
+
+@dataclass(frozen=True)
+class CudaProviderConfig:
+    """Constructor configuration for :class:`CudaDeviceProvider`."""
+
+    probe_path: Path | None = None
+    toolkit_root: Path | None = None
+    device_ordinal: int | None = None
+    sm: str | None = None
+    minimum_driver_version: int = CUDA_DRIVER_VERSION_FLOOR
+    minimum_toolkit_version: tuple[int, int] = CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
+
+    def __post_init__(self) -> None:
+        """Reject anything the contract does not allow; never coerce."""
+        for name in ("probe_path", "toolkit_root"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Path):
+                raise TypeError(f"{name} must be a pathlib.Path or None")
+        ordinal = self.device_ordinal
+        if ordinal is not None and (
+            not _is_int(ordinal) or not 0 <= ordinal <= _spec.DEVICE_ORDINAL_MAX
+        ):
+            raise ValueError(
+                f"device_ordinal must be an integer from 0 to {_spec.DEVICE_ORDINAL_MAX}"
+            )
+        if self.sm is not None and (
+            not isinstance(self.sm, str) or _spec.SM_PATTERN.fullmatch(self.sm) is None
+        ):
+            raise ValueError("sm must be spelled sm_NN or sm_NNN, for example sm_80")
+        self._check_driver_floor()
+        self._check_toolkit_floor()
+
+    def _check_driver_floor(self) -> None:
+        version = self.minimum_driver_version
+        if not _is_int(version):
+            raise ValueError("minimum_driver_version must be an integer")
+        if version < CUDA_DRIVER_VERSION_FLOOR:
+            raise ValueError(
+                f"minimum_driver_version must be at or above {CUDA_DRIVER_VERSION_FLOOR}"
+            )
+        if version > _spec.DRIVER_VERSION_CEILING:
+            raise ValueError(
+                f"minimum_driver_version must be at most {_spec.DRIVER_VERSION_CEILING}"
+            )
+
+    def _check_toolkit_floor(self) -> None:
+        version = self.minimum_toolkit_version
+        part_max = _spec.TOOLKIT_VERSION_PART_MAX
+        if (
+            not isinstance(version, tuple)
+            or len(version) != 2
+            or not all(_is_int(part) and 0 <= part <= part_max for part in version)
+        ):
+            raise ValueError(
+                "minimum_toolkit_version must be a (major, minor) tuple of integers "
+                f"from 0 to {part_max}"
+            )
+        if version < CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR:
+            major, minor = CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
+            raise ValueError(f"minimum_toolkit_version must be at or above {major}.{minor}")

@@ -1,0 +1,122 @@
+"""The Device Provider API 1 object Rextio Core loads through the entry point."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rextio.devices import (
+    DeviceBuildContribution,
+    DevicePreflightRequest,
+    DevicePreflightResult,
+    DevicePreflightStatus,
+    DeviceProviderError,
+    DeviceProviderManifest,
+)
+
+from rextio_device_cuda import _declarations, _preflight_checks, _spec
+from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
+from rextio_device_cuda.config import CudaProviderConfig
+from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+__all__ = [
+    "CAPABILITY_IDS",
+    "CUDA_LIBTORCH_LINUX_X86_64",
+    "CUDA_LINUX_AARCH64",
+    "CUDA_LINUX_X86_64",
+    "CUDA_TENSORFLOW_TFE_LINUX_X86_64",
+    "CUDA_WINDOWS_X86_64",
+    "CudaDeviceProvider",
+    "provider",
+]
+
+
+def _capability_id(capability_id: str) -> str:
+    if capability_id not in _spec.CAPABILITIES:
+        raise KeyError(f"capability {capability_id} is not in the provider spec")
+    return capability_id
+
+
+CUDA_LINUX_X86_64: Final = _capability_id("cuda-linux-x86_64")
+CUDA_LINUX_AARCH64: Final = _capability_id("cuda-linux-aarch64")
+CUDA_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
+CUDA_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
+CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id("cuda-tensorflow-tfe-linux-x86_64")
+CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
+
+
+class CudaDeviceProvider:
+    """NVIDIA CUDA provider: passive manifest, explicit preflight, declarative inputs."""
+
+    def __init__(
+        self,
+        config: CudaProviderConfig | None = None,
+        *,
+        probe_runner: ProbeRunner | None = None,
+        toolkit_inspector: ToolkitInspector | None = None,
+    ) -> None:
+        if config is None:
+            config = CudaProviderConfig()
+        if not isinstance(config, CudaProviderConfig):
+            raise TypeError("config must be a CudaProviderConfig or None")
+        if probe_runner is not None and not isinstance(probe_runner, ProbeRunner):
+            raise TypeError("probe_runner must implement ProbeRunner.run()")
+        if toolkit_inspector is not None and not isinstance(toolkit_inspector, ToolkitInspector):
+            raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
+        self._config = config
+        self._probe_runner = probe_runner
+        self._toolkit_inspector = toolkit_inspector
+        self._ready = ReadyState()
+
+    @property
+    def config(self) -> CudaProviderConfig:
+        """The constructor configuration."""
+        return self._config
+
+    def manifest(self) -> DeviceProviderManifest:
+        """Passive identity and capabilities; never probes the host."""
+        return _declarations.provider_manifest()
+
+    def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
+        """Check compatibility in contract order; ready only with a fresh probe."""
+        if not isinstance(request, DevicePreflightRequest):
+            raise DeviceProviderError("preflight requires a DevicePreflightRequest")
+        fingerprint = request_fingerprint(request)
+        generation = self._ready.begin(fingerprint)
+        outcome: _preflight_checks.Refusal | _preflight_checks.Ready | None = None
+        try:
+            outcome = _preflight_checks.evaluate(
+                request, self._config, self._probe_runner, self._toolkit_inspector
+            )
+        finally:
+            self._ready.finish(
+                fingerprint, generation, ready=isinstance(outcome, _preflight_checks.Ready)
+            )
+        if isinstance(outcome, _preflight_checks.Refusal):
+            return DevicePreflightResult(
+                provider_id=_spec.PROVIDER_ID,
+                status=outcome.status,
+                reason_codes=(outcome.reason_code,),
+            )
+        return DevicePreflightResult(
+            provider_id=_spec.PROVIDER_ID,
+            status=DevicePreflightStatus.READY,
+            observations=outcome.observations,
+        )
+
+    def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
+        """The lane's declarative inputs, only after this request's latest preflight passed."""
+        if not isinstance(request, DevicePreflightRequest) or not self._ready.is_ready(
+            request_fingerprint(request)
+        ):
+            raise DeviceProviderError(
+                f"{_spec.PROVIDER_ID} build_contribution requires successful preflight "
+                "of this exact request"
+            )
+        capability = _spec.CAPABILITIES[request.selection.capability_id]
+        return _declarations.lane_contribution(capability.lane.name)
+
+
+def provider() -> CudaDeviceProvider:
+    """Entry-point factory: a provider configured only by request options."""
+    return CudaDeviceProvider()
+
