@@ -6,19 +6,14 @@ use core::ffi::{c_char, c_int};
 
 use crate::generated::inventory_api::{CUdevice, CUresult, InventoryApi, CUDA_SUCCESS};
 use crate::generated::spec::{
-    reason_codes, DEVICE_NAME_BUFFER_BYTES, DRIVER_ENVIRONMENT, MAX_DEVICES,
+    reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
+    DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
 };
 use crate::loader::{self, LoadError};
 use crate::name::sanitize_device_name;
 use crate::report::{
     DeviceRow, Failure, ProbeReport, Target, STATUS_ERROR, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
-
-/// Plausible compute capability parts (contract §5).
-const COMPUTE_MAJOR_RANGE: core::ops::RangeInclusive<c_int> = 1..=99;
-const COMPUTE_MINOR_RANGE: core::ops::RangeInclusive<c_int> = 0..=99;
-/// Plausible driver versions (contract §5).
-const DRIVER_VERSION_RANGE: core::ops::RangeInclusive<c_int> = 1000..=99999;
 
 /// Sets the driver environment the contract requires before `cuInit`: no
 /// preloaded libraries, no JIT.
@@ -122,7 +117,7 @@ fn collect(api: &InventoryApi) -> Result<(i32, Vec<DeviceRow>), Failure> {
     check(result, reason_codes::CU_DEVICE_COUNT_FAILED, known_version)?;
     let device_count = usize::try_from(count)
         .ok()
-        .filter(|count| *count <= MAX_DEVICES as usize)
+        .filter(|_| count <= MAX_DEVICES)
         .ok_or_else(|| driver_failure(reason_codes::INVALID_DEVICE_COUNT, known_version, result))?;
     if device_count == 0 {
         return Err(Failure {
@@ -150,7 +145,7 @@ fn device_row(
     let result = unsafe { (api.cuDeviceGet)(&mut device, ordinal) };
     check(result, reason_codes::CU_DEVICE_GET_FAILED, driver_version)?;
 
-    let mut name_buffer = [0u8; DEVICE_NAME_BUFFER_BYTES as usize];
+    let mut name_buffer = [0u8; DEVICE_NAME_BUFFER_BYTES];
     let buffer_len = c_int::try_from(name_buffer.len()).unwrap_or(c_int::MAX);
     // SAFETY: the driver writes at most `buffer_len` bytes into the live,
     // zeroed local buffer of exactly that length.

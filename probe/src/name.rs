@@ -15,7 +15,7 @@ pub fn sanitize_device_name(buffer: &[u8]) -> String {
     let printable: String = decoded
         .chars()
         .filter(|character| !character.is_control())
-        .take(MAX_DEVICE_NAME_CHARS as usize)
+        .take(MAX_DEVICE_NAME_CHARS)
         .collect();
     let trimmed = printable.trim();
     if trimmed.is_empty() || looks_like_absolute_path(trimmed) {
@@ -79,16 +79,16 @@ mod tests {
     fn limits_the_length_in_characters() {
         let long = "é".repeat(300);
         let sanitized = sanitize_device_name(long.as_bytes());
-        assert_eq!(sanitized.chars().count(), MAX_DEVICE_NAME_CHARS as usize);
+        assert_eq!(sanitized.chars().count(), MAX_DEVICE_NAME_CHARS);
     }
 
     #[test]
     fn trims_after_truncating() {
-        let mut name = "a".repeat(MAX_DEVICE_NAME_CHARS as usize - 1);
+        let mut name = "a".repeat(MAX_DEVICE_NAME_CHARS - 1);
         name.push_str("     tail");
         assert_eq!(
             sanitize_device_name(name.as_bytes()),
-            "a".repeat(MAX_DEVICE_NAME_CHARS as usize - 1)
+            "a".repeat(MAX_DEVICE_NAME_CHARS - 1)
         );
     }
 

@@ -3,15 +3,17 @@
 
 use serde::Serialize;
 
-use crate::generated::spec::{PROBE_COMPLETE_STATUS, PROBE_NAME, PROBE_SCHEMA_VERSION};
+use crate::generated::spec::{
+    PROBE_COMPLETE_STATUS, PROBE_NAME, PROBE_SCHEMA_VERSION, PROBE_STATUSES,
+};
 
 /// Status of a report that stopped before a complete inventory, because the
 /// driver is absent, refused or reports nothing usable.
-pub const STATUS_UNAVAILABLE: &str = "unavailable";
+pub const STATUS_UNAVAILABLE: &str = PROBE_STATUSES[1];
 /// Status of a report on a target the probe does not support.
-pub const STATUS_UNSUPPORTED: &str = "unsupported";
+pub const STATUS_UNSUPPORTED: &str = PROBE_STATUSES[2];
 /// Status of a report whose driver call failed or returned an implausible value.
-pub const STATUS_ERROR: &str = "error";
+pub const STATUS_ERROR: &str = PROBE_STATUSES[3];
 
 /// The host the probe was built for, as `(os, arch, environment)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -208,6 +210,19 @@ mod tests {
                 r#""platform_supported":true,"status":"unavailable","reason_code":"LIBCUDA_SO_NOT_FOUND","#,
                 r#""driver_loaded":false,"driver_version":null,"device_count":null,"cuda_result":null,"devices":[]}"#
             )
+        );
+    }
+
+    #[test]
+    fn statuses_are_the_contract_statuses() {
+        assert_eq!(
+            [
+                PROBE_COMPLETE_STATUS,
+                STATUS_UNAVAILABLE,
+                STATUS_UNSUPPORTED,
+                STATUS_ERROR
+            ],
+            ["probe-complete", "unavailable", "unsupported", "error"]
         );
     }
 

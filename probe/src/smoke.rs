@@ -122,7 +122,10 @@ pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
     } else {
         significant.parse::<u32>().ok()?
     };
-    (ordinal <= MAX_DEVICE_ORDINAL as u32).then_some(ordinal)
+    u32::try_from(MAX_DEVICE_ORDINAL)
+        .ok()
+        .filter(|max| ordinal <= *max)
+        .map(|_| ordinal)
 }
 
 /// Runs the smoke for the process arguments (without the program name);
@@ -169,7 +172,7 @@ fn lifetime_smoke(ordinal: u32) -> Result<(), SmokeFailure> {
         .create_stream()
         .map_err(at_step(reason_codes::STREAM_CREATE_FAILED))?;
     let allocation = context
-        .allocate(SMOKE_ALLOCATION_BYTES as usize)
+        .allocate(SMOKE_ALLOCATION_BYTES)
         .map_err(at_step(reason_codes::DEVICE_ALLOCATION_FAILED))?;
     stream
         .synchronize()
