@@ -1,6 +1,75 @@
-//! `cargo xtask dist` (owned by the Python provider work).
-use std::path::PathBuf;
-use crate::Result;
-pub fn command(_args: &[String]) -> Result<()> { build_wheel().map(|_| ()) }
+//! `cargo xtask dist` (owned by the Python provider work): the wheel.
+//!
+//! The wheel is byte-reproducible: hatchling writes zip entries in a fixed
+//! order with the timestamp taken from SOURCE_DATE_EPOCH, fixed here.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::{generate, paths, process, python_env, Result};
+
+/// 1980-01-01T00:00:00Z: the earliest time a zip entry can carry.
+const SOURCE_DATE_EPOCH: &str = "315532800";
+
+/// Builds the wheel with hatchling's backend into the directory in argv[1];
+/// prints the file name.
+const BUILD_WHEEL: &str = "\
+import sys
+from hatchling.build import build_wheel
+print(build_wheel(sys.argv[1]))
+";
+
+pub fn command(_args: &[String]) -> Result<()> {
+    let wheel = build_wheel()?;
+    println!("{}", wheel.display());
+    println!("sha256 {}", sha256_file(&wheel)?);
+    Ok(())
+}
+
 /// generate --check, then the wheel into target/dist/; returns its path.
-pub fn build_wheel() -> Result<PathBuf> { Err("dist: not built yet".into()) }
+pub fn build_wheel() -> Result<PathBuf> {
+    generate::check()?;
+    build_wheel_into(&paths::target_dir().join("dist"))
+}
+
+/// Builds the wheel into `dir` (created if needed); returns its path.
+pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
+    let python = python_env::ensure_venv()?;
+    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .map_err(|error| format!("{}: {error}", dir.display()))?;
+    let mut build = Command::new(&python);
+    build
+        .current_dir(paths::repo_root().join("python"))
+        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+        .env_remove("PYTHONPATH")
+        .args(["-c", BUILD_WHEEL])
+        .arg(&dir);
+    let shown = process::describe(&build);
+    println!("+ {shown}");
+    let output = build
+        .output()
+        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "`{shown}` failed with {}:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let name = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let wheel = dir.join(&name);
+    if name.is_empty() || !wheel.is_file() {
+        return Err(format!("hatchling reported no wheel in {}", dir.display()));
+    }
+    Ok(wheel)
+}
+
+/// Lowercase hex SHA-256 of a file.
+pub fn sha256_file(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    Ok(Sha256::digest(&bytes).iter().map(|byte| format!("{byte:02x}")).collect())
+}
