@@ -1,0 +1,237 @@
+"""The real probe and its reviewed loader against the simulated driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DriverLayout, SimulatedHost, rename_export
+
+from rextio_device_cuda.probe import parse_probe_report
+
+TWO_DEVICES = (
+    "driver_version=12040",
+    "device=NVIDIA Simulated A100|8|0",
+    "device=NVIDIA Simulated L4|8|9",
+)
+INVENTORY_SYMBOLS = {
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceComputeCapability",
+}
+
+
+def _target() -> dict[str, str]:
+    return {"os": "linux", "arch": "x86_64", "environment": "gnu"}
+
+
+def _failure(status: str, reason: str, **fields: Any) -> dict[str, Any]:
+    report: dict[str, Any] = {
+        "schema_version": "1",
+        "probe": "rextio-cuda-driver-probe",
+        "support_claim": False,
+        "target": _target(),
+        "platform_supported": True,
+        "status": status,
+        "reason_code": reason,
+        "driver_loaded": True,
+        "driver_version": None,
+        "device_count": None,
+        "cuda_result": None,
+        "devices": [],
+    }
+    report.update(fields)
+    return report
+
+
+def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any], tuple[str, ...]]:
+    run = sim_host.run(layout, [sim_host.native.probe])
+    assert run.returncode == 0, run.stderr
+    record = run.record()
+    # Every report, complete or not, satisfies the provider's schema-1 parser.
+    parse_probe_report(run.stdout)
+    assert list(record) == list(_failure("error", "X")), "keys must keep contract order"
+    return record, run.calls
+
+
+def _symbols(calls: tuple[str, ...]) -> set[str]:
+    return {line.split(" ", 1)[0] for line in calls}
+
+
+@pytest.mark.parametrize("install", ["file", "link-inside"])
+def test_probe_inventories_two_configured_devices(sim_host: SimulatedHost, install: str) -> None:
+    record, calls = _probe(sim_host, DriverLayout(config=TWO_DEVICES, install=install))
+    assert record == {
+        "schema_version": "1",
+        "probe": "rextio-cuda-driver-probe",
+        "support_claim": False,
+        "target": _target(),
+        "platform_supported": True,
+        "status": "probe-complete",
+        "reason_code": None,
+        "driver_loaded": True,
+        "driver_version": 12040,
+        "device_count": 2,
+        "cuda_result": 0,
+        "devices": [
+            {
+                "ordinal": 0,
+                "name": "NVIDIA Simulated A100",
+                "compute_major": 8,
+                "compute_minor": 0,
+                "sm": "sm_80",
+            },
+            {
+                "ordinal": 1,
+                "name": "NVIDIA Simulated L4",
+                "compute_major": 8,
+                "compute_minor": 9,
+                "sm": "sm_89",
+            },
+        ],
+    }
+    # The probe never creates a context, allocates or runs anything else.
+    assert _symbols(calls) == INVENTORY_SYMBOLS
+    assert calls[0] == "cuInit flags=0 -> 0"
+    assert "cuDeviceGetName len=256 device=1 -> 0 bytes=19" in calls
+
+
+def test_probe_reports_no_devices(sim_host: SimulatedHost) -> None:
+    record, _ = _probe(sim_host, DriverLayout(config=("driver_version=12080",)))
+    assert record == _failure(
+        "unavailable", "NO_CUDA_DEVICES", driver_version=12080, device_count=0, cuda_result=0
+    )
+
+
+def test_probe_reports_cu_init_failure_with_its_result(sim_host: SimulatedHost) -> None:
+    record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, "fail=cuInit:100")))
+    assert record == _failure("error", "CU_INIT_FAILED", cuda_result=100)
+    assert calls == ("cuInit flags=0 -> 100",)
+
+
+@pytest.mark.parametrize(
+    ("failing", "reason"),
+    [
+        ("cuDriverGetVersion", "CU_DRIVER_VERSION_FAILED"),
+        ("cuDeviceGetCount", "CU_DEVICE_COUNT_FAILED"),
+        ("cuDeviceGet", "CU_DEVICE_GET_FAILED"),
+        ("cuDeviceGetName", "CU_DEVICE_NAME_FAILED"),
+        ("cuDeviceComputeCapability", "CU_DEVICE_CAPABILITY_FAILED"),
+    ],
+)
+def test_probe_names_the_failing_driver_call(
+    sim_host: SimulatedHost, failing: str, reason: str
+) -> None:
+    record, _ = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"fail={failing}:999")))
+    assert record["status"] == "error"
+    assert record["reason_code"] == reason
+    assert record["cuda_result"] == 999
+    assert record["devices"] == []
+
+
+def test_probe_refuses_an_implausible_device_count(sim_host: SimulatedHost) -> None:
+    record, _ = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, "device_count=1025")))
+    assert record["reason_code"] == "INVALID_DEVICE_COUNT"
+    assert record["device_count"] is None
+
+
+def test_probe_reports_a_missing_required_symbol(sim_host: SimulatedHost, tmp_path: Path) -> None:
+    image = rename_export(
+        sim_host.native.sim_driver, "cuDeviceGetName", tmp_path / "libcuda-no-name.so"
+    )
+    record, calls = _probe(sim_host, DriverLayout(config=TWO_DEVICES, image=image))
+    assert record == _failure("unavailable", "REQUIRED_SYMBOL_MISSING")
+    # Resolution fails before any driver function is called.
+    assert calls == ()
+
+
+@pytest.mark.parametrize(("major", "minor"), [(0, 0), (100, 0), (8, 100), (-1, 5)])
+def test_probe_refuses_an_invalid_compute_capability(
+    sim_host: SimulatedHost, major: int, minor: int
+) -> None:
+    layout = DriverLayout(config=(f"device=Odd GPU|{major}|{minor}",))
+    record, _ = _probe(sim_host, layout)
+    assert record == _failure(
+        "error", "INVALID_COMPUTE_CAPABILITY", driver_version=12040, cuda_result=0
+    )
+
+
+def test_probe_sanitizes_hostile_device_names(sim_host: SimulatedHost) -> None:
+    hostile = (
+        "device=\\x1b[31mEvil\\x07\\x09GPU\\x7f\\xc2\\x85!|8|6",
+        f"device={'W' * 300}|9|0",
+        "device=/etc/shadow|8|0",
+        "device=  \\x01\\x02/dev/nvidia0|8|0",
+        "device=C:\\\\Windows\\\\gpu|8|0",
+        "device=\\xff\\xfeGPU|8|0",
+        "device=\\x01\\x02\\x03|8|0",
+    )
+    record, _ = _probe(sim_host, DriverLayout(config=hostile))
+    names = [device["name"] for device in record["devices"]]
+    assert names == [
+        "[31mEvilGPU!",
+        "W" * 160,
+        "unknown",
+        "unknown",
+        "unknown",
+        "\ufffd\ufffdGPU",
+        "unknown",
+    ]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(DriverLayout(config=TWO_DEVICES, image_mode=0o664), id="group-writable-image"),
+        pytest.param(DriverLayout(config=TWO_DEVICES, image_mode=0o646), id="world-writable-image"),
+        pytest.param(
+            DriverLayout(config=TWO_DEVICES, modes={"/usr/local/nvidia": 0o775}),
+            id="group-writable-ancestor",
+        ),
+        pytest.param(
+            DriverLayout(config=TWO_DEVICES, modes={"/usr/local/nvidia/lib64": 0o757}),
+            id="world-writable-parent",
+        ),
+        pytest.param(
+            DriverLayout(config=TWO_DEVICES, modes={"/usr/local": 0o1777}),
+            id="sticky-world-writable-usr-local",
+        ),
+        pytest.param(
+            DriverLayout(config=TWO_DEVICES, install="link-to-tmp"), id="link-escaping-to-tmp"
+        ),
+        pytest.param(
+            DriverLayout(config=TWO_DEVICES, install="link-outside-roots"),
+            id="link-outside-reviewed-roots",
+        ),
+        pytest.param(
+            DriverLayout(
+                config=TWO_DEVICES, install="link-inside", modes={"/usr/local/nvidia/lib64": 0o775}
+            ),
+            id="link-inside-writable-directory",
+        ),
+    ],
+)
+def test_loader_refuses_unsafe_images(sim_host: SimulatedHost, layout: DriverLayout) -> None:
+    record, calls = _probe(sim_host, layout)
+    assert record == _failure("unavailable", "LIBCUDA_SO_LOAD_FAILED", driver_loaded=False)
+    # The refused image was never opened: none of its code ran.
+    assert calls == ()
+
+
+def test_loader_reports_not_found_without_any_candidate(sim_host: SimulatedHost) -> None:
+    record, calls = _probe(sim_host, DriverLayout(install="absent"))
+    assert record == _failure("unavailable", "LIBCUDA_SO_NOT_FOUND", driver_loaded=False)
+    assert calls == ()
+
+
+def test_loader_refuses_an_image_that_is_not_a_library(
+    sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    garbage = tmp_path / "garbage.so"
+    garbage.write_bytes(b"not an ELF image\n")
+    record, _ = _probe(sim_host, DriverLayout(image=garbage))
+    assert record == _failure("unavailable", "LIBCUDA_SO_LOAD_FAILED", driver_loaded=False)
