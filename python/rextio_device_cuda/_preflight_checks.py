@@ -308,7 +308,11 @@ def _check_report(
     if report.target != expected:
         raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
     if report.status != _spec.PROBE_REPORT["complete_status"]:
-        raise _unavailable(report.reason_code or _codes.PROBE_NOT_READY)
+        # Only codes this provider can explain pass through; anything else a
+        # probe says is reported as PROBE_NOT_READY.
+        code = report.reason_code
+        known = code is not None and _spec.reason_text(code) is not None
+        raise _unavailable(code if known and code is not None else _codes.PROBE_NOT_READY)
     if report.driver_version is None:
         raise _unavailable(_codes.DRIVER_VERSION_UNAVAILABLE)
     if report.driver_version < config.minimum_driver_version:

@@ -1,0 +1,208 @@
+"""Helpers shared by the tests: probe scripts, reports, profiles and requests."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
+from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
+from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, DeviceProviderSelection
+
+from rextio_device_cuda._generated import PROVIDER_SPEC
+
+SPEC: dict[str, Any] = PROVIDER_SPEC
+CAPABILITIES: dict[str, dict[str, Any]] = {item["id"]: item for item in SPEC["capabilities"]}
+
+
+def report(
+    *,
+    target: tuple[str, str, str] = ("linux", "x86_64", "gnu"),
+    sms: tuple[str, ...] = ("sm_80",),
+    driver_version: int = 12080,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A valid probe-complete report (schema 1), with optional overrides."""
+    devices = [
+        {
+            "ordinal": index,
+            "name": f"Fixture GPU {index}",
+            "compute_major": int(sm[3:-1]),
+            "compute_minor": int(sm[-1]),
+            "sm": sm,
+        }
+        for index, sm in enumerate(sms)
+    ]
+    value: dict[str, Any] = {
+        "schema_version": "1",
+        "probe": "rextio-cuda-driver-probe",
+        "support_claim": False,
+        "target": {"os": target[0], "arch": target[1], "environment": target[2]},
+        "platform_supported": True,
+        "status": "probe-complete",
+        "reason_code": None,
+        "driver_loaded": True,
+        "driver_version": driver_version,
+        "device_count": len(devices),
+        "cuda_result": 0,
+        "devices": devices,
+    }
+    value.update(overrides)
+    return value
+
+
+def unavailable_report(
+    code: str, target: tuple[str, str, str] = ("linux", "x86_64", "gnu")
+) -> dict[str, Any]:
+    """An incomplete report carrying the probe's own reason code."""
+    return report(
+        target=target,
+        sms=(),
+        status="unavailable",
+        reason_code=code,
+        driver_loaded=False,
+        driver_version=None,
+        device_count=None,
+        cuda_result=None,
+    )
+
+
+@dataclass
+class ProbeFactory:
+    """Writes executable probe scripts; each touches a marker when it runs."""
+
+    directory: Path
+    marker_tag: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def python(self, body: str, name: str = "probe") -> Path:
+        """A Python probe (absolute shebang to this interpreter)."""
+        return self.write(name, f"#!{sys.executable}\n{body}")
+
+    def shell(self, body: str, name: str = "probe") -> Path:
+        """A /bin/sh probe."""
+        return self.write(name, f"#!/bin/sh\n{body}")
+
+    def printing(self, value: object, name: str = "probe") -> Path:
+        """A probe that records that it ran, then prints ``value`` as JSON."""
+        text = value if isinstance(value, str) else json.dumps(value)
+        marker = self.marker(name)
+        return self.python(f"open({str(marker)!r}, 'a').write('ran\\n')\nprint({text!r})\n", name)
+
+    def marker(self, name: str = "probe") -> Path:
+        """The file a ``printing`` probe appends to each time it runs."""
+        return self.directory / f"{name}.ran"
+
+    def write(self, name: str, text: str) -> Path:
+        """An executable file with exactly ``text``."""
+        path = self.directory / name
+        path.write_text(text, encoding="utf-8")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        return path
+
+
+def raw_requirement(
+    ordinal: int = 0, sm: str | None = "sm_80", **changes: Any
+) -> DeviceRequirement:
+    """The raw-driver requirement of contract section 8."""
+    fields: dict[str, Any] = {
+        "logical_device": f"cuda:{ordinal}",
+        "backend": "cuda",
+        "runtime": "cuda-driver",
+        "features": ("driver-api",),
+        "memory_spaces": ("device",),
+        "architectures": (sm,) if sm is not None else (),
+    }
+    fields.update(changes)
+    return DeviceRequirement(**fields)
+
+
+def framework_requirement(lane: str, sm: str | None = "sm_80", **changes: Any) -> DeviceRequirement:
+    """The frozen requirement of a framework lane, with an optional SM."""
+    frozen = dict(SPEC["lanes"][lane]["requirement"])
+    for key in ("features", "layouts", "memory_spaces"):
+        frozen[key] = tuple(frozen[key])
+    frozen["architectures"] = (sm,) if sm is not None else ()
+    frozen.update(changes)
+    return DeviceRequirement(**frozen)
+
+
+def lane_pins(lane: str) -> tuple[RuntimeRequirement, ...]:
+    """The frozen runtime pins of a framework lane."""
+    return tuple(
+        RuntimeRequirement(pin["name"], pin["version"], tuple(pin["features"]))
+        for pin in SPEC["lanes"][lane]["runtime_pins"]
+    )
+
+
+def profile_for(
+    capability_id: str,
+    *,
+    requirements: tuple[DeviceRequirement, ...] | None = None,
+    runtime_requirements: tuple[RuntimeRequirement, ...] | None = None,
+    kind: str | None = None,
+    triple: str | None = None,
+    python_fallback_backend: str = "cpython",
+) -> ArtifactProfile:
+    """A profile that passes every static check of the capability by default."""
+    capability = CAPABILITIES[capability_id]
+    lane = capability["lane"]
+    target = triple or capability["target_triple"]
+    if lane == "raw-driver":
+        requirements = requirements if requirements is not None else (raw_requirement(),)
+        if kind == "host-extension":
+            return host_extension_profile(target, device_requirements=requirements)
+        return rust_crate_profile(target, device_requirements=requirements)
+    requirements = requirements if requirements is not None else (framework_requirement(lane),)
+    pins = runtime_requirements if runtime_requirements is not None else lane_pins(lane)
+    if kind == "rust-crate":
+        return rust_crate_profile(
+            target, runtime_requirements=pins, device_requirements=requirements
+        )
+    return host_extension_profile(
+        target,
+        python_fallback_backend=python_fallback_backend,
+        runtime_requirements=pins,
+        device_requirements=requirements,
+    )
+
+
+def request_for(
+    capability_id: str,
+    options: dict[str, str] | None = None,
+    *,
+    provider_id: str = "rextio-device-cuda",
+    profile: ArtifactProfile | None = None,
+) -> DevicePreflightRequest:
+    """A preflight request with string options."""
+    return DevicePreflightRequest(
+        artifact_profile=profile if profile is not None else profile_for(capability_id),
+        selection=DeviceProviderSelection(provider_id, capability_id),
+        options=DeviceProviderOptions(tuple(sorted((options or {}).items()))),
+    )
+
+
+def ready_options(probe: Path, **extra: str) -> dict[str, str]:
+    """Options selecting device 0, sm_80 and ``probe``."""
+    return {"probe_executable": str(probe), "device_ordinal": "0", "sm": "sm_80", **extra}
+
+
+def processes_with(tag: str) -> list[int]:
+    """Live (non-zombie) processes whose command line contains ``tag``."""
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if tag.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found

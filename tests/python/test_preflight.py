@@ -1,0 +1,704 @@
+"""Preflight through the real Core: every lane ready, every reason code reached."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+import pytest
+from cuda_support import (
+    CAPABILITIES,
+    SPEC,
+    ProbeFactory,
+    framework_requirement,
+    lane_pins,
+    profile_for,
+    raw_requirement,
+    ready_options,
+    report,
+    request_for,
+    unavailable_report,
+)
+from rextio.artifacts.models import RuntimeRequirement
+from rextio.devices import (
+    DevicePreflightRequest,
+    DevicePreflightStatus,
+    DeviceProviderError,
+    DeviceProviderOptions,
+    DeviceProviderSelection,
+    load_selected_device_provider,
+    resolve_device_plan,
+)
+
+from rextio_device_cuda import CudaDeviceProvider, CudaProviderConfig
+from rextio_device_cuda.probe import (
+    CudaProbeReport,
+    CudaToolkitReport,
+    SubprocessProbeRunner,
+    parse_probe_report,
+)
+
+RAW = "cuda-linux-x86_64"
+AARCH64 = "cuda-linux-aarch64"
+WINDOWS = "cuda-windows-x86_64"
+TORCH = "cuda-libtorch-linux-x86_64"
+TFE = "cuda-tensorflow-tfe-linux-x86_64"
+TARGETS = {
+    triple: (value["os"], value["arch"], value["environment"])
+    for triple, value in SPEC["probe_targets"].items()
+}
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _absolute(text: str) -> bool:
+    return PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute()
+
+
+@pytest.mark.parametrize("capability_id", sorted(CAPABILITIES))
+def test_every_capability_resolves_ready_through_core(
+    capability_id: str, probes: ProbeFactory
+) -> None:
+    triple = CAPABILITIES[capability_id]["target_triple"]
+    probe = probes.printing(report(target=TARGETS[triple]))
+    selection = DeviceProviderSelection("rextio-device-cuda", capability_id)
+    provider, source = load_selected_device_provider(selection)
+    options = DeviceProviderOptions(tuple(sorted(ready_options(probe).items())))
+    plan = resolve_device_plan(
+        artifact_profile=profile_for(capability_id),
+        selection=selection,
+        providers={"rextio-device-cuda": provider},
+        provider_sources={"rextio-device-cuda": source},
+        options=options,
+    )
+    assert plan is not None
+    assert plan.preflight.status is DevicePreflightStatus.READY
+    assert plan.preflight.support_claim is False
+    observed = dict(plan.preflight.observations)
+    assert observed["selected.sm"] == "sm_80"
+    assert observed["selected.device"] == "0"
+    assert observed["probe.schema"] == "1"
+    assert observed["policy.minimum-driver-version"] == "12000"
+    lane = SPEC["lanes"][CAPABILITIES[capability_id]["lane"]]
+    for key, value in lane["observations"].items():
+        assert observed[key] == value
+    if lane["toolkit_inspection"]:
+        assert observed["toolkit.version"] == "not-configured"
+        assert observed["policy.minimum-toolkit-version"] == "12.0"
+    else:
+        assert "toolkit.version" not in observed
+    lock = plan.lock_record().to_dict()
+    assert lock["option_keys"] == ["device_ordinal", "probe_executable", "sm"]
+    assert plan.report_record().to_dict()["support_claim"] is False
+    public = plan.to_dict()
+    assert not [text for text in _strings(public) if _absolute(text)]
+    assert str(probe) not in json.dumps(public)
+    assert probes.marker().read_text() == "ran\n"
+
+
+def test_raw_lane_reports_an_inspected_toolkit(
+    probes: ProbeFactory, make_toolkit: Callable[..., Path]
+) -> None:
+    toolkit = make_toolkit("12.4.1")
+    probe = probes.printing(report())
+    provider = CudaDeviceProvider()
+    request = request_for(RAW, ready_options(probe, toolkit_root=str(toolkit)))
+    result = provider.preflight(request)
+    assert result.status is DevicePreflightStatus.READY, result.reason_codes
+    observed = dict(result.observations)
+    assert observed["toolkit.version"] == "12.4.1"
+    assert observed["toolkit.runtime"] == "12.4.1"
+    contribution = provider.build_contribution(request)
+    assert contribution.package_references == (
+        "generated/device-providers/rextio-device-cuda/rextio-cuda-runtime/Cargo.toml",
+    )
+    assert contribution.native_libraries == ()
+
+
+def test_contributions_follow_the_lane(probes: ProbeFactory) -> None:
+    probe = probes.printing(report())
+    provider = CudaDeviceProvider()
+    kinds: dict[str, list[str]] = {}
+    for capability_id in (RAW, TORCH, TFE):
+        request = request_for(capability_id, ready_options(probe))
+        assert provider.preflight(request).status is DevicePreflightStatus.READY
+        contribution = provider.build_contribution(request)
+        kinds[capability_id] = [item.resource_kind for item in contribution.resource_contracts]
+        if capability_id != RAW:
+            assert contribution.package_references == ()
+            assert contribution.generated_helper_ids == ()
+            assert contribution.runtime_check_ids == ()
+            assert all(item.owner.value == "framework" for item in contribution.resource_contracts)
+    assert kinds[TORCH] == ["framework.allocator", "framework.current-stream", "framework.tensor"]
+    assert kinds[TFE] == ["framework.eager-context", "framework.tensor"]
+    assert "raw.cuda.context" in kinds[RAW]
+
+
+def test_build_contribution_requires_successful_preflight(probes: ProbeFactory) -> None:
+    provider = CudaDeviceProvider()
+    good = probes.printing(report(), name="good")
+    request = request_for(RAW, ready_options(good))
+    with pytest.raises(DeviceProviderError, match="requires successful preflight"):
+        provider.build_contribution(request)
+    assert provider.preflight(request).status is DevicePreflightStatus.READY
+    provider.build_contribution(request)
+    # The same request now fails (the probe reports another SM): success revoked.
+    good.write_text(probes.printing(report(sms=("sm_86",)), name="other").read_text())
+    assert provider.preflight(request).reason_codes == ("CUDA_SM_MISMATCH",)
+    with pytest.raises(DeviceProviderError, match="requires successful preflight"):
+        provider.build_contribution(request)
+
+
+# -- the reason-code table ------------------------------------------------------------
+
+
+@dataclass
+class Context:
+    """What a table row may use to build its provider and request."""
+
+    probes: ProbeFactory
+    tmp: Path
+    make_toolkit: Callable[..., Path]
+
+    def probe(self, value: object = None) -> Path:
+        return self.probes.printing(report() if value is None else value)
+
+    def script(self, body: str) -> Path:
+        marker = self.probes.marker()
+        return self.probes.shell(f"echo ran >> '{marker}'\n{body}")
+
+
+Build = Callable[[Context], tuple[CudaDeviceProvider, DevicePreflightRequest]]
+
+
+@dataclass
+class Case:
+    code: str
+    build: Build
+    ran: bool
+    incompatible: bool = False
+
+
+def _plain(
+    capability: str = RAW,
+    options: Callable[[Context], dict[str, str]] | None = None,
+    *,
+    config: Callable[[Context], CudaProviderConfig] | None = None,
+    provider_id: str = "rextio-device-cuda",
+    runner: Callable[[Context], Any] | None = None,
+    inspector: Callable[[Context], Any] | None = None,
+    **profile: Any,
+) -> Build:
+    def build(ctx: Context) -> tuple[CudaDeviceProvider, DevicePreflightRequest]:
+        chosen = options(ctx) if options is not None else ready_options(ctx.probe())
+        profile_capability = capability if capability in CAPABILITIES else RAW
+        request = request_for(
+            capability,
+            chosen,
+            provider_id=provider_id,
+            profile=profile_for(profile_capability, **profile),
+        )
+        provider = CudaDeviceProvider(
+            config(ctx) if config is not None else None,
+            probe_runner=runner(ctx) if runner is not None else None,
+            toolkit_inspector=inspector(ctx) if inspector is not None else None,
+        )
+        return provider, request
+
+    return build
+
+
+def _with(**extra: str) -> Callable[[Context], dict[str, str]]:
+    return lambda ctx: ready_options(ctx.probe(), **extra)
+
+
+def _without(key: str) -> Callable[[Context], dict[str, str]]:
+    def options(ctx: Context) -> dict[str, str]:
+        chosen = ready_options(ctx.probe())
+        del chosen[key]
+        return chosen
+
+    return options
+
+
+def _probe_options(make: Callable[[Context], Path]) -> Callable[[Context], dict[str, str]]:
+    return lambda ctx: ready_options(make(ctx))
+
+
+def _forged_options(ctx: Context) -> tuple[CudaDeviceProvider, DevicePreflightRequest]:
+    request = request_for(RAW, ready_options(ctx.probe()))
+    options = DeviceProviderOptions((("sm", "sm_80"),))
+    object.__setattr__(options, "values", ((7, "sm_80"),))
+    return CudaDeviceProvider(), dataclasses.replace(request, options=options)
+
+
+class _ForgedRunner:
+    """A programmatic runner whose record was altered after validation."""
+
+    def __init__(self, ctx: Context, **changes: Any) -> None:
+        self.ctx = ctx
+        self.changes = changes
+
+    def run(self) -> CudaProbeReport:
+        self.ctx.probes.marker().write_text("ran\n")
+        parsed = parse_probe_report(json.dumps(report()).encode())
+        for name, value in self.changes.items():
+            object.__setattr__(parsed, name, value)
+        return parsed
+
+
+class _FixedInspector:
+    def __init__(self, toolkit: str, runtime: str) -> None:
+        self.report = CudaToolkitReport(
+            "x86_64-unknown-linux-gnu", toolkit, runtime, ("cuda-header", "cuda-runtime")
+        )
+
+    def inspect(self, target_triple: str) -> CudaToolkitReport:
+        return self.report
+
+
+def _toolkit(**kwargs: Any) -> Callable[[Context], dict[str, str]]:
+    return lambda ctx: ready_options(ctx.probe(), toolkit_root=str(ctx.make_toolkit(**kwargs)))
+
+
+def _escaping_toolkit(ctx: Context) -> dict[str, str]:
+    root = ctx.make_toolkit(components=False)
+    (root / "include" / "cuda.h").write_text("/* header */\n")
+    outside = ctx.tmp / "outside-libcudart.so"
+    outside.write_bytes(b"\x7fELF")
+    (root / "lib64").mkdir()
+    (root / "lib64" / "libcudart.so").symlink_to(outside)
+    return ready_options(ctx.probe(), toolkit_root=str(root))
+
+
+def _no_version_toolkit(ctx: Context) -> dict[str, str]:
+    root = ctx.make_toolkit()
+    (root / "version.json").unlink()
+    return ready_options(ctx.probe(), toolkit_root=str(root))
+
+
+def _non_executable(ctx: Context) -> Path:
+    path = ctx.probe()
+    path.chmod(0o644)
+    return path
+
+
+def _pins(lane: str, name: str, version: str) -> tuple[RuntimeRequirement, ...]:
+    return tuple(
+        RuntimeRequirement(pin.name, version, pin.features) if pin.name == name else pin
+        for pin in lane_pins(lane)
+    )
+
+
+CASES: list[Case] = [
+    # 1-4: incompatible, before anything else.
+    Case("PROVIDER_ID_MISMATCH", _plain(provider_id="another-provider"), False, True),
+    Case("CAPABILITY_UNKNOWN", _plain("cuda-linux-riscv64"), False, True),
+    Case("TARGET_MISMATCH", _plain(RAW, triple="aarch64-unknown-linux-gnu"), False, True),
+    Case("LIBTORCH_ARTIFACT_KIND_UNSUPPORTED", _plain(TORCH, kind="rust-crate"), False, True),
+    Case("TENSORFLOW_TFE_ARTIFACT_KIND_UNSUPPORTED", _plain(TFE, kind="rust-crate"), False, True),
+    # 5-6: options.
+    Case("PROVIDER_OPTIONS_INVALID", _forged_options, False),
+    Case("PROVIDER_OPTION_UNKNOWN", _plain(options=_with(colour="red")), False),
+    Case("PROVIDER_OPTION_UNKNOWN", _plain(TORCH, options=_with(toolkit_root="/opt/cuda")), False),
+    Case(
+        "LIBTORCH_TOOLKIT_ROOT_UNSUPPORTED",
+        _plain(TORCH, config=lambda ctx: CudaProviderConfig(toolkit_root=ctx.tmp)),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_TOOLKIT_ROOT_UNSUPPORTED",
+        _plain(TFE, config=lambda ctx: CudaProviderConfig(toolkit_root=ctx.tmp)),
+        False,
+    ),
+    # 7: raw requirement checks.
+    Case("EXPLICIT_SM_REQUIRED", _plain(requirements=(raw_requirement(sm=None),)), False),
+    Case("INVALID_SM", _plain(requirements=(raw_requirement(sm="sm_8x"),)), False),
+    Case(
+        "EXACTLY_ONE_CUDA_DEVICE_REQUIRED",
+        _plain(requirements=(raw_requirement(0), raw_requirement(1))),
+        False,
+    ),
+    Case(
+        "FRAMEWORK_RUNTIME_REUSE_UNSUPPORTED",
+        _plain(requirements=(raw_requirement(reuse_domain_runtime=True),)),
+        False,
+    ),
+    Case(
+        "CUDA_RUNTIME_INCOMPATIBLE",
+        _plain(requirements=(raw_requirement(runtime="libtorch"),)),
+        False,
+    ),
+    Case(
+        "CUDA_FEATURE_UNSUPPORTED",
+        _plain(requirements=(raw_requirement(features=("kernels",)),)),
+        False,
+    ),
+    Case(
+        "CUDA_MEMORY_SPACE_UNSUPPORTED",
+        _plain(requirements=(raw_requirement(memory_spaces=("unified",)),)),
+        False,
+    ),
+    Case(
+        "CUDA_LAYOUT_UNSUPPORTED",
+        _plain(requirements=(raw_requirement(layouts=("strided",)),)),
+        False,
+    ),
+    # 7: libtorch requirement checks.
+    Case("EXACTLY_ONE_CUDA_DEVICE_REQUIRED", _plain(TORCH, requirements=()), False),
+    Case(
+        "CUDA_DEVICE_REQUIREMENT_INVALID",
+        _plain(
+            TORCH, requirements=(framework_requirement("libtorch", logical_device="quantum:0"),)
+        ),
+        False,
+    ),
+    Case(
+        "LIBTORCH_CUDA_DEVICE_UNSUPPORTED",
+        _plain(TORCH, requirements=(framework_requirement("libtorch", logical_device="gpu:1"),)),
+        False,
+    ),
+    Case(
+        "LIBTORCH_RUNTIME_REQUIRED",
+        _plain(TORCH, requirements=(framework_requirement("libtorch", runtime="torchscript"),)),
+        False,
+    ),
+    Case(
+        "LIBTORCH_RUNTIME_REUSE_REQUIRED",
+        _plain(
+            TORCH, requirements=(framework_requirement("libtorch", reuse_domain_runtime=False),)
+        ),
+        False,
+    ),
+    Case(
+        "AT_MOST_ONE_SM_ALLOWED",
+        _plain(
+            TORCH,
+            requirements=(framework_requirement("libtorch", architectures=("sm_80", "sm_86")),),
+        ),
+        False,
+    ),
+    Case(
+        "INVALID_SM",
+        _plain(TORCH, requirements=(framework_requirement("libtorch", sm="sm80"),)),
+        False,
+    ),
+    Case(
+        "LIBTORCH_FEATURES_INCOMPATIBLE",
+        _plain(TORCH, requirements=(framework_requirement("libtorch", features=("inference",)),)),
+        False,
+    ),
+    Case(
+        "LIBTORCH_LAYOUT_INCOMPATIBLE",
+        _plain(TORCH, requirements=(framework_requirement("libtorch", layouts=("dense",)),)),
+        False,
+    ),
+    Case(
+        "LIBTORCH_MEMORY_SPACE_INCOMPATIBLE",
+        _plain(TORCH, requirements=(framework_requirement("libtorch", memory_spaces=("host",)),)),
+        False,
+    ),
+    Case(
+        "LIBTORCH_RUNTIME_PINS_REQUIRED",
+        _plain(TORCH, runtime_requirements=_pins("libtorch", "libtorch", "2.10.0")),
+        False,
+    ),
+    # 7: TensorFlow TFE requirement checks.
+    Case("TENSORFLOW_TFE_CPYTHON_REQUIRED", _plain(TFE, python_fallback_backend="nuitka"), False),
+    Case(
+        "TENSORFLOW_TFE_CUDA_DEVICE_UNSUPPORTED",
+        _plain(
+            TFE, requirements=(framework_requirement("tensorflow-tfe", logical_device="cuda:2"),)
+        ),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_RUNTIME_REQUIRED",
+        _plain(TFE, requirements=(framework_requirement("tensorflow-tfe", runtime="libtorch"),)),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_RUNTIME_REUSE_REQUIRED",
+        _plain(
+            TFE, requirements=(framework_requirement("tensorflow-tfe", reuse_domain_runtime=False),)
+        ),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_FEATURES_INCOMPATIBLE",
+        _plain(TFE, requirements=(framework_requirement("tensorflow-tfe", features=("eager",)),)),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_LAYOUT_INCOMPATIBLE",
+        _plain(TFE, requirements=(framework_requirement("tensorflow-tfe", layouts=("strided",)),)),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_MEMORY_SPACE_INCOMPATIBLE",
+        _plain(
+            TFE, requirements=(framework_requirement("tensorflow-tfe", memory_spaces=("host",)),)
+        ),
+        False,
+    ),
+    Case(
+        "TENSORFLOW_TFE_RUNTIME_PINS_REQUIRED",
+        _plain(TFE, runtime_requirements=_pins("tensorflow-tfe", "tensorflow", "2.20.0")),
+        False,
+    ),
+    # 8: the requirement's SM is outside the vocabulary.
+    Case(
+        "CUDA_ARCHITECTURE_UNSUPPORTED", _plain(requirements=(raw_requirement(sm="sm_95"),)), False
+    ),
+    # 9: option and constructor disagree.
+    Case(
+        "PROBE_CONFIGURATION_CONFLICT",
+        _plain(config=lambda ctx: CudaProviderConfig(probe_path=ctx.tmp / "other-probe")),
+        False,
+    ),
+    Case(
+        "TOOLKIT_CONFIGURATION_CONFLICT",
+        _plain(
+            options=_with(toolkit_root="/opt/cuda-a"),
+            config=lambda ctx: CudaProviderConfig(toolkit_root=Path("/opt/cuda-b")),
+        ),
+        False,
+    ),
+    Case(
+        "DEVICE_CONFIGURATION_CONFLICT",
+        _plain(config=lambda ctx: CudaProviderConfig(device_ordinal=1)),
+        False,
+    ),
+    Case(
+        "SM_CONFIGURATION_CONFLICT",
+        _plain(config=lambda ctx: CudaProviderConfig(sm="sm_86")),
+        False,
+    ),
+    # 10-12: the effective selection.
+    Case("DEVICE_ORDINAL_NOT_CONFIGURED", _plain(options=_without("device_ordinal")), False),
+    Case("DEVICE_ORDINAL_INVALID", _plain(options=_with(device_ordinal="1024")), False),
+    Case("DEVICE_ORDINAL_INVALID", _plain(options=_with(device_ordinal="\u0663")), False),
+    Case("SM_NOT_CONFIGURED", _plain(options=_without("sm")), False),
+    Case("INVALID_SM", _plain(options=_with(sm="sm80")), False),
+    Case("CUDA_ARCHITECTURE_UNSUPPORTED", _plain(options=_with(sm="sm_95")), False),
+    Case("DEVICE_REQUIREMENT_MISMATCH", _plain(options=_with(device_ordinal="1")), False),
+    Case("PROBE_NOT_CONFIGURED", _plain(options=_without("probe_executable")), False),
+    # 14: the runner.
+    Case(
+        "PROBE_PATH_NOT_ABSOLUTE",
+        _plain(options=lambda ctx: ready_options(Path("relative/probe"))),
+        False,
+    ),
+    Case(
+        "PROBE_NOT_FOUND",
+        _plain(options=lambda ctx: ready_options(ctx.tmp / "missing-probe")),
+        False,
+    ),
+    Case("PROBE_NOT_EXECUTABLE", _plain(options=_probe_options(_non_executable)), False),
+    Case("PROBE_NOT_EXECUTABLE", _plain(options=lambda ctx: ready_options(ctx.tmp)), False),
+    Case(
+        "PROBE_EXECUTION_FAILED",
+        _plain(options=_probe_options(lambda ctx: ctx.probes.write("bad", "#!/nonexistent/sh\n"))),
+        False,
+    ),
+    Case(
+        "PROBE_TIMEOUT",
+        _plain(
+            runner=lambda ctx: SubprocessProbeRunner(
+                ctx.script("exec sleep 30"), timeout_seconds=0.5
+            )
+        ),
+        True,
+    ),
+    Case(
+        "PROBE_OUTPUT_TOO_LARGE",
+        _plain(options=_probe_options(lambda ctx: ctx.script("exec yes flood"))),
+        True,
+    ),
+    Case(
+        "PROBE_EXIT_NONZERO",
+        _plain(
+            options=_probe_options(lambda ctx: ctx.script(f"echo '{json.dumps(report())}'\nexit 3"))
+        ),
+        True,
+    ),
+    # 14: the parser.
+    Case(
+        "PROBE_OUTPUT_INVALID",
+        _plain(options=_probe_options(lambda ctx: ctx.probe("not json"))),
+        True,
+    ),
+    Case(
+        "PROBE_SCHEMA_INVALID",
+        _plain(options=_probe_options(lambda ctx: ctx.probe(report(schema_version="2")))),
+        True,
+    ),
+    # 15-18: the report.
+    Case(
+        "PROBE_TARGET_MISMATCH",
+        _plain(
+            options=_probe_options(
+                lambda ctx: ctx.probe(report(target=("windows", "x86_64", "msvc")))
+            )
+        ),
+        True,
+    ),
+    Case(
+        "LIBCUDA_SO_NOT_FOUND",
+        _plain(
+            options=_probe_options(
+                lambda ctx: ctx.probe(unavailable_report("LIBCUDA_SO_NOT_FOUND"))
+            )
+        ),
+        True,
+    ),
+    Case(
+        "NO_CUDA_DEVICES",
+        _plain(
+            options=_probe_options(lambda ctx: ctx.probe(unavailable_report("NO_CUDA_DEVICES")))
+        ),
+        True,
+    ),
+    Case(
+        "UNSUPPORTED_TARGET",
+        _plain(
+            options=_probe_options(
+                lambda ctx: ctx.probe(
+                    dict(
+                        unavailable_report("UNSUPPORTED_TARGET"),
+                        status="unsupported",
+                        platform_supported=False,
+                    )
+                )
+            )
+        ),
+        True,
+    ),
+    # A code this provider cannot explain is not passed through.
+    Case(
+        "PROBE_NOT_READY",
+        _plain(options=_probe_options(lambda ctx: ctx.probe(unavailable_report("SOMETHING_ELSE")))),
+        True,
+    ),
+    # Unreachable through the parser; a programmatic runner's altered record.
+    Case(
+        "DRIVER_VERSION_UNAVAILABLE",
+        _plain(runner=lambda ctx: _ForgedRunner(ctx, driver_version=None)),
+        True,
+    ),
+    Case(
+        "DRIVER_VERSION_TOO_OLD",
+        _plain(options=_probe_options(lambda ctx: ctx.probe(report(driver_version=11080)))),
+        True,
+    ),
+    Case(
+        "DRIVER_VERSION_TOO_OLD",
+        _plain(config=lambda ctx: CudaProviderConfig(minimum_driver_version=12090)),
+        True,
+    ),
+    Case(
+        "CUDA_DEVICE_NOT_FOUND",
+        _plain(options=_with(device_ordinal="1"), requirements=(raw_requirement(1),)),
+        True,
+    ),
+    Case(
+        "CUDA_SM_MISMATCH",
+        _plain(options=_probe_options(lambda ctx: ctx.probe(report(sms=("sm_86",))))),
+        True,
+    ),
+    # 19: the toolkit (raw lanes).
+    Case("TOOLKIT_PATH_NOT_ABSOLUTE", _plain(options=_with(toolkit_root="relative/cuda")), True),
+    Case(
+        "TOOLKIT_NOT_FOUND",
+        _plain(options=lambda ctx: ready_options(ctx.probe(), toolkit_root=str(ctx.tmp / "none"))),
+        True,
+    ),
+    Case("TOOLKIT_VERSION_UNAVAILABLE", _plain(options=_no_version_toolkit), True),
+    Case("TOOLKIT_VERSION_INVALID", _plain(options=_toolkit(version="12.x")), True),
+    Case("TOOLKIT_COMPONENT_MISSING", _plain(options=_toolkit(components=False)), True),
+    Case("TOOLKIT_COMPONENT_INVALID", _plain(options=_escaping_toolkit), True),
+    Case(
+        "TOOLKIT_RUNTIME_VERSION_MISMATCH",
+        _plain(inspector=lambda ctx: _FixedInspector("12.4", "12.3")),
+        True,
+    ),
+    Case("TOOLKIT_VERSION_TOO_OLD", _plain(options=_toolkit(version="11.8")), True),
+    Case(
+        "TOOLKIT_VERSION_TOO_OLD",
+        _plain(
+            options=_toolkit(version="12.4"),
+            config=lambda ctx: CudaProviderConfig(minimum_toolkit_version=(12, 6)),
+        ),
+        True,
+    ),
+    Case("DRIVER_TOOLKIT_INCOMPATIBLE", _plain(options=_toolkit(version="12.9")), True),
+]
+
+# Codes only the Rust probe (section 6) or the lifetime smoke (section 8) emit;
+# the provider passes them through (LIBCUDA_SO_NOT_FOUND, NO_CUDA_DEVICES above).
+PROBE_AND_SMOKE_CODES = {
+    "LIBCUDA_SO_NOT_FOUND",
+    "LIBCUDA_SO_LOAD_FAILED",
+    "NVCUDA_DLL_NOT_FOUND",
+    "REQUIRED_SYMBOL_MISSING",
+    "CU_INIT_FAILED",
+    "CU_DRIVER_VERSION_FAILED",
+    "CU_DEVICE_COUNT_FAILED",
+    "CU_DEVICE_GET_FAILED",
+    "CU_DEVICE_NAME_FAILED",
+    "CU_DEVICE_CAPABILITY_FAILED",
+    "INVALID_DEVICE_COUNT",
+    "NO_CUDA_DEVICES",
+    "INVALID_COMPUTE_CAPABILITY",
+    "CONTEXT_CREATE_OR_DETACH_FAILED",
+    "STREAM_CREATE_FAILED",
+    "DEVICE_ALLOCATION_FAILED",
+    "STREAM_SYNCHRONIZE_FAILED",
+    "DEVICE_FREE_FAILED",
+    "STREAM_DESTROY_FAILED",
+    "CONTEXT_DESTROY_FAILED",
+    "INVALID_ARGUMENTS",
+}
+
+
+def test_the_table_covers_every_provider_runner_parser_and_toolkit_code() -> None:
+    covered = {case.code for case in CASES}
+    expected = set(SPEC["reason_codes"]) - PROBE_AND_SMOKE_CODES
+    assert expected - covered == set()
+    assert set(SPEC["reason_codes"]) >= PROBE_AND_SMOKE_CODES
+    incompatible = {case.code for case in CASES if case.incompatible}
+    assert incompatible == set(SPEC["incompatible_reason_codes"])
+
+
+@pytest.mark.parametrize(
+    "case", CASES, ids=[f"{index:02d}-{case.code}" for index, case in enumerate(CASES)]
+)
+def test_reason_code(
+    case: Case, probes: ProbeFactory, tmp_path: Path, make_toolkit: Callable[..., Path]
+) -> None:
+    provider, request = case.build(Context(probes, tmp_path, make_toolkit))
+    result = provider.preflight(request)
+    assert result.reason_codes == (case.code,)
+    expected = (
+        DevicePreflightStatus.INCOMPATIBLE
+        if case.incompatible
+        else DevicePreflightStatus.UNAVAILABLE
+    )
+    assert result.status is expected
+    assert result.observations == ()
+    assert result.support_claim is False
+    assert probes.marker().exists() is case.ran
+    with pytest.raises(DeviceProviderError, match="requires successful preflight"):
+        provider.build_contribution(request)
