@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import struct
 import subprocess
 from collections.abc import Sequence
@@ -90,11 +91,20 @@ class NamespaceRun:
         return value
 
 
+@dataclass(frozen=True)
+class NamespaceTools:
+    """Absolute paths of the programs that build a namespace."""
+
+    unshare: str
+    shell: str
+
+
 class SimulatedHost:
     """Runs commands in a fresh private mount namespace holding the simulated driver."""
 
-    def __init__(self, native: NativeBinaries, workdir: Path) -> None:
+    def __init__(self, native: NativeBinaries, tools: NamespaceTools, workdir: Path) -> None:
         self.native = native
+        self._tools = tools
         self._workdir = workdir
         self._runs = 0
 
@@ -107,7 +117,15 @@ class SimulatedHost:
         script = scratch / "run.sh"
         script.write_text(self._script(layout, scratch, config), encoding="utf-8")
         completed = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "sh", str(script), *map(str, argv)],
+            [
+                self._tools.unshare,
+                "--mount",
+                "--propagation",
+                "private",
+                self._tools.shell,
+                str(script),
+                *map(str, argv),
+            ],
             capture_output=True,
             text=True,
             timeout=RUN_TIMEOUT_SECONDS,
@@ -180,18 +198,18 @@ def native() -> NativeBinaries:
 
 
 @pytest.fixture(scope="session")
-def namespaces_permitted() -> None:
+def namespace_tools() -> NamespaceTools:
     """Fails (never skips) when private mount namespaces are unavailable."""
-    try:
-        probe = subprocess.run(
-            ["unshare", "--mount", "--propagation", "private", "true"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except FileNotFoundError:
-        pytest.fail("`unshare` (util-linux) is not installed; these tests need it")
+    unshare, shell = shutil.which("unshare"), shutil.which("sh")
+    if unshare is None or shell is None:
+        pytest.fail("`unshare` (util-linux) and `sh` are needed by the simulated-driver tests")
+    probe = subprocess.run(
+        [unshare, "--mount", "--propagation", "private", shell, "-c", "exit 0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     if probe.returncode != 0:
         pytest.fail(
             "private mount namespaces are not permitted here (`unshare -m` as root failed: "
@@ -203,14 +221,15 @@ def namespaces_permitted() -> None:
             f"this host has a driver image at {present}; the namespace covers only "
             "/usr/local, so the probe would load the host's driver first"
         )
+    return NamespaceTools(unshare=unshare, shell=shell)
 
 
 @pytest.fixture
 def sim_host(
-    native: NativeBinaries, namespaces_permitted: None, tmp_path: Path
+    native: NativeBinaries, namespace_tools: NamespaceTools, tmp_path: Path
 ) -> SimulatedHost:
     """A factory of fresh simulated-driver namespaces for one test."""
-    return SimulatedHost(native, tmp_path)
+    return SimulatedHost(native, namespace_tools, tmp_path)
 
 
 def rename_export(library: Path, export: str, destination: Path) -> Path:
