@@ -25,7 +25,7 @@ def report(
     *,
     target: tuple[str, str, str] = ("linux", "x86_64", "gnu"),
     sms: tuple[str, ...] = ("sm_80",),
-    driver_version: int = 12080,
+    driver_version: int | None = 12080,
     **overrides: Any,
 ) -> dict[str, Any]:
     """A valid probe-complete report (schema 1), with optional overrides."""

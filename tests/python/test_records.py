@@ -83,7 +83,7 @@ def test_output_invalid(data: bytes) -> None:
 
 
 def _device(**changes: Any) -> dict[str, Any]:
-    row = report()["devices"][0]
+    row: dict[str, Any] = dict(report()["devices"][0])
     row.update(changes)
     return row
 
@@ -149,7 +149,7 @@ def test_directly_constructed_records_validate() -> None:
     with pytest.raises(CudaProbeError):
         ProbeTarget(os="linux", arch="", environment="gnu")
     with pytest.raises(CudaProbeError):
-        CudaDeviceRecord(ordinal=True, name="GPU", compute_major=8, compute_minor=0, sm="sm_80")  # type: ignore[arg-type]
+        CudaDeviceRecord(ordinal=True, name="GPU", compute_major=8, compute_minor=0, sm="sm_80")
 
 
 def test_probe_error_rejects_malformed_codes() -> None:

@@ -1,0 +1,154 @@
+"""``python -m rextio_device_cuda`` through real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cuda_support import SPEC, ProbeFactory, report
+
+
+def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rextio_device_cuda", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_explain_every_code(tmp_path: Path) -> None:
+    for code, (explanation, remedy) in list(SPEC["reason_codes"].items())[:5]:
+        done = _cli("explain", code, cwd=tmp_path)
+        assert done.returncode == 0
+        assert explanation in done.stdout
+        assert remedy in done.stdout
+
+
+def test_explain_unknown_code(tmp_path: Path) -> None:
+    done = _cli("explain", "NOT_A_CODE", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "unknown reason code" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_preflight_ready_prints_the_redacted_plan(probes: ProbeFactory, tmp_path: Path) -> None:
+    probe = probes.printing(report())
+    done = _cli(
+        "preflight",
+        "--capability",
+        "cuda-linux-x86_64",
+        "--probe",
+        str(probe),
+        "--device",
+        "0",
+        "--sm",
+        "sm_80",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["preflight"]["status"] == "ready"
+    assert plan["artifact_profile"]["kind"] == "rust-crate"
+    assert str(probe) not in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code", "status"),
+    [
+        (["--device", "0", "--sm", "sm_86"], "CUDA_SM_MISMATCH", 1),
+        (["--device", "abc", "--sm", "sm_80"], "DEVICE_ORDINAL_INVALID", 1),
+        (["--device", "0", "--sm", "sm_95"], "CUDA_ARCHITECTURE_UNSUPPORTED", 1),
+        (["--device", "0", "--sm", "80"], "INVALID_SM", 1),
+    ],
+)
+def test_preflight_refusals(
+    arguments: list[str], code: str, status: int, probes: ProbeFactory, tmp_path: Path
+) -> None:
+    probe = probes.printing(report())
+    done = _cli(
+        "preflight",
+        "--capability",
+        "cuda-linux-x86_64",
+        "--probe",
+        str(probe),
+        *arguments,
+        cwd=tmp_path,
+    )
+    assert done.returncode == status
+    assert code in done.stderr
+    assert SPEC["reason_codes"][code][1] in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_framework_preflight_rejects_toolkit_root(probes: ProbeFactory, tmp_path: Path) -> None:
+    probe = probes.printing(report())
+    done = _cli(
+        "preflight",
+        "--capability",
+        "cuda-libtorch-linux-x86_64",
+        "--probe",
+        str(probe),
+        "--device",
+        "0",
+        "--sm",
+        "sm_80",
+        "--toolkit-root",
+        str(tmp_path),
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["reason_code"] == "PROVIDER_OPTION_UNKNOWN"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [
+            "preflight",
+            "--capability",
+            "cuda-nope",
+            "--probe",
+            "/x",
+            "--device",
+            "0",
+            "--sm",
+            "sm_80",
+        ],
+        [
+            "preflight",
+            "--capability",
+            "cuda-linux-x86_64",
+            "--probe",
+            "\x07",
+            "--device",
+            "0",
+            "--sm",
+            "sm_80",
+        ],
+        ["preflight"],
+        ["frobnicate"],
+        [],
+    ],
+)
+def test_bad_input_never_tracebacks(arguments: list[str], tmp_path: Path) -> None:
+    done = _cli(*arguments, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+
+
+def test_runtime_source_command(tmp_path: Path) -> None:
+    assert _cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path).returncode == 0
+    again = _cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path)
+    assert again.returncode == 0
+    assert "already current" in again.stdout
+    missing = _cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
+    assert missing.returncode == 1
+    assert "Traceback" not in missing.stderr
