@@ -1,0 +1,81 @@
+"""Preflight latency through the provider versus the bare probe spawn (run by xtask bench).
+
+Usage: python preflight_bench.py /abs/path/to/fast-probe
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rextio.artifacts.models import DeviceRequirement
+from rextio.artifacts.profiles import rust_crate_profile
+from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, DeviceProviderSelection
+
+ROUNDS = 200
+
+
+def _median_seconds(action: object, rounds: int = ROUNDS) -> float:
+    samples = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        action()  # type: ignore[operator]
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main(probe: Path) -> None:
+    import_samples = []
+    for _ in range(10):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import time; t = time.perf_counter(); import rextio_device_cuda; "
+                "print(time.perf_counter() - t)",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        import_samples.append(float(done.stdout))
+    from rextio_device_cuda import CudaDeviceProvider
+
+    request = DevicePreflightRequest(
+        artifact_profile=rust_crate_profile(
+            "x86_64-unknown-linux-gnu",
+            device_requirements=(
+                DeviceRequirement(
+                    "cuda:0", "cuda", "cuda-driver", ("driver-api",), (), ("device",), ("sm_80",)
+                ),
+            ),
+        ),
+        selection=DeviceProviderSelection("rextio-device-cuda", "cuda-linux-x86_64"),
+        options=DeviceProviderOptions(
+            (("device_ordinal", "0"), ("probe_executable", str(probe)), ("sm", "sm_80"))
+        ),
+    )
+    provider = CudaDeviceProvider()
+    assert provider.preflight(request).status.value == "ready"
+
+    def floor() -> None:
+        subprocess.run(
+            [str(probe)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={}, check=True
+        )
+
+    floor_s = _median_seconds(floor)
+    preflight_s = _median_seconds(lambda: provider.preflight(request))
+    print(f"probe spawn+read floor (median of {ROUNDS}): {floor_s * 1e3:.3f} ms")
+    print(f"provider preflight     (median of {ROUNDS}): {preflight_s * 1e3:.3f} ms")
+    print(f"ratio preflight/floor: {preflight_s / floor_s:.2f} (target <= 1.3)")
+    print(
+        f"import rextio_device_cuda (median of 10 fresh interpreters): "
+        f"{statistics.median(import_samples) * 1e3:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]).resolve())
