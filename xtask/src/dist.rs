@@ -71,5 +71,8 @@ pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
 /// Lowercase hex SHA-256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(Sha256::digest(&bytes).iter().map(|byte| format!("{byte:02x}")).collect())
+    Ok(Sha256::digest(&bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
 }

@@ -47,7 +47,9 @@ pub fn venv_program(name: &str) -> PathBuf {
 }
 
 fn pin_arguments() -> Vec<String> {
-    PINS.iter().map(|(name, version)| format!("{name}=={version}")).collect()
+    PINS.iter()
+        .map(|(name, version)| format!("{name}=={version}"))
+        .collect()
 }
 
 /// Creates or reuses `target/venv` with every pinned tool; returns its python.
@@ -55,7 +57,11 @@ pub fn ensure_venv() -> Result<PathBuf> {
     let python = venv_program("python");
     if !python.exists() {
         let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| {
-            if cfg!(windows) { "python".into() } else { "python3".into() }
+            if cfg!(windows) {
+                "python".into()
+            } else {
+                "python3".into()
+            }
         });
         process::run(Command::new(base).args(["-m", "venv"]).arg(venv_dir()))?;
     }
@@ -68,7 +74,13 @@ pub fn ensure_venv() -> Result<PathBuf> {
     if !satisfied {
         process::run(
             Command::new(&python)
-                .args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet"])
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--quiet",
+                ])
                 .args(pin_arguments()),
         )?;
     }
@@ -86,11 +98,13 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
             .current_dir(&root)
             .args(["check", "python", "tests"]),
     )?;
-    process::run(
-        Command::new(venv_program("mypy"))
-            .current_dir(&root)
-            .args(["--strict", "--config-file", "mypy.ini", "python/rextio_device_cuda", "tests/python"]),
-    )?;
+    process::run(Command::new(venv_program("mypy")).current_dir(&root).args([
+        "--strict",
+        "--config-file",
+        "mypy.ini",
+        "python/rextio_device_cuda",
+        "tests/python",
+    ]))?;
     let mut pytest = Command::new(venv_program("pytest"));
     pytest
         .current_dir(&root)
@@ -101,7 +115,13 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
         // importlib mode: the rootdir is not put on sys.path, so only the
         // installed wheel can satisfy `import rextio_device_cuda`.
-        .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q", "tests/python"]);
+        .args([
+            "-p",
+            "no:cacheprovider",
+            "--import-mode=importlib",
+            "-q",
+            "tests/python",
+        ]);
     if root.join("tests").join("e2e").is_dir() {
         pytest.arg("tests/e2e");
     }
@@ -113,7 +133,13 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
 pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
     process::run(
         Command::new(python)
-            .args(["-m", "pip", "install", "--disable-pip-version-check", "--quiet"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--quiet",
+            ])
             .args(["--force-reinstall", "--no-deps"])
             .arg(wheel),
     )
@@ -141,10 +167,16 @@ pub fn bench() -> Result<()> {
     let work = paths::target_dir().join("python-bench");
     std::fs::create_dir_all(&work).map_err(|error| format!("{}: {error}", work.display()))?;
     let source = work.join("fast_probe.c");
-    std::fs::write(&source, FAST_PROBE_C).map_err(|error| format!("{}: {error}", source.display()))?;
+    std::fs::write(&source, FAST_PROBE_C)
+        .map_err(|error| format!("{}: {error}", source.display()))?;
     let probe = work.join("fast-probe");
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    process::run(Command::new(compiler).args(["-O2", "-o"]).arg(&probe).arg(&source))?;
+    process::run(
+        Command::new(compiler)
+            .args(["-O2", "-o"])
+            .arg(&probe)
+            .arg(&source),
+    )?;
     process::run(
         Command::new(&python)
             .current_dir(&work)
