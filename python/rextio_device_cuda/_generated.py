@@ -934,5 +934,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "18a3a028ba197c8994189d653fb6ad9fb9c2e705a1722ef815bf544c7467d48a"
+    "bbe4b6024d5b01e17858184f5d8b83dceb4e5c5667ff2a2b09b6285e75899d59"
 )

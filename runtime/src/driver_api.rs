@@ -125,6 +125,30 @@ impl fmt::Display for MissingSymbol {
     }
 }
 impl std::error::Error for MissingSymbol {}
+/// Resolves one export and reinterprets its address as the function
+/// pointer type `F` of the field it fills.
+///
+/// # Safety
+///
+/// As for `resolve`: the export must have exactly the signature `F`.
+unsafe fn lookup<I, F: Copy>(
+    resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
+    image: &I,
+    name: &'static CStr,
+    export_name: &'static str,
+) -> Result<F, MissingSymbol> {
+    const {
+        if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+            panic!("a symbol field is not a function pointer");
+        }
+    }
+    match resolve(image, name) {
+        Some(address) => {
+            Ok(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
+        }
+        None => Err(MissingSymbol { export_name }),
+    }
+}
 impl DriverApi {
     /// Resolves every listed export of `image` through `resolve`, in
     /// list order, and takes ownership of `image`.
@@ -142,270 +166,92 @@ impl DriverApi {
         image: I,
         mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
     ) -> Result<Self, MissingSymbol> {
-        let cuInit = match resolve(&image, DRIVER_EXPORT_NAMES[0]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(flags: c_uint) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuInit",
-                });
-            }
-        };
-        let cuDriverGetVersion = match resolve(&image, DRIVER_EXPORT_NAMES[1]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(driver_version: *mut c_int) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDriverGetVersion",
-                });
-            }
-        };
-        let cuDeviceGetCount = match resolve(&image, DRIVER_EXPORT_NAMES[2]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(count: *mut c_int) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceGetCount",
-                });
-            }
-        };
-        let cuDeviceGet = match resolve(&image, DRIVER_EXPORT_NAMES[3]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            device: *mut CUdevice,
-                            ordinal: c_int,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceGet",
-                });
-            }
-        };
-        let cuDeviceGetName = match resolve(&image, DRIVER_EXPORT_NAMES[4]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            name: *mut c_char,
-                            len: c_int,
-                            device: CUdevice,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceGetName",
-                });
-            }
-        };
-        let cuDeviceComputeCapability = match resolve(&image, DRIVER_EXPORT_NAMES[5]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            major: *mut c_int,
-                            minor: *mut c_int,
-                            device: CUdevice,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceComputeCapability",
-                });
-            }
-        };
-        let cuCtxCreate_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[6]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            context: *mut CUcontext,
-                            flags: c_uint,
-                            device: CUdevice,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuCtxCreate_v2",
-                });
-            }
-        };
-        let cuCtxDestroy_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[7]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(context: CUcontext) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuCtxDestroy_v2",
-                });
-            }
-        };
-        let cuCtxPushCurrent_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[8]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(context: CUcontext) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuCtxPushCurrent_v2",
-                });
-            }
-        };
-        let cuCtxPopCurrent_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[9]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(context: *mut CUcontext) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuCtxPopCurrent_v2",
-                });
-            }
-        };
-        let cuStreamCreate = match resolve(&image, DRIVER_EXPORT_NAMES[10]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            stream: *mut CUstream,
-                            flags: c_uint,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuStreamCreate",
-                });
-            }
-        };
-        let cuStreamDestroy_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[11]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(stream: CUstream) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuStreamDestroy_v2",
-                });
-            }
-        };
-        let cuStreamSynchronize = match resolve(&image, DRIVER_EXPORT_NAMES[12]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(stream: CUstream) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuStreamSynchronize",
-                });
-            }
-        };
-        let cuMemAlloc_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[13]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            device_pointer: *mut CUdeviceptr,
-                            byte_size: usize,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuMemAlloc_v2",
-                });
-            }
-        };
-        let cuMemFree_v2 = match resolve(&image, DRIVER_EXPORT_NAMES[14]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            device_pointer: CUdeviceptr,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuMemFree_v2",
-                });
-            }
-        };
         Ok(Self {
-            cuInit,
-            cuDriverGetVersion,
-            cuDeviceGetCount,
-            cuDeviceGet,
-            cuDeviceGetName,
-            cuDeviceComputeCapability,
-            cuCtxCreate_v2,
-            cuCtxDestroy_v2,
-            cuCtxPushCurrent_v2,
-            cuCtxPopCurrent_v2,
-            cuStreamCreate,
-            cuStreamDestroy_v2,
-            cuStreamSynchronize,
-            cuMemAlloc_v2,
-            cuMemFree_v2,
+            cuInit: lookup(&mut resolve, &image, DRIVER_EXPORT_NAMES[0], "cuInit")?,
+            cuDriverGetVersion: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[1],
+                "cuDriverGetVersion",
+            )?,
+            cuDeviceGetCount: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[2],
+                "cuDeviceGetCount",
+            )?,
+            cuDeviceGet: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[3],
+                "cuDeviceGet",
+            )?,
+            cuDeviceGetName: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[4],
+                "cuDeviceGetName",
+            )?,
+            cuDeviceComputeCapability: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[5],
+                "cuDeviceComputeCapability",
+            )?,
+            cuCtxCreate_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[6],
+                "cuCtxCreate_v2",
+            )?,
+            cuCtxDestroy_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[7],
+                "cuCtxDestroy_v2",
+            )?,
+            cuCtxPushCurrent_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[8],
+                "cuCtxPushCurrent_v2",
+            )?,
+            cuCtxPopCurrent_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[9],
+                "cuCtxPopCurrent_v2",
+            )?,
+            cuStreamCreate: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[10],
+                "cuStreamCreate",
+            )?,
+            cuStreamDestroy_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[11],
+                "cuStreamDestroy_v2",
+            )?,
+            cuStreamSynchronize: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[12],
+                "cuStreamSynchronize",
+            )?,
+            cuMemAlloc_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[13],
+                "cuMemAlloc_v2",
+            )?,
+            cuMemFree_v2: lookup(
+                &mut resolve,
+                &image,
+                DRIVER_EXPORT_NAMES[14],
+                "cuMemFree_v2",
+            )?,
             image: Box::new(image),
         })
     }

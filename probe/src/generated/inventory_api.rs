@@ -86,6 +86,30 @@ impl fmt::Display for MissingSymbol {
     }
 }
 impl std::error::Error for MissingSymbol {}
+/// Resolves one export and reinterprets its address as the function
+/// pointer type `F` of the field it fills.
+///
+/// # Safety
+///
+/// As for `resolve`: the export must have exactly the signature `F`.
+unsafe fn lookup<I, F: Copy>(
+    resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
+    image: &I,
+    name: &'static CStr,
+    export_name: &'static str,
+) -> Result<F, MissingSymbol> {
+    const {
+        if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+            panic!("a symbol field is not a function pointer");
+        }
+    }
+    match resolve(image, name) {
+        Some(address) => {
+            Ok(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
+        }
+        None => Err(MissingSymbol { export_name }),
+    }
+}
 impl InventoryApi {
     /// Resolves every listed export of `image` through `resolve`, in
     /// list order, and takes ownership of `image`.
@@ -103,117 +127,38 @@ impl InventoryApi {
         image: I,
         mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
     ) -> Result<Self, MissingSymbol> {
-        let cuInit = match resolve(&image, INVENTORY_EXPORT_NAMES[0]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(flags: c_uint) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuInit",
-                });
-            }
-        };
-        let cuDriverGetVersion = match resolve(&image, INVENTORY_EXPORT_NAMES[1]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(driver_version: *mut c_int) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDriverGetVersion",
-                });
-            }
-        };
-        let cuDeviceGetCount = match resolve(&image, INVENTORY_EXPORT_NAMES[2]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(count: *mut c_int) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceGetCount",
-                });
-            }
-        };
-        let cuDeviceGet = match resolve(&image, INVENTORY_EXPORT_NAMES[3]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            device: *mut CUdevice,
-                            ordinal: c_int,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceGet",
-                });
-            }
-        };
-        let cuDeviceGetName = match resolve(&image, INVENTORY_EXPORT_NAMES[4]) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            name: *mut c_char,
-                            len: c_int,
-                            device: CUdevice,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceGetName",
-                });
-            }
-        };
-        let cuDeviceComputeCapability = match resolve(
-            &image,
-            INVENTORY_EXPORT_NAMES[5],
-        ) {
-            Some(address) => {
-                unsafe {
-                    core::mem::transmute::<
-                        *mut c_void,
-                        unsafe extern "system" fn(
-                            major: *mut c_int,
-                            minor: *mut c_int,
-                            device: CUdevice,
-                        ) -> CUresult,
-                    >(address.as_ptr())
-                }
-            }
-            None => {
-                return Err(MissingSymbol {
-                    export_name: "cuDeviceComputeCapability",
-                });
-            }
-        };
         Ok(Self {
-            cuInit,
-            cuDriverGetVersion,
-            cuDeviceGetCount,
-            cuDeviceGet,
-            cuDeviceGetName,
-            cuDeviceComputeCapability,
+            cuInit: lookup(&mut resolve, &image, INVENTORY_EXPORT_NAMES[0], "cuInit")?,
+            cuDriverGetVersion: lookup(
+                &mut resolve,
+                &image,
+                INVENTORY_EXPORT_NAMES[1],
+                "cuDriverGetVersion",
+            )?,
+            cuDeviceGetCount: lookup(
+                &mut resolve,
+                &image,
+                INVENTORY_EXPORT_NAMES[2],
+                "cuDeviceGetCount",
+            )?,
+            cuDeviceGet: lookup(
+                &mut resolve,
+                &image,
+                INVENTORY_EXPORT_NAMES[3],
+                "cuDeviceGet",
+            )?,
+            cuDeviceGetName: lookup(
+                &mut resolve,
+                &image,
+                INVENTORY_EXPORT_NAMES[4],
+                "cuDeviceGetName",
+            )?,
+            cuDeviceComputeCapability: lookup(
+                &mut resolve,
+                &image,
+                INVENTORY_EXPORT_NAMES[5],
+                "cuDeviceComputeCapability",
+            )?,
             image: Box::new(image),
         })
     }

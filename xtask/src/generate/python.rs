@@ -64,8 +64,8 @@ fn write_value(
     suffix: &str,
 ) -> Result<()> {
     let indent = INDENT.repeat(depth);
-    let compact = compact(value)?;
-    if indent.len() + prefix.len() + compact.chars().count() + suffix.len() <= MAX_LINE {
+    let budget = MAX_LINE.saturating_sub(indent.len() + prefix.chars().count() + suffix.len());
+    if let Some(compact) = compact_within(value, budget)? {
         out.push_str(&format!("{indent}{prefix}{compact}{suffix}\n"));
         return Ok(());
     }
@@ -97,9 +97,51 @@ fn write_value(
             out.push_str(&format!("{indent}){suffix}\n"));
         }
         // Scalars are short; an over-long line here is only its key's fault.
-        _ => out.push_str(&format!("{indent}{prefix}{compact}{suffix}\n")),
+        _ => out.push_str(&format!("{indent}{prefix}{}{suffix}\n", compact(value)?)),
     }
     Ok(())
+}
+
+/// The value on one line if that takes at most `budget` characters.
+/// Containers stop early once over budget, so deep values stay cheap.
+fn compact_within(value: &Value, budget: usize) -> Result<Option<String>> {
+    let text = match value {
+        Value::Array(items) => {
+            let mut text = String::from("[");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    text.push_str(", ");
+                }
+                let Some(part) = compact_within(item, budget.saturating_sub(text.len()))? else {
+                    return Ok(None);
+                };
+                text.push_str(&part);
+            }
+            text.push(']');
+            text
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut text = String::from("{");
+            for (index, key) in keys.into_iter().enumerate() {
+                if index > 0 {
+                    text.push_str(", ");
+                }
+                text.push_str(&string_literal(key));
+                text.push_str(": ");
+                let Some(part) = compact_within(&map[key], budget.saturating_sub(text.len()))?
+                else {
+                    return Ok(None);
+                };
+                text.push_str(&part);
+            }
+            text.push('}');
+            text
+        }
+        scalar => compact(scalar)?,
+    };
+    Ok((text.chars().count() <= budget).then_some(text))
 }
 
 /// The value on one line, Python spelling.

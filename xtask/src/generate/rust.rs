@@ -117,7 +117,6 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
     let mut fields = Vec::new();
     let mut names = Vec::new();
     let mut resolutions = Vec::new();
-    let mut field_idents = Vec::new();
     let mut debug_fields = Vec::new();
     for (index, symbol) in selected.iter().enumerate() {
         let field = format_ident!("{}", symbol.export);
@@ -144,18 +143,12 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         let export = &symbol.export;
         let index = Literal::usize_unsuffixed(index);
         resolutions.push(quote! {
-            let #field = match resolve(&image, #names_const[#index]) {
-                Some(address) => unsafe {
-                    core::mem::transmute::<*mut c_void, #signature>(address.as_ptr())
-                },
-                None => return Err(MissingSymbol { export_name: #export }),
-            };
+            #field: lookup(&mut resolve, &image, #names_const[#index], #export)?,
         });
         let export_literal = export.as_str();
         debug_fields.push(quote! {
             .field(#export_literal, &(self.#field as *const ()))
         });
-        field_idents.push(field);
     }
     let count_literal = Literal::usize_unsuffixed(count);
     let types = type_definitions(symbols);
@@ -206,6 +199,29 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
 
         impl std::error::Error for MissingSymbol {}
 
+        /// Resolves one export and reinterprets its address as the function
+        /// pointer type `F` of the field it fills.
+        ///
+        /// # Safety
+        ///
+        /// As for `resolve`: the export must have exactly the signature `F`.
+        unsafe fn lookup<I, F: Copy>(
+            resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
+            image: &I,
+            name: &'static CStr,
+            export_name: &'static str,
+        ) -> Result<F, MissingSymbol> {
+            const {
+                if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+                    panic!("a symbol field is not a function pointer");
+                }
+            }
+            match resolve(image, name) {
+                Some(address) => Ok(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) }),
+                None => Err(MissingSymbol { export_name }),
+            }
+        }
+
         impl #struct_name {
             /// Resolves every listed export of `image` through `resolve`, in
             /// list order, and takes ownership of `image`.
@@ -223,9 +239,8 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
                 image: I,
                 mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
             ) -> Result<Self, MissingSymbol> {
-                #(#resolutions)*
                 Ok(Self {
-                    #(#field_idents,)*
+                    #(#resolutions)*
                     image: Box::new(image),
                 })
             }
