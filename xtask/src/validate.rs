@@ -1,3 +1,415 @@
-//! `cargo xtask validate-nvidia` (owned by the probe work).
+//! `cargo xtask validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]`
+//!
+//! Manual validation on a trusted NVIDIA host (contract §8): builds the exact
+//! local probe and smoke (release, locked), runs the probe, a standalone
+//! provider preflight through Rextio Core, and the lifetime smoke, then
+//! writes path-free JSON evidence. The evidence always says
+//! `support_claim: false`, `kernel_executed: false` and
+//! `certification_ready: false`: it shows this host works, it certifies
+//! nothing. The command fails (non-zero) unless the preflight is ready and
+//! the smoke completes, and says why in one plain sentence.
+//!
+//! `--dev-build` builds with the dev profile instead (the simulated-driver
+//! end-to-end test uses it so nothing is rebuilt); the evidence records the
+//! profile, so such evidence cannot pass for a release run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Map, Value};
+
+use crate::native::{self, NativeArtifacts};
+use crate::paths::repo_root;
+use crate::python_env::venv_program;
 use crate::Result;
-pub fn command(_args: &[String]) -> Result<()> { Err("validate-nvidia: not built yet".into()) }
+
+const USAGE: &str = "usage: cargo xtask validate-nvidia --sm sm_NN [--device N] \
+[--toolkit-root DIR] [--output FILE]";
+const MAX_DEVICE_ORDINAL: u32 = 1023;
+const PROVIDER_MODULE: &str = "rextio_device_cuda";
+const EVIDENCE_NAME: &str = "rextio-device-cuda-nvidia-validation";
+const EVIDENCE_SCHEMA_VERSION: &str = "1";
+const READY_STATUS: &str = "ready";
+const SMOKE_COMPLETE_STATUS: &str = "smoke-complete";
+
+/// What the person asked to validate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub sm: String,
+    pub device: u32,
+    pub toolkit_root: Option<PathBuf>,
+    pub output: Option<PathBuf>,
+    pub dev_build: bool,
+}
+
+pub fn command(args: &[String]) -> Result<()> {
+    let options = parse_arguments(args)?;
+    let capability = host_capability()?;
+    let native = native::build(!options.dev_build)?;
+    let python = provider_python()?;
+    let evidence = collect_evidence(&native, &python, capability, &options)?;
+    let text = render_path_free(&evidence, &forbidden_strings(&native, &options))?;
+    println!("{text}");
+    if let Some(output) = &options.output {
+        std::fs::write(output, format!("{text}\n"))
+            .map_err(|error| format!("cannot write {}: {error}", output.display()))?;
+        eprintln!("evidence written to {}", output.display());
+    }
+    verdict(&evidence, &python)
+}
+
+/// Parses the command's arguments; bad input is a usage error, never a panic.
+pub fn parse_arguments(args: &[String]) -> Result<Options> {
+    let mut sm = None;
+    let mut device = None;
+    let mut toolkit_root = None;
+    let mut output = None;
+    let mut dev_build = false;
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let mut value = || {
+            rest.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+        };
+        match flag.as_str() {
+            "--sm" => sm = Some(value()?),
+            "--device" => device = Some(value()?),
+            "--toolkit-root" => toolkit_root = Some(PathBuf::from(value()?)),
+            "--output" => output = Some(PathBuf::from(value()?)),
+            "--dev-build" => dev_build = true,
+            other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
+        }
+    }
+    let sm = sm.ok_or_else(|| format!("--sm is required\n{USAGE}"))?;
+    if !is_sm(&sm) {
+        return Err(format!(
+            "--sm must be sm_ followed by two or three digits (got `{sm}`)"
+        ));
+    }
+    let device = match device {
+        None => 0,
+        Some(text) => parse_ordinal(&text)
+            .ok_or_else(|| format!("--device must be a number from 0 to 1023 (got `{text}`)"))?,
+    };
+    Ok(Options {
+        sm,
+        device,
+        toolkit_root,
+        output,
+        dev_build,
+    })
+}
+
+fn is_sm(text: &str) -> bool {
+    text.strip_prefix("sm_").is_some_and(|digits| {
+        (2..=3).contains(&digits.len()) && digits.bytes().all(|byte| byte.is_ascii_digit())
+    })
+}
+
+fn parse_ordinal(text: &str) -> Option<u32> {
+    if text.is_empty() || text.len() > 4 || !text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    text.parse()
+        .ok()
+        .filter(|ordinal| *ordinal <= MAX_DEVICE_ORDINAL)
+}
+
+/// The raw-driver capability of the host this command runs on.
+fn host_capability() -> Result<&'static str> {
+    match (std::env::consts::OS, std::env::consts::ARCH) {
+        ("linux", "x86_64") => Ok("cuda-linux-x86_64"),
+        ("linux", "aarch64") => Ok("cuda-linux-aarch64"),
+        ("windows", "x86_64") => Ok("cuda-windows-x86_64"),
+        (os, arch) => Err(format!(
+            "validate-nvidia runs on Linux x86_64, Linux AArch64 or Windows x86_64, not {os}/{arch}"
+        )),
+    }
+}
+
+/// The project venv's python, with the provider installed.
+fn provider_python() -> Result<PathBuf> {
+    let python = venv_program("python");
+    let importable = python.is_file()
+        && Command::new(&python)
+            .args(["-c", &format!("import {PROVIDER_MODULE}")])
+            .output()
+            .is_ok_and(|output| output.status.success());
+    if importable {
+        Ok(python)
+    } else {
+        Err(format!(
+            "the provider is not installed in the project venv ({}); run `cargo xtask test` \
+             once (it creates target/venv and installs the locally built wheel), then retry",
+            python.display()
+        ))
+    }
+}
+
+fn collect_evidence(
+    native: &NativeArtifacts,
+    python: &Path,
+    capability: &str,
+    options: &Options,
+) -> Result<Value> {
+    let device = options.device.to_string();
+    let probe_report = json_line(&run_clean(&mut Command::new(&native.probe))?, "probe")?;
+
+    let mut preflight_command = Command::new(python);
+    preflight_command
+        .args([
+            "-m",
+            PROVIDER_MODULE,
+            "preflight",
+            "--capability",
+            capability,
+            "--probe",
+        ])
+        .arg(&native.probe)
+        .args(["--device", &device, "--sm", &options.sm, "--json"]);
+    if let Some(root) = &options.toolkit_root {
+        preflight_command.arg("--toolkit-root").arg(root);
+    }
+    let preflight_output = run_clean(&mut preflight_command)?;
+    let preflight = preflight_summary(&preflight_output)?;
+
+    let smoke_output = run_clean(Command::new(&native.smoke).args(["--device", &device]))?;
+    let smoke = json_line(&smoke_output, "smoke")?;
+
+    let ready = preflight["status"] == READY_STATUS;
+    let smoke_complete = smoke["status"] == SMOKE_COMPLETE_STATUS && smoke_output.status.success();
+    let reason_code = if !ready {
+        preflight["reason_code"].clone()
+    } else if !smoke_complete {
+        smoke["reason_code"].clone()
+    } else {
+        Value::Null
+    };
+    Ok(json!({
+        "evidence": EVIDENCE_NAME,
+        "schema_version": EVIDENCE_SCHEMA_VERSION,
+        "support_claim": false,
+        "kernel_executed": false,
+        "certification_ready": false,
+        "build_profile": if options.dev_build { "dev" } else { "release" },
+        "capability": capability,
+        "selected_device": options.device,
+        "selected_sm": options.sm,
+        "toolkit_root_configured": options.toolkit_root.is_some(),
+        "validated": ready && smoke_complete,
+        "reason_code": reason_code,
+        "probe_report": probe_report,
+        "preflight": preflight,
+        "smoke": smoke,
+    }))
+}
+
+/// Runs a command with stdin closed and captures its output. The child keeps
+/// this environment (the provider gives the probe an empty one itself).
+fn run_clean(command: &mut Command) -> Result<Output> {
+    command
+        .current_dir(repo_root())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|error| format!("cannot run {}: {error}", crate::process::describe(command)))
+}
+
+fn json_line(output: &Output, what: &str) -> Result<Value> {
+    serde_json::from_slice(&output.stdout).map_err(|error| {
+        format!(
+            "the {what} printed no JSON record ({error}); stderr: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )
+    })
+}
+
+/// Status, reason code and observations of the preflight, from the CLI's
+/// ready plan (exit 0) or refusal (exit 1); nothing else of the plan.
+fn preflight_summary(output: &Output) -> Result<Value> {
+    let printed = json_line(output, "provider preflight")?;
+    match output.status.code() {
+        Some(0) => {
+            let preflight = &printed["preflight"];
+            let observations: Map<String, Value> = preflight["observations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|item| Some((item["key"].as_str()?.to_string(), item["value"].clone())))
+                .collect();
+            Ok(json!({
+                "status": preflight["status"],
+                "reason_code": preflight["reason_codes"].get(0).cloned().unwrap_or(Value::Null),
+                "observations": observations,
+            }))
+        }
+        Some(1) => Ok(json!({
+            "status": printed["status"],
+            "reason_code": printed["reason_code"],
+            "observations": {},
+        })),
+        _ => Err(format!(
+            "the provider preflight refused its input: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
+    }
+}
+
+/// Strings that must never appear in evidence: every local path involved.
+fn forbidden_strings(native: &NativeArtifacts, options: &Options) -> Vec<String> {
+    let mut paths = vec![repo_root(), native.probe.clone(), native.smoke.clone()];
+    paths.extend(options.toolkit_root.clone());
+    paths.extend(std::env::var_os("HOME").map(PathBuf::from));
+    paths
+        .iter()
+        .map(|path| path.to_string_lossy().into_owned())
+        .filter(|text| text.len() > 1)
+        .collect()
+}
+
+/// Pretty JSON, refused if any string looks like a path or names a local one.
+pub fn render_path_free(evidence: &Value, forbidden: &[String]) -> Result<String> {
+    if let Some(found) = first_path_like(evidence) {
+        return Err(format!(
+            "refusing to write evidence holding a path-like value: {found:?}"
+        ));
+    }
+    let text = serde_json::to_string_pretty(evidence)
+        .map_err(|error| format!("cannot serialize evidence: {error}"))?;
+    if let Some(found) = forbidden.iter().find(|path| text.contains(path.as_str())) {
+        return Err(format!(
+            "refusing to write evidence that names the local path {found}"
+        ));
+    }
+    Ok(text)
+}
+
+fn first_path_like(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => {
+            let bytes = text.as_bytes();
+            let windows_drive = bytes.len() >= 3
+                && bytes[0].is_ascii_alphabetic()
+                && bytes[1] == b':'
+                && matches!(bytes[2], b'\\' | b'/');
+            (text.starts_with('/') || text.starts_with('\\') || windows_drive).then(|| text.clone())
+        }
+        Value::Array(items) => items.iter().find_map(first_path_like),
+        Value::Object(map) => map.iter().find_map(|(key, item)| {
+            first_path_like(&Value::String(key.clone())).or_else(|| first_path_like(item))
+        }),
+        _ => None,
+    }
+}
+
+/// Ok when validated; otherwise the reason code, what it means and what to do.
+fn verdict(evidence: &Value, python: &Path) -> Result<()> {
+    if evidence["validated"] == true {
+        eprintln!(
+            "validated: preflight ready and lifetime smoke complete on device {} ({}); \
+             no kernel ran and nothing is certified",
+            evidence["selected_device"],
+            evidence["selected_sm"].as_str().unwrap_or("?")
+        );
+        return Ok(());
+    }
+    let code = evidence["reason_code"]
+        .as_str()
+        .unwrap_or("PROBE_NOT_READY")
+        .to_string();
+    let explanation = Command::new(python)
+        .args(["-m", PROVIDER_MODULE, "explain", &code])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .unwrap_or_else(|| code.clone());
+    Err(format!("this host is not validated.\n{explanation}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|part| part.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_the_documented_arguments() {
+        let options = parse_arguments(&strings(&[
+            "--sm",
+            "sm_80",
+            "--device",
+            "3",
+            "--toolkit-root",
+            "/opt/cuda",
+            "--output",
+            "e.json",
+        ]))
+        .unwrap();
+        assert_eq!(options.sm, "sm_80");
+        assert_eq!(options.device, 3);
+        assert_eq!(options.toolkit_root, Some(PathBuf::from("/opt/cuda")));
+        assert_eq!(options.output, Some(PathBuf::from("e.json")));
+        assert!(!options.dev_build);
+        assert_eq!(
+            parse_arguments(&strings(&["--sm", "sm_100"]))
+                .unwrap()
+                .device,
+            0
+        );
+    }
+
+    #[test]
+    fn refuses_bad_arguments() {
+        for bad in [
+            &[][..],
+            &["--sm"][..],
+            &["--sm", "80"][..],
+            &["--sm", "sm_8"][..],
+            &["--sm", "sm_1000"][..],
+            &["--sm", "sm_80", "--device", "1024"][..],
+            &["--sm", "sm_80", "--device", "-1"][..],
+            &["--sm", "sm_80", "--device", "00001"][..],
+            &["--sm", "sm_80", "--verbose"][..],
+        ] {
+            assert!(parse_arguments(&strings(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn evidence_with_a_path_is_refused() {
+        let forbidden = strings(&["/work/main"]);
+        assert!(render_path_free(&json!({"a": "/etc/x"}), &forbidden).is_err());
+        assert!(render_path_free(&json!({"a": ["C:\\x"]}), &forbidden).is_err());
+        assert!(render_path_free(&json!({"a": "see /work/main/x"}), &forbidden).is_err());
+        assert!(render_path_free(&json!({"/k": 1}), &forbidden).is_err());
+        let fine = render_path_free(&json!({"sm": "sm_80", "name": "A/B"}), &forbidden).unwrap();
+        assert!(fine.contains("A/B"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn preflight_summary_reads_plan_and_refusal() {
+        use std::os::unix::process::ExitStatusExt;
+        let ready = Output {
+            status: std::process::ExitStatus::from_raw(0),
+            stdout: br#"{"preflight":{"status":"ready","reason_codes":[],"observations":[{"key":"selected.sm","value":"sm_80"}]},"options":{}}"#.to_vec(),
+            stderr: Vec::new(),
+        };
+        assert_eq!(
+            preflight_summary(&ready).unwrap(),
+            json!({"status": "ready", "reason_code": null, "observations": {"selected.sm": "sm_80"}})
+        );
+        let refused = Output {
+            status: std::process::ExitStatus::from_raw(1 << 8),
+            stdout: br#"{"status":"unavailable","reason_code":"LIBCUDA_SO_NOT_FOUND","support_claim":false}"#.to_vec(),
+            stderr: Vec::new(),
+        };
+        assert_eq!(
+            preflight_summary(&refused).unwrap(),
+            json!({"status": "unavailable", "reason_code": "LIBCUDA_SO_NOT_FOUND", "observations": {}})
+        );
+    }
+}

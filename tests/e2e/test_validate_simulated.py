@@ -1,0 +1,87 @@
+"""`cargo xtask validate-nvidia` end to end: succeeds beside the simulated
+driver, and explains LIBCUDA_SO_NOT_FOUND on this GPU-less host.
+
+The built xtask binary runs with ``--dev-build``, so it reuses the dev-profile
+probe and smoke that `cargo xtask test` already built instead of compiling a
+release; the evidence records that profile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import DriverLayout, SimulatedHost
+
+ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
+
+
+@pytest.fixture
+def xtask(sim_host: SimulatedHost) -> Path:
+    """The xtask binary beside the built probe (both in cargo's dev profile dir)."""
+    binary = sim_host.native.probe.parent / "xtask"
+    if not binary.is_file():
+        pytest.fail(f"no built xtask at {binary}: run through `cargo xtask test`")
+    return binary
+
+
+def _evidence(path: Path) -> dict[str, Any]:
+    evidence: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    assert evidence["support_claim"] is False
+    assert evidence["kernel_executed"] is False
+    assert evidence["certification_ready"] is False
+    assert evidence["build_profile"] == "dev"
+
+    def strings(value: object) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, dict):
+            return [s for key, item in value.items() for s in [key, *strings(item)]]
+        if isinstance(value, list):
+            return [s for item in value for s in strings(item)]
+        return []
+
+    assert not [s for s in strings(evidence) if s.startswith(("/", "\\")) or "/work" in s]
+    return evidence
+
+
+def test_validate_nvidia_succeeds_beside_the_simulated_driver(
+    sim_host: SimulatedHost, xtask: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "evidence.json"
+    argv = [xtask, "validate-nvidia", "--sm", "sm_80", "--device", "0", "--dev-build"]
+    run = sim_host.run(DriverLayout(config=ONE_DEVICE), [*argv, "--output", output])
+    assert run.returncode == 0, run.stderr
+    evidence = _evidence(output)
+    assert evidence["validated"] is True
+    assert evidence["reason_code"] is None
+    assert evidence["capability"] == "cuda-linux-x86_64"
+    assert evidence["probe_report"]["status"] == "probe-complete"
+    assert evidence["preflight"]["status"] == "ready"
+    assert evidence["preflight"]["observations"]["selected.sm"] == "sm_80"
+    assert evidence["smoke"]["status"] == "smoke-complete"
+    assert [line.split(" ", 1)[0] for line in run.calls].count("cuCtxDestroy_v2") == 1
+
+
+def test_validate_nvidia_explains_a_missing_driver_on_this_host(
+    xtask: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "evidence.json"
+    run = subprocess.run(
+        [xtask, "validate-nvidia", "--sm", "sm_80", "--dev-build", "--output", output],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ.copy(),
+    )
+    assert run.returncode != 0
+    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists at any reviewed system path." in run.stderr
+    evidence = _evidence(output)
+    assert evidence["validated"] is False
+    assert evidence["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    assert evidence["smoke"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
