@@ -53,8 +53,9 @@ def test_validate_nvidia_succeeds_beside_the_simulated_driver(
     sim_host: SimulatedHost, xtask: Path, tmp_path: Path
 ) -> None:
     output = tmp_path / "evidence.json"
-    argv = [xtask, "validate-nvidia", "--sm", "sm_80", "--device", "0", "--dev-build"]
-    run = sim_host.run(DriverLayout(config=ONE_DEVICE), [*argv, "--output", output])
+    argv: list[str | os.PathLike[str]] = [xtask, "validate-nvidia", "--sm", "sm_80"]
+    argv += ["--device", "0", "--dev-build", "--output", output]
+    run = sim_host.run(DriverLayout(config=ONE_DEVICE), argv)
     assert run.returncode == 0, run.stderr
     evidence = _evidence(output)
     assert evidence["validated"] is True
