@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +238,25 @@ def test_loader_refuses_an_image_that_is_not_a_library(
     garbage.write_bytes(b"not an ELF image\n")
     record, _ = _probe(sim_host, DriverLayout(image=garbage))
     assert record == _failure("unavailable", "LIBCUDA_SO_LOAD_FAILED", driver_loaded=False)
+
+
+@pytest.mark.parametrize("count", ["-1", "1025", "2147483647"])
+def test_probe_refuses_out_of_range_device_counts(sim_host: SimulatedHost, count: str) -> None:
+    record, _ = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"device_count={count}")))
+    assert (record["status"], record["reason_code"]) == ("error", "INVALID_DEVICE_COUNT")
+
+
+def test_probe_refuses_an_implausible_driver_version(sim_host: SimulatedHost) -> None:
+    record, _ = _probe(sim_host, DriverLayout(config=("driver_version=999", *TWO_DEVICES[1:])))
+    assert record == _failure("error", "CU_DRIVER_VERSION_FAILED", cuda_result=0)
+
+
+def test_sim_driver_exports_every_listed_symbol(sim_host: SimulatedHost) -> None:
+    listed = json.loads(
+        (Path(__file__).resolve().parents[2] / "templates" / "driver-symbols.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    names = [symbol["export"] for symbol in listed["symbols"]]
+    library = ctypes.CDLL(str(sim_host.native.sim_driver), mode=os.RTLD_LOCAL)
+    assert [name for name in names if not hasattr(library, name)] == []
