@@ -5,6 +5,7 @@
 //! temporary directories; production uses the consts below.
 
 use std::fs;
+use std::io::ErrorKind;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -92,9 +93,14 @@ pub enum Verdict {
 /// Reviews one candidate against the reviewed roots and the ancestor floor.
 pub fn review_candidate(candidate: &Path, roots: &[PathBuf], ancestor_floor: &Path) -> Verdict {
     // A dangling link still "exists": something is at a reviewed path, so a
-    // refusal (not "no driver") is the honest report.
-    if fs::symlink_metadata(candidate).is_err() {
-        return Verdict::Absent;
+    // refusal (not "no driver") is the honest report. So is a path that
+    // cannot be inspected at all (e.g. no search permission on a directory).
+    match fs::symlink_metadata(candidate) {
+        Ok(_) => {}
+        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Verdict::Absent;
+        }
+        Err(_) => return Verdict::Rejected(Rejection::Unresolvable),
     }
     match accepted_path(candidate, roots, ancestor_floor) {
         Ok(path) => Verdict::Accepted(path),
@@ -267,6 +273,10 @@ mod tests {
         assert_eq!(sandbox.review(&missing), Verdict::Absent);
         let under_missing_dir = sandbox.floor.join("lib/wsl/lib/libcuda.so.1");
         assert_eq!(sandbox.review(&under_missing_dir), Verdict::Absent);
+        let under_a_file = sandbox
+            .image("lib/nvidia/plain", 0o644)
+            .join("libcuda.so.1");
+        assert_eq!(sandbox.review(&under_a_file), Verdict::Absent);
     }
 
     #[test]
