@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DriverLayout, SimulatedHost, rename_export
+from sim_namespace import DriverLayout, SimulatedHost, rename_export
 
 from rextio_device_cuda.probe import parse_probe_report
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DriverLayout, SimulatedHost
+from sim_namespace import DriverLayout, SimulatedHost
 
 RESOLVE_SCRIPT = """
 import json

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DriverLayout, SimulatedHost, rename_export
+from sim_namespace import DriverLayout, SimulatedHost, rename_export
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
 RESOURCE_ORDER = [

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DriverLayout, SimulatedHost
+from sim_namespace import DriverLayout, SimulatedHost
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
 

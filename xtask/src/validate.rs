@@ -154,7 +154,7 @@ fn collect_evidence(
     options: &Options,
 ) -> Result<Value> {
     let device = options.device.to_string();
-    let probe_report = json_line(&run_clean(&mut Command::new(&native.probe))?, "probe")?;
+    let probe_report = json_line(&run_clean(&mut bare(&native.probe))?, "probe")?;
 
     let mut preflight_command = Command::new(python);
     preflight_command
@@ -174,7 +174,7 @@ fn collect_evidence(
     let preflight_output = run_clean(&mut preflight_command)?;
     let preflight = preflight_summary(&preflight_output)?;
 
-    let smoke_output = run_clean(Command::new(&native.smoke).args(["--device", &device]))?;
+    let smoke_output = run_clean(bare(&native.smoke).args(["--device", &device]))?;
     let smoke = json_line(&smoke_output, "smoke")?;
 
     let ready = preflight["status"] == READY_STATUS;
@@ -205,8 +205,22 @@ fn collect_evidence(
     }))
 }
 
-/// Runs a command with stdin closed and captures its output. The child keeps
-/// this environment (the provider gives the probe an empty one itself).
+/// A native binary with the same empty environment the provider gives the
+/// probe (on Windows only `SYSTEMROOT` and `WINDIR`).
+fn bare(program: &Path) -> Command {
+    let mut command = Command::new(program);
+    command.env_clear();
+    if cfg!(windows) {
+        for name in ["SYSTEMROOT", "WINDIR"] {
+            if let Some(value) = std::env::var_os(name) {
+                command.env(name, value);
+            }
+        }
+    }
+    command
+}
+
+/// Runs a command with stdin closed and captures its output.
 fn run_clean(command: &mut Command) -> Result<Output> {
     command
         .current_dir(repo_root())

@@ -1,0 +1,212 @@
+"""Helpers for the end-to-end tests: the simulated-driver namespace and its layouts.
+
+Every scenario runs inside a private mount namespace (``unshare -m``, as root):
+``/`` is made recursively private, a tmpfs covers ``/usr/local``, and the
+simulated driver is installed at the reviewed path
+``/usr/local/nvidia/lib64/libcuda.so.1`` with its config beside it. Nothing on
+the host changes.
+
+A missing export is simulated by :func:`rename_export`: a copy of the driver
+whose ``.dynstr`` entry for that name is changed in place (same length), so
+the dynamic linker genuinely cannot find it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import struct
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SIM_ROOT = "/usr/local/nvidia"
+SIM_LIB_DIR = f"{SIM_ROOT}/lib64"
+SIM_STATE_DIR = f"{SIM_ROOT}/sim"
+SIM_CONFIG = f"{SIM_STATE_DIR}/config"
+SIM_CALL_LOG = f"{SIM_STATE_DIR}/calls.log"
+REVIEWED_IMAGE = f"{SIM_LIB_DIR}/libcuda.so.1"
+# Candidates outside /usr/local that the namespace does not cover: if one
+# existed on this host, the probe would find a real driver first.
+HOST_CANDIDATES = (
+    "/usr/lib/wsl/lib/libcuda.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/libcuda.so.1",
+)
+SETUP_FAILED = 97
+RUN_TIMEOUT_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class NativeBinaries:
+    """The binaries `cargo xtask test` built for this run."""
+
+    probe: Path
+    smoke: Path
+    sim_driver: Path
+
+
+@dataclass
+class DriverLayout:
+    """What the namespace holds under /usr/local before the command runs.
+
+    ``install`` is one of: ``file`` (the image at the reviewed path),
+    ``link-inside`` (a versioned image plus a relative libcuda.so.1 link, as
+    real drivers ship), ``link-to-tmp`` (a link from the reviewed path to an
+    image under the test's temporary directory), ``link-outside-roots`` (a
+    link to an owner-only image under /usr/local/outside, below /usr but
+    outside every reviewed root) and ``absent`` (no image at all).
+    """
+
+    config: Sequence[str] = ()
+    install: str = "file"
+    image_mode: int = 0o644
+    # Applied last, in order: path -> mode.
+    modes: dict[str, int] = field(default_factory=dict)
+    # A replacement image (e.g. one with a renamed export).
+    image: Path | None = None
+
+
+@dataclass(frozen=True)
+class NamespaceRun:
+    """What a command printed inside the namespace, and the driver's call log."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    calls: tuple[str, ...]
+
+    def record(self) -> dict[str, Any]:
+        """The one JSON object the binary printed."""
+        lines = self.stdout.splitlines()
+        assert len(lines) == 1, f"expected one JSON line, got: {self.stdout!r} {self.stderr!r}"
+        value = json.loads(lines[0])
+        assert isinstance(value, dict)
+        return value
+
+
+@dataclass(frozen=True)
+class NamespaceTools:
+    """Absolute paths of the programs that build a namespace."""
+
+    unshare: str
+    shell: str
+
+
+class SimulatedHost:
+    """Runs commands in a fresh private mount namespace holding the simulated driver."""
+
+    def __init__(self, native: NativeBinaries, tools: NamespaceTools, workdir: Path) -> None:
+        self.native = native
+        self._tools = tools
+        self._workdir = workdir
+        self._runs = 0
+
+    def run(self, layout: DriverLayout, argv: Sequence[str | os.PathLike[str]]) -> NamespaceRun:
+        self._runs += 1
+        scratch = self._workdir / f"ns-{self._runs}"
+        scratch.mkdir()
+        config = scratch / "config"
+        config.write_text("".join(f"{line}\n" for line in layout.config), encoding="utf-8")
+        script = scratch / "run.sh"
+        script.write_text(self._script(layout, scratch, config), encoding="utf-8")
+        completed = subprocess.run(
+            [
+                self._tools.unshare,
+                "--mount",
+                "--propagation",
+                "private",
+                self._tools.shell,
+                str(script),
+                *map(str, argv),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_SECONDS,
+            check=False,
+        )
+        if completed.returncode == SETUP_FAILED:
+            pytest.fail(f"simulated-driver namespace setup failed: {completed.stderr}")
+        log = scratch / "calls.log"
+        calls = tuple(log.read_text(encoding="utf-8").splitlines()) if log.exists() else ()
+        return NamespaceRun(completed.returncode, completed.stdout, completed.stderr, calls)
+
+    def _script(self, layout: DriverLayout, scratch: Path, config: Path) -> str:
+        image = shlex.quote(str(layout.image or self.native.sim_driver))
+        mode = f"{layout.image_mode:04o}"
+        steps = [
+            "mount --make-rprivate /",
+            "mount -t tmpfs -o mode=0755,size=64m rextio-sim /usr/local",
+            f"install -d -m 0755 {SIM_ROOT} {SIM_LIB_DIR} {SIM_STATE_DIR}",
+            f"install -m 0644 {shlex.quote(str(config))} {SIM_CONFIG}",
+        ]
+        if layout.install == "file":
+            steps.append(f"install -m {mode} {image} {REVIEWED_IMAGE}")
+        elif layout.install == "link-inside":
+            steps.append(f"install -m {mode} {image} {SIM_LIB_DIR}/libcuda.so.550.54.14")
+            steps.append(f"ln -s libcuda.so.550.54.14 {REVIEWED_IMAGE}")
+        elif layout.install == "link-to-tmp":
+            escaped = shlex.quote(str(scratch / "libcuda.so.1"))
+            steps.append(f"install -m {mode} {image} {escaped}")
+            steps.append(f"ln -s {escaped} {REVIEWED_IMAGE}")
+        elif layout.install == "link-outside-roots":
+            steps.append("install -d -m 0755 /usr/local/outside")
+            steps.append(f"install -m {mode} {image} /usr/local/outside/libcuda.so.1")
+            steps.append(f"ln -s /usr/local/outside/libcuda.so.1 {REVIEWED_IMAGE}")
+        elif layout.install != "absent":
+            raise ValueError(f"unknown install kind {layout.install!r}")
+        steps.extend(f"chmod {mode:04o} {shlex.quote(path)}" for path, mode in layout.modes.items())
+        fail = f'{{ echo "rextio-e2e: namespace setup failed" >&2; exit {SETUP_FAILED}; }}'
+        setup = "\n".join(f"{step} || {fail}" for step in steps)
+        saved_log = shlex.quote(str(scratch / "calls.log"))
+        return (
+            f"{setup}\n"
+            '"$@"\n'
+            "status=$?\n"
+            f"if [ -e {SIM_CALL_LOG} ]; then cp {SIM_CALL_LOG} {saved_log}; fi\n"
+            'exit "$status"\n'
+        )
+
+
+def rename_export(library: Path, export: str, destination: Path) -> Path:
+    """Copy of ``library`` whose dynamic string table no longer names ``export``.
+
+    The last character of the name in ``.dynstr`` is replaced (same length),
+    so the dynamic linker genuinely cannot find the export; nothing else in
+    the file moves.
+    """
+    data = bytearray(library.read_bytes())
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        pytest.fail(f"{library} is not a little-endian ELF64 image")
+    (section_offset,) = struct.unpack_from("<Q", data, 0x28)
+    entry_size, entry_count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+
+    def section(index: int) -> tuple[int, int, int]:
+        base = section_offset + index * entry_size
+        name, _type, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", data, base)
+        return name, offset, size
+
+    _, names_offset, _ = section(names_index)
+    for index in range(entry_count):
+        name, offset, size = section(index)
+        end = data.index(b"\0", names_offset + name)
+        if bytes(data[names_offset + name : end]) != b".dynstr":
+            continue
+        table = bytes(data[offset : offset + size])
+        needle = b"\0" + export.encode("ascii") + b"\0"
+        if table.count(needle) != 1:
+            pytest.fail(f"{export} is not exactly once in {library}'s .dynstr")
+        last = offset + table.index(needle) + len(needle) - 2
+        data[last] = ord("X") if data[last] != ord("X") else ord("Y")
+        destination.write_bytes(bytes(data))
+        destination.chmod(0o644)
+        return destination
+    pytest.fail(f"{library} has no .dynstr section")
