@@ -103,7 +103,18 @@ fn preflight_through_core(native: &NativeArtifacts, python: &Path) -> Result<()>
     if !output.status.success() {
         return Err(format!("the preflight was not ready: {plan}"));
     }
-    println!("   preflight: {}", pretty(&plan["preflight"]));
+    let preflight = &plan["preflight"];
+    println!(
+        "   preflight status: {} (support_claim: {})",
+        preflight["status"], preflight["support_claim"]
+    );
+    for observation in preflight["observations"].as_array().into_iter().flatten() {
+        println!(
+            "     {} = {}",
+            observation["key"].as_str().unwrap_or("?"),
+            observation["value"].as_str().unwrap_or("?")
+        );
+    }
     for section in ["options", "lock", "lowering_authorization"] {
         println!("   plan.{section}: {}", pretty(&plan[section]));
     }
