@@ -934,5 +934,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "bbe4b6024d5b01e17858184f5d8b83dceb4e5c5667ff2a2b09b6285e75899d59"
+    "2a5bcd680ad1493b52c759be4bb341f40825bcd57813596c8b25d66756194502"
 )

@@ -264,24 +264,7 @@ impl fmt::Debug for DriverApi {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct(stringify!(DriverApi))
-            .field("cuInit", &(self.cuInit as *const ()))
-            .field("cuDriverGetVersion", &(self.cuDriverGetVersion as *const ()))
-            .field("cuDeviceGetCount", &(self.cuDeviceGetCount as *const ()))
-            .field("cuDeviceGet", &(self.cuDeviceGet as *const ()))
-            .field("cuDeviceGetName", &(self.cuDeviceGetName as *const ()))
-            .field(
-                "cuDeviceComputeCapability",
-                &(self.cuDeviceComputeCapability as *const ()),
-            )
-            .field("cuCtxCreate_v2", &(self.cuCtxCreate_v2 as *const ()))
-            .field("cuCtxDestroy_v2", &(self.cuCtxDestroy_v2 as *const ()))
-            .field("cuCtxPushCurrent_v2", &(self.cuCtxPushCurrent_v2 as *const ()))
-            .field("cuCtxPopCurrent_v2", &(self.cuCtxPopCurrent_v2 as *const ()))
-            .field("cuStreamCreate", &(self.cuStreamCreate as *const ()))
-            .field("cuStreamDestroy_v2", &(self.cuStreamDestroy_v2 as *const ()))
-            .field("cuStreamSynchronize", &(self.cuStreamSynchronize as *const ()))
-            .field("cuMemAlloc_v2", &(self.cuMemAlloc_v2 as *const ()))
-            .field("cuMemFree_v2", &(self.cuMemFree_v2 as *const ()))
+            .field("symbols", &DRIVER_EXPORT_NAMES.len())
             .finish_non_exhaustive()
     }
 }

@@ -171,15 +171,7 @@ impl fmt::Debug for InventoryApi {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         formatter
             .debug_struct(stringify!(InventoryApi))
-            .field("cuInit", &(self.cuInit as *const ()))
-            .field("cuDriverGetVersion", &(self.cuDriverGetVersion as *const ()))
-            .field("cuDeviceGetCount", &(self.cuDeviceGetCount as *const ()))
-            .field("cuDeviceGet", &(self.cuDeviceGet as *const ()))
-            .field("cuDeviceGetName", &(self.cuDeviceGetName as *const ()))
-            .field(
-                "cuDeviceComputeCapability",
-                &(self.cuDeviceComputeCapability as *const ()),
-            )
+            .field("symbols", &INVENTORY_EXPORT_NAMES.len())
             .finish_non_exhaustive()
     }
 }

@@ -115,7 +115,7 @@ pub struct NamedType {
 }
 
 /// A C type of a parameter or return value, resolved against the `types` table.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CType {
     Int,
     UnsignedInt,

@@ -47,28 +47,67 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
     }
 }
 
-/// Every generated file, a pure function of `inputs`, in dependency order
+/// Every generated file, a pure function of `inputs`, in a fixed order
 /// (the tarball before the Python module that holds its digest, the index last).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
-    let mut outputs = Vec::new();
+    let driver_symbols_value: Value =
+        inputs::parse_json(DRIVER_SYMBOLS_PATH, inputs.get(DRIVER_SYMBOLS_PATH)?)?;
 
-    let driver_api = rust::symbol_table(&symbols, &rust::RUNTIME_TABLE)?;
-    outputs.push(output(DRIVER_API_PATH, driver_api.clone()));
-    outputs.push(output(
-        INVENTORY_API_PATH,
-        rust::symbol_table(&symbols, &rust::INVENTORY_TABLE)?,
-    ));
-    outputs.push(output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?));
-    outputs.push(output(PROBE_MODULE_PATH, rust::probe_module()?));
-    outputs.push(output(
-        MANIFEST_PATH,
-        json::to_python_json(&manifest::manifest_value(&spec)?)?,
-    ));
+    // Independent outputs render on their own threads; each thread's result
+    // lands in a fixed place, so scheduling never changes a byte.
+    let (runtime, inventory, others) = std::thread::scope(|scope| {
+        let runtime = scope.spawn(|| -> Result<_> {
+            let driver_api = rust::symbol_table(&symbols, &rust::RUNTIME_TABLE)?;
+            let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
+            Ok((driver_api, archive_name, archive))
+        });
+        let inventory = scope.spawn(|| rust::symbol_table(&symbols, &rust::INVENTORY_TABLE));
+        let others = (|| -> Result<_> {
+            Ok((
+                rust::probe_spec(&spec)?,
+                rust::probe_module()?,
+                json::to_python_json(&manifest::manifest_value(&spec)?)?,
+                python::data_literals(&spec.value, &driver_symbols_value)?,
+            ))
+        })();
+        (joined(runtime), joined(inventory), others)
+    });
+    let (driver_api, archive_name, archive) = runtime?;
+    let inventory_api = inventory?;
+    let (probe_spec, probe_module, manifest, python_literals) = others?;
 
+    let archive_sha256 = sha256_hex(&archive);
+    let python_module = python::module(python_literals, &archive_name, &archive_sha256)?;
+    let mut outputs = vec![
+        output(DRIVER_API_PATH, driver_api),
+        output(INVENTORY_API_PATH, inventory_api),
+        output(PROBE_SPEC_PATH, probe_spec),
+        output(PROBE_MODULE_PATH, probe_module),
+        output(MANIFEST_PATH, manifest),
+        output(format!("generated/{archive_name}"), archive),
+        output(PYTHON_MODULE_PATH, python_module),
+    ];
+    let index = index::index(&outputs)?;
+    outputs.push(output(INDEX_PATH, index));
+    Ok(outputs)
+}
+
+fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    handle
+        .join()
+        .map_err(|_| "internal error: a generator thread panicked".to_string())?
+}
+
+/// The runtime crate's source tarball: its hand-written files, the license
+/// and the generated symbol table. Returns (file name, bytes).
+fn runtime_archive(
+    inputs: &Inputs,
+    spec: &ProviderSpec,
+    driver_api: &[u8],
+) -> Result<(String, Vec<u8>)> {
     let stem = spec.runtime_archive_stem()?;
-    let archive_name = format!("{stem}.tar.gz");
     let mut packaged: Vec<(String, Vec<u8>)> = inputs
         .runtime_sources()
         .map(|(path, bytes)| (path.to_string(), bytes.to_vec()))
@@ -77,26 +116,8 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         "LICENSE".to_string(),
         inputs.get(inputs::LICENSE_PATH)?.to_vec(),
     ));
-    packaged.push(("src/driver_api.rs".to_string(), driver_api));
-    let archive = tarball::build(&stem, &packaged)?;
-    let archive_sha256 = sha256_hex(&archive);
-    outputs.push(output(format!("generated/{archive_name}"), archive));
-
-    let driver_symbols_value: Value =
-        inputs::parse_json(DRIVER_SYMBOLS_PATH, inputs.get(DRIVER_SYMBOLS_PATH)?)?;
-    outputs.push(output(
-        PYTHON_MODULE_PATH,
-        python::module(
-            &spec.value,
-            &driver_symbols_value,
-            &archive_name,
-            &archive_sha256,
-        )?,
-    ));
-
-    let index = index::index(&outputs)?;
-    outputs.push(output(INDEX_PATH, index));
-    Ok(outputs)
+    packaged.push(("src/driver_api.rs".to_string(), driver_api.to_vec()));
+    Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 
 /// Reads the inputs under `input_root` and renders every output.

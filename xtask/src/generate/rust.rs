@@ -2,11 +2,13 @@
 //! probe's spec constants. Built with `quote`, checked by parsing with `syn`,
 //! printed with `prettyplease`.
 
+use std::collections::HashMap;
+
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use super::inputs::{
-    as_array, as_object, as_str, mistyped, CType, ProviderSpec, SymbolList, TypeRepr,
+    as_array, as_object, as_str, mistyped, CType, ProviderSpec, Symbol, SymbolList, TypeRepr,
     COMPONENT_PROBE_INVENTORY, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH,
 };
 use crate::Result;
@@ -113,43 +115,7 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         ));
     }
     let count = selected.len();
-
-    let mut fields = Vec::new();
-    let mut names = Vec::new();
-    let mut resolutions = Vec::new();
-    let mut debug_fields = Vec::new();
-    for (index, symbol) in selected.iter().enumerate() {
-        let field = format_ident!("{}", symbol.export);
-        let params = symbol.params.iter().map(|param| {
-            let name = format_ident!("{}", param.name);
-            let c_type = rust_type(&param.c_type);
-            quote!(#name: #c_type)
-        });
-        let returns = rust_type(&symbol.returns);
-        let signature = quote!(unsafe extern "system" fn(#(#params),*) -> #returns);
-        let doc = format!(
-            " `{}` (driver API `{}`, ABI version {}).",
-            symbol.export, symbol.api, symbol.abi_version
-        );
-        fields.push(quote! {
-            #[doc = #doc]
-            pub #field: #signature,
-        });
-        let c_name = Literal::c_string(
-            &std::ffi::CString::new(symbol.export.as_str())
-                .map_err(|_| format!("{DRIVER_SYMBOLS_PATH}: an export name holds NUL"))?,
-        );
-        names.push(quote!(#c_name));
-        let export = &symbol.export;
-        let index = Literal::usize_unsuffixed(index);
-        resolutions.push(quote! {
-            #field: lookup(&mut resolve, &image, #names_const[#index], #export)?,
-        });
-        let export_literal = export.as_str();
-        debug_fields.push(quote! {
-            .field(#export_literal, &(self.#field as *const ()))
-        });
-    }
+    let symbol_items = SymbolItems::build(&selected, &names_const)?;
     let count_literal = Literal::usize_unsuffixed(count);
     let types = type_definitions(symbols);
     let struct_doc = format!(
@@ -173,13 +139,12 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         #types
 
         /// Ordered, NUL-terminated export names, in list order.
-        pub const #names_const: [&CStr; #count_literal] = [#(#names),*];
+        pub const #names_const: [&CStr; #count_literal] = [];
 
         #[doc = #struct_doc]
         ///
         /// Holds the image, so the image outlives every function pointer taken from it.
         pub struct #struct_name {
-            #(#fields)*
             /// The driver image owner; the last field, so it is dropped last.
             image: Box<dyn Any>,
         }
@@ -240,7 +205,6 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
                 mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
             ) -> Result<Self, MissingSymbol> {
                 Ok(Self {
-                    #(#resolutions)*
                     image: Box::new(image),
                 })
             }
@@ -255,12 +219,211 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
             fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
                 formatter
                     .debug_struct(stringify!(#struct_name))
-                    #(#debug_fields)*
+                    .field("symbols", &#names_const.len())
                     .finish_non_exhaustive()
             }
         }
     };
-    print_file(&header_line(DRIVER_SYMBOLS_PATH), tokens, kind.struct_name)
+    let mut file: syn::File = syn::parse2(tokens).map_err(|error| {
+        format!(
+            "internal error: the {} scaffold does not parse: {error}",
+            kind.struct_name
+        )
+    })?;
+    symbol_items.fill(&mut file, kind)?;
+    Ok(format!(
+        "{}{}",
+        header_line(DRIVER_SYMBOLS_PATH),
+        prettyplease::unparse(&file)
+    )
+    .into_bytes())
+}
+
+/// The per-symbol pieces of a table, built directly as `syn` nodes: with
+/// thousands of symbols, re-parsing their tokens would dominate the run.
+struct SymbolItems {
+    names: Vec<syn::Expr>,
+    fields: Vec<syn::Field>,
+    resolutions: Vec<syn::FieldValue>,
+}
+
+impl SymbolItems {
+    fn build(selected: &[&Symbol], names_const: &Ident) -> Result<Self> {
+        let span = Span::call_site();
+        let template: syn::FieldValue = syn::parse2(quote! {
+            placeholder: lookup(&mut resolve, &image, #names_const[0], "placeholder")?
+        })
+        .map_err(|error| format!("internal error: lookup template: {error}"))?;
+        let mut types: HashMap<CType, syn::Type> = HashMap::new();
+        let mut syn_type = |c_type: &CType| -> Result<syn::Type> {
+            if let Some(parsed) = types.get(c_type) {
+                return Ok(parsed.clone());
+            }
+            let parsed: syn::Type = syn::parse2(rust_type(c_type))
+                .map_err(|error| format!("internal error: type {c_type:?}: {error}"))?;
+            types.insert(c_type.clone(), parsed.clone());
+            Ok(parsed)
+        };
+        let mut items = Self {
+            names: Vec::with_capacity(selected.len()),
+            fields: Vec::with_capacity(selected.len()),
+            resolutions: Vec::with_capacity(selected.len()),
+        };
+        for (index, symbol) in selected.iter().enumerate() {
+            let ident = Ident::new(&symbol.export, span);
+            let c_name = std::ffi::CString::new(symbol.export.as_str())
+                .map_err(|_| format!("{DRIVER_SYMBOLS_PATH}: an export name holds NUL"))?;
+            items.names.push(syn::Expr::Lit(syn::ExprLit {
+                attrs: Vec::new(),
+                lit: syn::Lit::CStr(syn::LitCStr::new(&c_name, span)),
+            }));
+
+            let mut inputs = syn::punctuated::Punctuated::new();
+            for param in &symbol.params {
+                inputs.push(syn::BareFnArg {
+                    attrs: Vec::new(),
+                    name: Some((Ident::new(&param.name, span), Default::default())),
+                    ty: syn_type(&param.c_type)?,
+                });
+            }
+            let signature = syn::Type::BareFn(syn::TypeBareFn {
+                lifetimes: None,
+                unsafety: Some(Default::default()),
+                abi: Some(syn::Abi {
+                    extern_token: Default::default(),
+                    name: Some(syn::LitStr::new("system", span)),
+                }),
+                fn_token: Default::default(),
+                paren_token: Default::default(),
+                inputs,
+                variadic: None,
+                output: syn::ReturnType::Type(
+                    Default::default(),
+                    Box::new(syn_type(&symbol.returns)?),
+                ),
+            });
+            let doc = format!(
+                " `{}` (driver API `{}`, ABI version {}).",
+                symbol.export, symbol.api, symbol.abi_version
+            );
+            items.fields.push(syn::Field {
+                attrs: vec![doc_attribute(&doc)],
+                vis: syn::Visibility::Public(Default::default()),
+                mutability: syn::FieldMutability::None,
+                ident: Some(ident.clone()),
+                colon_token: Some(Default::default()),
+                ty: signature,
+            });
+
+            let mut resolution = template.clone();
+            resolution.member = syn::Member::Named(ident);
+            set_lookup_arguments(&mut resolution.expr, index, &symbol.export)?;
+            items.resolutions.push(resolution);
+        }
+        Ok(items)
+    }
+
+    /// Puts the pieces into the scaffold: the names array, the fields before
+    /// `image`, and the field values before `image` in `resolve`.
+    fn fill(self, file: &mut syn::File, kind: &TableKind) -> Result<()> {
+        let mut filled = 0;
+        let Self {
+            mut names,
+            mut fields,
+            resolutions,
+        } = self;
+        let mut resolutions = Some(resolutions);
+        for item in &mut file.items {
+            match item {
+                syn::Item::Const(item) if item.ident == kind.names_const => {
+                    if let syn::Expr::Array(array) = &mut *item.expr {
+                        array.elems.extend(std::mem::take(&mut names));
+                        filled += 1;
+                    }
+                }
+                syn::Item::Struct(item) if item.ident == kind.struct_name => {
+                    if let syn::Fields::Named(named) = &mut item.fields {
+                        let owner = named.named.pop().map(|pair| pair.into_value());
+                        named.named.extend(std::mem::take(&mut fields));
+                        named.named.extend(owner);
+                        filled += 1;
+                    }
+                }
+                syn::Item::Impl(item) => {
+                    for member in &mut item.items {
+                        let syn::ImplItem::Fn(function) = member else {
+                            continue;
+                        };
+                        if function.sig.ident != "resolve" {
+                            continue;
+                        }
+                        let Some(syn::Stmt::Expr(syn::Expr::Call(call), None)) =
+                            function.block.stmts.last_mut()
+                        else {
+                            continue;
+                        };
+                        if let Some(syn::Expr::Struct(literal)) = call.args.first_mut() {
+                            let owner = literal.fields.pop().map(|pair| pair.into_value());
+                            literal
+                                .fields
+                                .extend(resolutions.take().unwrap_or_default());
+                            literal.fields.extend(owner);
+                            filled += 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if filled == 3 {
+            Ok(())
+        } else {
+            Err(format!(
+                "internal error: the {} scaffold lost one of its three fill points",
+                kind.struct_name
+            ))
+        }
+    }
+}
+
+fn doc_attribute(text: &str) -> syn::Attribute {
+    let span = Span::call_site();
+    syn::Attribute {
+        pound_token: Default::default(),
+        style: syn::AttrStyle::Outer,
+        bracket_token: Default::default(),
+        meta: syn::Meta::NameValue(syn::MetaNameValue {
+            path: Ident::new("doc", span).into(),
+            eq_token: Default::default(),
+            value: syn::Expr::Lit(syn::ExprLit {
+                attrs: Vec::new(),
+                lit: syn::Lit::Str(syn::LitStr::new(text, span)),
+            }),
+        }),
+    }
+}
+
+/// Sets the name index and export name of `lookup(.., NAMES[i], "export")?`.
+fn set_lookup_arguments(expr: &mut syn::Expr, index: usize, export: &str) -> Result<()> {
+    let span = Span::call_site();
+    let syn::Expr::Try(attempt) = expr else {
+        return Err("internal error: lookup template is not `...?`".into());
+    };
+    let syn::Expr::Call(call) = &mut *attempt.expr else {
+        return Err("internal error: lookup template is not a call".into());
+    };
+    let mut arguments = call.args.iter_mut().skip(2);
+    match (arguments.next(), arguments.next()) {
+        (Some(syn::Expr::Index(name)), Some(syn::Expr::Lit(export_name))) => {
+            *name.index = syn::Expr::Lit(syn::ExprLit {
+                attrs: Vec::new(),
+                lit: syn::Lit::Int(syn::LitInt::new(&index.to_string(), span)),
+            });
+            export_name.lit = syn::Lit::Str(syn::LitStr::new(export, span));
+            Ok(())
+        }
+        _ => Err("internal error: lookup template arguments changed".into()),
+    }
 }
 
 /// `probe/src/generated/mod.rs`: declares the generated probe modules.
