@@ -934,5 +934,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "2a5bcd680ad1493b52c759be4bb341f40825bcd57813596c8b25d66756194502"
+    "199f1998b97c168d88db81284a6120d46b11c4d6702245d7b11f77e50b96ae5a"
 )

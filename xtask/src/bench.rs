@@ -4,6 +4,7 @@
 //! verify-determinism, and the generator on synthetic symbol lists of 15,
 //! 150 and 1,500 entries; then the Python and probe benches of the other parts.
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -11,15 +12,39 @@ use serde_json::Value;
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
 use crate::generate::render;
 use crate::paths::repo_root;
+use crate::process::run;
 use crate::Result;
 
 const WARM_RUNS: usize = 15;
 const SYNTHETIC_SIZES: [usize; 3] = [15, 150, 1_500];
 const TARGET_FOR_LARGEST: Duration = Duration::from_millis(100);
 
+/// Set in the optimized child so it does not re-run itself.
+const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
+
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
         return Err(format!("bench takes no arguments (got `{unexpected}`)"));
+    }
+    // Timing unoptimized syn/prettyplease says nothing about the generator:
+    // a debug xtask re-runs the bench from an optimized build of itself.
+    if cfg!(debug_assertions) && std::env::var_os(OPTIMIZED_CHILD).is_none() {
+        println!("bench: measuring an optimized build of xtask (cargo run --release)");
+        return run(
+            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .current_dir(repo_root())
+                .env(OPTIMIZED_CHILD, "1")
+                .args([
+                    "run",
+                    "--quiet",
+                    "--locked",
+                    "--release",
+                    "--package",
+                    "xtask",
+                    "--",
+                ])
+                .arg("bench"),
+        );
     }
     let mut failures = Vec::new();
     let mut part = |name: &str, outcome: Result<()>| {
