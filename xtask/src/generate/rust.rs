@@ -477,6 +477,16 @@ fn range_const(name: &str, doc: &str, value: &serde_json::Value, key: &str) -> R
     })
 }
 
+/// Entries sorted by key, whatever map order serde_json was built with
+/// (its `preserve_order` feature can be switched on by any crate in a build).
+fn sorted_entries(
+    map: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(&String, &serde_json::Value)> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries
+}
+
 fn int_at(spec: &ProviderSpec, key: &str, min: i64, max: i64) -> Result<i64> {
     spec.at(key)?
         .as_i64()
@@ -490,7 +500,7 @@ pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
     let reason_codes = spec.object_at("reason_codes")?;
     let mut code_consts = Vec::new();
     let mut texts = Vec::new();
-    for (code, texts_value) in reason_codes {
+    for (code, texts_value) in sorted_entries(reason_codes) {
         let key = format!("reason_codes.{code}");
         let valid = code.len() <= 64
             && code.starts_with(|c: char| c.is_ascii_uppercase())
@@ -514,15 +524,15 @@ pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
 
     let statuses = spec.string_list_at("probe_report.statuses")?;
     let environment = spec.object_at("probe_report.driver_environment")?;
-    let environment_pairs = environment
-        .iter()
+    let environment_pairs = sorted_entries(environment)
+        .into_iter()
         .map(|(name, value)| {
             let value = as_str(value, &format!("probe_report.driver_environment.{name}"))?;
             Ok(quote!((#name, #value)))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut targets = Vec::new();
-    for (triple, target) in spec.object_at("probe_targets")? {
+    for (triple, target) in sorted_entries(spec.object_at("probe_targets")?) {
         let key = format!("probe_targets.{triple}");
         let target = as_object(target, &key)?;
         let field = |name: &str| -> Result<&str> {
