@@ -18,7 +18,9 @@ const CROSS_CHECKED_PACKAGES: [&str; 2] = ["rextio-cuda-runtime", "rextio-cuda-p
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!("`cargo xtask test` takes no arguments (got `{unexpected}`)"));
+        return Err(format!(
+            "`cargo xtask test` takes no arguments (got `{unexpected}`)"
+        ));
     }
     let mut report = StepReport::default();
     let outcome = run_steps(&mut report);
@@ -77,8 +79,17 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
             // Miri's sysroot is built inside target/, not in a cache outside the repository.
             run(Command::new("cargo")
                 .current_dir(repo_root())
-                .env("XDG_CACHE_HOME", crate::paths::target_dir().join("miri-cache"))
-                .args(["+nightly", "miri", "test", "--package", "rextio-cuda-runtime"]))
+                .env(
+                    "XDG_CACHE_HOME",
+                    crate::paths::target_dir().join("miri-cache"),
+                )
+                .args([
+                    "+nightly",
+                    "miri",
+                    "test",
+                    "--package",
+                    "rextio-cuda-runtime",
+                ]))
         })?;
     } else {
         report.absent(
