@@ -260,3 +260,15 @@ def test_sim_driver_exports_every_listed_symbol(sim_host: SimulatedHost) -> None
     names = [symbol["export"] for symbol in listed["symbols"]]
     library = ctypes.CDLL(str(sim_host.native.sim_driver), mode=os.RTLD_LOCAL)
     assert [name for name in names if not hasattr(library, name)] == []
+
+
+def test_probe_tells_a_person_why_each_candidate_was_refused(sim_host: SimulatedHost) -> None:
+    layout = DriverLayout(config=TWO_DEVICES, modes={"/usr/local/nvidia": 0o775})
+    run = sim_host.run(layout, [sim_host.native.probe])
+    assert run.record()["reason_code"] == "LIBCUDA_SO_LOAD_FAILED"
+    # Paths appear only on stderr, which the provider discards; never in the report.
+    assert "/usr/local" not in run.stdout
+    assert run.stderr.splitlines() == [
+        "refused /usr/local/nvidia/lib64/libcuda.so.1: a directory above it (from /usr down) "
+        "is writable by group or others"
+    ]

@@ -1,10 +1,21 @@
 //! `rextio-cuda-driver-probe`: prints one schema-1 JSON report and exits 0.
+//!
+//! When no driver candidate was usable, stderr says why for each one (the
+//! provider discards stderr; it is for a person running the probe by hand).
 
 use std::io::Write;
+
+use rextio_cuda_probe::generated::spec::reason_codes;
 
 fn main() {
     let report = rextio_cuda_probe::inventory::probe();
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
     let _ = writeln!(std::io::stdout().lock(), "{}", report.to_json());
+    if report.reason_code == Some(reason_codes::LIBCUDA_SO_LOAD_FAILED) {
+        let mut stderr = std::io::stderr().lock();
+        for line in rextio_cuda_probe::loader::candidate_diagnostics() {
+            let _ = writeln!(stderr, "{line}");
+        }
+    }
 }

@@ -63,6 +63,13 @@ pub const fn target_is_supported() -> bool {
     ))
 }
 
+/// Why each existing driver candidate of this target was or was not usable,
+/// one line per candidate, for a person (stderr), never for a record: the
+/// lines hold paths.
+pub fn candidate_diagnostics() -> Vec<String> {
+    platform::candidate_diagnostics()
+}
+
 /// Opens the reviewed driver image and resolves the probe's inventory table.
 pub fn load_inventory_api() -> Result<InventoryApi, LoadError> {
     let image = platform::open_driver_image()?;
@@ -101,7 +108,7 @@ mod platform {
 
     use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
-    use super::reviewed::{self, SearchFailure};
+    use super::reviewed::{self, SearchFailure, Verdict};
     use super::LoadError;
 
     pub type DriverImage = Library;
@@ -121,6 +128,27 @@ mod platform {
                 SearchFailure::NoneAcceptedAndOpened => LoadError::DriverLoadFailed,
             },
         )
+    }
+
+    pub fn candidate_diagnostics() -> Vec<String> {
+        let roots = reviewed::reviewed_roots();
+        let floor = PathBuf::from(reviewed::ANCESTOR_CHECK_FLOOR);
+        reviewed::candidate_paths(CANDIDATE_DIRS)
+            .iter()
+            .filter_map(|candidate| {
+                let shown = candidate.display();
+                match reviewed::review_candidate(candidate, &roots, &floor) {
+                    Verdict::Absent => None,
+                    Verdict::Rejected(rejection) => {
+                        Some(format!("refused {shown}: {}", rejection.explanation()))
+                    }
+                    Verdict::Accepted(path) => Some(format!(
+                        "{shown} passed review as {}; loading it may still fail",
+                        path.display()
+                    )),
+                }
+            })
+            .collect()
     }
 
     fn open_reviewed_path(path: &Path) -> Option<DriverImage> {
@@ -152,6 +180,10 @@ mod platform {
 
     /// Only this file name, and only from System32.
     const NVCUDA_DLL: &str = "nvcuda.dll";
+
+    pub fn candidate_diagnostics() -> Vec<String> {
+        vec![format!("only {NVCUDA_DLL} from System32 is ever loaded")]
+    }
 
     pub fn open_driver_image() -> Result<DriverImage, LoadError> {
         // SAFETY: LOAD_LIBRARY_SEARCH_SYSTEM32 restricts the search to
@@ -185,6 +217,10 @@ mod platform {
 
     /// No image can exist on an unsupported target.
     pub enum DriverImage {}
+
+    pub fn candidate_diagnostics() -> Vec<String> {
+        vec!["this target has no reviewed driver location".to_string()]
+    }
 
     pub fn open_driver_image() -> Result<DriverImage, LoadError> {
         Err(LoadError::UnsupportedTarget)

@@ -79,6 +79,23 @@ pub enum Rejection {
     AncestorWritableByOthers,
 }
 
+impl Rejection {
+    /// One plain sentence for a person reading the probe's stderr.
+    pub fn explanation(&self) -> &'static str {
+        match self {
+            Self::Unresolvable => "the path cannot be resolved (dangling link, loop or no access)",
+            Self::OutsideReviewedRoots => "it resolves outside the reviewed driver directories",
+            Self::NotRegularFile => "it is not a regular file",
+            Self::ImageWritableByOthers => "the image is writable by group or others",
+            Self::AncestorUnreadable => "a directory above it cannot be inspected",
+            Self::AncestorNotDirectory => "a path component above it is not a directory",
+            Self::AncestorWritableByOthers => {
+                "a directory above it (from /usr down) is writable by group or others"
+            }
+        }
+    }
+}
+
 /// The outcome of reviewing one candidate path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
