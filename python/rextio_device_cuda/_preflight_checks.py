@@ -8,15 +8,22 @@ unexpected failure of an injected runner or inspector becomes a reason code.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache, partial
 from pathlib import Path
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
-from rextio.devices import DevicePreflightRequest, DevicePreflightStatus, normalize_device_id
+from rextio.devices import (
+    CanonicalDeviceId,
+    DevicePreflightRequest,
+    DevicePreflightStatus,
+)
+from rextio.devices import normalize_device_id as _core_normalize_device_id
 
 from rextio_device_cuda import _codes, _spec
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._report import CudaProbeReport, expected_probe_target
+from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner
 from rextio_device_cuda._toolkit import (
     CudaToolkitReport,
@@ -30,6 +37,37 @@ from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = _spec.OPTION_KEYS
 _OBSERVATION = _spec.OBSERVATION_KEYS
+# Bounds the memo tables below; requests name very few distinct devices/probes.
+_MEMO_SIZE = 256
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _memoized_device_id(logical_device: str, backend: str | None) -> CanonicalDeviceId:
+    return _core_normalize_device_id(logical_device, backend=backend)
+
+
+def normalize_device_id(logical_device: str, *, backend: str | None) -> CanonicalDeviceId:
+    """Core's ``normalize_device_id``, memoized for plain strings.
+
+    It is a pure function of two strings returning a frozen record; a
+    ``ValueError`` is raised again on every call (lru_cache never stores one).
+    """
+    if type(logical_device) is str and (backend is None or type(backend) is str):
+        return _memoized_device_id(logical_device, backend)
+    return _core_normalize_device_id(logical_device, backend=backend)
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _expected_target(target_triple: str) -> ProbeTarget:
+    # Called only with a capability's triple from the spec: a handful of records.
+    return expected_probe_target(target_triple)
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _subprocess_runner(probe_path: str) -> SubprocessProbeRunner:
+    # A runner holds only its validated, immutable settings; every run resolves
+    # and checks the executable again.
+    return SubprocessProbeRunner(probe_path)
 
 
 @dataclass(frozen=True)
@@ -285,13 +323,24 @@ def _selection(
 # -- steps 13-19: the probe and the toolkit ------------------------------------------
 
 
-def _probe_report(selection: _Selection, runner: ProbeRunner | None) -> CudaProbeReport:
+def _no_work() -> None:
+    return None
+
+
+def _probe_report(
+    selection: _Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
+) -> CudaProbeReport:
+    run: Callable[[], CudaProbeReport]
     if runner is None:
         if selection.probe_path is None:
             raise _unavailable(_codes.PROBE_NOT_CONFIGURED)
-        runner = SubprocessProbeRunner(Path(selection.probe_path))
+        # The subprocess runner calls on_probe_start while the probe runs.
+        run = partial(_subprocess_runner(selection.probe_path).run_overlapping, on_probe_start)
+    else:
+        on_probe_start()
+        run = runner.run
     try:
-        report = runner.run()
+        report = run()
     except CudaProbeError as error:
         raise _unavailable(error.reason_code) from error
     except Exception as error:  # an injected runner's bug is a failed execution
@@ -304,7 +353,7 @@ def _probe_report(selection: _Selection, runner: ProbeRunner | None) -> CudaProb
 def _check_report(
     selection: _Selection, report: CudaProbeReport, config: CudaProviderConfig
 ) -> None:
-    expected = expected_probe_target(selection.capability.target_triple)
+    expected = _expected_target(selection.capability.target_triple)
     if report.target != expected:
         raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
     if report.status != _spec.PROBE_REPORT["complete_status"]:
@@ -393,12 +442,17 @@ def evaluate(
     config: CudaProviderConfig,
     runner: ProbeRunner | None,
     inspector: ToolkitInspector | None,
+    on_probe_start: Callable[[], None] = _no_work,
 ) -> Refusal | Ready:
-    """Run every check in contract order; the first failure wins."""
+    """Run every check in contract order; the first failure wins.
+
+    ``on_probe_start`` is called once, just before an injected runner runs or
+    just after the probe process started (never when no probe runs).
+    """
     try:
         capability = _capability(request)
         selection = _selection(request, config, capability)
-        report = _probe_report(selection, runner)
+        report = _probe_report(selection, runner, on_probe_start)
         _check_report(selection, report, config)
         toolkit = (
             _toolkit_report(selection, inspector)

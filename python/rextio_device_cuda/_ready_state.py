@@ -1,10 +1,10 @@
 """Which requests may receive a build contribution: the latest preflight of
 each request fingerprint, and only when it succeeded.
 
-Each preflight takes a generation number when it starts (revoking any earlier
-success of the same fingerprint) and records its outcome only if no newer
-preflight of that fingerprint has started since. The lock is never held while
-a probe runs.
+Each preflight takes a generation number when it starts its probe, or when it
+refuses without one (revoking any earlier success of the same fingerprint),
+and records its outcome only if no newer preflight of that fingerprint has
+taken one since. The lock is never held while a probe runs.
 """
 
 from __future__ import annotations

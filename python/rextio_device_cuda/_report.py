@@ -28,6 +28,10 @@ _DRIVER_RANGE: Final[tuple[int, int]] = tuple(_REPORT["driver_version_range"])
 _MAJOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_major_range"])
 _MINOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_minor_range"])
 _INT32: Final = (-(2**31), 2**31 - 1)
+_DEVICE_COUNT_RANGE: Final[tuple[int, int]] = (0, _MAX_DEVICES)
+_ORDINAL_RANGE: Final[tuple[int, int]] = (0, _MAX_ORDINAL)
+_SCHEMA_VERSION: Final[str] = _REPORT["schema_version"]
+_PROBE_NAME: Final[str] = _REPORT["probe"]
 
 ROOT_KEYS: Final[tuple[str, ...]] = (
     "schema_version",
@@ -73,10 +77,8 @@ class ProbeTarget:
         """Each field is 1..=32 ASCII alphanumerics, ``_`` or ``-``."""
         for name in TARGET_KEYS:
             value = getattr(self, name)
-            _require(
-                isinstance(value, str) and _TARGET_FIELD.fullmatch(value) is not None,
-                f"target.{name} is malformed",
-            )
+            if not isinstance(value, str) or _TARGET_FIELD.fullmatch(value) is None:
+                raise _schema_error(f"target.{name} is malformed")
 
 
 def expected_probe_target(target_triple: str) -> ProbeTarget:
@@ -88,6 +90,10 @@ def expected_probe_target(target_triple: str) -> ProbeTarget:
 
 
 def _is_absolute_path(text: str) -> bool:
+    # Both flavours need a root, and a root is a separator: text without one
+    # cannot be absolute, so the (costly) pure-path parse is skipped.
+    if "/" not in text and "\\" not in text:
+        return False
     return PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute()
 
 
@@ -103,12 +109,12 @@ class CudaDeviceRecord:
 
     def __post_init__(self) -> None:
         """Validate the row exactly as the parser does."""
-        _require(_is_int_in(self.ordinal, (0, _MAX_ORDINAL)), "device ordinal out of range")
+        _require(_is_int_in(self.ordinal, _ORDINAL_RANGE), "device ordinal out of range")
         name = self.name
         _require(
             isinstance(name, str)
             and 1 <= len(name) <= _MAX_NAME_CHARS
-            and all(character.isprintable() for character in name)
+            and name.isprintable()
             and not _is_absolute_path(name),
             "device name is malformed",
         )
@@ -139,8 +145,8 @@ class CudaProbeReport:
 
     def __post_init__(self) -> None:
         """Validate every field and the cross-field rules of schema 1."""
-        _require(self.schema_version == _REPORT["schema_version"], "schema_version")
-        _require(self.probe == _REPORT["probe"], "probe name")
+        _require(self.schema_version == _SCHEMA_VERSION, "schema_version")
+        _require(self.probe == _PROBE_NAME, "probe name")
         _require(self.support_claim is False, "support_claim must be false")
         _require(isinstance(self.target, ProbeTarget), "target")
         _require(type(self.platform_supported) is bool, "platform_supported")
@@ -152,7 +158,7 @@ class CudaProbeReport:
             "driver_version",
         )
         _require(
-            self.device_count is None or _is_int_in(self.device_count, (0, _MAX_DEVICES)),
+            self.device_count is None or _is_int_in(self.device_count, _DEVICE_COUNT_RANGE),
             "device_count",
         )
         _require(self.cuda_result is None or _is_int_in(self.cuda_result, _INT32), "cuda_result")
@@ -196,23 +202,32 @@ class _DuplicateKeyError(Exception):
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKeyError(key)
-        result[key] = value
+    result = dict(pairs)
+    # Fewer entries than pairs: some key repeated (found in C, not a Python loop).
+    if len(result) != len(pairs):
+        raise _DuplicateKeyError("duplicate key")
     return result
 
 
-def _exact_object(value: object, keys: tuple[str, ...], label: str) -> dict[str, Any]:
+def _exact_object(value: object, keys: frozenset[str], label: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise _schema_error(f"{label} is not an object")
-    _require(set(value) == set(keys), f"{label} keys differ from schema 1")
+    _require(value.keys() == keys, f"{label} keys differ from schema 1")
     return value
 
 
+_ROOT_KEY_SET: Final[frozenset[str]] = frozenset(ROOT_KEYS)
+_TARGET_KEY_SET: Final[frozenset[str]] = frozenset(TARGET_KEYS)
+_DEVICE_KEY_SET: Final[frozenset[str]] = frozenset(DEVICE_KEYS)
+# One decoder for every parse (json.loads with hooks builds a new one per call);
+# it keeps no state between documents.
+_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_unique_object, parse_constant=_reject_constant
+)
+
+
 def _device_from_json(value: object) -> CudaDeviceRecord:
-    row = _exact_object(value, DEVICE_KEYS, "device")
+    row = _exact_object(value, _DEVICE_KEY_SET, "device")
     return CudaDeviceRecord(
         ordinal=row["ordinal"],
         name=row["name"],
@@ -224,8 +239,8 @@ def _device_from_json(value: object) -> CudaDeviceRecord:
 
 def report_from_json(value: object) -> CudaProbeReport:
     """Build a report from decoded JSON, enforcing the exact key sets."""
-    root = _exact_object(value, ROOT_KEYS, "report")
-    target = _exact_object(root["target"], TARGET_KEYS, "target")
+    root = _exact_object(value, _ROOT_KEY_SET, "report")
+    target = _exact_object(root["target"], _TARGET_KEY_SET, "target")
     devices = root["devices"]
     _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
     return CudaProbeReport(
@@ -263,9 +278,7 @@ def parse_probe_report(output: bytes | str) -> CudaProbeReport:
     except UnicodeDecodeError as error:
         raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not UTF-8") from error
     try:
-        decoded = json.loads(
-            text, object_pairs_hook=_unique_object, parse_constant=_reject_constant
-        )
+        decoded = _DECODER.decode(text)
     except _DuplicateKeyError as error:
         raise _schema_error("duplicate key") from error
     except (ValueError, RecursionError) as error:

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import math
 import os
-import selectors
+import select
 import signal
 import stat
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Final
 
@@ -52,6 +52,8 @@ def _validated_timeout(timeout_seconds: object) -> float:
 
 
 def _validated_arguments(arguments: Sequence[str]) -> tuple[str, ...]:
+    if type(arguments) is tuple and not arguments:
+        return ()  # the provider's case; skips the costly Sequence ABC check
     if isinstance(arguments, str | bytes) or not isinstance(arguments, Sequence):
         raise ValueError("arguments must be a sequence of strings")
     result = tuple(arguments)
@@ -69,12 +71,19 @@ def _validated_arguments(arguments: Sequence[str]) -> tuple[str, ...]:
     return result
 
 
+def _poll_milliseconds(remaining: float) -> int:
+    # Round up so a wait never returns before the deadline it was given.
+    return max(math.ceil(remaining * 1000.0), 0)
+
+
 class _Child:
     """One spawned probe and the means to end its whole process group."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
         self._exit_fd: int | None = None
+        # Set once the exit descriptor was seen readable: the child has exited.
+        self._exited = False
         if hasattr(os, "pidfd_open"):
             try:
                 self._exit_fd = os.pidfd_open(process.pid)
@@ -100,6 +109,8 @@ class _Child:
 
     def wait_exit(self, deadline: float) -> bool:
         """Wait until the child exits or ``deadline``; True when it exited."""
+        if self._exited:
+            return True
         remaining = deadline - time.monotonic()
         if self._exit_fd is None:
             try:
@@ -107,20 +118,26 @@ class _Child:
             except subprocess.TimeoutExpired:
                 return False
             return True
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._exit_fd, selectors.EVENT_READ)
-            while remaining > 0:
-                if selector.select(remaining):
-                    return True
-                remaining = deadline - time.monotonic()
-        return False
+        # poll(2) on the pidfd: no selector object or epoll descriptor per wait.
+        poller = select.poll()
+        poller.register(self._exit_fd, select.POLLIN)
+        while True:
+            if poller.poll(_poll_milliseconds(remaining)):
+                self._exited = True
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
 
     def finish(self) -> int | None:
         """Kill the group (grandchildren too), reap with a bound, release fds."""
         self._kill_group()
         exited = self.wait_exit(time.monotonic() + _REAP_SECONDS)
         returncode: int | None = None
-        if exited:
+        if exited and self._exit_fd is not None:
+            # The pidfd reported the exit: the zombie is there, waitpid returns at once.
+            returncode = self.process.wait()
+        elif exited:
             try:
                 returncode = self.process.wait(timeout=_REAP_SECONDS)
             except subprocess.TimeoutExpired:
@@ -145,7 +162,12 @@ class SubprocessProbeRunner:
     ) -> None:
         if not isinstance(executable, Path | str):
             raise TypeError("executable must be a pathlib.Path or str")
-        self._executable = Path(executable)
+        # Kept as a str: the os.path functions used per run are several times
+        # cheaper than the pathlib methods that wrap them. Absoluteness is
+        # lexical, so pathlib's stricter rule (drive and root on Windows) is
+        # decided once here.
+        self._executable = os.fspath(executable)
+        self._is_absolute = Path(executable).is_absolute()
         self._arguments = _validated_arguments(arguments)
         self._timeout = _validated_timeout(timeout_seconds)
 
@@ -154,13 +176,14 @@ class SubprocessProbeRunner:
         """The wall-clock limit for one run."""
         return self._timeout
 
-    def _resolve(self) -> Path:
-        if not self._executable.is_absolute():
+    def _resolve(self) -> str:
+        if not self._is_absolute:
             raise CudaProbeError(_codes.PROBE_PATH_NOT_ABSOLUTE)
         try:
-            resolved = self._executable.resolve(strict=True)
-            status = resolved.stat()
-        except (OSError, RuntimeError) as error:
+            # What Path.resolve(strict=True) does, minus the Path objects.
+            resolved = os.path.realpath(self._executable, strict=True)
+            status = os.stat(resolved)
+        except OSError as error:
             raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
         if not stat.S_ISREG(status.st_mode):
             raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
@@ -168,11 +191,11 @@ class SubprocessProbeRunner:
             raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
         return resolved
 
-    def _spawn(self, executable: Path) -> _Child:
+    def _spawn(self, executable: str) -> _Child:
         try:
             process = subprocess.Popen(
-                [str(executable), *self._arguments],
-                executable=str(executable),
+                [executable, *self._arguments],
+                executable=executable,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -187,11 +210,23 @@ class SubprocessProbeRunner:
 
     def read_output(self) -> bytes:
         """Run the probe and return its stdout, or raise with a runner code."""
+        return self._read_output(None, None)
+
+    def _read_output(
+        self,
+        while_running: Callable[[], None] | None,
+        on_pause: Callable[[bytes], None] | None,
+    ) -> bytes:
         executable = self._resolve()
         deadline = time.monotonic() + self._timeout
         child = self._spawn(executable)
         try:
-            output = self._collect(child, deadline)
+            if while_running is not None:
+                # Caller's work that does not need the report, done while the
+                # probe runs instead of before it; if it raises, the group is
+                # killed like on any other failure.
+                while_running()
+            output = self._collect(child, deadline, on_pause)
             if not child.wait_exit(deadline):
                 raise CudaProbeError(_codes.PROBE_TIMEOUT)
         except BaseException:
@@ -204,10 +239,18 @@ class SubprocessProbeRunner:
 
     def run(self) -> CudaProbeReport:
         """Run the probe and parse its report."""
-        return parse_probe_report(self.read_output())
+        early = _EarlyParse()
+        return early.result(self._read_output(None, early))
+
+    def run_overlapping(self, while_running: Callable[[], None]) -> CudaProbeReport:
+        """``run()``, calling ``while_running`` once the probe has started."""
+        early = _EarlyParse()
+        return early.result(self._read_output(while_running, early))
 
     @staticmethod
-    def _collect(child: _Child, deadline: float) -> bytes:
+    def _collect(
+        child: _Child, deadline: float, on_pause: Callable[[bytes], None] | None = None
+    ) -> bytes:
         stdout = child.process.stdout
         if stdout is None:
             raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
@@ -216,25 +259,63 @@ class SubprocessProbeRunner:
         descriptor = stdout.fileno()
         chunks: list[bytes] = []
         size = 0
-        with selectors.DefaultSelector() as selector:
+        # poll(2), not a selector: no epoll descriptor to create and close per run.
+        poller = select.poll()
+        try:
+            poller.register(descriptor, select.POLLIN)
+        except (OSError, ValueError) as error:
+            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not poller.poll(_poll_milliseconds(remaining)):
+                raise CudaProbeError(_codes.PROBE_TIMEOUT)
             try:
-                selector.register(descriptor, selectors.EVENT_READ)
-            except (OSError, ValueError) as error:
+                chunk = os.read(descriptor, min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
+            except OSError as error:
                 raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not selector.select(remaining):
-                    raise CudaProbeError(_codes.PROBE_TIMEOUT)
-                try:
-                    chunk = os.read(descriptor, min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
-                except OSError as error:
-                    raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
-                if not chunk:
-                    return b"".join(chunks)
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > MAX_OUTPUT_BYTES:
-                    raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_OUTPUT_BYTES:
+                raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE)
+            if on_pause is not None and not poller.poll(0):
+                # Nothing more yet and no EOF: typically the probe wrote its
+                # report and is exiting. Hand over what was read (once).
+                on_pause(b"".join(chunks))
+                on_pause = None
+
+
+class _EarlyParse:
+    """Parses the output read so far when the probe pauses, so the parse
+    overlaps the probe's exit instead of following it.
+
+    Parsing is a pure function of the bytes, and output only grows: the early
+    result is used only when no byte followed, else the whole output is parsed
+    anew. An early failure is raised only then too, after every runner check.
+    """
+
+    def __init__(self) -> None:
+        self._parsed_size = -1
+        self._report: CudaProbeReport | None = None
+        self._error: Exception | None = None
+
+    def __call__(self, output: bytes) -> None:
+        self._parsed_size = len(output)
+        try:
+            self._report = parse_probe_report(output)
+        except Exception as error:  # kept for result(); raised only if it applies
+            self._error = error
+
+    def result(self, output: bytes) -> CudaProbeReport:
+        """The report of ``output`` (the complete stdout of a successful run)."""
+        if len(output) != self._parsed_size:
+            return parse_probe_report(output)
+        if self._error is not None:
+            raise self._error
+        if self._report is None:  # pragma: no cover - set whenever no error was
+            return parse_probe_report(output)
+        return self._report
 
 
 def _collect_with_thread(stdout: IO[bytes], deadline: float) -> bytes:  # pragma: no cover

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Final
 
 from rextio.devices import (
@@ -44,6 +45,57 @@ CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id("cuda-tensorflow-tfe-li
 CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
 
 
+# Core validates and canonicalizes every DevicePreflightResult it is handed
+# (a path parse per observation); the records are frozen, so an outcome seen
+# before reuses its already validated record. Bounded: outcomes vary only in
+# a few probe facts.
+_RESULT_CACHE_SIZE: Final[int] = 256
+
+
+@lru_cache(maxsize=_RESULT_CACHE_SIZE)
+def _refusal_result(status: DevicePreflightStatus, reason_code: str) -> DevicePreflightResult:
+    return DevicePreflightResult(
+        provider_id=_spec.PROVIDER_ID, status=status, reason_codes=(reason_code,)
+    )
+
+
+@lru_cache(maxsize=_RESULT_CACHE_SIZE)
+def _ready_result(observations: tuple[tuple[str, str], ...]) -> DevicePreflightResult:
+    return DevicePreflightResult(
+        provider_id=_spec.PROVIDER_ID,
+        status=DevicePreflightStatus.READY,
+        observations=observations,
+    )
+
+
+class _Claim:
+    """One preflight's place in the ready state.
+
+    It begins (taking a generation, revoking earlier successes of the same
+    fingerprint) once a probe has started, so the fingerprint is computed
+    while the probe runs, or else when the checks refused without a probe;
+    always before ``finish``.
+    """
+
+    def __init__(self, ready: ReadyState, request: DevicePreflightRequest) -> None:
+        self._ready = ready
+        self._request = request
+        self._begun: tuple[str, int] | None = None
+
+    def begin(self) -> None:
+        """Take a generation for the request's fingerprint (once)."""
+        if self._begun is None:
+            fingerprint = request_fingerprint(self._request)
+            self._begun = (fingerprint, self._ready.begin(fingerprint))
+
+    def finish(self, *, ready: bool) -> None:
+        """Record the outcome under the generation taken by ``begin``."""
+        if self._begun is None:
+            raise RuntimeError("a preflight claim finished before it began")
+        fingerprint, generation = self._begun
+        self._ready.finish(fingerprint, generation, ready=ready)
+
+
 class CudaDeviceProvider:
     """NVIDIA CUDA provider: passive manifest, explicit preflight, declarative inputs."""
 
@@ -80,28 +132,23 @@ class CudaDeviceProvider:
         """Check compatibility in contract order; ready only with a fresh probe."""
         if not isinstance(request, DevicePreflightRequest):
             raise DeviceProviderError("preflight requires a DevicePreflightRequest")
-        fingerprint = request_fingerprint(request)
-        generation = self._ready.begin(fingerprint)
+        claim = _Claim(self._ready, request)
         outcome: _preflight_checks.Refusal | _preflight_checks.Ready | None = None
         try:
             outcome = _preflight_checks.evaluate(
-                request, self._config, self._probe_runner, self._toolkit_inspector
+                request,
+                self._config,
+                self._probe_runner,
+                self._toolkit_inspector,
+                on_probe_start=claim.begin,
             )
         finally:
-            self._ready.finish(
-                fingerprint, generation, ready=isinstance(outcome, _preflight_checks.Ready)
-            )
+            # Refused before any probe ran: the claim starts (and revokes) here.
+            claim.begin()
+            claim.finish(ready=isinstance(outcome, _preflight_checks.Ready))
         if isinstance(outcome, _preflight_checks.Refusal):
-            return DevicePreflightResult(
-                provider_id=_spec.PROVIDER_ID,
-                status=outcome.status,
-                reason_codes=(outcome.reason_code,),
-            )
-        return DevicePreflightResult(
-            provider_id=_spec.PROVIDER_ID,
-            status=DevicePreflightStatus.READY,
-            observations=outcome.observations,
-        )
+            return _refusal_result(outcome.status, outcome.reason_code)
+        return _ready_result(outcome.observations)
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         """The lane's declarative inputs, only after this request's latest preflight passed."""

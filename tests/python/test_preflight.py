@@ -702,3 +702,26 @@ def test_reason_code(
     assert probes.marker().exists() is case.ran
     with pytest.raises(DeviceProviderError, match="requires successful preflight"):
         provider.build_contribution(request)
+
+
+def test_a_refusal_before_the_probe_runs_still_revokes(probes: ProbeFactory) -> None:
+    # The probe vanishes: the runner refuses before spawning anything.
+    provider = CudaDeviceProvider()
+    good = probes.printing(report(), name="good")
+    request = request_for(RAW, ready_options(good))
+    assert provider.preflight(request).status is DevicePreflightStatus.READY
+    provider.build_contribution(request)
+    good.unlink()
+    assert provider.preflight(request).reason_codes == ("PROBE_NOT_FOUND",)
+    with pytest.raises(DeviceProviderError, match="requires successful preflight"):
+        provider.build_contribution(request)
+
+
+def test_repeated_outcomes_give_equal_results(probes: ProbeFactory) -> None:
+    provider = CudaDeviceProvider()
+    request = request_for(RAW, ready_options(probes.printing(report())))
+    first = provider.preflight(request)
+    second = provider.preflight(request)
+    assert first == second
+    assert first.status is DevicePreflightStatus.READY
+    assert first.to_dict() == second.to_dict()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import uuid
 
 import pytest
-from cuda_support import ProbeFactory, processes_with
+from cuda_support import ProbeFactory, processes_with, report
 
-from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner, parse_probe_report
 
 TIMEOUT = 1.0
 
@@ -83,3 +84,56 @@ def test_argument_bounds(argument: str, probes: ProbeFactory) -> None:
 def test_executable_must_be_a_path() -> None:
     with pytest.raises(TypeError):
         SubprocessProbeRunner(42)  # type: ignore[arg-type]
+
+
+def _halves(text: str) -> tuple[str, str]:
+    middle = len(text) // 2
+    return text[:middle], text[middle:]
+
+
+def test_output_after_a_pause_is_parsed_whole(probes: ProbeFactory) -> None:
+    # The first half alone is not JSON; the report is only complete after the pause.
+    first, second = _halves(json.dumps(report()))
+    path = probes.shell(f"printf '%s' '{first}'\nsleep 0.2\nprintf '%s' '{second}'\n")
+    parsed = SubprocessProbeRunner(path).run()
+    assert parsed == parse_probe_report(json.dumps(report()).encode())
+
+
+def test_bytes_after_a_complete_report_still_count(probes: ProbeFactory) -> None:
+    # A valid report, a pause, then trailing garbage: the whole output is judged.
+    text = json.dumps(report())
+    path = probes.shell(f"printf '%s' '{text}'\nsleep 0.2\nprintf '%s' 'garbage'\n")
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(path).run()
+    assert caught.value.reason_code == "PROBE_OUTPUT_INVALID"
+
+
+def test_runner_codes_win_over_a_parse_failure_seen_early(probes: ProbeFactory) -> None:
+    path = probes.shell("printf '%s' 'not json'\nsleep 0.2\nexit 3\n")
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(path).run()
+    assert caught.value.reason_code == "PROBE_EXIT_NONZERO"
+
+
+def test_work_overlapping_the_probe_runs_once(probes: ProbeFactory) -> None:
+    path = probes.printing(report())
+    calls: list[bool] = []
+
+    def work() -> None:
+        calls.append(True)
+
+    parsed = SubprocessProbeRunner(path).run_overlapping(work)
+    assert parsed.status == "probe-complete"
+    assert len(calls) == 1
+
+
+def test_failing_overlapped_work_kills_the_probe_group(probes: ProbeFactory) -> None:
+    tag = f"rextio-overlap-{uuid.uuid4().hex}"
+    path = probes.shell(f"{SLEEPER.replace('TAG', tag)} &\nexec sleep 30 # {tag}", name=tag)
+
+    def work() -> None:
+        raise RuntimeError("caller failed while the probe ran")
+
+    with pytest.raises(RuntimeError, match="caller failed"):
+        SubprocessProbeRunner(path, timeout_seconds=TIMEOUT).run_overlapping(work)
+    assert processes_with(tag) == []
