@@ -221,6 +221,49 @@ pub fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
     Ok(report)
 }
 
+/// Builds the wheel twice into fresh directories; returns a description of
+/// any difference between the two builds.
+fn compare_wheel_builds() -> Result<Option<String>> {
+    let first_dir = ScratchDir::new("wheel-a")?;
+    let second_dir = ScratchDir::new("wheel-b")?;
+    let first = crate::dist::build_wheel_into(first_dir.path())?;
+    let second = crate::dist::build_wheel_into(second_dir.path())?;
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
+    };
+    let (first_bytes, second_bytes) = (read(&first)?, read(&second)?);
+    let name = |path: &Path| {
+        path.file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    if name(&first) != name(&second) {
+        return Ok(Some(format!(
+            "the wheel's file name differs between builds: {} vs {}",
+            name(&first),
+            name(&second)
+        )));
+    }
+    if first_bytes == second_bytes {
+        println!(
+            "verify-determinism: wheel {} byte-identical across two builds",
+            name(&first)
+        );
+        return Ok(None);
+    }
+    let offset = first_bytes
+        .iter()
+        .zip(&second_bytes)
+        .position(|(a, b)| a != b)
+        .unwrap_or(first_bytes.len().min(second_bytes.len()));
+    Ok(Some(format!(
+        "wheel {}: two builds differ (sizes {} and {}, first differing byte at offset {offset})",
+        name(&first),
+        first_bytes.len(),
+        second_bytes.len()
+    )))
+}
+
 /// Compares two sets of outputs in memory, e.g. two renders.
 #[cfg(test)]
 pub fn compare_outputs(expected: &[Output], actual: &[Output]) -> Vec<String> {
@@ -538,47 +581,4 @@ mod tests {
         assert_eq!(reread, inputs);
         assert!(compare_outputs(&render(&inputs).unwrap(), &render(&reread).unwrap()).is_empty());
     }
-}
-
-/// Builds the wheel twice into fresh directories; returns a description of
-/// any difference between the two builds.
-fn compare_wheel_builds() -> Result<Option<String>> {
-    let first_dir = ScratchDir::new("wheel-a")?;
-    let second_dir = ScratchDir::new("wheel-b")?;
-    let first = crate::dist::build_wheel_into(first_dir.path())?;
-    let second = crate::dist::build_wheel_into(second_dir.path())?;
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
-    };
-    let (first_bytes, second_bytes) = (read(&first)?, read(&second)?);
-    let name = |path: &Path| {
-        path.file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    if name(&first) != name(&second) {
-        return Ok(Some(format!(
-            "the wheel's file name differs between builds: {} vs {}",
-            name(&first),
-            name(&second)
-        )));
-    }
-    if first_bytes == second_bytes {
-        println!(
-            "verify-determinism: wheel {} byte-identical across two builds",
-            name(&first)
-        );
-        return Ok(None);
-    }
-    let offset = first_bytes
-        .iter()
-        .zip(&second_bytes)
-        .position(|(a, b)| a != b)
-        .unwrap_or(first_bytes.len().min(second_bytes.len()));
-    Ok(Some(format!(
-        "wheel {}: two builds differ (sizes {} and {}, first differing byte at offset {offset})",
-        name(&first),
-        first_bytes.len(),
-        second_bytes.len()
-    )))
 }
