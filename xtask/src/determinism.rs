@@ -126,9 +126,13 @@ pub fn verify() -> Result<()> {
 /// The xtask binary itself: the child runs `xtask generate --root DIR`.
 fn generator_executable() -> Result<std::path::PathBuf> {
     let exe = std::env::current_exe().map_err(|error| format!("current executable: {error}"))?;
-    let stem = exe.file_stem().and_then(|stem| stem.to_str()).unwrap_or("");
-    if stem == "xtask" {
-        Ok(exe)
+    let name = exe.file_name().and_then(|name| name.to_str()).unwrap_or("");
+    // A concurrent cargo build may replace the binary while this one runs
+    // (Linux then reports "xtask (deleted)"); /proc/<this pid>/exe still names
+    // the running image, which is exactly the generator that must be compared.
+    let self_image = std::path::PathBuf::from(format!("/proc/{}/exe", std::process::id()));
+    if name == "xtask" || name.starts_with("xtask ") {
+        Ok(if self_image.exists() { self_image } else { exe })
     } else {
         Err(format!(
             "verify-determinism must run from the xtask binary, not {}",
