@@ -32,6 +32,8 @@ _DEVICE_COUNT_RANGE: Final[tuple[int, int]] = (0, _MAX_DEVICES)
 _ORDINAL_RANGE: Final[tuple[int, int]] = (0, _MAX_ORDINAL)
 _SCHEMA_VERSION: Final[str] = _REPORT["schema_version"]
 _PROBE_NAME: Final[str] = _REPORT["probe"]
+# Unicode category Cc, the set the probe strips (Rust's char::is_control).
+_CONTROL_CHARACTER: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 ROOT_KEYS: Final[tuple[str, ...]] = (
     "schema_version",
@@ -114,7 +116,7 @@ class CudaDeviceRecord:
         _require(
             isinstance(name, str)
             and 1 <= len(name) <= _MAX_NAME_CHARS
-            and name.isprintable()
+            and _CONTROL_CHARACTER.search(name) is None
             and not _is_absolute_path(name),
             "device name is malformed",
         )

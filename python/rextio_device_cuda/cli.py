@@ -25,6 +25,7 @@ from rextio.devices import (
     DeviceProviderManifest,
     DeviceProviderOptions,
     DeviceProviderSelection,
+    ResolvedDevicePlan,
     load_selected_device_provider,
     resolve_device_plan,
 )
@@ -188,8 +189,33 @@ def _preflight(arguments: argparse.Namespace) -> int:
     if plan is None:
         print("error: no plan was resolved", file=sys.stderr)
         return EXIT_NOT_READY
-    print(json.dumps(plan.to_dict(), indent=2, sort_keys=True))
+    print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
     return EXIT_READY
+
+
+def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
+    """The redacted plan; Core 0.1.6 authorizes lowering only for gpu:0.
+
+    A ready preflight of another device is still valid evidence, so every
+    record but the lowering authorization is shown, and why it is absent.
+    """
+    try:
+        return plan.to_dict()
+    except ValueError as error:
+        return {
+            "selection": plan.selection.to_dict(),
+            "artifact_profile": plan.artifact_profile.to_dict(),
+            "manifest": plan.manifest.to_dict(),
+            "capability": plan.capability.to_dict(),
+            "preflight": plan.preflight.to_dict(),
+            "contribution": plan.contribution.to_dict(),
+            "source": plan.source.to_dict() if plan.source is not None else None,
+            "options": plan.options.public_dict(),
+            "lock": plan.lock_record().to_dict(),
+            "report": plan.report_record().to_dict(),
+            "lowering_authorization": None,
+            "lowering_authorization_refused": str(error),
+        }
 
 
 def _runtime_source(arguments: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from cuda_support import SPEC, ProbeFactory, report
 
+from rextio_device_cuda.cli import main
+
 
 def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -22,12 +24,22 @@ def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_explain_every_code(tmp_path: Path) -> None:
+def test_explain_prints_explanation_and_remedy(tmp_path: Path) -> None:
     for code, (explanation, remedy) in list(SPEC["reason_codes"].items())[:5]:
         done = _cli("explain", code, cwd=tmp_path)
         assert done.returncode == 0
         assert explanation in done.stdout
         assert remedy in done.stdout
+
+
+def test_explain_every_code(capsys: pytest.CaptureFixture[str]) -> None:
+    # In-process for all codes: one subprocess per code would only add start-up time.
+    for code, (explanation, remedy) in SPEC["reason_codes"].items():
+        assert main(["explain", code]) == 0
+        printed = capsys.readouterr().out
+        assert code in printed
+        assert explanation in printed
+        assert remedy in printed
 
 
 def test_explain_unknown_code(tmp_path: Path) -> None:
@@ -56,6 +68,35 @@ def test_preflight_ready_prints_the_redacted_plan(probes: ProbeFactory, tmp_path
     plan = json.loads(done.stdout)
     assert plan["preflight"]["status"] == "ready"
     assert plan["artifact_profile"]["kind"] == "rust-crate"
+    assert str(probe) not in done.stdout
+
+
+def test_preflight_ready_on_a_second_device(probes: ProbeFactory, tmp_path: Path) -> None:
+    # Core 0.1.6 authorizes lowering only for gpu:0; the plan of device 1 is
+    # still printed, with the authorization absent and the reason stated.
+    probe = probes.printing(report(sms=("sm_80", "sm_86")))
+    done = _cli(
+        "preflight",
+        "--capability",
+        "cuda-linux-x86_64",
+        "--probe",
+        str(probe),
+        "--device",
+        "1",
+        "--sm",
+        "sm_86",
+        "--json",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["preflight"]["status"] == "ready"
+    observations = {item["key"]: item["value"] for item in plan["preflight"]["observations"]}
+    assert observations["selected.device"] == "1"
+    assert observations["selected.sm"] == "sm_86"
+    assert plan["lowering_authorization"] is None
+    assert "gpu:0" in plan["lowering_authorization_refused"]
     assert str(probe) not in done.stdout
 
 

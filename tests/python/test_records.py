@@ -152,6 +152,20 @@ def test_directly_constructed_records_validate() -> None:
         CudaDeviceRecord(ordinal=True, name="GPU", compute_major=8, compute_minor=0, sm="sm_80")
 
 
+@pytest.mark.parametrize("name", ["GPU\u00a0X", "GPU\u200bX", "Ger\u00e4t \u2603"])
+def test_device_names_may_hold_any_non_control_character(name: str) -> None:
+    # The probe removes exactly the control characters (category Cc); nothing else.
+    record = CudaDeviceRecord(ordinal=0, name=name, compute_major=8, compute_minor=0, sm="sm_80")
+    assert record.name == name
+
+
+@pytest.mark.parametrize("name", ["GPU\x85", "GPU\x7f", "\x00GPU"])
+def test_device_names_with_control_characters_are_refused(name: str) -> None:
+    with pytest.raises(CudaProbeError) as caught:
+        CudaDeviceRecord(ordinal=0, name=name, compute_major=8, compute_minor=0, sm="sm_80")
+    assert caught.value.reason_code == "PROBE_SCHEMA_INVALID"
+
+
 def test_probe_error_rejects_malformed_codes() -> None:
     with pytest.raises(ValueError, match="reason_code"):
         CudaProbeError("lowercase")
