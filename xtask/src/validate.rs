@@ -18,6 +18,7 @@ use std::process::{Command, Output};
 
 use serde_json::{json, Map, Value};
 
+use crate::generate::inputs::{ProviderSpec, PROVIDER_SPEC_PATH};
 use crate::native::{self, NativeArtifacts};
 use crate::paths::repo_root;
 use crate::python_env::venv_program;
@@ -25,12 +26,76 @@ use crate::Result;
 
 const USAGE: &str = "usage: cargo xtask validate-nvidia --sm sm_NN [--device N] \
 [--toolkit-root DIR] [--output FILE]";
-const MAX_DEVICE_ORDINAL: u32 = 1023;
 const PROVIDER_MODULE: &str = "rextio_device_cuda";
 const EVIDENCE_NAME: &str = "rextio-device-cuda-nvidia-validation";
 const EVIDENCE_SCHEMA_VERSION: &str = "1";
+/// Core's `DevicePreflightStatus.READY`.
 const READY_STATUS: &str = "ready";
-const SMOKE_COMPLETE_STATUS: &str = "smoke-complete";
+
+/// The facts this command needs, read from the provider spec (never retyped).
+pub struct SpecFacts {
+    pub max_device_ordinal: u32,
+    smoke_complete_status: String,
+    /// (os, arch, raw-driver capability id) for every declared target.
+    raw_capabilities: Vec<(String, String, String)>,
+}
+
+impl SpecFacts {
+    pub fn read() -> Result<Self> {
+        let path = repo_root().join(PROVIDER_SPEC_PATH);
+        let bytes = std::fs::read(&path)
+            .map_err(|error| format!("{PROVIDER_SPEC_PATH}: cannot read: {error}"))?;
+        let spec = ProviderSpec::parse(&bytes)?;
+        let max_device_ordinal = spec
+            .at("policy.device_ordinal_max")?
+            .as_u64()
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or_else(|| {
+                format!("{PROVIDER_SPEC_PATH}: policy.device_ordinal_max is not a small integer")
+            })?;
+        let mut raw_capabilities = Vec::new();
+        for capability in spec.array_at("capabilities")? {
+            let field = |key: &str| {
+                capability[key]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("{PROVIDER_SPEC_PATH}: a capability lacks `{key}`"))
+            };
+            if field("lane")? != "raw-driver" {
+                continue;
+            }
+            let triple = field("target_triple")?;
+            let target = spec.object_at(&format!("probe_targets.{triple}"))?;
+            let part = |key: &str| {
+                target
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            raw_capabilities.push((part("os"), part("arch"), field("id")?));
+        }
+        Ok(Self {
+            max_device_ordinal,
+            smoke_complete_status: spec.str_at("smoke.complete_status")?.to_owned(),
+            raw_capabilities,
+        })
+    }
+
+    /// The raw-driver capability of the host this command runs on.
+    fn host_capability(&self) -> Result<&str> {
+        let (os, arch) = (std::env::consts::OS, std::env::consts::ARCH);
+        self.raw_capabilities
+            .iter()
+            .find(|(spec_os, spec_arch, _)| spec_os == os && spec_arch == arch)
+            .map(|(_, _, id)| id.as_str())
+            .ok_or_else(|| {
+                format!(
+                    "validate-nvidia runs only on a declared raw-driver target, not {os}/{arch}"
+                )
+            })
+    }
+}
 
 /// What the person asked to validate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,11 +108,12 @@ pub struct Options {
 }
 
 pub fn command(args: &[String]) -> Result<()> {
-    let options = parse_arguments(args)?;
-    let capability = host_capability()?;
+    let facts = SpecFacts::read()?;
+    let options = parse_arguments(args, facts.max_device_ordinal)?;
+    let capability = facts.host_capability()?;
     let native = native::build(!options.dev_build)?;
     let python = provider_python()?;
-    let evidence = collect_evidence(&native, &python, capability, &options)?;
+    let evidence = collect_evidence(&facts, &native, &python, capability, &options)?;
     let text = render_path_free(&evidence, &forbidden_strings(&native, &options))?;
     println!("{text}");
     if let Some(output) = &options.output {
@@ -59,7 +125,7 @@ pub fn command(args: &[String]) -> Result<()> {
 }
 
 /// Parses the command's arguments; bad input is a usage error, never a panic.
-pub fn parse_arguments(args: &[String]) -> Result<Options> {
+pub fn parse_arguments(args: &[String], max_device_ordinal: u32) -> Result<Options> {
     let mut sm = None;
     let mut device = None;
     let mut toolkit_root = None;
@@ -89,8 +155,9 @@ pub fn parse_arguments(args: &[String]) -> Result<Options> {
     }
     let device = match device {
         None => 0,
-        Some(text) => parse_ordinal(&text)
-            .ok_or_else(|| format!("--device must be a number from 0 to 1023 (got `{text}`)"))?,
+        Some(text) => parse_ordinal(&text, max_device_ordinal).ok_or_else(|| {
+            format!("--device must be a number from 0 to {max_device_ordinal} (got `{text}`)")
+        })?,
     };
     Ok(Options {
         sm,
@@ -107,25 +174,13 @@ fn is_sm(text: &str) -> bool {
     })
 }
 
-fn parse_ordinal(text: &str) -> Option<u32> {
+fn parse_ordinal(text: &str, max_device_ordinal: u32) -> Option<u32> {
     if text.is_empty() || text.len() > 4 || !text.bytes().all(|byte| byte.is_ascii_digit()) {
         return None;
     }
     text.parse()
         .ok()
-        .filter(|ordinal| *ordinal <= MAX_DEVICE_ORDINAL)
-}
-
-/// The raw-driver capability of the host this command runs on.
-fn host_capability() -> Result<&'static str> {
-    match (std::env::consts::OS, std::env::consts::ARCH) {
-        ("linux", "x86_64") => Ok("cuda-linux-x86_64"),
-        ("linux", "aarch64") => Ok("cuda-linux-aarch64"),
-        ("windows", "x86_64") => Ok("cuda-windows-x86_64"),
-        (os, arch) => Err(format!(
-            "validate-nvidia runs on Linux x86_64, Linux AArch64 or Windows x86_64, not {os}/{arch}"
-        )),
-    }
+        .filter(|ordinal| *ordinal <= max_device_ordinal)
 }
 
 /// The project venv's python, with the provider installed.
@@ -148,6 +203,7 @@ fn provider_python() -> Result<PathBuf> {
 }
 
 fn collect_evidence(
+    facts: &SpecFacts,
     native: &NativeArtifacts,
     python: &Path,
     capability: &str,
@@ -178,7 +234,8 @@ fn collect_evidence(
     let smoke = json_line(&smoke_output, "smoke")?;
 
     let ready = preflight["status"] == READY_STATUS;
-    let smoke_complete = smoke["status"] == SMOKE_COMPLETE_STATUS && smoke_output.status.success();
+    let smoke_complete =
+        smoke["status"] == facts.smoke_complete_status.as_str() && smoke_output.status.success();
     let reason_code = if !ready {
         preflight["reason_code"].clone()
     } else if !smoke_complete {
@@ -349,9 +406,28 @@ mod tests {
         parts.iter().map(|part| part.to_string()).collect()
     }
 
+    fn parse(parts: &[&str]) -> Result<Options> {
+        parse_arguments(
+            &strings(parts),
+            SpecFacts::read().unwrap().max_device_ordinal,
+        )
+    }
+
+    #[test]
+    fn the_spec_declares_this_host_and_the_contract_ordinal_bound() {
+        let facts = SpecFacts::read().unwrap();
+        assert_eq!(facts.max_device_ordinal, 1023);
+        let expected = match (std::env::consts::OS, std::env::consts::ARCH) {
+            ("linux", "x86_64") => "cuda-linux-x86_64",
+            ("linux", "aarch64") => "cuda-linux-aarch64",
+            _ => "cuda-windows-x86_64",
+        };
+        assert_eq!(facts.host_capability().unwrap(), expected);
+    }
+
     #[test]
     fn parses_the_documented_arguments() {
-        let options = parse_arguments(&strings(&[
+        let options = parse(&[
             "--sm",
             "sm_80",
             "--device",
@@ -360,19 +436,14 @@ mod tests {
             "/opt/cuda",
             "--output",
             "e.json",
-        ]))
+        ])
         .unwrap();
         assert_eq!(options.sm, "sm_80");
         assert_eq!(options.device, 3);
         assert_eq!(options.toolkit_root, Some(PathBuf::from("/opt/cuda")));
         assert_eq!(options.output, Some(PathBuf::from("e.json")));
         assert!(!options.dev_build);
-        assert_eq!(
-            parse_arguments(&strings(&["--sm", "sm_100"]))
-                .unwrap()
-                .device,
-            0
-        );
+        assert_eq!(parse(&["--sm", "sm_100"]).unwrap().device, 0);
     }
 
     #[test]
@@ -388,7 +459,7 @@ mod tests {
             &["--sm", "sm_80", "--device", "00001"][..],
             &["--sm", "sm_80", "--verbose"][..],
         ] {
-            assert!(parse_arguments(&strings(bad)).is_err(), "{bad:?}");
+            assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
 
