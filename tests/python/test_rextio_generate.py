@@ -72,6 +72,7 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--no-deps",
             "--no-index",
             "--no-build-isolation",
+            "--no-cache-dir",
             "--disable-pip-version-check",
             "--target",
             str(site),

@@ -72,19 +72,36 @@ pub fn ensure_venv() -> Result<PathBuf> {
         .map_err(|error| format!("could not run {}: {error}", python.display()))?
         .success();
     if !satisfied {
-        process::run(
-            Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--disable-pip-version-check",
-                    "--quiet",
-                ])
-                .args(pin_arguments()),
-        )?;
+        process::run(pip_install(&python).args(pin_arguments()))?;
+    }
+    let supported = Command::new(&python)
+        .args(["-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !supported {
+        return Err(format!(
+            "{} is older than Python 3.11; remove target/venv and set REXTIO_PYTHON \
+             to a CPython 3.11+ interpreter",
+            python.display()
+        ));
     }
     Ok(python)
+}
+
+/// `python -m pip install`, quiet, with pip's download cache inside target/
+/// so nothing is cached outside the repository.
+fn pip_install(python: &Path) -> Command {
+    let mut command = Command::new(python);
+    command
+        .env("PIP_CACHE_DIR", paths::target_dir().join("pip-cache"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+        ]);
+    command
 }
 
 /// Builds the wheel, installs it into the venv, runs ruff, mypy --strict and pytest.
@@ -135,14 +152,7 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
 /// Force-reinstalls the built wheel (without touching its pinned dependency).
 pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
     process::run(
-        Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--quiet",
-            ])
+        pip_install(python)
             .args(["--force-reinstall", "--no-deps"])
             .arg(wheel),
     )
