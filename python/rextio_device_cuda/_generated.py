@@ -934,5 +934,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "199f1998b97c168d88db81284a6120d46b11c4d6702245d7b11f77e50b96ae5a"
+    "8e7c11882eb0c8168a1a62c414e5890c7533050b4e77764bd8102bda757a2958"
 )

@@ -7,7 +7,7 @@ use core::ptr;
 use std::rc::Rc;
 
 use crate::current;
-use crate::driver_api::{CUcontext, CUdevice, CUdeviceptr, CUstream, DriverApi};
+use crate::driver_api::{CUcontext, CUdevice, DriverApi};
 use crate::error::CudaError;
 use crate::memory::DeviceAllocation;
 use crate::operation;
@@ -15,12 +15,6 @@ use crate::stream::Stream;
 
 /// Flags for `cuCtxCreate_v2`: the driver defaults (automatic scheduling).
 const CONTEXT_FLAGS: core::ffi::c_uint = 0;
-
-/// `CU_STREAM_NON_BLOCKING`: the dedicated stream does not synchronize with
-/// the legacy default stream, so other code using the default stream neither
-/// waits for nor is waited on by this runtime's work; ordering is explicit
-/// through [`Stream::synchronize`].
-pub(crate) const STREAM_FLAGS: core::ffi::c_uint = 1;
 
 /// State shared by a [`Context`] and each of its children. The driver context
 /// is destroyed when this is dropped (when the last of them goes) unless
@@ -122,25 +116,7 @@ impl Context {
     /// `cuCtxPopCurrent_v2:wrong-context` (the new stream is then destroyed
     /// best-effort).
     pub fn create_stream(&self) -> Result<Stream, CudaError> {
-        let shared = &self.shared;
-        let handle = current::create_current(
-            shared.api(),
-            shared.handle(),
-            |api| {
-                let mut stream: CUstream = ptr::null_mut();
-                // SAFETY: the symbol has the listed signature and the image
-                // lives while `api` does; `stream` is a valid place for one
-                // handle; the context is current.
-                let result = unsafe { (api.cuStreamCreate)(&mut stream, STREAM_FLAGS) };
-                CudaError::check(operation::STREAM_CREATE, result).map(|()| stream)
-            },
-            |api, stream| {
-                // SAFETY: as above; `stream` was just created and is
-                // released here only.
-                let _ = unsafe { (api.cuStreamDestroy_v2)(stream) };
-            },
-        )?;
-        Ok(Stream::new(Rc::clone(shared), handle))
+        Stream::create(&self.shared)
     }
 
     /// Allocates `byte_size` bytes of device memory in this context.
@@ -150,32 +126,7 @@ impl Context {
     /// `cuCtxPopCurrent_v2:wrong-context` (the new allocation is then freed
     /// best-effort).
     pub fn allocate(&self, byte_size: usize) -> Result<DeviceAllocation, CudaError> {
-        if byte_size == 0 {
-            return Err(CudaError::refusal(operation::MEM_ALLOC_ZERO_BYTES));
-        }
-        let shared = &self.shared;
-        let device_pointer = current::create_current(
-            shared.api(),
-            shared.handle(),
-            |api| {
-                let mut device_pointer: CUdeviceptr = 0;
-                // SAFETY: the symbol has the listed signature and the image
-                // lives while `api` does; `device_pointer` is a valid place
-                // for one address; the context is current.
-                let result = unsafe { (api.cuMemAlloc_v2)(&mut device_pointer, byte_size) };
-                CudaError::check(operation::MEM_ALLOC, result).map(|()| device_pointer)
-            },
-            |api, device_pointer| {
-                // SAFETY: as above; the address was just allocated and is
-                // freed here only.
-                let _ = unsafe { (api.cuMemFree_v2)(device_pointer) };
-            },
-        )?;
-        Ok(DeviceAllocation::new(
-            Rc::clone(shared),
-            device_pointer,
-            byte_size,
-        ))
+        DeviceAllocation::allocate(&self.shared, byte_size)
     }
 
     /// Destroys the context now (`cuCtxDestroy_v2`).

@@ -1,5 +1,6 @@
 //! The push/run/pop discipline for every driver call made on a child of a
-//! context.
+//! context, and [`ContextChild`], the one owner of a child's handle that
+//! makes those calls.
 //!
 //! 1. `cuCtxPushCurrent_v2(context)`. On failure the operation is not run and
 //!    the push error is returned.
@@ -13,13 +14,15 @@
 //!    (errors ignored; skipped if that push fails) so it does not leak.
 
 use core::ptr;
+use std::rc::Rc;
 
+use crate::context::ContextShared;
 use crate::driver_api::{CUcontext, DriverApi};
 use crate::error::CudaError;
 use crate::operation;
 
 /// Makes `context` current on the calling thread.
-pub(crate) fn push(api: &DriverApi, context: CUcontext) -> Result<(), CudaError> {
+fn push(api: &DriverApi, context: CUcontext) -> Result<(), CudaError> {
     // SAFETY: the symbol has the listed signature and the image lives while
     // `api` does; `context` is a live context this runtime created.
     let result = unsafe { (api.cuCtxPushCurrent_v2)(context) };
@@ -59,35 +62,98 @@ fn bracket<T>(
     Ok(Bracketed { outcome, popped })
 }
 
-/// Runs `operation` with `context` current (see the module docs).
-pub(crate) fn run_current<T>(
-    api: &DriverApi,
-    context: CUcontext,
-    operation: impl FnOnce(&DriverApi) -> Result<T, CudaError>,
-) -> Result<T, CudaError> {
-    let Bracketed { outcome, popped } = bracket(api, context, operation)?;
-    let value = outcome?;
-    popped.map(|()| value)
+/// Releases a child's handle: `cuStreamDestroy_v2` or `cuMemFree_v2`.
+///
+/// # Safety
+///
+/// The handle must be live, made in the current context, and released
+/// nowhere else.
+pub(crate) type Release<H> = unsafe fn(&DriverApi, H) -> Result<(), CudaError>;
+
+/// A driver handle made in a context: a stream or an allocation.
+///
+/// Holds the context, so the context is destroyed only after this handle is
+/// released. Every driver call on the handle runs under push/run/pop. The
+/// handle is released exactly once: by [`ContextChild::release`] (which
+/// returns the error) or on drop (which ignores it). A failed release is not
+/// retried, and one whose push failed is not attempted again: the driver's
+/// state is unknown, so the handle is abandoned.
+pub(crate) struct ContextChild<H: Copy> {
+    context: Rc<ContextShared>,
+    handle: H,
+    release: Release<H>,
+    released: bool,
 }
 
-/// [`run_current`] for an operation that creates a resource: `release`
-/// undoes a successful `create` when the pop after it fails.
-pub(crate) fn create_current<T>(
-    api: &DriverApi,
-    context: CUcontext,
-    create: impl FnOnce(&DriverApi) -> Result<T, CudaError>,
-    release: impl FnOnce(&DriverApi, T),
-) -> Result<T, CudaError> {
-    let Bracketed { outcome, popped } = bracket(api, context, create)?;
-    let value = outcome?;
-    match popped {
-        Ok(()) => Ok(value),
-        Err(pop_error) => {
-            if push(api, context).is_ok() {
-                release(api, value);
-                let _ = pop_expecting(api, context);
+impl<H: Copy> ContextChild<H> {
+    /// Runs `create` with the context current and owns the handle it makes.
+    /// When the pop after a successful `create` fails, the handle is released
+    /// best-effort with `release` and the pop error is returned.
+    pub(crate) fn create(
+        context: &Rc<ContextShared>,
+        create: impl FnOnce(&DriverApi) -> Result<H, CudaError>,
+        release: Release<H>,
+    ) -> Result<Self, CudaError> {
+        let (api, context_handle) = (context.api(), context.handle());
+        let Bracketed { outcome, popped } = bracket(api, context_handle, create)?;
+        let handle = outcome?;
+        if let Err(pop_error) = popped {
+            if push(api, context_handle).is_ok() {
+                // SAFETY: `handle` was just made in this context, which is
+                // current again, and nothing else holds it.
+                let _ = unsafe { release(api, handle) };
+                let _ = pop_expecting(api, context_handle);
             }
-            Err(pop_error)
+            return Err(pop_error);
         }
+        Ok(Self {
+            context: Rc::clone(context),
+            handle,
+            release,
+            released: false,
+        })
+    }
+
+    /// The raw handle; valid while this child lives.
+    pub(crate) fn handle(&self) -> H {
+        self.handle
+    }
+
+    /// The raw handle of the context this child was made in.
+    pub(crate) fn context_handle(&self) -> CUcontext {
+        self.context.handle()
+    }
+
+    /// Runs `operation` on the handle with the context current.
+    pub(crate) fn run<T>(
+        &self,
+        operation: impl FnOnce(&DriverApi, H) -> Result<T, CudaError>,
+    ) -> Result<T, CudaError> {
+        let handle = self.handle;
+        let Bracketed { outcome, popped } =
+            bracket(self.context.api(), self.context.handle(), |api| {
+                operation(api, handle)
+            })?;
+        let value = outcome?;
+        popped.map(|()| value)
+    }
+
+    /// Releases the handle the first time only.
+    pub(crate) fn release(&mut self) -> Result<(), CudaError> {
+        if core::mem::replace(&mut self.released, true) {
+            return Ok(());
+        }
+        let release = self.release;
+        self.run(|api, handle| {
+            // SAFETY: the handle is this live child, made in the context that
+            // `run` made current, and released only here (the flag above).
+            unsafe { release(api, handle) }
+        })
+    }
+}
+
+impl<H: Copy> Drop for ContextChild<H> {
+    fn drop(&mut self) {
+        let _ = self.release();
     }
 }

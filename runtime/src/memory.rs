@@ -5,8 +5,8 @@ use core::marker::PhantomData;
 use std::rc::Rc;
 
 use crate::context::ContextShared;
-use crate::current;
-use crate::driver_api::CUdeviceptr;
+use crate::current::ContextChild;
+use crate::driver_api::{CUdeviceptr, DriverApi};
 use crate::error::CudaError;
 use crate::operation;
 
@@ -28,31 +28,38 @@ use crate::operation;
 /// require_sync::<rextio_cuda_runtime::DeviceAllocation>();
 /// ```
 pub struct DeviceAllocation {
-    context: Rc<ContextShared>,
-    device_pointer: CUdeviceptr,
+    child: ContextChild<CUdeviceptr>,
     byte_size: usize,
-    released: bool,
     _not_send_or_sync: PhantomData<*const ()>,
 }
 
 impl DeviceAllocation {
-    pub(crate) fn new(
-        context: Rc<ContextShared>,
-        device_pointer: CUdeviceptr,
+    /// `cuMemAlloc_v2` in `context`; see [`Context::allocate`](crate::Context::allocate).
+    pub(crate) fn allocate(
+        context: &Rc<ContextShared>,
         byte_size: usize,
-    ) -> Self {
-        Self {
-            context,
-            device_pointer,
-            byte_size,
-            released: false,
-            _not_send_or_sync: PhantomData,
+    ) -> Result<Self, CudaError> {
+        if byte_size == 0 {
+            return Err(CudaError::refusal(operation::MEM_ALLOC_ZERO_BYTES));
         }
+        let allocate = |api: &DriverApi| {
+            let mut device_pointer: CUdeviceptr = 0;
+            // SAFETY: the symbol has the listed signature and the image lives
+            // while `api` does; `device_pointer` is a valid place for one
+            // address; the context is current.
+            let result = unsafe { (api.cuMemAlloc_v2)(&mut device_pointer, byte_size) };
+            CudaError::check(operation::MEM_ALLOC, result).map(|()| device_pointer)
+        };
+        Ok(Self {
+            child: ContextChild::create(context, allocate, free)?,
+            byte_size,
+            _not_send_or_sync: PhantomData,
+        })
     }
 
     /// The device address; valid while this allocation lives.
     pub fn device_pointer(&self) -> CUdeviceptr {
-        self.device_pointer
+        self.child.handle()
     }
 
     /// The size requested from the driver (never 0).
@@ -66,28 +73,21 @@ impl DeviceAllocation {
     /// memory is abandoned), `cuMemFree_v2`, `cuCtxPopCurrent_v2`,
     /// `cuCtxPopCurrent_v2:wrong-context`. Never retried, never by drop.
     pub fn close(mut self) -> Result<(), CudaError> {
-        self.release()
-    }
-
-    fn release(&mut self) -> Result<(), CudaError> {
-        if core::mem::replace(&mut self.released, true) {
-            return Ok(());
-        }
-        let device_pointer = self.device_pointer;
-        current::run_current(self.context.api(), self.context.handle(), |api| {
-            // SAFETY: the symbol has the listed signature and the image lives
-            // while the context does; the address is this live allocation,
-            // freed only here (the flag above); the context is current.
-            let result = unsafe { (api.cuMemFree_v2)(device_pointer) };
-            CudaError::check(operation::MEM_FREE, result)
-        })
+        self.child.release()
     }
 }
 
-impl Drop for DeviceAllocation {
-    fn drop(&mut self) {
-        let _ = self.release();
-    }
+/// `cuMemFree_v2`, the allocation's [`Release`](crate::current::Release).
+///
+/// # Safety
+///
+/// As for [`Release`](crate::current::Release).
+unsafe fn free(api: &DriverApi, device_pointer: CUdeviceptr) -> Result<(), CudaError> {
+    // SAFETY: the symbol has the listed signature and the image lives while
+    // `api` does; the caller guarantees the address is live, in the current
+    // context, and freed nowhere else.
+    let result = unsafe { (api.cuMemFree_v2)(device_pointer) };
+    CudaError::check(operation::MEM_FREE, result)
 }
 
 impl fmt::Debug for DeviceAllocation {
@@ -95,10 +95,10 @@ impl fmt::Debug for DeviceAllocation {
         f.debug_struct("DeviceAllocation")
             .field(
                 "device_pointer",
-                &format_args!("{:#x}", self.device_pointer),
+                &format_args!("{:#x}", self.child.handle()),
             )
             .field("byte_size", &self.byte_size)
-            .field("context", &self.context.handle())
+            .field("context", &self.child.context_handle())
             .finish()
     }
 }

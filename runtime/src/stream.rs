@@ -2,13 +2,20 @@
 
 use core::fmt;
 use core::marker::PhantomData;
+use core::ptr;
 use std::rc::Rc;
 
 use crate::context::ContextShared;
-use crate::current;
-use crate::driver_api::CUstream;
+use crate::current::ContextChild;
+use crate::driver_api::{CUstream, DriverApi};
 use crate::error::CudaError;
 use crate::operation;
+
+/// `CU_STREAM_NON_BLOCKING`: the dedicated stream does not synchronize with
+/// the legacy default stream, so other code using the default stream neither
+/// waits for nor is waited on by this runtime's work; ordering is explicit
+/// through [`Stream::synchronize`].
+const STREAM_FLAGS: core::ffi::c_uint = 1;
 
 /// A stream created by [`Context::create_stream`](crate::Context::create_stream).
 ///
@@ -28,20 +35,25 @@ use crate::operation;
 /// require_sync::<rextio_cuda_runtime::Stream>();
 /// ```
 pub struct Stream {
-    context: Rc<ContextShared>,
-    handle: CUstream,
-    released: bool,
+    child: ContextChild<CUstream>,
     _not_send_or_sync: PhantomData<*const ()>,
 }
 
 impl Stream {
-    pub(crate) fn new(context: Rc<ContextShared>, handle: CUstream) -> Self {
-        Self {
-            context,
-            handle,
-            released: false,
+    /// `cuStreamCreate` in `context`; see [`Context::create_stream`](crate::Context::create_stream).
+    pub(crate) fn create(context: &Rc<ContextShared>) -> Result<Self, CudaError> {
+        let create = |api: &DriverApi| {
+            let mut stream: CUstream = ptr::null_mut();
+            // SAFETY: the symbol has the listed signature and the image lives
+            // while `api` does; `stream` is a valid place for one handle; the
+            // context is current.
+            let result = unsafe { (api.cuStreamCreate)(&mut stream, STREAM_FLAGS) };
+            CudaError::check(operation::STREAM_CREATE, result).map(|()| stream)
+        };
+        Ok(Self {
+            child: ContextChild::create(context, create, destroy)?,
             _not_send_or_sync: PhantomData,
-        }
+        })
     }
 
     /// Waits for all work on the stream (`cuStreamSynchronize`).
@@ -50,12 +62,11 @@ impl Stream {
     /// `cuCtxPopCurrent_v2`, `cuCtxPopCurrent_v2:wrong-context`. The stream
     /// stays usable and owned after an error.
     pub fn synchronize(&self) -> Result<(), CudaError> {
-        let handle = self.handle;
-        current::run_current(self.context.api(), self.context.handle(), |api| {
+        self.child.run(|api, stream| {
             // SAFETY: the symbol has the listed signature and the image lives
-            // while the context does; `handle` is this live stream; the
+            // while the context does; `stream` is this live stream; the
             // context is current.
-            let result = unsafe { (api.cuStreamSynchronize)(handle) };
+            let result = unsafe { (api.cuStreamSynchronize)(stream) };
             CudaError::check(operation::STREAM_SYNCHRONIZE, result)
         })
     }
@@ -66,40 +77,33 @@ impl Stream {
     /// the handle is abandoned), `cuStreamDestroy_v2`, `cuCtxPopCurrent_v2`,
     /// `cuCtxPopCurrent_v2:wrong-context`. Never retried, never by drop.
     pub fn close(mut self) -> Result<(), CudaError> {
-        self.release()
+        self.child.release()
     }
 
     /// The raw driver handle; valid while this stream lives.
     pub fn raw_handle(&self) -> CUstream {
-        self.handle
-    }
-
-    fn release(&mut self) -> Result<(), CudaError> {
-        if core::mem::replace(&mut self.released, true) {
-            return Ok(());
-        }
-        let handle = self.handle;
-        current::run_current(self.context.api(), self.context.handle(), |api| {
-            // SAFETY: the symbol has the listed signature and the image lives
-            // while the context does; `handle` is this live stream, released
-            // only here (the flag above); the context is current.
-            let result = unsafe { (api.cuStreamDestroy_v2)(handle) };
-            CudaError::check(operation::STREAM_DESTROY, result)
-        })
+        self.child.handle()
     }
 }
 
-impl Drop for Stream {
-    fn drop(&mut self) {
-        let _ = self.release();
-    }
+/// `cuStreamDestroy_v2`, the stream's [`Release`](crate::current::Release).
+///
+/// # Safety
+///
+/// As for [`Release`](crate::current::Release).
+unsafe fn destroy(api: &DriverApi, stream: CUstream) -> Result<(), CudaError> {
+    // SAFETY: the symbol has the listed signature and the image lives while
+    // `api` does; the caller guarantees `stream` is live, in the current
+    // context, and released nowhere else.
+    let result = unsafe { (api.cuStreamDestroy_v2)(stream) };
+    CudaError::check(operation::STREAM_DESTROY, result)
 }
 
 impl fmt::Debug for Stream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stream")
-            .field("handle", &self.handle)
-            .field("context", &self.context.handle())
+            .field("handle", &self.child.handle())
+            .field("context", &self.child.context_handle())
             .finish()
     }
 }

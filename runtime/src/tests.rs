@@ -437,6 +437,22 @@ fn take_log() -> Vec<String> {
     with_fake(|fake| core::mem::take(&mut fake.log))
 }
 
+/// Asserts the log since the last look is exactly `expected`, and empties it.
+#[track_caller]
+fn expect_log(expected: &[&str]) {
+    assert_eq!(take_log(), expected);
+}
+
+/// The log lines around a child call that pushed and popped `ctx2` cleanly.
+const PUSH_CTX2: &str = "cuCtxPushCurrent_v2 ctx2";
+const POP_CTX2: &str = "cuCtxPopCurrent_v2 -> ctx2";
+
+/// A pop the fake failed left the context on its stack; takes it off, so
+/// the next call starts from the caller's stack again.
+fn discard_context_left_by_failed_pop() {
+    with_fake(|fake| fake.stack.pop());
+}
+
 fn stack() -> Vec<String> {
     with_fake(|fake| fake.stack.iter().map(|&c| fake.label(c)).collect())
 }
@@ -459,11 +475,28 @@ fn refusal(operation: &'static str) -> CudaError {
     CudaError::new(operation, -1)
 }
 
-/// A context on device 40 (ordinal 0) with the log emptied.
+/// A context (`ctx2`) on device 40 (ordinal 0) with the log emptied.
 fn context(api: &Rc<DriverApi>) -> Context {
     let context = Context::create(Rc::clone(api), 40).expect("context");
     take_log();
     context
+}
+
+/// A fresh fake and [`context`] on it. Keep the table alive for the whole
+/// test (`_api`), as a host would, so "image dropped" never enters the log
+/// when the context goes.
+fn fresh_context() -> (Rc<DriverApi>, Context) {
+    let api = fresh_api();
+    let context = context(&api);
+    (api, context)
+}
+
+/// [`fresh_context`] and its stream (`stream3`), with the log emptied.
+fn fresh_stream() -> (Rc<DriverApi>, Context, Stream) {
+    let (api, context) = fresh_context();
+    let stream = context.create_stream().expect("stream");
+    take_log();
+    (api, context, stream)
 }
 
 // The symbol table.
@@ -510,7 +543,7 @@ fn failed_resolve_drops_the_image_once() {
     // SAFETY: every resolved fake has exactly the listed signature.
     let outcome = unsafe { DriverApi::resolve(FakeImage, |_, _| None) };
     assert!(outcome.is_err());
-    assert_eq!(take_log(), ["image dropped"]);
+    expect_log(&["image dropped"]);
 }
 
 // initialize and device_get.
@@ -519,7 +552,7 @@ fn failed_resolve_drops_the_image_once() {
 fn initialize_calls_cu_init_with_zero() {
     let api = fresh_api();
     assert_eq!(initialize(&api), Ok(()));
-    assert_eq!(take_log(), ["cuInit flags=0"]);
+    expect_log(&["cuInit flags=0"]);
     fail("cuInit", 2, 100);
     assert_eq!(initialize(&api), Err(error("cuInit", 100)));
 }
@@ -528,7 +561,7 @@ fn initialize_calls_cu_init_with_zero() {
 fn device_get_returns_the_driver_device() {
     let api = fresh_api();
     assert_eq!(device_get(&api, 1), Ok(41));
-    assert_eq!(take_log(), ["cuDeviceGet ordinal=1"]);
+    expect_log(&["cuDeviceGet ordinal=1"]);
     fail("cuDeviceGet", 2, 101);
     assert_eq!(device_get(&api, 7), Err(error("cuDeviceGet", 101)));
 }
@@ -539,13 +572,10 @@ fn device_get_returns_the_driver_device() {
 fn context_create_pops_and_restores_the_callers_stack() {
     let api = fresh_api();
     let context = Context::create(Rc::clone(&api), 40).unwrap();
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2"
-        ]
-    );
+    expect_log(&[
+        "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
+        "cuCtxPopCurrent_v2 -> ctx2",
+    ]);
     assert_eq!(stack(), [CALLER_CONTEXT]);
     assert_eq!(context.device(), 40);
     assert_eq!(context.raw_handle().addr(), 0x200);
@@ -558,7 +588,7 @@ fn context_create_failure_makes_no_other_call() {
     fail("cuCtxCreate_v2", 1, OUT_OF_MEMORY);
     let outcome = Context::create(Rc::clone(&api), 40);
     assert_eq!(outcome.unwrap_err(), error("cuCtxCreate_v2", OUT_OF_MEMORY));
-    assert_eq!(take_log(), ["cuCtxCreate_v2 flags=0 device=40 -> error 2"]);
+    expect_log(&["cuCtxCreate_v2 flags=0 device=40 -> error 2"]);
     assert_eq!(stack(), [CALLER_CONTEXT]);
 }
 
@@ -571,14 +601,11 @@ fn context_create_destroys_the_context_when_the_pop_fails() {
         outcome.unwrap_err(),
         error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
-            "cuCtxPopCurrent_v2 -> error 201",
-            "cuCtxDestroy_v2 ctx2",
-        ]
-    );
+    expect_log(&[
+        "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
+        "cuCtxPopCurrent_v2 -> error 201",
+        "cuCtxDestroy_v2 ctx2",
+    ]);
     assert_eq!(stack(), [CALLER_CONTEXT]);
     assert_eq!(live_resources(), (0, 0, 0));
 }
@@ -592,14 +619,11 @@ fn context_create_destroys_the_context_when_the_pop_returns_another() {
         outcome.unwrap_err(),
         refusal("cuCtxPopCurrent_v2:wrong-context")
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
-            "cuCtxPopCurrent_v2 -> foreign3",
-            "cuCtxDestroy_v2 ctx2",
-        ]
-    );
+    expect_log(&[
+        "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
+        "cuCtxPopCurrent_v2 -> foreign3",
+        "cuCtxDestroy_v2 ctx2",
+    ]);
     assert_eq!(live_resources(), (0, 0, 0));
 }
 
@@ -607,134 +631,112 @@ fn context_create_destroys_the_context_when_the_pop_returns_another() {
 
 #[test]
 fn stream_create_synchronize_close_push_run_pop() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let stream = context.create_stream().unwrap();
     assert_eq!(context.live_children(), 1);
     stream.synchronize().unwrap();
     stream.close().unwrap();
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamCreate flags=1 in ctx2 -> stream3",
-            "cuCtxPopCurrent_v2 -> ctx2",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamSynchronize stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamCreate flags=1 in ctx2 -> stream3",
+        POP_CTX2,
+        PUSH_CTX2,
+        "cuStreamSynchronize stream3 in ctx2",
+        POP_CTX2,
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream3 in ctx2",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
     assert_eq!(stack(), [CALLER_CONTEXT]);
 }
 
 #[test]
 fn stream_create_push_failure_skips_create_and_pop() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     fail("cuCtxPushCurrent_v2", 1, INVALID_CONTEXT);
     let outcome = context.create_stream();
     assert_eq!(
         outcome.unwrap_err(),
         error("cuCtxPushCurrent_v2", INVALID_CONTEXT)
     );
-    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn stream_create_failure_still_pops() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     fail("cuStreamCreate", 1, OUT_OF_MEMORY);
     let outcome = context.create_stream();
     assert_eq!(outcome.unwrap_err(), error("cuStreamCreate", OUT_OF_MEMORY));
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamCreate flags=1 in ctx2 -> error 2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamCreate flags=1 in ctx2 -> error 2",
+        POP_CTX2,
+    ]);
     assert_eq!(stack(), [CALLER_CONTEXT]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn stream_create_reports_its_own_failure_when_the_pop_fails_too() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     fail("cuStreamCreate", 1, OUT_OF_MEMORY);
     fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
     let outcome = context.create_stream();
     assert_eq!(outcome.unwrap_err(), error("cuStreamCreate", OUT_OF_MEMORY));
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamCreate flags=1 in ctx2 -> error 2",
-            "cuCtxPopCurrent_v2 -> error 201",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamCreate flags=1 in ctx2 -> error 2",
+        "cuCtxPopCurrent_v2 -> error 201",
+    ]);
 }
 
 #[test]
 fn stream_create_pop_failure_releases_the_new_stream() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
     let outcome = context.create_stream();
     assert_eq!(
         outcome.unwrap_err(),
         error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamCreate flags=1 in ctx2 -> stream3",
-            "cuCtxPopCurrent_v2 -> error 201",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamCreate flags=1 in ctx2 -> stream3",
+        "cuCtxPopCurrent_v2 -> error 201",
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream3 in ctx2",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
     assert_eq!(live_resources(), (1, 0, 0));
 }
 
 #[test]
 fn stream_create_wrong_context_pop_releases_the_new_stream() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     report_foreign_context_on_pop(2);
     let outcome = context.create_stream();
     assert_eq!(
         outcome.unwrap_err(),
         refusal("cuCtxPopCurrent_v2:wrong-context")
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamCreate flags=1 in ctx2 -> stream3",
-            "cuCtxPopCurrent_v2 -> foreign4",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamCreate flags=1 in ctx2 -> stream3",
+        "cuCtxPopCurrent_v2 -> foreign4",
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream3 in ctx2",
+        POP_CTX2,
+    ]);
     assert_eq!(live_resources(), (1, 0, 0));
 }
 
 #[test]
 fn stream_create_pop_failure_abandons_the_stream_when_the_release_push_fails() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
     fail("cuCtxPushCurrent_v2", 2, INVALID_CONTEXT);
     let outcome = context.create_stream();
@@ -742,58 +744,45 @@ fn stream_create_pop_failure_abandons_the_stream_when_the_release_push_fails() {
         outcome.unwrap_err(),
         error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamCreate flags=1 in ctx2 -> stream3",
-            "cuCtxPopCurrent_v2 -> error 201",
-            "cuCtxPushCurrent_v2 ctx2 -> error 201",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamCreate flags=1 in ctx2 -> stream3",
+        "cuCtxPopCurrent_v2 -> error 201",
+        "cuCtxPushCurrent_v2 ctx2 -> error 201",
+    ]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn stream_synchronize_failures() {
-    let api = fresh_api();
-    let context = context(&api);
-    let stream = context.create_stream().unwrap();
-    take_log();
+    let (_api, context, stream) = fresh_stream();
 
     fail("cuStreamSynchronize", 1, 700);
     assert_eq!(stream.synchronize(), Err(error("cuStreamSynchronize", 700)));
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamSynchronize stream3 in ctx2 -> error 700",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamSynchronize stream3 in ctx2 -> error 700",
+        POP_CTX2,
+    ]);
 
     fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
     assert_eq!(
         stream.synchronize(),
         Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
     );
-    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
 
     fail("cuCtxPopCurrent_v2", 4, INVALID_CONTEXT);
     assert_eq!(
         stream.synchronize(),
         Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamSynchronize stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> error 201",
-        ]
-    );
-    // The failed pop left the context on the fake's stack; remove it.
-    with_fake(|fake| fake.stack.pop());
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamSynchronize stream3 in ctx2",
+        "cuCtxPopCurrent_v2 -> error 201",
+    ]);
+    discard_context_left_by_failed_pop();
 
     report_foreign_context_on_pop(5);
     assert_eq!(
@@ -809,93 +798,65 @@ fn stream_synchronize_failures() {
 
 #[test]
 fn stream_destroy_failure_is_reported_once_and_not_retried() {
-    let api = fresh_api();
-    let context = context(&api);
-    let stream = context.create_stream().unwrap();
-    take_log();
+    let (_api, context, stream) = fresh_stream();
     fail("cuStreamDestroy_v2", 1, INVALID_HANDLE);
     assert_eq!(
         stream.close(),
         Err(error("cuStreamDestroy_v2", INVALID_HANDLE))
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2 -> error 400",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream3 in ctx2 -> error 400",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
     drop(context);
-    assert_eq!(take_log(), ["cuCtxDestroy_v2 ctx2 WITH LIVE CHILDREN"]);
+    expect_log(&["cuCtxDestroy_v2 ctx2 WITH LIVE CHILDREN"]);
 }
 
 #[test]
 fn stream_close_push_failure_abandons_the_stream() {
-    let api = fresh_api();
-    let context = context(&api);
-    let stream = context.create_stream().unwrap();
-    take_log();
+    let (_api, context, stream) = fresh_stream();
     fail("cuCtxPushCurrent_v2", 2, INVALID_CONTEXT);
     assert_eq!(
         stream.close(),
         Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
     );
-    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn stream_close_pop_failure_is_reported_after_the_destroy() {
-    let api = fresh_api();
-    let context = context(&api);
-    let stream = context.create_stream().unwrap();
-    take_log();
+    let (_api, _context, stream) = fresh_stream();
     fail("cuCtxPopCurrent_v2", 3, INVALID_CONTEXT);
     assert_eq!(
         stream.close(),
         Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> error 201",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream3 in ctx2",
+        "cuCtxPopCurrent_v2 -> error 201",
+    ]);
     assert_eq!(live_resources(), (1, 0, 0));
 }
 
 #[test]
 fn stream_drop_destroys_exactly_once() {
-    let api = fresh_api();
-    let context = context(&api);
-    let stream = context.create_stream().unwrap();
-    take_log();
+    let (_api, context, stream) = fresh_stream();
     drop(stream);
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[PUSH_CTX2, "cuStreamDestroy_v2 stream3 in ctx2", POP_CTX2]);
     // A failing destroy on drop is ignored and not retried either.
     let stream = context.create_stream().unwrap();
     take_log();
     fail("cuStreamDestroy_v2", 2, INVALID_HANDLE);
     drop(stream);
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream4 in ctx2 -> error 400",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream4 in ctx2 -> error 400",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
 }
 
@@ -903,106 +864,86 @@ fn stream_drop_destroys_exactly_once() {
 
 #[test]
 fn allocate_and_close_push_run_pop() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let allocation = context.allocate(64).unwrap();
     assert_eq!(allocation.byte_size(), 64);
     assert_eq!(allocation.device_pointer(), 0x300);
     assert_eq!(context.live_children(), 1);
     allocation.close().unwrap();
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemAlloc_v2 64 in ctx2 -> mem3",
-            "cuCtxPopCurrent_v2 -> ctx2",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemAlloc_v2 64 in ctx2 -> mem3",
+        POP_CTX2,
+        PUSH_CTX2,
+        "cuMemFree_v2 mem3 in ctx2",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
     assert_eq!(stack(), [CALLER_CONTEXT]);
 }
 
 #[test]
 fn zero_byte_allocation_makes_no_driver_call() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let outcome = context.allocate(0);
     assert_eq!(outcome.unwrap_err(), refusal("cuMemAlloc_v2:zero-bytes"));
-    assert!(take_log().is_empty());
+    expect_log(&[]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn allocate_failures() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
 
     fail("cuCtxPushCurrent_v2", 1, INVALID_CONTEXT);
     assert_eq!(
         context.allocate(8).unwrap_err(),
         error("cuCtxPushCurrent_v2", INVALID_CONTEXT)
     );
-    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
 
     fail("cuMemAlloc_v2", 1, OUT_OF_MEMORY);
     assert_eq!(
         context.allocate(8).unwrap_err(),
         error("cuMemAlloc_v2", OUT_OF_MEMORY)
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemAlloc_v2 8 in ctx2 -> error 2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[PUSH_CTX2, "cuMemAlloc_v2 8 in ctx2 -> error 2", POP_CTX2]);
 
     fail("cuCtxPopCurrent_v2", 3, INVALID_CONTEXT);
     assert_eq!(
         context.allocate(8).unwrap_err(),
         error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemAlloc_v2 8 in ctx2 -> mem3",
-            "cuCtxPopCurrent_v2 -> error 201",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
-    with_fake(|fake| fake.stack.pop());
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemAlloc_v2 8 in ctx2 -> mem3",
+        "cuCtxPopCurrent_v2 -> error 201",
+        PUSH_CTX2,
+        "cuMemFree_v2 mem3 in ctx2",
+        POP_CTX2,
+    ]);
+    discard_context_left_by_failed_pop();
 
     report_foreign_context_on_pop(5);
     assert_eq!(
         context.allocate(8).unwrap_err(),
         refusal("cuCtxPopCurrent_v2:wrong-context")
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemAlloc_v2 8 in ctx2 -> mem4",
-            "cuCtxPopCurrent_v2 -> foreign5",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem4 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemAlloc_v2 8 in ctx2 -> mem4",
+        "cuCtxPopCurrent_v2 -> foreign5",
+        PUSH_CTX2,
+        "cuMemFree_v2 mem4 in ctx2",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
     assert_eq!(live_resources(), (1, 0, 0));
 }
 
 #[test]
 fn free_failure_is_reported_once_and_not_retried() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let allocation = context.allocate(64).unwrap();
     take_log();
     fail("cuMemFree_v2", 1, INVALID_HANDLE);
@@ -1010,21 +951,17 @@ fn free_failure_is_reported_once_and_not_retried() {
         allocation.close(),
         Err(error("cuMemFree_v2", INVALID_HANDLE))
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem3 in ctx2 -> error 400",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemFree_v2 mem3 in ctx2 -> error 400",
+        POP_CTX2,
+    ]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn allocation_close_push_and_pop_failures() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let first = context.allocate(64).unwrap();
     let second = context.allocate(64).unwrap();
     take_log();
@@ -1033,79 +970,61 @@ fn allocation_close_push_and_pop_failures() {
         first.close(),
         Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
     );
-    assert_eq!(take_log(), ["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+    expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
     fail("cuCtxPopCurrent_v2", 4, INVALID_CONTEXT);
     assert_eq!(
         second.close(),
         Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
     );
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem4 in ctx2",
-            "cuCtxPopCurrent_v2 -> error 201",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemFree_v2 mem4 in ctx2",
+        "cuCtxPopCurrent_v2 -> error 201",
+    ]);
     assert_eq!(context.live_children(), 0);
 }
 
 #[test]
 fn allocation_drop_frees_exactly_once() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let allocation = context.allocate(64).unwrap();
     take_log();
     drop(allocation);
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[PUSH_CTX2, "cuMemFree_v2 mem3 in ctx2", POP_CTX2]);
 }
 
 // Context release.
 
 #[test]
 fn context_close_destroys_once() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     assert_eq!(context.close(), Ok(()));
-    assert_eq!(take_log(), ["cuCtxDestroy_v2 ctx2"]);
+    expect_log(&["cuCtxDestroy_v2 ctx2"]);
     assert_eq!(live_resources(), (0, 0, 0));
 }
 
 #[test]
 fn context_drop_destroys_once() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     drop(context);
-    assert_eq!(take_log(), ["cuCtxDestroy_v2 ctx2"]);
+    expect_log(&["cuCtxDestroy_v2 ctx2"]);
 }
 
 #[test]
 fn context_destroy_failure_is_reported_once_and_not_retried() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (api, context) = fresh_context();
     fail("cuCtxDestroy_v2", 1, INVALID_CONTEXT);
     assert_eq!(
         context.close(),
         Err(error("cuCtxDestroy_v2", INVALID_CONTEXT))
     );
     drop(api);
-    assert_eq!(
-        take_log(),
-        ["cuCtxDestroy_v2 ctx2 -> error 201", "image dropped"]
-    );
+    expect_log(&["cuCtxDestroy_v2 ctx2 -> error 201", "image dropped"]);
 }
 
 #[test]
 fn context_close_with_live_children_defers_the_destroy_to_the_last_child() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let stream = context.create_stream().unwrap();
     let allocation = context.allocate(16).unwrap();
     take_log();
@@ -1113,26 +1032,16 @@ fn context_close_with_live_children_defers_the_destroy_to_the_last_child() {
         context.close(),
         Err(refusal("cuCtxDestroy_v2:children-live"))
     );
-    assert!(take_log().is_empty());
+    expect_log(&[]);
     stream.close().unwrap();
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-        ]
-    );
+    expect_log(&[PUSH_CTX2, "cuStreamDestroy_v2 stream3 in ctx2", POP_CTX2]);
     drop(allocation);
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem4 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-            "cuCtxDestroy_v2 ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemFree_v2 mem4 in ctx2",
+        POP_CTX2,
+        "cuCtxDestroy_v2 ctx2",
+    ]);
     assert_eq!(live_resources(), (0, 0, 0));
 }
 
@@ -1146,24 +1055,20 @@ fn release_order_is_allocation_stream_then_context() {
         take_log();
         // Scope end drops in reverse declaration order.
     }
-    assert_eq!(
-        take_log(),
-        [
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuMemFree_v2 mem4 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-            "cuCtxPushCurrent_v2 ctx2",
-            "cuStreamDestroy_v2 stream3 in ctx2",
-            "cuCtxPopCurrent_v2 -> ctx2",
-            "cuCtxDestroy_v2 ctx2",
-        ]
-    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemFree_v2 mem4 in ctx2",
+        POP_CTX2,
+        PUSH_CTX2,
+        "cuStreamDestroy_v2 stream3 in ctx2",
+        POP_CTX2,
+        "cuCtxDestroy_v2 ctx2",
+    ]);
 }
 
 #[test]
 fn context_is_destroyed_after_its_children_whatever_the_drop_order() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let stream = context.create_stream().unwrap();
     let allocation = context.allocate(32).unwrap();
     take_log();
@@ -1284,8 +1189,7 @@ fn operation_names_are_the_documented_strings() {
 
 #[test]
 fn debug_output_names_the_handles() {
-    let api = fresh_api();
-    let context = context(&api);
+    let (_api, context) = fresh_context();
     let stream = context.create_stream().unwrap();
     let allocation = context.allocate(16).unwrap();
     assert!(format!("{context:?}").contains("live_children: 2"));
