@@ -15,23 +15,39 @@ use crate::report::{
     DeviceRow, Failure, ProbeReport, Target, STATUS_ERROR, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
 
-/// Sets the driver environment the contract requires before `cuInit`: no
-/// preloaded libraries, no JIT.
-///
-/// Call while the process is still single-threaded (start of `main`).
-pub fn set_driver_environment() {
-    for (name, value) in DRIVER_ENVIRONMENT {
-        std::env::set_var(name, value);
+/// Proof that the driver environment of contract §6 is set: no preloaded
+/// libraries, no JIT. Only [`DriverEnvironment::set`] makes one, so every
+/// path that can reach `cuInit` has set it first.
+#[derive(Debug)]
+pub struct DriverEnvironment {
+    _private: (),
+}
+
+impl DriverEnvironment {
+    /// Sets `CUDA_FORCE_PRELOAD_LIBRARIES=0` and `CUDA_DISABLE_JIT=1` for
+    /// this process (and so for the driver, which reads them in `cuInit`).
+    ///
+    /// # Safety
+    ///
+    /// The process must have exactly one thread: `setenv` is not safe while
+    /// another thread may read or write the environment (glibc's `getenv`
+    /// takes no lock; Rust 2024 makes `set_var` unsafe for this reason).
+    /// The probe and the smoke call this first thing in `main`, before any
+    /// thread exists (std starts none, and no driver is loaded yet).
+    pub unsafe fn set() -> Self {
+        for (name, value) in DRIVER_ENVIRONMENT {
+            std::env::set_var(name, value);
+        }
+        Self { _private: () }
     }
 }
 
 /// Runs the whole probe and returns its report; never panics on driver data.
-pub fn probe() -> ProbeReport {
+pub fn probe(_environment: &DriverEnvironment) -> ProbeReport {
     let target = Target::host();
     if !loader::target_is_supported() {
         return ProbeReport::failed(target, load_failure(LoadError::UnsupportedTarget));
     }
-    set_driver_environment();
     match loader::load_inventory_api() {
         Ok(api) => inventory(&api, target),
         Err(error) => ProbeReport::failed(target, load_failure(error)),
@@ -177,4 +193,389 @@ fn device_row(
 
     let ordinal = u32::try_from(ordinal).unwrap_or_default();
     Ok(DeviceRow::new(ordinal, name, major, minor))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::cell::RefCell;
+    use core::ffi::{c_uint, c_void, CStr};
+    use core::ptr::NonNull;
+
+    use crate::generated::inventory_api::INVENTORY_EXPORT_NAMES;
+    use crate::generated::spec::PROBE_COMPLETE_STATUS;
+
+    /// What the fake driver of this thread answers.
+    #[derive(Clone)]
+    struct Fake {
+        version: c_int,
+        count: c_int,
+        name: Vec<u8>,
+        capability: (c_int, c_int),
+        /// `(export name, result)`: that export fails and writes nothing.
+        failing: Option<(&'static str, CUresult)>,
+        /// The `len` each `cuDeviceGetName` call received.
+        name_lengths: Vec<c_int>,
+    }
+
+    impl Default for Fake {
+        fn default() -> Self {
+            Self {
+                version: 12040,
+                count: 2,
+                name: b"Fake GPU".to_vec(),
+                capability: (8, 6),
+                failing: None,
+                name_lengths: Vec::new(),
+            }
+        }
+    }
+
+    thread_local! {
+        static FAKE: RefCell<Fake> = RefCell::new(Fake::default());
+    }
+
+    fn fails(export: &str) -> Option<CUresult> {
+        FAKE.with(|fake| {
+            fake.borrow()
+                .failing
+                .filter(|(name, _)| *name == export)
+                .map(|(_, result)| result)
+        })
+    }
+
+    unsafe extern "system" fn fake_init(_flags: c_uint) -> CUresult {
+        fails("cuInit").unwrap_or(CUDA_SUCCESS)
+    }
+
+    unsafe extern "system" fn fake_version(version: *mut c_int) -> CUresult {
+        fails("cuDriverGetVersion").unwrap_or_else(|| {
+            // SAFETY: the probe passes a live local c_int.
+            unsafe { version.write(FAKE.with(|fake| fake.borrow().version)) };
+            CUDA_SUCCESS
+        })
+    }
+
+    unsafe extern "system" fn fake_count(count: *mut c_int) -> CUresult {
+        fails("cuDeviceGetCount").unwrap_or_else(|| {
+            // SAFETY: the probe passes a live local c_int.
+            unsafe { count.write(FAKE.with(|fake| fake.borrow().count)) };
+            CUDA_SUCCESS
+        })
+    }
+
+    unsafe extern "system" fn fake_get(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+        fails("cuDeviceGet").unwrap_or_else(|| {
+            // SAFETY: the probe passes a live local CUdevice.
+            unsafe { device.write(ordinal + 100) };
+            CUDA_SUCCESS
+        })
+    }
+
+    /// A hostile driver: fills all `len` bytes, with no terminating NUL.
+    unsafe extern "system" fn fake_name(
+        name: *mut c_char,
+        len: c_int,
+        _device: CUdevice,
+    ) -> CUresult {
+        fails("cuDeviceGetName").unwrap_or_else(|| {
+            let pattern = FAKE.with(|fake| {
+                let mut fake = fake.borrow_mut();
+                fake.name_lengths.push(len);
+                fake.name.clone()
+            });
+            let len = usize::try_from(len).unwrap_or(0);
+            for index in 0..len {
+                // SAFETY: the caller promises `len` writable bytes (the
+                // tests assert `len` is the probe's 256-byte buffer size).
+                unsafe {
+                    name.cast::<u8>()
+                        .add(index)
+                        .write(pattern[index % pattern.len()])
+                };
+            }
+            CUDA_SUCCESS
+        })
+    }
+
+    unsafe extern "system" fn fake_capability(
+        major: *mut c_int,
+        minor: *mut c_int,
+        _device: CUdevice,
+    ) -> CUresult {
+        fails("cuDeviceComputeCapability").unwrap_or_else(|| {
+            let (fake_major, fake_minor) = FAKE.with(|fake| fake.borrow().capability);
+            // SAFETY: the probe passes two live local c_ints.
+            unsafe {
+                major.write(fake_major);
+                minor.write(fake_minor);
+            }
+            CUDA_SUCCESS
+        })
+    }
+
+    fn fake_export(_image: &(), name: &'static CStr) -> Option<NonNull<c_void>> {
+        let address = match name.to_bytes() {
+            b"cuInit" => fake_init as *const (),
+            b"cuDriverGetVersion" => fake_version as *const (),
+            b"cuDeviceGetCount" => fake_count as *const (),
+            b"cuDeviceGet" => fake_get as *const (),
+            b"cuDeviceGetName" => fake_name as *const (),
+            b"cuDeviceComputeCapability" => fake_capability as *const (),
+            _ => return None,
+        };
+        NonNull::new(address.cast_mut().cast())
+    }
+
+    /// The report of an inventory against `fake`, and the `len` arguments
+    /// `cuDeviceGetName` saw.
+    fn inventory_of(fake: Fake) -> (ProbeReport, Vec<c_int>) {
+        FAKE.with(|cell| *cell.borrow_mut() = fake);
+        assert_eq!(INVENTORY_EXPORT_NAMES.len(), 6);
+        // SAFETY: every fake export has exactly the listed signature and
+        // lives for the whole program.
+        let api = unsafe { InventoryApi::resolve((), fake_export) }.unwrap();
+        let report = inventory(&api, Target::host());
+        assert_schema_invariants(&report);
+        let lengths = FAKE.with(|cell| core::mem::take(&mut cell.borrow_mut().name_lengths));
+        (report, lengths)
+    }
+
+    /// Contract §5's cross-field rules, as the provider's parser checks them.
+    fn assert_schema_invariants(report: &ProbeReport) {
+        if report.status == PROBE_COMPLETE_STATUS {
+            assert_eq!(report.reason_code, None);
+            assert!(report.platform_supported && report.driver_loaded);
+            assert!(report.driver_version.is_some());
+            assert_eq!(report.cuda_result, Some(0));
+            let rows = i32::try_from(report.devices.len()).unwrap();
+            assert!(rows >= 1 && report.device_count == Some(rows));
+        } else {
+            let code = report
+                .reason_code
+                .expect("a non-complete report names its reason");
+            // ^[A-Z][A-Z0-9_]{0,63}$
+            assert!((1..=64).contains(&code.len()), "{code}");
+            assert!(code.starts_with(|c: char| c.is_ascii_uppercase()), "{code}");
+            assert!(
+                code.bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'),
+                "{code}"
+            );
+            assert!(report.devices.is_empty(), "{report:?}");
+            assert!(matches!(report.device_count, None | Some(0)), "{report:?}");
+        }
+        if let Some(version) = report.driver_version {
+            assert!(DRIVER_VERSION_RANGE.contains(&version));
+        }
+    }
+
+    fn failure(
+        reason: &str,
+        version: Option<i32>,
+        result: i32,
+    ) -> (&str, &str, Option<i32>, Option<i32>, Option<i32>) {
+        ("error", reason, version, None, Some(result))
+    }
+
+    fn summary(report: &ProbeReport) -> (&str, &str, Option<i32>, Option<i32>, Option<i32>) {
+        assert!(report.platform_supported && report.driver_loaded);
+        (
+            report.status,
+            report.reason_code.unwrap_or("-"),
+            report.driver_version,
+            report.device_count,
+            report.cuda_result,
+        )
+    }
+
+    #[test]
+    fn a_full_unterminated_name_buffer_is_read_within_its_256_bytes() {
+        let (report, lengths) = inventory_of(Fake {
+            name: b"0123456789".to_vec(),
+            ..Fake::default()
+        });
+        assert_eq!(report.status, PROBE_COMPLETE_STATUS);
+        assert_eq!(lengths, [256, 256]);
+        let expected: String = "0123456789".chars().cycle().take(160).collect();
+        for (index, row) in report.devices.iter().enumerate() {
+            assert_eq!(row.ordinal, u32::try_from(index).unwrap());
+            assert_eq!(
+                (row.name.as_str(), row.sm.as_str()),
+                (expected.as_str(), "sm_86")
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_range_device_counts_are_refused_without_panicking() {
+        for count in [-1, c_int::MIN, 1025, c_int::MAX] {
+            let (report, lengths) = inventory_of(Fake {
+                count,
+                ..Fake::default()
+            });
+            assert_eq!(
+                summary(&report),
+                failure(reason_codes::INVALID_DEVICE_COUNT, Some(12040), 0),
+                "{count}"
+            );
+            assert!(lengths.is_empty());
+        }
+        let (report, _) = inventory_of(Fake {
+            count: 1024,
+            ..Fake::default()
+        });
+        assert_eq!(report.device_count, Some(1024));
+    }
+
+    #[test]
+    fn no_devices_is_unavailable_with_the_version_and_a_zero_count() {
+        let (report, _) = inventory_of(Fake {
+            count: 0,
+            ..Fake::default()
+        });
+        assert_eq!(
+            summary(&report),
+            (
+                STATUS_UNAVAILABLE,
+                reason_codes::NO_CUDA_DEVICES,
+                Some(12040),
+                Some(0),
+                Some(0)
+            )
+        );
+    }
+
+    #[test]
+    fn each_failing_call_is_named_with_its_result() {
+        for (export, reason, version) in [
+            ("cuInit", reason_codes::CU_INIT_FAILED, None),
+            (
+                "cuDriverGetVersion",
+                reason_codes::CU_DRIVER_VERSION_FAILED,
+                None,
+            ),
+            (
+                "cuDeviceGetCount",
+                reason_codes::CU_DEVICE_COUNT_FAILED,
+                Some(12040),
+            ),
+            (
+                "cuDeviceGet",
+                reason_codes::CU_DEVICE_GET_FAILED,
+                Some(12040),
+            ),
+            (
+                "cuDeviceGetName",
+                reason_codes::CU_DEVICE_NAME_FAILED,
+                Some(12040),
+            ),
+            (
+                "cuDeviceComputeCapability",
+                reason_codes::CU_DEVICE_CAPABILITY_FAILED,
+                Some(12040),
+            ),
+        ] {
+            for result in [1, -7, i32::MAX] {
+                let (report, _) = inventory_of(Fake {
+                    failing: Some((export, result)),
+                    ..Fake::default()
+                });
+                assert_eq!(
+                    summary(&report),
+                    failure(reason, version, result),
+                    "{export}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn implausible_versions_and_capabilities_are_refused() {
+        for version in [0, 999, 100_000, -1] {
+            let (report, _) = inventory_of(Fake {
+                version,
+                ..Fake::default()
+            });
+            assert_eq!(
+                summary(&report),
+                failure(reason_codes::CU_DRIVER_VERSION_FAILED, None, 0)
+            );
+        }
+        for capability in [(0, 0), (100, 0), (8, 100), (8, -1), (-1, 5)] {
+            let (report, _) = inventory_of(Fake {
+                capability,
+                ..Fake::default()
+            });
+            assert_eq!(
+                summary(&report),
+                failure(reason_codes::INVALID_COMPUTE_CAPABILITY, Some(12040), 0),
+                "{capability:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn loader_failures_map_to_their_report_fields() {
+        let cases = [
+            (
+                LoadError::DriverNotFound,
+                "LIBCUDA_SO_NOT_FOUND",
+                STATUS_UNAVAILABLE,
+                true,
+                false,
+            ),
+            (
+                LoadError::DriverLoadFailed,
+                "LIBCUDA_SO_LOAD_FAILED",
+                STATUS_UNAVAILABLE,
+                true,
+                false,
+            ),
+            (
+                LoadError::NvcudaNotFound,
+                "NVCUDA_DLL_NOT_FOUND",
+                STATUS_UNAVAILABLE,
+                true,
+                false,
+            ),
+            (
+                LoadError::SymbolMissing {
+                    export_name: "cuInit",
+                },
+                "REQUIRED_SYMBOL_MISSING",
+                STATUS_UNAVAILABLE,
+                true,
+                true,
+            ),
+            (
+                LoadError::UnsupportedTarget,
+                "UNSUPPORTED_TARGET",
+                STATUS_UNSUPPORTED,
+                false,
+                false,
+            ),
+        ];
+        for (error, code, status, platform_supported, driver_loaded) in cases {
+            let report = ProbeReport::failed(Target::host(), load_failure(error));
+            assert_schema_invariants(&report);
+            assert_eq!(
+                (
+                    report.reason_code,
+                    report.status,
+                    report.platform_supported,
+                    report.driver_loaded
+                ),
+                (Some(code), status, platform_supported, driver_loaded)
+            );
+            assert_eq!(
+                (
+                    report.driver_version,
+                    report.device_count,
+                    report.cuda_result
+                ),
+                (None, None, None)
+            );
+        }
+    }
 }

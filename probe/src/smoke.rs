@@ -13,7 +13,7 @@ use crate::generated::spec::{
     reason_codes, MAX_DEVICE_ORDINAL, SMOKE_ALLOCATION_BYTES, SMOKE_COMPLETE_STATUS,
     SMOKE_FAILURE_STATUS, SMOKE_NAME, SMOKE_SCHEMA_VERSION,
 };
-use crate::inventory::set_driver_environment;
+use crate::inventory::DriverEnvironment;
 use crate::loader::{self, LoadError};
 use crate::report::{to_json_line, Target};
 
@@ -130,19 +130,11 @@ pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
 
 /// Runs the smoke for the process arguments (without the program name);
 /// returns the record and the exit status.
-pub fn run(arguments: &[OsString]) -> (SmokeRecord, u8) {
+pub fn run(arguments: &[OsString], _environment: &DriverEnvironment) -> (SmokeRecord, u8) {
     let Some(ordinal) = parse_arguments(arguments) else {
-        let failure = SmokeFailure {
-            reason_code: reason_codes::INVALID_ARGUMENTS,
-            cuda_result: None,
-        };
-        return (
-            SmokeRecord::new(NO_DEVICE_ORDINAL, Err(failure)),
-            EXIT_INVALID_ARGUMENTS,
-        );
+        return invalid_arguments();
     };
     let outcome = if loader::target_is_supported() {
-        set_driver_environment();
         lifetime_smoke(ordinal)
     } else {
         Err(LoadError::UnsupportedTarget.into())
@@ -153,6 +145,18 @@ pub fn run(arguments: &[OsString]) -> (SmokeRecord, u8) {
         EXIT_FAILED
     };
     (SmokeRecord::new(i64::from(ordinal), outcome), status)
+}
+
+/// The record and exit status for arguments other than exactly `--device N`.
+pub fn invalid_arguments() -> (SmokeRecord, u8) {
+    let failure = SmokeFailure {
+        reason_code: reason_codes::INVALID_ARGUMENTS,
+        cuda_result: None,
+    };
+    (
+        SmokeRecord::new(NO_DEVICE_ORDINAL, Err(failure)),
+        EXIT_INVALID_ARGUMENTS,
+    )
 }
 
 /// Every resource is released exactly once, children before the context and
@@ -247,7 +251,8 @@ mod tests {
 
     #[test]
     fn invalid_arguments_record_and_status() {
-        let (record, status) = run(&arguments(&["--device", "x"]));
+        assert_eq!(parse_arguments(&arguments(&["--device", "x"])), None);
+        let (record, status) = invalid_arguments();
         assert_eq!(status, EXIT_INVALID_ARGUMENTS);
         assert_eq!(
             record.to_json(),

@@ -6,9 +6,14 @@
 use std::io::Write;
 
 use rextio_cuda_probe::generated::spec::reason_codes;
+use rextio_cuda_probe::inventory::DriverEnvironment;
 
 fn main() {
-    let report = rextio_cuda_probe::inventory::probe();
+    // SAFETY: the first statement of main: the process has one thread (std
+    // starts none and nothing here has spawned one), so setting environment
+    // variables cannot race a reader.
+    let environment = unsafe { DriverEnvironment::set() };
+    let report = rextio_cuda_probe::inventory::probe(&environment);
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
     let _ = writeln!(std::io::stdout().lock(), "{}", report.to_json());

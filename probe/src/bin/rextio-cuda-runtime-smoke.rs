@@ -4,9 +4,15 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use rextio_cuda_probe::inventory::DriverEnvironment;
+
 fn main() -> ExitCode {
+    // SAFETY: the first statement of main: the process has one thread (std
+    // starts none and nothing here has spawned one), so setting environment
+    // variables cannot race a reader.
+    let environment = unsafe { DriverEnvironment::set() };
     let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let (record, status) = rextio_cuda_probe::smoke::run(&arguments);
+    let (record, status) = rextio_cuda_probe::smoke::run(&arguments, &environment);
     // A closed stdout loses the record; the exit status still tells.
     let _ = writeln!(std::io::stdout().lock(), "{}", record.to_json());
     ExitCode::from(status)
