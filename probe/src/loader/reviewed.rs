@@ -338,29 +338,40 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_link_that_escapes_the_roots() {
+    fn refuses_links_that_escape_the_roots_or_the_floor() {
         let sandbox = Sandbox::new();
-        let outside = sandbox.image("local/outside/libcuda.so.1", 0o644);
-        let link = sandbox.floor.join("lib/nvidia/libcuda.so.1");
-        symlink(&outside, &link).unwrap();
-        assert_eq!(
-            sandbox.review(&link),
-            Verdict::Rejected(Rejection::OutsideReviewedRoots)
-        );
-    }
-
-    #[test]
-    fn refuses_a_link_out_of_the_floor() {
-        let sandbox = Sandbox::new();
+        // `lib64x` and `libx` share a string prefix with the roots `lib64`
+        // and `lib` but are not below them: roots compare by path component.
+        for dir in ["lib64x", "libx", "local/outside"] {
+            fs::create_dir_all(sandbox.floor.join(dir)).unwrap();
+            set_mode(&sandbox.floor.join(dir), 0o755);
+        }
         let escaped = sandbox.floor.parent().unwrap().join("libcuda.so.1");
         fs::write(&escaped, b"x").unwrap();
         set_mode(&escaped, 0o644);
+        let targets = [
+            sandbox.image("lib64x/libcuda.so.1", 0o644),
+            sandbox.image("libx/libcuda.so.1", 0o644),
+            sandbox.image("local/outside/libcuda.so.1", 0o644),
+            escaped,
+        ];
         let link = sandbox.floor.join("lib/nvidia/libcuda.so.1");
-        symlink(&escaped, &link).unwrap();
-        assert_eq!(
-            sandbox.review(&link),
-            Verdict::Rejected(Rejection::OutsideReviewedRoots)
-        );
+        for target in targets {
+            assert_eq!(
+                sandbox.review(&target),
+                Verdict::Rejected(Rejection::OutsideReviewedRoots),
+                "{}",
+                target.display()
+            );
+            symlink(&target, &link).unwrap();
+            assert_eq!(
+                sandbox.review(&link),
+                Verdict::Rejected(Rejection::OutsideReviewedRoots),
+                "link to {}",
+                target.display()
+            );
+            fs::remove_file(&link).unwrap();
+        }
     }
 
     #[test]
@@ -437,17 +448,44 @@ mod tests {
 
     #[test]
     fn production_lists_match_the_contract() {
-        assert_eq!(
-            candidate_paths(LINUX_X86_64_CANDIDATE_DIRS)[0],
-            Path::new("/usr/lib/wsl/lib/libcuda.so.1")
-        );
-        assert_eq!(LINUX_X86_64_CANDIDATE_DIRS.len(), 6);
-        assert_eq!(LINUX_AARCH64_CANDIDATE_DIRS.len(), 6);
-        for dir in LINUX_X86_64_CANDIDATE_DIRS
-            .iter()
-            .chain(LINUX_AARCH64_CANDIDATE_DIRS)
-        {
-            assert!(Path::new(dir).starts_with(ANCESTOR_CHECK_FLOOR));
+        // Contract §6, exactly and in order.
+        let x86_64: Vec<PathBuf> = [
+            "/usr/lib/wsl/lib/libcuda.so.1",
+            "/usr/local/nvidia/lib64/libcuda.so.1",
+            "/usr/local/nvidia/lib/libcuda.so.1",
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+            "/usr/lib64/libcuda.so.1",
+            "/usr/lib/libcuda.so.1",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(candidate_paths(LINUX_X86_64_CANDIDATE_DIRS), x86_64);
+        let aarch64: Vec<PathBuf> = [
+            "/usr/local/nvidia/lib64/libcuda.so.1",
+            "/usr/local/nvidia/lib/libcuda.so.1",
+            "/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
+            "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+            "/usr/lib64/libcuda.so.1",
+            "/usr/lib/libcuda.so.1",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(candidate_paths(LINUX_AARCH64_CANDIDATE_DIRS), aarch64);
+        let roots: Vec<PathBuf> = [
+            "/usr/lib",
+            "/usr/lib64",
+            "/usr/local/nvidia/lib",
+            "/usr/local/nvidia/lib64",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(reviewed_roots(), roots);
+        assert_eq!(ANCESTOR_CHECK_FLOOR, "/usr");
+        for candidate in x86_64.iter().chain(&aarch64) {
+            assert!(roots.iter().any(|root| candidate.starts_with(root)));
         }
     }
 }
