@@ -18,14 +18,17 @@ import os
 import shlex
 import struct
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-SIM_ROOT = "/usr/local/nvidia"
+# The tmpfs that covers the host's directory inside the namespace: every
+# file the tests create or change lies below it.
+SIM_TMPFS = "/usr/local"
+SIM_ROOT = f"{SIM_TMPFS}/nvidia"
 SIM_LIB_DIR = f"{SIM_ROOT}/lib64"
 SIM_STATE_DIR = f"{SIM_ROOT}/sim"
 SIM_CONFIG = f"{SIM_STATE_DIR}/config"
@@ -63,7 +66,9 @@ class DriverLayout:
     real drivers ship), ``link-to-tmp`` (a link from the reviewed path to an
     image under the test's temporary directory), ``link-outside-roots`` (a
     link to an owner-only image under /usr/local/outside, below /usr but
-    outside every reviewed root) and ``absent`` (no image at all).
+    outside every reviewed root), ``link-sibling-prefix`` (a link to an
+    owner-only image under /usr/local/nvidia/lib64x, whose name merely starts
+    with the reviewed root's) and ``absent`` (no image at all).
     """
 
     config: Sequence[str] = ()
@@ -110,14 +115,21 @@ class SimulatedHost:
         self._workdir = workdir
         self._runs = 0
 
-    def run(self, layout: DriverLayout, argv: Sequence[str | os.PathLike[str]]) -> NamespaceRun:
+    def run(
+        self,
+        layout: DriverLayout,
+        argv: Sequence[str | os.PathLike[str]],
+        extra_env: Mapping[str, str] | None = None,
+    ) -> NamespaceRun:
+        """Runs ``argv`` in a fresh namespace, with ``extra_env`` added to the
+        environment of ``argv`` only (not of the namespace setup)."""
         self._runs += 1
         scratch = self._workdir / f"ns-{self._runs}"
         scratch.mkdir()
         config = scratch / "config"
         config.write_text("".join(f"{line}\n" for line in layout.config), encoding="utf-8")
         script = scratch / "run.sh"
-        script.write_text(self._script(layout, scratch, config), encoding="utf-8")
+        script.write_text(self._script(layout, scratch, config, extra_env or {}), encoding="utf-8")
         completed = subprocess.run(
             [
                 self._tools.unshare,
@@ -139,12 +151,14 @@ class SimulatedHost:
         calls = tuple(log.read_text(encoding="utf-8").splitlines()) if log.exists() else ()
         return NamespaceRun(completed.returncode, completed.stdout, completed.stderr, calls)
 
-    def _script(self, layout: DriverLayout, scratch: Path, config: Path) -> str:
+    def _script(
+        self, layout: DriverLayout, scratch: Path, config: Path, extra_env: Mapping[str, str]
+    ) -> str:
         image = shlex.quote(str(layout.image or self.native.sim_driver))
         mode = f"{layout.image_mode:04o}"
         steps = [
             "mount --make-rprivate /",
-            "mount -t tmpfs -o mode=0755,size=64m rextio-sim /usr/local",
+            f"mount -t tmpfs -o mode=0755,size=64m rextio-sim {SIM_TMPFS}",
             f"install -d -m 0755 {SIM_ROOT} {SIM_LIB_DIR} {SIM_STATE_DIR}",
             f"install -m 0644 {shlex.quote(str(config))} {SIM_CONFIG}",
         ]
@@ -161,15 +175,26 @@ class SimulatedHost:
             steps.append("install -d -m 0755 /usr/local/outside")
             steps.append(f"install -m {mode} {image} /usr/local/outside/libcuda.so.1")
             steps.append(f"ln -s /usr/local/outside/libcuda.so.1 {REVIEWED_IMAGE}")
+        elif layout.install == "link-sibling-prefix":
+            steps.append(f"install -d -m 0755 {SIM_LIB_DIR}x")
+            steps.append(f"install -m {mode} {image} {SIM_LIB_DIR}x/libcuda.so.1")
+            steps.append(f"ln -s {SIM_LIB_DIR}x/libcuda.so.1 {REVIEWED_IMAGE}")
         elif layout.install != "absent":
             raise ValueError(f"unknown install kind {layout.install!r}")
+        for path in layout.modes:
+            # Only the namespace's own tmpfs may change: a chmod anywhere else
+            # would reach the host's files through the shared filesystem.
+            if not Path(path).is_relative_to(SIM_TMPFS):
+                raise ValueError(f"{path} is outside the namespace's {SIM_TMPFS} tmpfs")
         steps.extend(f"chmod {mode:04o} {shlex.quote(path)}" for path, mode in layout.modes.items())
         fail = f'{{ echo "rextio-e2e: namespace setup failed" >&2; exit {SETUP_FAILED}; }}'
         setup = "\n".join(f"{step} || {fail}" for step in steps)
         saved_log = shlex.quote(str(scratch / "calls.log"))
+        assignments = [shlex.quote(f"{name}={value}") for name, value in extra_env.items()]
+        command_env = f"env {' '.join(assignments)} " if assignments else ""
         return (
             f"{setup}\n"
-            '"$@"\n'
+            f'{command_env}"$@"\n'
             "status=$?\n"
             f"if [ -e {SIM_CALL_LOG} ]; then cp {SIM_CALL_LOG} {saved_log}; fi\n"
             'exit "$status"\n'

@@ -18,6 +18,7 @@ TWO_DEVICES = (
     "device=NVIDIA Simulated A100|8|0",
     "device=NVIDIA Simulated L4|8|9",
 )
+CU_INIT_OK = "cuInit flags=0 CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
 INVENTORY_SYMBOLS = {
     "cuInit",
     "cuDriverGetVersion",
@@ -99,8 +100,35 @@ def test_probe_inventories_two_configured_devices(sim_host: SimulatedHost, insta
     }
     # The probe never creates a context, allocates or runs anything else.
     assert _symbols(calls) == INVENTORY_SYMBOLS
-    assert calls[0] == "cuInit flags=0 -> 0"
+    # The driver environment is set before cuInit (contract §6).
+    assert calls[0] == CU_INIT_OK
     assert "cuDeviceGetName len=256 device=1 -> 0 bytes=19" in calls
+
+
+def test_probe_sets_the_driver_environment_whatever_it_inherits(sim_host: SimulatedHost) -> None:
+    inherited = {"CUDA_DISABLE_JIT": "0", "CUDA_FORCE_PRELOAD_LIBRARIES": "1"}
+    run = sim_host.run(DriverLayout(config=TWO_DEVICES), [sim_host.native.probe], inherited)
+    assert run.record()["status"] == "probe-complete"
+    assert run.calls[0] == CU_INIT_OK
+
+
+def test_probe_ignores_library_search_environment(sim_host: SimulatedHost, tmp_path: Path) -> None:
+    # A usable image named libcuda.so.1 on every search path a dynamic loader
+    # or a careless probe might consult: none of them is a reviewed path.
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "libcuda.so.1").write_bytes(sim_host.native.sim_driver.read_bytes())
+    (planted / "libcuda.so.1").chmod(0o755)
+    (planted / "nvcuda.dll").write_bytes(b"MZ")
+    search = {
+        name: str(planted)
+        for name in ("LD_LIBRARY_PATH", "PATH", "CUDA_PATH", "CUDA_HOME", "LIBCUDA_PATH")
+    }
+    run = sim_host.run(DriverLayout(install="absent"), [sim_host.native.probe], search)
+    assert run.returncode == 0, run.stderr
+    parse_probe_report(run.stdout)
+    assert run.record() == _failure("unavailable", "LIBCUDA_SO_NOT_FOUND", driver_loaded=False)
+    assert run.calls == ()
 
 
 def test_probe_reports_no_devices(sim_host: SimulatedHost) -> None:
@@ -113,33 +141,28 @@ def test_probe_reports_no_devices(sim_host: SimulatedHost) -> None:
 def test_probe_reports_cu_init_failure_with_its_result(sim_host: SimulatedHost) -> None:
     record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, "fail=cuInit:100")))
     assert record == _failure("error", "CU_INIT_FAILED", cuda_result=100)
-    assert calls == ("cuInit flags=0 -> 100",)
+    assert calls == (CU_INIT_OK.replace("-> 0", "-> 100"),)
 
 
 @pytest.mark.parametrize(
-    ("failing", "reason"),
+    ("failing", "reason", "driver_version"),
     [
-        ("cuDriverGetVersion", "CU_DRIVER_VERSION_FAILED"),
-        ("cuDeviceGetCount", "CU_DEVICE_COUNT_FAILED"),
-        ("cuDeviceGet", "CU_DEVICE_GET_FAILED"),
-        ("cuDeviceGetName", "CU_DEVICE_NAME_FAILED"),
-        ("cuDeviceComputeCapability", "CU_DEVICE_CAPABILITY_FAILED"),
+        ("cuDriverGetVersion", "CU_DRIVER_VERSION_FAILED", None),
+        ("cuDeviceGetCount", "CU_DEVICE_COUNT_FAILED", 12040),
+        ("cuDeviceGet", "CU_DEVICE_GET_FAILED", 12040),
+        ("cuDeviceGetName", "CU_DEVICE_NAME_FAILED", 12040),
+        ("cuDeviceComputeCapability", "CU_DEVICE_CAPABILITY_FAILED", 12040),
     ],
 )
 def test_probe_names_the_failing_driver_call(
-    sim_host: SimulatedHost, failing: str, reason: str
+    sim_host: SimulatedHost, failing: str, reason: str, driver_version: int | None
 ) -> None:
-    record, _ = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"fail={failing}:999")))
-    assert record["status"] == "error"
-    assert record["reason_code"] == reason
-    assert record["cuda_result"] == 999
-    assert record["devices"] == []
-
-
-def test_probe_refuses_an_implausible_device_count(sim_host: SimulatedHost) -> None:
-    record, _ = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, "device_count=1025")))
-    assert record["reason_code"] == "INVALID_DEVICE_COUNT"
-    assert record["device_count"] is None
+    record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"fail={failing}:999")))
+    assert record == _failure("error", reason, driver_version=driver_version, cuda_result=999)
+    # The probe stops at the failing call.
+    assert calls[-1].startswith(f"{failing} "), calls
+    assert calls[-1].endswith(" -> 999"), calls
+    assert [line.split(" ", 1)[0] for line in calls].count(failing) == 1
 
 
 def test_probe_reports_a_missing_required_symbol(sim_host: SimulatedHost, tmp_path: Path) -> None:
@@ -211,6 +234,10 @@ def test_probe_sanitizes_hostile_device_names(sim_host: SimulatedHost) -> None:
             id="link-outside-reviewed-roots",
         ),
         pytest.param(
+            DriverLayout(config=TWO_DEVICES, install="link-sibling-prefix"),
+            id="link-to-a-string-prefix-sibling-of-a-root",
+        ),
+        pytest.param(
             DriverLayout(
                 config=TWO_DEVICES, install="link-inside", modes={"/usr/local/nvidia/lib64": 0o775}
             ),
@@ -242,8 +269,10 @@ def test_loader_refuses_an_image_that_is_not_a_library(
 
 @pytest.mark.parametrize("count", ["-1", "1025", "2147483647"])
 def test_probe_refuses_out_of_range_device_counts(sim_host: SimulatedHost, count: str) -> None:
-    record, _ = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"device_count={count}")))
-    assert (record["status"], record["reason_code"]) == ("error", "INVALID_DEVICE_COUNT")
+    record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"device_count={count}")))
+    assert record == _failure("error", "INVALID_DEVICE_COUNT", driver_version=12040, cuda_result=0)
+    # No device is queried past an implausible count.
+    assert "cuDeviceGet" not in _symbols(calls)
 
 
 def test_probe_refuses_an_implausible_driver_version(sim_host: SimulatedHost) -> None:

@@ -18,6 +18,7 @@ RESOURCE_ORDER = [
     "cuStreamDestroy_v2",
     "cuCtxDestroy_v2",
 ]
+RELEASES = ("cuMemFree_v2", "cuStreamDestroy_v2", "cuCtxDestroy_v2")
 
 
 def _fields(line: str) -> tuple[str, dict[str, str], int, dict[str, str]]:
@@ -110,7 +111,8 @@ def test_smoke_completes_and_releases_everything_once_in_order(sim_host: Simulat
     assert record["device_ordinal"] == 0
     assert _resource_calls(calls) == RESOURCE_ORDER
     _assert_balanced_and_released_once(calls)
-    assert calls[0] == "cuInit flags=0 -> 0"
+    # The driver environment is set before cuInit (§6 loader rules apply to the smoke).
+    assert calls[0] == "cuInit flags=0 CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
     assert (
         "cuMemAlloc_v2 bytes=4096" in calls[[_fields(c)[0] for c in calls].index("cuMemAlloc_v2")]
     )
@@ -143,11 +145,18 @@ def test_smoke_allocation_failure_still_releases_stream_and_context(
         ("cuDeviceGet", "CU_DEVICE_GET_FAILED", []),
         ("cuCtxCreate_v2", "CONTEXT_CREATE_OR_DETACH_FAILED", []),
         ("cuStreamCreate", "STREAM_CREATE_FAILED", ["cuCtxDestroy_v2"]),
+        # The context is created but cannot be detached: it is destroyed.
+        ("cuCtxPopCurrent_v2", "CONTEXT_CREATE_OR_DETACH_FAILED", ["cuCtxDestroy_v2"]),
+        ("cuCtxPushCurrent_v2", "STREAM_CREATE_FAILED", ["cuCtxDestroy_v2"]),
         (
             "cuStreamSynchronize",
             "STREAM_SYNCHRONIZE_FAILED",
             ["cuMemFree_v2", "cuStreamDestroy_v2", "cuCtxDestroy_v2"],
         ),
+        # A failed release is never retried; the later releases still run.
+        ("cuMemFree_v2", "DEVICE_FREE_FAILED", [*RELEASES]),
+        ("cuStreamDestroy_v2", "STREAM_DESTROY_FAILED", [*RELEASES]),
+        ("cuCtxDestroy_v2", "CONTEXT_DESTROY_FAILED", [*RELEASES]),
     ],
 )
 def test_smoke_names_the_failing_step(
@@ -156,12 +165,16 @@ def test_smoke_names_the_failing_step(
     layout = DriverLayout(config=(*ONE_DEVICE, f"fail={failing}:999"))
     status, record, calls = _smoke(sim_host, layout, "--device", "0")
     assert (status, record["reason_code"], record["cuda_result"]) == (1, reason, 999)
-    releases = [
-        symbol
-        for symbol in _resource_calls(calls)
-        if symbol in ("cuMemFree_v2", "cuStreamDestroy_v2", "cuCtxDestroy_v2")
-    ]
+    assert record["status"] == "unavailable"
+    assert record["device_ordinal"] == 0
+    releases = [symbol for symbol in _resource_calls(calls) if symbol in RELEASES]
     assert releases == still_released
+    # Nothing is created after the failing step.
+    created = [symbol for symbol in _resource_calls(calls) if symbol not in RELEASES]
+    failed_at = [line.split(" ", 1)[0] for line in calls].index(failing)
+    assert all(
+        [line.split(" ", 1)[0] for line in calls].index(symbol) <= failed_at for symbol in created
+    )
 
 
 def test_smoke_reports_an_absent_device(sim_host: SimulatedHost) -> None:

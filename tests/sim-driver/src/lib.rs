@@ -18,7 +18,9 @@
 //! all defaults (no devices). Every call appends one line to
 //! [`CALL_LOG_PATH`]: the symbol, its key arguments and handles, the calling
 //! thread's current context, and the result, e.g.
-//! `cuMemAlloc_v2 bytes=4096 current=0x10000100 -> 0 ptr=0x700000010000`.
+//! `cuMemAlloc_v2 bytes=4096 current=0x10000100 -> 0 pointer=0x700000010000`.
+//! `cuInit` also logs the driver environment it sees
+//! (`CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0`, `unset` if absent).
 //!
 //! Handles are distinct, non-null fake values; every thread has a real
 //! context stack, so push/pop/create/destroy behave as the CUDA driver's do.
@@ -193,12 +195,14 @@ fn current_context() -> Option<usize> {
 
 /// One call being recorded: its symbol and key arguments.
 struct Call {
+    symbol: &'static str,
     line: String,
 }
 
 impl Call {
-    fn new(symbol: &str) -> Self {
+    fn new(symbol: &'static str) -> Self {
         Self {
+            symbol,
             line: symbol.to_owned(),
         }
     }
@@ -208,10 +212,29 @@ impl Call {
         self
     }
 
+    /// A handle or device pointer argument, in hex.
+    fn handle(self, name: &str, handle: impl std::fmt::LowerHex) -> Self {
+        self.arg(name, format_args!("{handle:#x}"))
+    }
+
     fn current(self) -> Self {
         match current_context() {
-            Some(context) => self.arg("current", format_args!("{context:#x}")),
+            Some(context) => self.handle("current", context),
             None => self.arg("current", "none"),
+        }
+    }
+
+    /// Returns the failure the config injects for this symbol (doing nothing
+    /// else), or runs `body`: `Ok(outputs)` is success with the outputs for
+    /// the log, `Err(result)` a failure. Logs the call either way.
+    fn run(self, body: impl FnOnce() -> Result<String, CUresult>) -> CUresult {
+        let outcome = match injected_failure(self.symbol) {
+            Some(result) => Err(result),
+            None => body(),
+        };
+        match outcome {
+            Ok(outputs) => self.finish(CUDA_SUCCESS, &outputs),
+            Err(result) => self.finish(result, ""),
         }
     }
 
@@ -241,80 +264,95 @@ fn device_index(device: CUdevice) -> Option<usize> {
         .filter(|index| *index < config().devices.len())
 }
 
+fn require_initialized() -> Result<(), CUresult> {
+    if state().initialized {
+        Ok(())
+    } else {
+        Err(CUDA_ERROR_NOT_INITIALIZED)
+    }
+}
+
+fn require_non_null<T>(pointer: *mut T) -> Result<(), CUresult> {
+    if pointer.is_null() {
+        Err(CUDA_ERROR_INVALID_VALUE)
+    } else {
+        Ok(())
+    }
+}
+
+fn require_device(device: CUdevice) -> Result<usize, CUresult> {
+    device_index(device).ok_or(CUDA_ERROR_INVALID_DEVICE)
+}
+
+fn require_current_context() -> Result<usize, CUresult> {
+    current_context().ok_or(CUDA_ERROR_INVALID_CONTEXT)
+}
+
+/// The value of an environment variable the probe and smoke must set before
+/// `cuInit`, as the log shows it (`unset` when absent).
+fn environment_value(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| "unset".to_owned())
+}
+
 /// # Safety
 /// Called by the loader like the real `cuInit`.
 #[no_mangle]
 pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
-    let call = Call::new("cuInit").arg("flags", flags);
-    if let Some(result) = injected_failure("cuInit") {
-        return call.finish(result, "");
+    // The driver environment as cuInit sees it (contract §6).
+    let mut call = Call::new("cuInit").arg("flags", flags);
+    for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
+        call = call.arg(name, environment_value(name));
     }
-    if flags != 0 {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    state().initialized = true;
-    call.finish(CUDA_SUCCESS, "")
+    call.run(|| {
+        if flags != 0 {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        state().initialized = true;
+        Ok(String::new())
+    })
 }
 
 /// # Safety
 /// `driver_version` must be null or valid for a write.
 #[no_mangle]
 pub unsafe extern "system" fn cuDriverGetVersion(driver_version: *mut c_int) -> CUresult {
-    let call = Call::new("cuDriverGetVersion");
-    if let Some(result) = injected_failure("cuDriverGetVersion") {
-        return call.finish(result, "");
-    }
-    if driver_version.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    let version = config().driver_version.unwrap_or(DEFAULT_DRIVER_VERSION);
-    // SAFETY: non-null and valid for a write per this function's contract.
-    unsafe { driver_version.write(version) };
-    call.finish(CUDA_SUCCESS, &format!(" version={version}"))
+    Call::new("cuDriverGetVersion").run(|| {
+        require_non_null(driver_version)?;
+        let version = config().driver_version.unwrap_or(DEFAULT_DRIVER_VERSION);
+        // SAFETY: non-null and valid for a write per this function's contract.
+        unsafe { driver_version.write(version) };
+        Ok(format!(" version={version}"))
+    })
 }
 
 /// # Safety
 /// `count` must be null or valid for a write.
 #[no_mangle]
 pub unsafe extern "system" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
-    let call = Call::new("cuDeviceGetCount");
-    if let Some(result) = injected_failure("cuDeviceGetCount") {
-        return call.finish(result, "");
-    }
-    if !state().initialized {
-        return call.finish(CUDA_ERROR_NOT_INITIALIZED, "");
-    }
-    if count.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    let reported = config()
-        .device_count
-        .unwrap_or_else(|| c_int::try_from(config().devices.len()).unwrap_or(c_int::MAX));
-    // SAFETY: non-null and valid for a write per this function's contract.
-    unsafe { count.write(reported) };
-    call.finish(CUDA_SUCCESS, &format!(" count={reported}"))
+    Call::new("cuDeviceGetCount").run(|| {
+        require_initialized()?;
+        require_non_null(count)?;
+        let reported = config()
+            .device_count
+            .unwrap_or_else(|| c_int::try_from(config().devices.len()).unwrap_or(c_int::MAX));
+        // SAFETY: non-null and valid for a write per this function's contract.
+        unsafe { count.write(reported) };
+        Ok(format!(" count={reported}"))
+    })
 }
 
 /// # Safety
 /// `device` must be null or valid for a write.
 #[no_mangle]
 pub unsafe extern "system" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
-    let call = Call::new("cuDeviceGet").arg("ordinal", ordinal);
-    if let Some(result) = injected_failure("cuDeviceGet") {
-        return call.finish(result, "");
-    }
-    if !state().initialized {
-        return call.finish(CUDA_ERROR_NOT_INITIALIZED, "");
-    }
-    if device.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    if device_index(ordinal).is_none() {
-        return call.finish(CUDA_ERROR_INVALID_DEVICE, "");
-    }
-    // SAFETY: non-null and valid for a write per this function's contract.
-    unsafe { device.write(ordinal) };
-    call.finish(CUDA_SUCCESS, &format!(" device={ordinal}"))
+    Call::new("cuDeviceGet").arg("ordinal", ordinal).run(|| {
+        require_initialized()?;
+        require_non_null(device)?;
+        require_device(ordinal)?;
+        // SAFETY: non-null and valid for a write per this function's contract.
+        unsafe { device.write(ordinal) };
+        Ok(format!(" device={ordinal}"))
+    })
 }
 
 /// # Safety
@@ -328,30 +366,24 @@ pub unsafe extern "system" fn cuDeviceGetName(
     let call = Call::new("cuDeviceGetName")
         .arg("len", len)
         .arg("device", device);
-    if let Some(result) = injected_failure("cuDeviceGetName") {
-        return call.finish(result, "");
-    }
-    if !state().initialized {
-        return call.finish(CUDA_ERROR_NOT_INITIALIZED, "");
-    }
-    let Some(capacity) = usize::try_from(len).ok().filter(|len| *len > 0) else {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    };
-    if name.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    let Some(index) = device_index(device) else {
-        return call.finish(CUDA_ERROR_INVALID_DEVICE, "");
-    };
-    let source = &config().devices[index].name;
-    let copied = source.len().min(capacity - 1);
-    // SAFETY: `name` is valid for `capacity` bytes and we write `copied + 1`
-    // <= `capacity` bytes; the source is a separate allocation.
-    unsafe {
-        core::ptr::copy_nonoverlapping(source.as_ptr(), name.cast::<u8>(), copied);
-        name.cast::<u8>().add(copied).write(0);
-    }
-    call.finish(CUDA_SUCCESS, &format!(" bytes={copied}"))
+    call.run(|| {
+        require_initialized()?;
+        let capacity = usize::try_from(len)
+            .ok()
+            .filter(|len| *len > 0)
+            .ok_or(CUDA_ERROR_INVALID_VALUE)?;
+        require_non_null(name)?;
+        let source = &config().devices[require_device(device)?].name;
+        let copied = source.len().min(capacity - 1);
+        // SAFETY: `name` is valid for `capacity` bytes and we write
+        // `copied + 1` <= `capacity` bytes; the source is a separate
+        // allocation.
+        unsafe {
+            core::ptr::copy_nonoverlapping(source.as_ptr(), name.cast::<u8>(), copied);
+            name.cast::<u8>().add(copied).write(0);
+        }
+        Ok(format!(" bytes={copied}"))
+    })
 }
 
 /// # Safety
@@ -362,29 +394,21 @@ pub unsafe extern "system" fn cuDeviceComputeCapability(
     minor: *mut c_int,
     device: CUdevice,
 ) -> CUresult {
-    let call = Call::new("cuDeviceComputeCapability").arg("device", device);
-    if let Some(result) = injected_failure("cuDeviceComputeCapability") {
-        return call.finish(result, "");
-    }
-    if !state().initialized {
-        return call.finish(CUDA_ERROR_NOT_INITIALIZED, "");
-    }
-    if major.is_null() || minor.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    let Some(index) = device_index(device) else {
-        return call.finish(CUDA_ERROR_INVALID_DEVICE, "");
-    };
-    let row = &config().devices[index];
-    // SAFETY: both non-null and valid for a write per this function's contract.
-    unsafe {
-        major.write(row.major);
-        minor.write(row.minor);
-    }
-    call.finish(
-        CUDA_SUCCESS,
-        &format!(" major={} minor={}", row.major, row.minor),
-    )
+    Call::new("cuDeviceComputeCapability")
+        .arg("device", device)
+        .run(|| {
+            require_initialized()?;
+            require_non_null(major)?;
+            require_non_null(minor)?;
+            let row = &config().devices[require_device(device)?];
+            // SAFETY: both non-null and valid for a write per this
+            // function's contract.
+            unsafe {
+                major.write(row.major);
+                minor.write(row.minor);
+            }
+            Ok(format!(" major={} minor={}", row.major, row.minor))
+        })
 }
 
 /// # Safety
@@ -399,25 +423,18 @@ pub unsafe extern "system" fn cuCtxCreate_v2(
         .arg("flags", flags)
         .arg("device", device)
         .current();
-    if let Some(result) = injected_failure("cuCtxCreate_v2") {
-        return call.finish(result, "");
-    }
-    let mut state = state();
-    if !state.initialized {
-        return call.finish(CUDA_ERROR_NOT_INITIALIZED, "");
-    }
-    if context.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    if device_index(device).is_none() {
-        return call.finish(CUDA_ERROR_INVALID_DEVICE, "");
-    }
-    let handle = CONTEXT_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
-    state.contexts.insert(handle);
-    CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
-    // SAFETY: non-null and valid for a write per this function's contract.
-    unsafe { context.write(handle as CUcontext) };
-    call.finish(CUDA_SUCCESS, &format!(" context={handle:#x}"))
+    call.run(|| {
+        require_initialized()?;
+        require_non_null(context)?;
+        require_device(device)?;
+        let mut state = state();
+        let handle = CONTEXT_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
+        state.contexts.insert(handle);
+        CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
+        // SAFETY: non-null and valid for a write per this function's contract.
+        unsafe { context.write(handle as CUcontext) };
+        Ok(format!(" context={handle:#x}"))
+    })
 }
 
 /// # Safety
@@ -426,33 +443,24 @@ pub unsafe extern "system" fn cuCtxCreate_v2(
 pub unsafe extern "system" fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
     let handle = context as usize;
     let call = Call::new("cuCtxDestroy_v2")
-        .arg("context", format_args!("{handle:#x}"))
+        .handle("context", handle)
         .current();
-    if let Some(result) = injected_failure("cuCtxDestroy_v2") {
-        return call.finish(result, "");
-    }
-    let mut state = state();
-    if !state.contexts.remove(&handle) {
-        return call.finish(CUDA_ERROR_INVALID_CONTEXT, "");
-    }
-    let leaked_streams = state
-        .streams
-        .values()
-        .filter(|owner| **owner == handle)
-        .count();
-    let leaked_allocations = state
-        .allocations
-        .values()
-        .filter(|owner| **owner == handle)
-        .count();
-    state.streams.retain(|_, owner| *owner != handle);
-    state.allocations.retain(|_, owner| *owner != handle);
-    // Like CUDA: a destroyed context leaves the calling thread's stack.
-    CONTEXT_STACK.with(|stack| stack.borrow_mut().retain(|current| *current != handle));
-    call.finish(
-        CUDA_SUCCESS,
-        &format!(" leaked_streams={leaked_streams} leaked_allocations={leaked_allocations}"),
-    )
+    call.run(|| {
+        let mut state = state();
+        if !state.contexts.remove(&handle) {
+            return Err(CUDA_ERROR_INVALID_CONTEXT);
+        }
+        let owned_by = |owner: &usize| *owner == handle;
+        let leaked_streams = state.streams.values().filter(|o| owned_by(o)).count();
+        let leaked_allocations = state.allocations.values().filter(|o| owned_by(o)).count();
+        state.streams.retain(|_, owner| !owned_by(owner));
+        state.allocations.retain(|_, owner| !owned_by(owner));
+        // Like CUDA: a destroyed context leaves the calling thread's stack.
+        CONTEXT_STACK.with(|stack| stack.borrow_mut().retain(|current| *current != handle));
+        Ok(format!(
+            " leaked_streams={leaked_streams} leaked_allocations={leaked_allocations}"
+        ))
+    })
 }
 
 /// # Safety
@@ -461,56 +469,50 @@ pub unsafe extern "system" fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
 pub unsafe extern "system" fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresult {
     let handle = context as usize;
     let call = Call::new("cuCtxPushCurrent_v2")
-        .arg("context", format_args!("{handle:#x}"))
+        .handle("context", handle)
         .current();
-    if let Some(result) = injected_failure("cuCtxPushCurrent_v2") {
-        return call.finish(result, "");
-    }
-    if !state().contexts.contains(&handle) {
-        return call.finish(CUDA_ERROR_INVALID_CONTEXT, "");
-    }
-    CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
-    call.finish(CUDA_SUCCESS, "")
+    call.run(|| {
+        if !state().contexts.contains(&handle) {
+            return Err(CUDA_ERROR_INVALID_CONTEXT);
+        }
+        CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
+        Ok(String::new())
+    })
 }
 
 /// # Safety
 /// `context` must be null or valid for a write.
 #[no_mangle]
 pub unsafe extern "system" fn cuCtxPopCurrent_v2(context: *mut CUcontext) -> CUresult {
-    let call = Call::new("cuCtxPopCurrent_v2").current();
-    if let Some(result) = injected_failure("cuCtxPopCurrent_v2") {
-        return call.finish(result, "");
-    }
-    let Some(handle) = CONTEXT_STACK.with(|stack| stack.borrow_mut().pop()) else {
-        return call.finish(CUDA_ERROR_INVALID_CONTEXT, "");
-    };
-    if !context.is_null() {
-        // SAFETY: non-null and valid for a write per this function's contract.
-        unsafe { context.write(handle as CUcontext) };
-    }
-    call.finish(CUDA_SUCCESS, &format!(" popped={handle:#x}"))
+    Call::new("cuCtxPopCurrent_v2").current().run(|| {
+        let handle = CONTEXT_STACK
+            .with(|stack| stack.borrow_mut().pop())
+            .ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+        if !context.is_null() {
+            // SAFETY: non-null and valid for a write per this function's contract.
+            unsafe { context.write(handle as CUcontext) };
+        }
+        Ok(format!(" popped={handle:#x}"))
+    })
 }
 
 /// # Safety
 /// `stream` must be null or valid for a write.
 #[no_mangle]
 pub unsafe extern "system" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CUresult {
-    let call = Call::new("cuStreamCreate").arg("flags", flags).current();
-    if let Some(result) = injected_failure("cuStreamCreate") {
-        return call.finish(result, "");
-    }
-    let Some(owner) = current_context() else {
-        return call.finish(CUDA_ERROR_INVALID_CONTEXT, "");
-    };
-    if stream.is_null() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    let mut state = state();
-    let handle = STREAM_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
-    state.streams.insert(handle, owner);
-    // SAFETY: non-null and valid for a write per this function's contract.
-    unsafe { stream.write(handle as CUstream) };
-    call.finish(CUDA_SUCCESS, &format!(" stream={handle:#x}"))
+    Call::new("cuStreamCreate")
+        .arg("flags", flags)
+        .current()
+        .run(|| {
+            let owner = require_current_context()?;
+            require_non_null(stream)?;
+            let mut state = state();
+            let handle = STREAM_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
+            state.streams.insert(handle, owner);
+            // SAFETY: non-null and valid for a write per this function's contract.
+            unsafe { stream.write(handle as CUstream) };
+            Ok(format!(" stream={handle:#x}"))
+        })
 }
 
 /// # Safety
@@ -519,15 +521,12 @@ pub unsafe extern "system" fn cuStreamCreate(stream: *mut CUstream, flags: c_uin
 pub unsafe extern "system" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
     let handle = stream as usize;
     let call = Call::new("cuStreamDestroy_v2")
-        .arg("stream", format_args!("{handle:#x}"))
+        .handle("stream", handle)
         .current();
-    if let Some(result) = injected_failure("cuStreamDestroy_v2") {
-        return call.finish(result, "");
-    }
-    if state().streams.remove(&handle).is_none() {
-        return call.finish(CUDA_ERROR_INVALID_HANDLE, "");
-    }
-    call.finish(CUDA_SUCCESS, "")
+    call.run(|| match state().streams.remove(&handle) {
+        Some(_) => Ok(String::new()),
+        None => Err(CUDA_ERROR_INVALID_HANDLE),
+    })
 }
 
 /// # Safety
@@ -536,15 +535,12 @@ pub unsafe extern "system" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
 pub unsafe extern "system" fn cuStreamSynchronize(stream: CUstream) -> CUresult {
     let handle = stream as usize;
     let call = Call::new("cuStreamSynchronize")
-        .arg("stream", format_args!("{handle:#x}"))
+        .handle("stream", handle)
         .current();
-    if let Some(result) = injected_failure("cuStreamSynchronize") {
-        return call.finish(result, "");
-    }
-    if !state().streams.contains_key(&handle) {
-        return call.finish(CUDA_ERROR_INVALID_HANDLE, "");
-    }
-    call.finish(CUDA_SUCCESS, "")
+    call.run(|| match state().streams.contains_key(&handle) {
+        true => Ok(String::new()),
+        false => Err(CUDA_ERROR_INVALID_HANDLE),
+    })
 }
 
 /// # Safety
@@ -555,22 +551,20 @@ pub unsafe extern "system" fn cuMemAlloc_v2(
     byte_size: usize,
 ) -> CUresult {
     let call = Call::new("cuMemAlloc_v2").arg("bytes", byte_size).current();
-    if let Some(result) = injected_failure("cuMemAlloc_v2") {
-        return call.finish(result, "");
-    }
-    let Some(owner) = current_context() else {
-        return call.finish(CUDA_ERROR_INVALID_CONTEXT, "");
-    };
-    if device_pointer.is_null() || byte_size == 0 {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    let mut state = state();
-    let serial = u64::try_from(state.next_serial()).unwrap_or(u64::MAX / DEVICE_POINTER_STRIDE);
-    let pointer = DEVICE_POINTER_BASE + serial * DEVICE_POINTER_STRIDE;
-    state.allocations.insert(pointer, owner);
-    // SAFETY: non-null and valid for a write per this function's contract.
-    unsafe { device_pointer.write(pointer) };
-    call.finish(CUDA_SUCCESS, &format!(" pointer={pointer:#x}"))
+    call.run(|| {
+        let owner = require_current_context()?;
+        require_non_null(device_pointer)?;
+        if byte_size == 0 {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        let mut state = state();
+        let serial = u64::try_from(state.next_serial()).unwrap_or(u64::MAX / DEVICE_POINTER_STRIDE);
+        let pointer = DEVICE_POINTER_BASE + serial * DEVICE_POINTER_STRIDE;
+        state.allocations.insert(pointer, owner);
+        // SAFETY: non-null and valid for a write per this function's contract.
+        unsafe { device_pointer.write(pointer) };
+        Ok(format!(" pointer={pointer:#x}"))
+    })
 }
 
 /// # Safety
@@ -578,18 +572,15 @@ pub unsafe extern "system" fn cuMemAlloc_v2(
 #[no_mangle]
 pub unsafe extern "system" fn cuMemFree_v2(device_pointer: CUdeviceptr) -> CUresult {
     let call = Call::new("cuMemFree_v2")
-        .arg("pointer", format_args!("{device_pointer:#x}"))
+        .handle("pointer", device_pointer)
         .current();
-    if let Some(result) = injected_failure("cuMemFree_v2") {
-        return call.finish(result, "");
-    }
-    if current_context().is_none() {
-        return call.finish(CUDA_ERROR_INVALID_CONTEXT, "");
-    }
-    if state().allocations.remove(&device_pointer).is_none() {
-        return call.finish(CUDA_ERROR_INVALID_VALUE, "");
-    }
-    call.finish(CUDA_SUCCESS, "")
+    call.run(|| {
+        require_current_context()?;
+        match state().allocations.remove(&device_pointer) {
+            Some(_) => Ok(String::new()),
+            None => Err(CUDA_ERROR_INVALID_VALUE),
+        }
+    })
 }
 
 #[cfg(test)]
