@@ -17,7 +17,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sim_namespace import HOST_CANDIDATES, NamespaceTools, NativeBinaries, SimulatedHost
+from sim_namespace import (
+    HOST_CANDIDATES,
+    UNSHARE_FLAGS,
+    NamespaceTools,
+    NativeBinaries,
+    SimulatedHost,
+)
 
 
 def _binary_from_env(name: str) -> Path:
@@ -50,7 +56,7 @@ def namespace_tools() -> NamespaceTools:
     if unshare is None or shell is None:
         pytest.fail("`unshare` (util-linux) and `sh` are needed by the simulated-driver tests")
     probe = subprocess.run(
-        [unshare, "--mount", "--propagation", "private", shell, "-c", "exit 0"],
+        [unshare, *UNSHARE_FLAGS, shell, "-c", "exit 0"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -58,7 +64,8 @@ def namespace_tools() -> NamespaceTools:
     )
     if probe.returncode != 0:
         pytest.fail(
-            "private mount namespaces are not permitted here (`unshare -m` as root failed: "
+            "private mount and PID namespaces are not permitted here "
+            "(`unshare -m -p` as root failed: "
             f"{probe.stderr.strip()}); the simulated-driver tests need them and never skip"
         )
     present = [path for path in HOST_CANDIDATES if os.path.lexists(path)]

@@ -44,6 +44,11 @@ HOST_CANDIDATES = (
     "/usr/lib64/libcuda.so.1",
     "/usr/lib/libcuda.so.1",
 )
+# A private mount namespace (nothing mounted inside reaches the host) and a
+# PID namespace whose init is the script: if the test times out, killing
+# unshare kills that init (--kill-child) and the kernel then kills every
+# process left in the namespace, so nothing outlives the test.
+UNSHARE_FLAGS = ("--mount", "--propagation", "private", "--pid", "--fork", "--kill-child")
 SETUP_FAILED = 97
 RUN_TIMEOUT_SECONDS = 120
 
@@ -133,9 +138,7 @@ class SimulatedHost:
         completed = subprocess.run(
             [
                 self._tools.unshare,
-                "--mount",
-                "--propagation",
-                "private",
+                *UNSHARE_FLAGS,
                 self._tools.shell,
                 str(script),
                 *map(str, argv),

@@ -87,7 +87,8 @@ device=NVIDIA Simulated L4|8|9
 
 /// Runs `argv` in a fresh private mount namespace where a tmpfs covers
 /// `/usr/local` and the simulated driver sits at the reviewed path with
-/// `config`; nothing on the host changes. Needs root (`unshare -m`).
+/// `config`; nothing on the host changes and nothing started inside outlives
+/// the command. Needs root (`unshare -m -p`).
 pub fn run_with_simulated_driver(
     sim_driver: &Path,
     config: &str,
@@ -113,7 +114,10 @@ fn run_in_scratch(
     fs::write(&script, namespace_script(sim_driver, &config_file))
         .map_err(|error| format!("cannot write namespace script: {error}"))?;
     let output = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh"])
+        // A private mount namespace, and a PID namespace whose init is the
+        // script: whatever the command leaves running dies with it.
+        .args(["--mount", "--propagation", "private"])
+        .args(["--pid", "--fork", "--kill-child", "sh"])
         .arg(&script)
         .args(argv)
         .output()
