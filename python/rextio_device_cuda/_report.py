@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Final
 
@@ -34,23 +34,6 @@ _SCHEMA_VERSION: Final[str] = _REPORT["schema_version"]
 _PROBE_NAME: Final[str] = _REPORT["probe"]
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
 _CONTROL_CHARACTER: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-ROOT_KEYS: Final[tuple[str, ...]] = (
-    "schema_version",
-    "probe",
-    "support_claim",
-    "target",
-    "platform_supported",
-    "status",
-    "reason_code",
-    "driver_loaded",
-    "driver_version",
-    "device_count",
-    "cuda_result",
-    "devices",
-)
-TARGET_KEYS: Final[tuple[str, ...]] = ("os", "arch", "environment")
-DEVICE_KEYS: Final[tuple[str, ...]] = ("ordinal", "name", "compute_major", "compute_minor", "sm")
 
 
 def _schema_error(detail: str) -> CudaProbeError:
@@ -77,7 +60,8 @@ class ProbeTarget:
 
     def __post_init__(self) -> None:
         """Each field is 1..=32 ASCII alphanumerics, ``_`` or ``-``."""
-        for name in TARGET_KEYS:
+        for item in fields(self):
+            name = item.name
             value = getattr(self, name)
             if not isinstance(value, str) or _TARGET_FIELD.fullmatch(value) is None:
                 raise _schema_error(f"target.{name} is malformed")
@@ -195,6 +179,22 @@ class CudaProbeReport:
             )
 
 
+class _OutOfRangeInteger:
+    """A JSON integer too long for any schema-1 field; it fails every field check."""
+
+
+# No schema-1 integer is longer than the int32 minimum; a longer literal is
+# valid JSON that is out of range, not a reason to convert thousands of digits
+# (which Python refuses beyond sys.get_int_max_str_digits()).
+_MAX_INTEGER_LITERAL: Final[int] = len(str(_INT32[0]))
+
+
+def _bounded_int(literal: str) -> int | _OutOfRangeInteger:
+    if len(literal) > _MAX_INTEGER_LITERAL:
+        return _OutOfRangeInteger()
+    return int(literal)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
@@ -218,25 +218,27 @@ def _exact_object(value: object, keys: frozenset[str], label: str) -> dict[str, 
     return value
 
 
+def _field_names(record: type) -> tuple[str, ...]:
+    return tuple(item.name for item in fields(record))
+
+
+# Schema 1's key sets are the records' fields, in the order the probe prints them.
+ROOT_KEYS: Final[tuple[str, ...]] = _field_names(CudaProbeReport)
+TARGET_KEYS: Final[tuple[str, ...]] = _field_names(ProbeTarget)
+DEVICE_KEYS: Final[tuple[str, ...]] = _field_names(CudaDeviceRecord)
 _ROOT_KEY_SET: Final[frozenset[str]] = frozenset(ROOT_KEYS)
 _TARGET_KEY_SET: Final[frozenset[str]] = frozenset(TARGET_KEYS)
 _DEVICE_KEY_SET: Final[frozenset[str]] = frozenset(DEVICE_KEYS)
 # One decoder for every parse (json.loads with hooks builds a new one per call);
 # it keeps no state between documents.
 _DECODER: Final = json.JSONDecoder(
-    object_pairs_hook=_unique_object, parse_constant=_reject_constant
+    object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_int=_bounded_int
 )
 
 
 def _device_from_json(value: object) -> CudaDeviceRecord:
-    row = _exact_object(value, _DEVICE_KEY_SET, "device")
-    return CudaDeviceRecord(
-        ordinal=row["ordinal"],
-        name=row["name"],
-        compute_major=row["compute_major"],
-        compute_minor=row["compute_minor"],
-        sm=row["sm"],
-    )
+    # The key set is exactly the record's fields; the record validates the values.
+    return CudaDeviceRecord(**_exact_object(value, _DEVICE_KEY_SET, "device"))
 
 
 def report_from_json(value: object) -> CudaProbeReport:
@@ -246,18 +248,11 @@ def report_from_json(value: object) -> CudaProbeReport:
     devices = root["devices"]
     _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
     return CudaProbeReport(
-        schema_version=root["schema_version"],
-        probe=root["probe"],
-        support_claim=root["support_claim"],
-        target=ProbeTarget(os=target["os"], arch=target["arch"], environment=target["environment"]),
-        platform_supported=root["platform_supported"],
-        status=root["status"],
-        reason_code=root["reason_code"],
-        driver_loaded=root["driver_loaded"],
-        driver_version=root["driver_version"],
-        device_count=root["device_count"],
-        cuda_result=root["cuda_result"],
-        devices=tuple(_device_from_json(row) for row in devices),
+        **{
+            **root,
+            "target": ProbeTarget(**target),
+            "devices": tuple(_device_from_json(row) for row in devices),
+        }
     )
 
 

@@ -183,7 +183,7 @@ class SubprocessProbeRunner:
             # What Path.resolve(strict=True) does, minus the Path objects.
             resolved = os.path.realpath(self._executable, strict=True)
             status = os.stat(resolved)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # ValueError: an embedded NUL
             raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
         if not stat.S_ISREG(status.st_mode):
             raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)

@@ -136,16 +136,9 @@ def _contribution(raw: dict[str, Any]) -> ContributionSpec:
         package_references=_strings(raw["package_references"]),
         generated_helper_ids=_strings(raw["generated_helper_ids"]),
         runtime_check_ids=_strings(raw["runtime_check_ids"]),
+        # A key the record lacks (or lacks a field for) fails at import.
         resource_contracts=tuple(
-            ResourceContractSpec(
-                resource_kind=item["resource_kind"],
-                owner=item["owner"],
-                access=item["access"],
-                may_allocate=item["may_allocate"],
-                may_replace=item["may_replace"],
-                may_synchronize=item["may_synchronize"],
-            )
-            for item in raw["resource_contracts"]
+            ResourceContractSpec(**item) for item in raw["resource_contracts"]
         ),
     )
 

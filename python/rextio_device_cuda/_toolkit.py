@@ -68,7 +68,7 @@ def _read_version(root: Path) -> str:
             raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE)
         with resolved.open("rb") as handle:
             data = handle.read(_MAX_VERSION_FILE_BYTES + 1)
-    except (OSError, RuntimeError) as error:
+    except (OSError, RuntimeError, ValueError) as error:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE) from error
     if len(data) > _MAX_VERSION_FILE_BYTES:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID, "version file too large")
@@ -86,19 +86,22 @@ def _read_version(root: Path) -> str:
 
 
 def _existing_candidate(root: Path, pattern: str) -> Path | None:
-    if "*" in pattern:
-        matches = sorted(root.glob(pattern))
-        return matches[0] if matches else None
-    candidate = root / pattern
-    # lexists: a dangling link is present but invalid, not missing.
-    return candidate if candidate.is_symlink() or candidate.exists() else None
+    try:
+        if "*" in pattern:
+            matches = sorted(root.glob(pattern))
+            return matches[0] if matches else None
+        candidate = root / pattern
+        # lexists: a dangling link is present but invalid, not missing.
+        return candidate if candidate.is_symlink() or candidate.exists() else None
+    except OSError as error:  # e.g. an unreadable directory on the way
+        raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID) from error
 
 
 def _check_component(root: Path, candidate: Path) -> None:
     try:
         resolved = candidate.resolve(strict=True)
         is_regular = stat.S_ISREG(resolved.stat().st_mode)
-    except (OSError, RuntimeError) as error:
+    except (OSError, RuntimeError, ValueError) as error:
         raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID) from error
     if not is_regular or not resolved.is_relative_to(root):
         raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID)
@@ -119,7 +122,8 @@ class FilesystemToolkitInspector:
         try:
             root = self._root.resolve(strict=True)
             is_directory = root.is_dir()
-        except (OSError, RuntimeError) as error:
+        # RuntimeError: a symlink loop; ValueError: an embedded NUL.
+        except (OSError, RuntimeError, ValueError) as error:
             raise CudaProbeError(_codes.TOOLKIT_NOT_FOUND) from error
         if not is_directory:
             raise CudaProbeError(_codes.TOOLKIT_NOT_FOUND)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -49,6 +49,14 @@ def test_floors() -> None:
         ({"minimum_toolkit_version": (12, 100)}, ValueError, "from 0 to 99"),
         ({"minimum_toolkit_version": (12,)}, ValueError, "tuple"),
         ({"minimum_toolkit_version": [12, 0]}, ValueError, "tuple"),
+        ({"minimum_toolkit_version": (11, 99)}, ValueError, "at or above 12.0"),
+        ({"minimum_toolkit_version": (12, True)}, ValueError, "tuple"),
+        ({"minimum_driver_version": 0}, ValueError, "at or above 12000"),
+        ({"minimum_driver_version": True}, ValueError, "integer"),
+        ({"device_ordinal": "0"}, ValueError, "device_ordinal"),
+        ({"sm": 80}, ValueError, "sm_NN"),
+        ({"sm": "sm_80\n"}, ValueError, "sm_NN"),
+        ({"probe_path": PurePosixPath("/opt/probe")}, TypeError, "probe_path"),
     ],
 )
 def test_config_rejects(kwargs: dict[str, Any], error: type[Exception], message: str) -> None:
@@ -124,6 +132,15 @@ SCHEMA_CASES: list[tuple[str, Callable[[], Any]]] = [
     ("name-long", lambda: report() | {"devices": [_device(name="G" * 161)]}),
     ("sm-mismatch", lambda: report() | {"devices": [_device(sm="sm_86")]}),
     ("major", lambda: report() | {"devices": [_device(compute_major=0, sm="sm_00")]}),
+    # Valid JSON, out of range: a 5000-digit integer is a schema fault, not bad JSON.
+    ("huge-integer", lambda: report(cuda_result=10**5000)),
+    ("huge-negative", lambda: report(cuda_result=-(10**5000))),
+    ("device-extra", lambda: report() | {"devices": [_device(extra=1)]}),
+    ("device-missing", lambda: report() | {"devices": [{"ordinal": 0}]}),
+    ("target-missing", lambda: dict(report(), target={"os": "linux", "arch": "x86_64"})),
+    ("devices-not-list", lambda: report() | {"devices": {}}),
+    ("name-unc", lambda: report() | {"devices": [_device(name="\\\\host\\share")]}),
+    ("name-empty", lambda: report() | {"devices": [_device(name="")]}),
 ]
 
 
@@ -131,7 +148,29 @@ SCHEMA_CASES: list[tuple[str, Callable[[], Any]]] = [
     "make", [case for _, case in SCHEMA_CASES], ids=[n for n, _ in SCHEMA_CASES]
 )
 def test_schema_invalid(make: Callable[[], Any]) -> None:
-    assert _invalid(make()) == "PROBE_SCHEMA_INVALID"
+    value = make()
+    # json.dumps refuses integers beyond Python's digit limit; write them by hand.
+    data = json.dumps(value).encode() if not _has_huge(value) else _huge(value)
+    assert _invalid(data) == "PROBE_SCHEMA_INVALID"
+
+
+def _has_huge(value: dict[str, Any] | list[Any]) -> bool:
+    return isinstance(value, dict) and abs(value.get("cuda_result") or 0) > 2**64
+
+
+def _huge(value: dict[str, Any]) -> bytes:
+    sign = "-" if value["cuda_result"] < 0 else ""
+    text = json.dumps(dict(value, cuda_result=0)).replace(
+        '"cuda_result": 0', f'"cuda_result": {sign}{"9" * 5000}'
+    )
+    return text.encode()
+
+
+def test_missing_root_keys_are_schema_invalid() -> None:
+    for key in report():
+        assert _invalid({k: v for k, v in report().items() if k != key}) == (
+            "PROBE_SCHEMA_INVALID"
+        ), key
 
 
 def test_duplicate_keys_are_schema_invalid() -> None:
@@ -214,6 +253,8 @@ def test_toolkit_inspector_windows_components(make_toolkit: Callable[..., Path])
 
 def test_toolkit_inspector_refusals(tmp_path: Path, make_toolkit: Callable[..., Path]) -> None:
     assert _inspect(Path("relative")) == "TOOLKIT_PATH_NOT_ABSOLUTE"
+    # Strict resolution of a path with a NUL fails: not found, not a ValueError.
+    assert _inspect(tmp_path / "cuda\0root") == "TOOLKIT_NOT_FOUND"
     assert _inspect(tmp_path / "missing") == "TOOLKIT_NOT_FOUND"
     a_file = tmp_path / "file"
     a_file.write_text("")

@@ -137,3 +137,25 @@ def test_failing_overlapped_work_kills_the_probe_group(probes: ProbeFactory) -> 
     with pytest.raises(RuntimeError, match="caller failed"):
         SubprocessProbeRunner(path, timeout_seconds=TIMEOUT).run_overlapping(work)
     assert processes_with(tag) == []
+
+
+def test_a_path_with_nul_is_not_found(probes: ProbeFactory) -> None:
+    # Strict resolution fails (a ValueError in os.path), so the code is PROBE_NOT_FOUND.
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(f"{probes.directory}/probe\0x").run()
+    assert caught.value.reason_code == "PROBE_NOT_FOUND"
+
+
+@pytest.mark.parametrize(("size", "code"), [(65536, None), (65537, "PROBE_OUTPUT_TOO_LARGE")])
+def test_output_size_bound(size: int, code: str | None, probes: ProbeFactory) -> None:
+    path = probes.python(f"import sys\nsys.stdout.write(' ' * {size})\n")
+    runner = SubprocessProbeRunner(path)
+    if code is None:
+        assert len(runner.read_output()) == size
+        with pytest.raises(CudaProbeError) as caught:
+            runner.run()
+        assert caught.value.reason_code == "PROBE_OUTPUT_INVALID"
+    else:
+        with pytest.raises(CudaProbeError) as caught:
+            runner.read_output()
+        assert caught.value.reason_code == code
