@@ -389,8 +389,13 @@ def _toolkit_report(
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID) from error
     if not isinstance(report, CudaToolkitReport) or report.target_triple != triple:
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
+    # The report checks of contract section 5, in its order: one version, at
+    # or above the fixed floor, then the components. The configured floor and
+    # the driver follow in _check_toolkit (section 3, step 19).
     if report.runtime_version != report.toolkit_version:
         raise _unavailable(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
+    if toolkit_version_parts(report.toolkit_version) < _spec.TOOLKIT_VERSION_FLOOR:
+        raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
     if report.components != components:
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
     return report
