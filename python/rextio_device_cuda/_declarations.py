@@ -23,22 +23,25 @@ from rextio.devices import (
 from rextio_device_cuda import _spec
 
 
+def frozen_requirement(
+    requirement: _spec.RequirementSpec, architectures: tuple[str, ...] | None = None
+) -> DeviceRequirement:
+    """A framework lane's frozen requirement; ``architectures`` replaces the declared SMs."""
+    return DeviceRequirement(
+        logical_device=requirement.logical_device,
+        backend=requirement.backend,
+        runtime=requirement.runtime,
+        features=tuple(sorted(requirement.features)),
+        layouts=tuple(sorted(requirement.layouts)),
+        memory_spaces=tuple(sorted(requirement.memory_spaces)),
+        architectures=requirement.architectures if architectures is None else architectures,
+        reuse_domain_runtime=requirement.reuse_domain_runtime,
+    )
+
+
 def _framework_requirement(spec: _spec.CapabilitySpec) -> tuple[DeviceRequirement, ...]:
     requirement = spec.lane.requirement
-    if requirement is None:
-        return ()
-    return (
-        DeviceRequirement(
-            logical_device=requirement.logical_device,
-            backend=requirement.backend,
-            runtime=requirement.runtime,
-            features=tuple(sorted(requirement.features)),
-            layouts=tuple(sorted(requirement.layouts)),
-            memory_spaces=tuple(sorted(requirement.memory_spaces)),
-            architectures=requirement.architectures,
-            reuse_domain_runtime=requirement.reuse_domain_runtime,
-        ),
-    )
+    return () if requirement is None else (frozen_requirement(requirement),)
 
 
 def _capability(spec: _spec.CapabilitySpec) -> TargetCapability:

@@ -31,6 +31,7 @@ from rextio.devices import (
 )
 
 from rextio_device_cuda import _spec
+from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -98,17 +99,7 @@ def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> Artifac
             architectures=(sm,),
         )
         return rust_crate_profile(capability.target_triple, device_requirements=(requirement,))
-    frozen = lane.requirement
-    requirement = DeviceRequirement(
-        logical_device=frozen.logical_device,
-        backend=frozen.backend,
-        runtime=frozen.runtime,
-        features=tuple(sorted(frozen.features)),
-        layouts=tuple(sorted(frozen.layouts)),
-        memory_spaces=tuple(sorted(frozen.memory_spaces)),
-        architectures=(sm,),
-        reuse_domain_runtime=frozen.reuse_domain_runtime,
-    )
+    requirement = frozen_requirement(lane.requirement, (sm,))
     return host_extension_profile(
         capability.target_triple,
         runtime_requirements=tuple(

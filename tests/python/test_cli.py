@@ -24,6 +24,12 @@ def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _preflight(
+    probe: Path, *arguments: str, cwd: Path, capability: str = "cuda-linux-x86_64"
+) -> subprocess.CompletedProcess[str]:
+    return _cli("preflight", "--capability", capability, "--probe", str(probe), *arguments, cwd=cwd)
+
+
 def test_explain_prints_explanation_and_remedy(tmp_path: Path) -> None:
     for code, (explanation, remedy) in list(SPEC["reason_codes"].items())[:5]:
         done = _cli("explain", code, cwd=tmp_path)
@@ -51,19 +57,7 @@ def test_explain_unknown_code(tmp_path: Path) -> None:
 
 def test_preflight_ready_prints_the_redacted_plan(probes: ProbeFactory, tmp_path: Path) -> None:
     probe = probes.printing(report())
-    done = _cli(
-        "preflight",
-        "--capability",
-        "cuda-linux-x86_64",
-        "--probe",
-        str(probe),
-        "--device",
-        "0",
-        "--sm",
-        "sm_80",
-        "--json",
-        cwd=tmp_path,
-    )
+    done = _preflight(probe, "--device", "0", "--sm", "sm_80", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert plan["preflight"]["status"] == "ready"
@@ -75,19 +69,7 @@ def test_preflight_ready_on_a_second_device(probes: ProbeFactory, tmp_path: Path
     # Core 0.1.6 authorizes lowering only for gpu:0; the plan of device 1 is
     # still printed, with the authorization absent and the reason stated.
     probe = probes.printing(report(sms=("sm_80", "sm_86")))
-    done = _cli(
-        "preflight",
-        "--capability",
-        "cuda-linux-x86_64",
-        "--probe",
-        str(probe),
-        "--device",
-        "1",
-        "--sm",
-        "sm_86",
-        "--json",
-        cwd=tmp_path,
-    )
+    done = _preflight(probe, "--device", "1", "--sm", "sm_86", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     plan = json.loads(done.stdout)
@@ -113,15 +95,7 @@ def test_preflight_refusals(
     arguments: list[str], code: str, status: int, probes: ProbeFactory, tmp_path: Path
 ) -> None:
     probe = probes.printing(report())
-    done = _cli(
-        "preflight",
-        "--capability",
-        "cuda-linux-x86_64",
-        "--probe",
-        str(probe),
-        *arguments,
-        cwd=tmp_path,
-    )
+    done = _preflight(probe, *arguments, cwd=tmp_path)
     assert done.returncode == status
     assert code in done.stderr
     assert SPEC["reason_codes"][code][1] in done.stderr
@@ -130,50 +104,27 @@ def test_preflight_refusals(
 
 def test_framework_preflight_rejects_toolkit_root(probes: ProbeFactory, tmp_path: Path) -> None:
     probe = probes.printing(report())
-    done = _cli(
-        "preflight",
-        "--capability",
-        "cuda-libtorch-linux-x86_64",
-        "--probe",
-        str(probe),
-        "--device",
-        "0",
-        "--sm",
-        "sm_80",
-        "--toolkit-root",
-        str(tmp_path),
-        "--json",
+    done = _preflight(
+        probe,
+        *("--device", "0", "--sm", "sm_80", "--toolkit-root", str(tmp_path), "--json"),
         cwd=tmp_path,
+        capability="cuda-libtorch-linux-x86_64",
     )
     assert done.returncode == 1
     assert json.loads(done.stdout)["reason_code"] == "PROVIDER_OPTION_UNKNOWN"
 
 
+def _preflight_arguments(capability: str, probe: str) -> list[str]:
+    selection = ["--capability", capability, "--probe", probe]
+    return ["preflight", *selection, "--device", "0", "--sm", "sm_80"]
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
-        [
-            "preflight",
-            "--capability",
-            "cuda-nope",
-            "--probe",
-            "/x",
-            "--device",
-            "0",
-            "--sm",
-            "sm_80",
-        ],
-        [
-            "preflight",
-            "--capability",
-            "cuda-linux-x86_64",
-            "--probe",
-            "\x07",
-            "--device",
-            "0",
-            "--sm",
-            "sm_80",
-        ],
+        _preflight_arguments("cuda-nope", "/x"),
+        _preflight_arguments("cuda-linux-x86_64", "\x07"),
+        _preflight_arguments("cuda-linux-x86_64", ""),
         ["preflight"],
         ["frobnicate"],
         [],

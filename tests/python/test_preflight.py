@@ -302,6 +302,12 @@ def _pins(lane: str, name: str, version: str) -> tuple[RuntimeRequirement, ...]:
     )
 
 
+def _requirement_case(code: str, capability: str, **changes: Any) -> Case:
+    """A framework lane refusing its one requirement with ``changes``."""
+    requirement = framework_requirement(CAPABILITIES[capability]["lane"], **changes)
+    return Case(code, _plain(capability, requirements=(requirement,)), False)
+
+
 CASES: list[Case] = [
     # 1-4: incompatible, before anything else.
     Case("PROVIDER_ID_MISMATCH", _plain(provider_id="another-provider"), False, True),
@@ -358,58 +364,15 @@ CASES: list[Case] = [
     ),
     # 7: libtorch requirement checks.
     Case("EXACTLY_ONE_CUDA_DEVICE_REQUIRED", _plain(TORCH, requirements=()), False),
-    Case(
-        "CUDA_DEVICE_REQUIREMENT_INVALID",
-        _plain(
-            TORCH, requirements=(framework_requirement("libtorch", logical_device="quantum:0"),)
-        ),
-        False,
-    ),
-    Case(
-        "LIBTORCH_CUDA_DEVICE_UNSUPPORTED",
-        _plain(TORCH, requirements=(framework_requirement("libtorch", logical_device="gpu:1"),)),
-        False,
-    ),
-    Case(
-        "LIBTORCH_RUNTIME_REQUIRED",
-        _plain(TORCH, requirements=(framework_requirement("libtorch", runtime="torchscript"),)),
-        False,
-    ),
-    Case(
-        "LIBTORCH_RUNTIME_REUSE_REQUIRED",
-        _plain(
-            TORCH, requirements=(framework_requirement("libtorch", reuse_domain_runtime=False),)
-        ),
-        False,
-    ),
-    Case(
-        "AT_MOST_ONE_SM_ALLOWED",
-        _plain(
-            TORCH,
-            requirements=(framework_requirement("libtorch", architectures=("sm_80", "sm_86")),),
-        ),
-        False,
-    ),
-    Case(
-        "INVALID_SM",
-        _plain(TORCH, requirements=(framework_requirement("libtorch", sm="sm80"),)),
-        False,
-    ),
-    Case(
-        "LIBTORCH_FEATURES_INCOMPATIBLE",
-        _plain(TORCH, requirements=(framework_requirement("libtorch", features=("inference",)),)),
-        False,
-    ),
-    Case(
-        "LIBTORCH_LAYOUT_INCOMPATIBLE",
-        _plain(TORCH, requirements=(framework_requirement("libtorch", layouts=("dense",)),)),
-        False,
-    ),
-    Case(
-        "LIBTORCH_MEMORY_SPACE_INCOMPATIBLE",
-        _plain(TORCH, requirements=(framework_requirement("libtorch", memory_spaces=("host",)),)),
-        False,
-    ),
+    _requirement_case("CUDA_DEVICE_REQUIREMENT_INVALID", TORCH, logical_device="quantum:0"),
+    _requirement_case("LIBTORCH_CUDA_DEVICE_UNSUPPORTED", TORCH, logical_device="gpu:1"),
+    _requirement_case("LIBTORCH_RUNTIME_REQUIRED", TORCH, runtime="torchscript"),
+    _requirement_case("LIBTORCH_RUNTIME_REUSE_REQUIRED", TORCH, reuse_domain_runtime=False),
+    _requirement_case("AT_MOST_ONE_SM_ALLOWED", TORCH, architectures=("sm_80", "sm_86")),
+    _requirement_case("INVALID_SM", TORCH, sm="sm80"),
+    _requirement_case("LIBTORCH_FEATURES_INCOMPATIBLE", TORCH, features=("inference",)),
+    _requirement_case("LIBTORCH_LAYOUT_INCOMPATIBLE", TORCH, layouts=("dense",)),
+    _requirement_case("LIBTORCH_MEMORY_SPACE_INCOMPATIBLE", TORCH, memory_spaces=("host",)),
     Case(
         "LIBTORCH_RUNTIME_PINS_REQUIRED",
         _plain(TORCH, runtime_requirements=_pins("libtorch", "libtorch", "2.10.0")),
@@ -417,42 +380,12 @@ CASES: list[Case] = [
     ),
     # 7: TensorFlow TFE requirement checks.
     Case("TENSORFLOW_TFE_CPYTHON_REQUIRED", _plain(TFE, python_fallback_backend="nuitka"), False),
-    Case(
-        "TENSORFLOW_TFE_CUDA_DEVICE_UNSUPPORTED",
-        _plain(
-            TFE, requirements=(framework_requirement("tensorflow-tfe", logical_device="cuda:2"),)
-        ),
-        False,
-    ),
-    Case(
-        "TENSORFLOW_TFE_RUNTIME_REQUIRED",
-        _plain(TFE, requirements=(framework_requirement("tensorflow-tfe", runtime="libtorch"),)),
-        False,
-    ),
-    Case(
-        "TENSORFLOW_TFE_RUNTIME_REUSE_REQUIRED",
-        _plain(
-            TFE, requirements=(framework_requirement("tensorflow-tfe", reuse_domain_runtime=False),)
-        ),
-        False,
-    ),
-    Case(
-        "TENSORFLOW_TFE_FEATURES_INCOMPATIBLE",
-        _plain(TFE, requirements=(framework_requirement("tensorflow-tfe", features=("eager",)),)),
-        False,
-    ),
-    Case(
-        "TENSORFLOW_TFE_LAYOUT_INCOMPATIBLE",
-        _plain(TFE, requirements=(framework_requirement("tensorflow-tfe", layouts=("strided",)),)),
-        False,
-    ),
-    Case(
-        "TENSORFLOW_TFE_MEMORY_SPACE_INCOMPATIBLE",
-        _plain(
-            TFE, requirements=(framework_requirement("tensorflow-tfe", memory_spaces=("host",)),)
-        ),
-        False,
-    ),
+    _requirement_case("TENSORFLOW_TFE_CUDA_DEVICE_UNSUPPORTED", TFE, logical_device="cuda:2"),
+    _requirement_case("TENSORFLOW_TFE_RUNTIME_REQUIRED", TFE, runtime="libtorch"),
+    _requirement_case("TENSORFLOW_TFE_RUNTIME_REUSE_REQUIRED", TFE, reuse_domain_runtime=False),
+    _requirement_case("TENSORFLOW_TFE_FEATURES_INCOMPATIBLE", TFE, features=("eager",)),
+    _requirement_case("TENSORFLOW_TFE_LAYOUT_INCOMPATIBLE", TFE, layouts=("strided",)),
+    _requirement_case("TENSORFLOW_TFE_MEMORY_SPACE_INCOMPATIBLE", TFE, memory_spaces=("host",)),
     Case(
         "TENSORFLOW_TFE_RUNTIME_PINS_REQUIRED",
         _plain(TFE, runtime_requirements=_pins("tensorflow-tfe", "tensorflow", "2.20.0")),
