@@ -37,6 +37,7 @@ from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = _spec.OPTION_KEYS
 _OBSERVATION = _spec.OBSERVATION_KEYS
+_PROBE_REASON_CODES: frozenset[str] = frozenset(_spec.PROBE_REPORT["reason_codes"])
 # Bounds the memo tables below; requests name very few distinct devices/probes.
 _MEMO_SIZE = 256
 
@@ -357,10 +358,10 @@ def _check_report(
     if report.target != expected:
         raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
     if report.status != _spec.PROBE_REPORT["complete_status"]:
-        # Only codes this provider can explain pass through; anything else a
-        # probe says is reported as PROBE_NOT_READY.
+        # Only the probe's own codes pass through; anything else a probe says
+        # (including another stage's code) is reported as PROBE_NOT_READY.
         code = report.reason_code
-        known = code is not None and _spec.reason_text(code) is not None
+        known = code is not None and code in _PROBE_REASON_CODES
         raise _unavailable(code if known and code is not None else _codes.PROBE_NOT_READY)
     if report.driver_version is None:
         raise _unavailable(_codes.DRIVER_VERSION_UNAVAILABLE)

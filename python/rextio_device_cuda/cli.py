@@ -38,9 +38,8 @@ EXIT_READY: Final = 0
 EXIT_NOT_READY: Final = 1
 EXIT_USAGE: Final = 2
 # Raw lanes preflight the manual-validation profile of contract section 8.
-_RAW_RUNTIME: Final = "cuda-driver"
-_RAW_FEATURE: Final = "driver-api"
-_RAW_MEMORY_SPACE: Final = "device"
+# The contract §8 standalone requirement for raw-driver lanes.
+_VALIDATION: Final = _spec.VALIDATION_REQUIREMENT
 
 
 class _UsageError(Exception):
@@ -93,9 +92,9 @@ def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> Artifac
         requirement = DeviceRequirement(
             logical_device=f"{_spec.BACKEND}:{ordinal}",
             backend=_spec.BACKEND,
-            runtime=_RAW_RUNTIME,
-            features=(_RAW_FEATURE,),
-            memory_spaces=(_RAW_MEMORY_SPACE,),
+            runtime=_VALIDATION["runtime"],
+            features=tuple(_VALIDATION["features"]),
+            memory_spaces=tuple(_VALIDATION["memory_spaces"]),
             architectures=(sm,),
         )
         return rust_crate_profile(capability.target_triple, device_requirements=(requirement,))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sim_namespace import DriverLayout, SimulatedHost, rename_export
 
+from rextio_device_cuda._generated import PROVIDER_SPEC
 from rextio_device_cuda.probe import parse_probe_report
 
 TWO_DEVICES = (
@@ -56,8 +57,12 @@ def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any
     run = sim_host.run(layout, [sim_host.native.probe])
     assert run.returncode == 0, run.stderr
     record = run.record()
-    # Every report, complete or not, satisfies the provider's schema-1 parser.
+    # Every report, complete or not, satisfies the provider's schema-1 parser,
+    # and a refusal names one of the probe's own codes (the ones preflight
+    # passes through).
     parse_probe_report(run.stdout)
+    reason = record["reason_code"]
+    assert reason is None or reason in PROVIDER_SPEC["probe_report"]["reason_codes"], reason
     assert list(record) == list(_failure("error", "X")), "keys must keep contract order"
     return record, run.calls
 

@@ -519,10 +519,20 @@ CASES: list[Case] = [
         ),
         True,
     ),
-    # A code this provider cannot explain is not passed through.
+    # A code that is not one of the probe's own is not passed through, even a
+    # code another stage of this provider uses.
     Case(
         "PROBE_NOT_READY",
         _plain(options=_probe_options(lambda ctx: ctx.probe(unavailable_report("SOMETHING_ELSE")))),
+        True,
+    ),
+    Case(
+        "PROBE_NOT_READY",
+        _plain(
+            options=_probe_options(
+                lambda ctx: ctx.probe(unavailable_report("PROVIDER_ID_MISMATCH"))
+            )
+        ),
         True,
     ),
     # Unreachable through the parser; a programmatic runner's altered record.

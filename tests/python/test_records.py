@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
-from cuda_support import report
+from cuda_support import SPEC, report
 
 from rextio_device_cuda import CudaProviderConfig
 from rextio_device_cuda.config import (
@@ -273,3 +273,10 @@ def test_toolkit_inspector_refusals(tmp_path: Path, make_toolkit: Callable[..., 
     (root / "include" / "cuda.h").unlink()
     (root / "include" / "cuda.h").mkdir()
     assert _inspect(root) == "TOOLKIT_COMPONENT_INVALID"
+
+
+def test_every_probe_reason_code_is_explained() -> None:
+    # The probe's own codes are the only ones preflight passes through.
+    probe_codes = SPEC["probe_report"]["reason_codes"]
+    assert probe_codes == sorted(set(probe_codes))
+    assert set(probe_codes) <= set(SPEC["reason_codes"])
