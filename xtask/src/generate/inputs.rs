@@ -213,13 +213,6 @@ impl SymbolList {
         }
         Ok(Self { types, symbols })
     }
-
-    /// The symbols that `component` uses, in list order.
-    pub fn for_component<'a>(&'a self, component: &'a str) -> impl Iterator<Item = &'a Symbol> {
-        self.symbols
-            .iter()
-            .filter(move |symbol| symbol.components.contains(component))
-    }
 }
 
 fn parse_named_type(path: &str, name: &str, raw: &RawType) -> Result<NamedType> {

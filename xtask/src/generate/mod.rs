@@ -50,32 +50,39 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 /// Every generated file, a pure function of `inputs`, in a fixed order
 /// (the tarball before the Python module that holds its digest, the index last).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
-    let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+    let symbols_bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
-    let driver_symbols_value: Value =
-        inputs::parse_json(DRIVER_SYMBOLS_PATH, inputs.get(DRIVER_SYMBOLS_PATH)?)?;
 
     // Independent outputs render on their own threads; each thread's result
-    // lands in a fixed place, so scheduling never changes a byte.
-    let (runtime, inventory, others) = std::thread::scope(|scope| {
-        let runtime = scope.spawn(|| -> Result<_> {
-            let driver_api = rust::symbol_table(&symbols, &rust::RUNTIME_TABLE)?;
-            let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
-            Ok((driver_api, archive_name, archive))
+    // lands in a fixed place, so scheduling never changes a byte. The
+    // symbol list is read twice, typed for the tables and as a JSON value
+    // for the Python module, on different threads. The inventory table
+    // reuses the runtime table's per-symbol items, so it follows it on one
+    // thread while the runtime tarball is compressed.
+    let spec = &spec;
+    let (tables, others) = std::thread::scope(|scope| {
+        let tables = scope.spawn(move || -> Result<_> {
+            let symbols = SymbolList::parse(symbols_bytes)?;
+            let mut runtime = rust::runtime_table(&symbols)?;
+            let driver_api = std::mem::take(&mut runtime.bytes);
+            let packaged = driver_api.clone();
+            let archive = scope.spawn(move || runtime_archive(inputs, spec, packaged));
+            let inventory = rust::inventory_table(&symbols, runtime);
+            let (archive_name, archive) = joined(archive)?;
+            Ok((driver_api, archive_name, archive, inventory?))
         });
-        let inventory = scope.spawn(|| rust::symbol_table(&symbols, &rust::INVENTORY_TABLE));
         let others = (|| -> Result<_> {
+            let driver_symbols: Value = inputs::parse_json(DRIVER_SYMBOLS_PATH, symbols_bytes)?;
             Ok((
-                rust::probe_spec(&spec)?,
+                rust::probe_spec(spec)?,
                 rust::probe_module()?,
-                json::to_python_json(&manifest::manifest_value(&spec)?)?,
-                python::data_literals(&spec.value, &driver_symbols_value)?,
+                json::to_python_json(&manifest::manifest_value(spec)?)?,
+                python::data_literals(&spec.value, &driver_symbols)?,
             ))
         })();
-        (joined(runtime), joined(inventory), others)
+        (joined(tables), others)
     });
-    let (driver_api, archive_name, archive) = runtime?;
-    let inventory_api = inventory?;
+    let (driver_api, archive_name, archive, inventory_api) = tables?;
     let (probe_spec, probe_module, manifest, python_literals) = others?;
 
     let archive_sha256 = sha256_hex(&archive);
@@ -105,7 +112,7 @@ fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> 
 fn runtime_archive(
     inputs: &Inputs,
     spec: &ProviderSpec,
-    driver_api: &[u8],
+    driver_api: Vec<u8>,
 ) -> Result<(String, Vec<u8>)> {
     let stem = spec.runtime_archive_stem()?;
     let mut packaged: Vec<(String, Vec<u8>)> = inputs
@@ -116,7 +123,7 @@ fn runtime_archive(
         "LICENSE".to_string(),
         inputs.get(inputs::LICENSE_PATH)?.to_vec(),
     ));
-    packaged.push(("src/driver_api.rs".to_string(), driver_api.to_vec()));
+    packaged.push(("src/driver_api.rs".to_string(), driver_api));
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 

@@ -57,7 +57,16 @@ fn assign(out: &mut String, target: &str, value: &Value) -> Result<()> {
     Ok(())
 }
 
+fn push_indent(out: &mut String, depth: usize) {
+    for _ in 0..depth {
+        out.push_str(INDENT);
+    }
+}
+
 /// Writes `prefix` + `value` + `suffix` as one or more lines at `depth`.
+///
+/// Writes in place: the one-line form is tried straight into `out` and cut
+/// off again when it does not fit.
 fn write_value(
     out: &mut String,
     depth: usize,
@@ -65,146 +74,199 @@ fn write_value(
     value: &Value,
     suffix: &str,
 ) -> Result<()> {
-    let indent = INDENT.repeat(depth);
-    let budget = MAX_LINE.saturating_sub(indent.len() + prefix.chars().count() + suffix.len());
-    if let Some(compact) = compact_within(value, budget)? {
-        out.push_str(&format!("{indent}{prefix}{compact}{suffix}\n"));
+    let indent = INDENT.len() * depth;
+    let budget = MAX_LINE.saturating_sub(indent + prefix.chars().count() + suffix.len());
+    push_indent(out, depth);
+    out.push_str(prefix);
+    if compact_within(out, value, budget)? {
+        out.push_str(suffix);
+        out.push('\n');
         return Ok(());
     }
     match value {
         Value::Array(items) => {
-            out.push_str(&format!("{indent}{prefix}[\n"));
+            out.push_str("[\n");
             for item in items {
                 write_value(out, depth + 1, "", item, ",")?;
             }
-            out.push_str(&format!("{indent}]{suffix}\n"));
+            push_indent(out, depth);
+            out.push(']');
         }
         Value::Object(map) => {
-            out.push_str(&format!("{indent}{prefix}{{\n"));
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            for key in keys {
-                let key_prefix = format!("{}: ", string_literal(key));
-                write_value(out, depth + 1, &key_prefix, &map[key.as_str()], ",")?;
+            out.push_str("{\n");
+            let mut key_prefix = String::new();
+            for (key, item) in sorted(map) {
+                key_prefix.clear();
+                push_string_literal(&mut key_prefix, key);
+                key_prefix.push_str(": ");
+                write_value(out, depth + 1, &key_prefix, item, ",")?;
             }
-            out.push_str(&format!("{indent}}}{suffix}\n"));
+            push_indent(out, depth);
+            out.push('}');
         }
         Value::String(text) => {
             // Too long for one line: implicit concatenation inside parentheses.
-            out.push_str(&format!("{indent}{prefix}(\n"));
-            let inner = INDENT.repeat(depth + 1);
-            for chunk in split_for_width(text, MAX_LINE - inner.len()) {
-                out.push_str(&format!("{inner}{}\n", string_literal(&chunk)));
+            out.push_str("(\n");
+            let inner = INDENT.len() * (depth + 1);
+            for chunk in split_for_width(text, MAX_LINE - inner) {
+                push_indent(out, depth + 1);
+                push_string_literal(out, &chunk);
+                out.push('\n');
             }
-            out.push_str(&format!("{indent}){suffix}\n"));
+            push_indent(out, depth);
+            out.push(')');
         }
         // Scalars are short; an over-long line here is only its key's fault.
-        _ => out.push_str(&format!("{indent}{prefix}{}{suffix}\n", compact(value)?)),
+        _ => push_compact(out, value)?,
     }
+    out.push_str(suffix);
+    out.push('\n');
     Ok(())
 }
 
-/// The value on one line if that takes at most `budget` characters.
+/// `map`'s entries sorted by key, whatever map order serde_json was built with.
+fn sorted(map: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    entries
+}
+
+/// Appends the value on one line if that takes at most `budget` characters
+/// and returns true; otherwise leaves `out` as it was and returns false.
 /// Containers stop early once over budget, so deep values stay cheap.
-fn compact_within(value: &Value, budget: usize) -> Result<Option<String>> {
-    let text = match value {
+fn compact_within(out: &mut String, value: &Value, budget: usize) -> Result<bool> {
+    let start = out.len();
+    let fits = match value {
         Value::Array(items) => {
-            let mut text = String::from("[");
+            out.push('[');
+            let mut fits = true;
             for (index, item) in items.iter().enumerate() {
                 if index > 0 {
-                    text.push_str(", ");
+                    out.push_str(", ");
                 }
-                let Some(part) = compact_within(item, budget.saturating_sub(text.len()))? else {
-                    return Ok(None);
-                };
-                text.push_str(&part);
+                // The bytes written so far count against the budget.
+                let left = budget.saturating_sub(out.len() - start);
+                if !compact_within(out, item, left)? {
+                    fits = false;
+                    break;
+                }
             }
-            text.push(']');
-            text
+            out.push(']');
+            fits
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let mut text = String::from("{");
-            for (index, key) in keys.into_iter().enumerate() {
+            out.push('{');
+            let mut fits = true;
+            for (index, (key, item)) in sorted(map).into_iter().enumerate() {
                 if index > 0 {
-                    text.push_str(", ");
+                    out.push_str(", ");
                 }
-                text.push_str(&string_literal(key));
-                text.push_str(": ");
-                let Some(part) = compact_within(&map[key], budget.saturating_sub(text.len()))?
-                else {
-                    return Ok(None);
-                };
-                text.push_str(&part);
+                push_string_literal(out, key);
+                out.push_str(": ");
+                let left = budget.saturating_sub(out.len() - start);
+                if !compact_within(out, item, left)? {
+                    fits = false;
+                    break;
+                }
             }
-            text.push('}');
-            text
+            out.push('}');
+            fits
         }
-        scalar => compact(scalar)?,
+        scalar => {
+            push_compact(out, scalar)?;
+            true
+        }
     };
-    Ok((text.chars().count() <= budget).then_some(text))
+    if fits && out[start..].chars().count() <= budget {
+        Ok(true)
+    } else {
+        out.truncate(start);
+        Ok(false)
+    }
 }
 
 /// The value on one line, Python spelling.
+#[cfg(test)]
 fn compact(value: &Value) -> Result<String> {
-    Ok(match value {
-        Value::Null => "None".to_string(),
-        Value::Bool(true) => "True".to_string(),
-        Value::Bool(false) => "False".to_string(),
+    let mut out = String::new();
+    push_compact(&mut out, value)?;
+    Ok(out)
+}
+
+/// Appends the value on one line, Python spelling.
+fn push_compact(out: &mut String, value: &Value) -> Result<()> {
+    match value {
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
         Value::Number(number) => {
             let text = number.to_string();
+            out.push_str(&text);
             if number.is_f64() && !text.contains(['.', 'e', 'E']) {
-                format!("{text}.0")
-            } else {
-                text
+                out.push_str(".0");
             }
         }
-        Value::String(text) => string_literal(text),
+        Value::String(text) => push_string_literal(out, text),
         Value::Array(items) => {
-            let parts = items.iter().map(compact).collect::<Result<Vec<_>>>()?;
-            format!("[{}]", parts.join(", "))
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push_str(", ");
+                }
+                push_compact(out, item)?;
+            }
+            out.push(']');
         }
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let parts = keys
-                .into_iter()
-                .map(|key| Ok(format!("{}: {}", string_literal(key), compact(&map[key])?)))
-                .collect::<Result<Vec<_>>>()?;
-            format!("{{{}}}", parts.join(", "))
+            out.push('{');
+            for (index, (key, item)) in sorted(map).into_iter().enumerate() {
+                if index > 0 {
+                    out.push_str(", ");
+                }
+                push_string_literal(out, key);
+                out.push_str(": ");
+                push_compact(out, item)?;
+            }
+            out.push('}');
         }
-    })
+    }
+    Ok(())
 }
 
 /// A Python string literal: double quotes unless the text holds a double
 /// quote and no single quote (so no quote needs escaping).
 pub fn string_literal(text: &str) -> String {
+    let mut literal = String::with_capacity(text.len() + 2);
+    push_string_literal(&mut literal, text);
+    literal
+}
+
+/// Appends [`string_literal`]`(text)` to `out`.
+fn push_string_literal(out: &mut String, text: &str) {
     let quote = if text.contains('"') && !text.contains('\'') {
         '\''
     } else {
         '"'
     };
-    let mut literal = String::with_capacity(text.len() + 2);
-    literal.push(quote);
+    out.push(quote);
     for c in text.chars() {
         match c {
-            '\\' => literal.push_str("\\\\"),
-            '\n' => literal.push_str("\\n"),
-            '\r' => literal.push_str("\\r"),
-            '\t' => literal.push_str("\\t"),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
             c if c == quote => {
-                literal.push('\\');
-                literal.push(c);
+                out.push('\\');
+                out.push(c);
             }
             c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                literal.push_str(&format!("\\x{:02x}", c as u32));
+                use std::fmt::Write;
+                let _ = write!(out, "\\x{:02x}", c as u32);
             }
-            c => literal.push(c),
+            c => out.push(c),
         }
     }
-    literal.push(quote);
-    literal
+    out.push(quote);
 }
 
 /// Splits `text` after spaces so that each chunk's literal fits `width`

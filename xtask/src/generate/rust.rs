@@ -102,22 +102,65 @@ fn type_definitions(symbols: &SymbolList) -> TokenStream {
     items
 }
 
-/// The symbol table file for one component: `driver_api.rs` or `inventory_api.rs`.
-pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
-    let struct_name = format_ident!("{}", kind.struct_name);
+/// `runtime/src/driver_api.rs` (every listed symbol), printed; its syn
+/// tree is kept so that the inventory table reuses its per-symbol items.
+pub struct RuntimeTable {
+    pub bytes: Vec<u8>,
+    file: syn::File,
+}
+
+/// The runtime's symbol table: every symbol.
+pub fn runtime_table(symbols: &SymbolList) -> Result<RuntimeTable> {
+    let kind = &RUNTIME_TABLE;
+    let all: Vec<&Symbol> = symbols.symbols.iter().collect();
+    let items = SymbolItems::build(&all, &format_ident!("{}", kind.names_const))?;
+    let mut file = scaffold(symbols, kind, all.len())?;
+    items.fill(&mut file, kind)?;
+    Ok(RuntimeTable {
+        bytes: print_file(DRIVER_SYMBOLS_PATH, &file),
+        file,
+    })
+}
+
+/// `probe/src/generated/inventory_api.rs`: the `probe-inventory` symbols,
+/// their items moved out of the runtime table (the same fields; the
+/// lookups renumbered against this table's names).
+pub fn inventory_table(symbols: &SymbolList, runtime: RuntimeTable) -> Result<Vec<u8>> {
+    let kind = &INVENTORY_TABLE;
+    let component = kind.component.unwrap_or(COMPONENT_PROBE_INVENTORY);
+    let mut runtime_file = runtime.file;
+    let all = SymbolItems::take(&mut runtime_file, &RUNTIME_TABLE)?;
+    if all.names.len() != symbols.symbols.len() {
+        return Err("internal error: the runtime table lost symbols".into());
+    }
     let names_const = format_ident!("{}", kind.names_const);
-    let selected: Vec<_> = match kind.component {
-        None => symbols.symbols.iter().collect(),
-        Some(component) => symbols.for_component(component).collect(),
-    };
-    if selected.is_empty() {
+    let mut selected = SymbolItems::with_capacity(0);
+    let pieces = all.names.into_iter().zip(all.fields).zip(all.resolutions);
+    for (symbol, ((name, field), mut resolution)) in symbols.symbols.iter().zip(pieces) {
+        if !symbol.components.contains(component) {
+            continue;
+        }
+        set_lookup_names(&mut resolution.expr, &names_const, selected.names.len())?;
+        selected.names.push(name);
+        selected.fields.push(field);
+        selected.resolutions.push(resolution);
+    }
+    if selected.names.is_empty() {
         return Err(format!(
-            "{DRIVER_SYMBOLS_PATH}: no symbol is used by component `{}`",
-            kind.component.unwrap_or_default()
+            "{DRIVER_SYMBOLS_PATH}: no symbol is used by component `{component}`"
         ));
     }
-    let symbol_items = SymbolItems::build(&selected, &names_const)?;
-    let count_literal = Literal::usize_unsuffixed(selected.len());
+    let mut file = scaffold(symbols, kind, selected.names.len())?;
+    selected.fill(&mut file, kind)?;
+    Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
+}
+
+/// A symbol table file without its per-symbol items: `count` sizes the
+/// names array.
+fn scaffold(symbols: &SymbolList, kind: &TableKind, count: usize) -> Result<syn::File> {
+    let struct_name = format_ident!("{}", kind.struct_name);
+    let names_const = format_ident!("{}", kind.names_const);
+    let count_literal = Literal::usize_unsuffixed(count);
     let types = type_definitions(symbols);
     let struct_doc = format!(
         " The CUDA Driver API functions ({}), resolved from one driver image.",
@@ -225,9 +268,7 @@ pub fn symbol_table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
             }
         }
     };
-    let mut file = parse_file(tokens, &format!("{} scaffold", kind.struct_name))?;
-    symbol_items.fill(&mut file, kind)?;
-    Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
+    parse_file(tokens, &format!("{} scaffold", kind.struct_name))
 }
 
 /// The per-symbol pieces of a table, built directly as `syn` nodes: with
@@ -239,6 +280,14 @@ struct SymbolItems {
 }
 
 impl SymbolItems {
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            names: Vec::with_capacity(capacity),
+            fields: Vec::with_capacity(capacity),
+            resolutions: Vec::with_capacity(capacity),
+        }
+    }
+
     fn build(selected: &[&Symbol], names_const: &Ident) -> Result<Self> {
         let span = Span::call_site();
         let template: syn::FieldValue = syn::parse2(quote! {
@@ -255,11 +304,7 @@ impl SymbolItems {
             types.insert(c_type.clone(), parsed.clone());
             Ok(parsed)
         };
-        let mut items = Self {
-            names: Vec::with_capacity(selected.len()),
-            fields: Vec::with_capacity(selected.len()),
-            resolutions: Vec::with_capacity(selected.len()),
-        };
+        let mut items = Self::with_capacity(selected.len());
         for (index, symbol) in selected.iter().enumerate() {
             let ident = Ident::new(&symbol.export, span);
             let c_name = std::ffi::CString::new(symbol.export.as_str())
@@ -317,27 +362,59 @@ impl SymbolItems {
     /// Puts the pieces into the scaffold: the names array, the fields before
     /// `image`, and the field values before `image` in `resolve`.
     fn fill(self, file: &mut syn::File, kind: &TableKind) -> Result<()> {
-        let mut filled = 0;
-        let Self {
-            mut names,
-            mut fields,
+        let points = FillPoints::find(file, kind)?;
+        points.names.extend(self.names);
+        let owner = points.fields.pop().map(|pair| pair.into_value());
+        points.fields.extend(self.fields);
+        points.fields.extend(owner);
+        let owner = points.resolutions.pop().map(|pair| pair.into_value());
+        points.resolutions.extend(self.resolutions);
+        points.resolutions.extend(owner);
+        Ok(())
+    }
+
+    /// The inverse of [`SymbolItems::fill`]: moves the pieces out of `file`.
+    fn take(file: &mut syn::File, kind: &TableKind) -> Result<Self> {
+        let points = FillPoints::find(file, kind)?;
+        let names: Vec<syn::Expr> = std::mem::take(points.names).into_iter().collect();
+        let mut fields: Vec<syn::Field> = std::mem::take(points.fields).into_iter().collect();
+        let mut resolutions: Vec<syn::FieldValue> =
+            std::mem::take(points.resolutions).into_iter().collect();
+        // The last field and field value are the image owner's.
+        let (Some(_), Some(_)) = (fields.pop(), resolutions.pop()) else {
+            return Err(format!(
+                "internal error: the {} table lost its image field",
+                kind.struct_name
+            ));
+        };
+        Ok(Self {
+            names,
+            fields,
             resolutions,
-        } = self;
-        let mut resolutions = Some(resolutions);
+        })
+    }
+}
+
+/// The three places of a table scaffold that hold per-symbol items.
+struct FillPoints<'a> {
+    names: &'a mut syn::punctuated::Punctuated<syn::Expr, syn::Token![,]>,
+    fields: &'a mut syn::punctuated::Punctuated<syn::Field, syn::Token![,]>,
+    resolutions: &'a mut syn::punctuated::Punctuated<syn::FieldValue, syn::Token![,]>,
+}
+
+impl<'a> FillPoints<'a> {
+    fn find(file: &'a mut syn::File, kind: &TableKind) -> Result<Self> {
+        let (mut names, mut fields, mut resolutions) = (None, None, None);
         for item in &mut file.items {
             match item {
                 syn::Item::Const(item) if item.ident == kind.names_const => {
                     if let syn::Expr::Array(array) = &mut *item.expr {
-                        array.elems.extend(std::mem::take(&mut names));
-                        filled += 1;
+                        names = Some(&mut array.elems);
                     }
                 }
                 syn::Item::Struct(item) if item.ident == kind.struct_name => {
                     if let syn::Fields::Named(named) = &mut item.fields {
-                        let owner = named.named.pop().map(|pair| pair.into_value());
-                        named.named.extend(std::mem::take(&mut fields));
-                        named.named.extend(owner);
-                        filled += 1;
+                        fields = Some(&mut named.named);
                     }
                 }
                 syn::Item::Impl(item) => {
@@ -354,25 +431,23 @@ impl SymbolItems {
                             continue;
                         };
                         if let Some(syn::Expr::Struct(literal)) = call.args.first_mut() {
-                            let owner = literal.fields.pop().map(|pair| pair.into_value());
-                            literal
-                                .fields
-                                .extend(resolutions.take().unwrap_or_default());
-                            literal.fields.extend(owner);
-                            filled += 1;
+                            resolutions = Some(&mut literal.fields);
                         }
                     }
                 }
                 _ => {}
             }
         }
-        if filled == 3 {
-            Ok(())
-        } else {
-            Err(format!(
+        match (names, fields, resolutions) {
+            (Some(names), Some(fields), Some(resolutions)) => Ok(Self {
+                names,
+                fields,
+                resolutions,
+            }),
+            _ => Err(format!(
                 "internal error: the {} scaffold lost one of its three fill points",
                 kind.struct_name
-            ))
+            )),
         }
     }
 }
@@ -394,9 +469,8 @@ fn doc_attribute(text: &str) -> syn::Attribute {
     }
 }
 
-/// Sets the name index and export name of `lookup(.., NAMES[i], "export")?`.
-fn set_lookup_arguments(expr: &mut syn::Expr, index: usize, export: &str) -> Result<()> {
-    let span = Span::call_site();
+/// The `NAMES[i]` and `"export"` arguments of `lookup(.., NAMES[i], "export")?`.
+fn lookup_arguments(expr: &mut syn::Expr) -> Result<(&mut syn::ExprIndex, &mut syn::ExprLit)> {
     let syn::Expr::Try(attempt) = expr else {
         return Err("internal error: lookup template is not `...?`".into());
     };
@@ -406,15 +480,40 @@ fn set_lookup_arguments(expr: &mut syn::Expr, index: usize, export: &str) -> Res
     let mut arguments = call.args.iter_mut().skip(2);
     match (arguments.next(), arguments.next()) {
         (Some(syn::Expr::Index(name)), Some(syn::Expr::Lit(export_name))) => {
-            *name.index = syn::Expr::Lit(syn::ExprLit {
-                attrs: Vec::new(),
-                lit: syn::Lit::Int(syn::LitInt::new(&index.to_string(), span)),
-            });
-            export_name.lit = syn::Lit::Str(syn::LitStr::new(export, span));
-            Ok(())
+            Ok((name, export_name))
         }
         _ => Err("internal error: lookup template arguments changed".into()),
     }
+}
+
+fn index_literal(index: usize) -> syn::Expr {
+    syn::Expr::Lit(syn::ExprLit {
+        attrs: Vec::new(),
+        lit: syn::Lit::Int(syn::LitInt::new(&index.to_string(), Span::call_site())),
+    })
+}
+
+/// Sets the name index and export name of `lookup(.., NAMES[i], "export")?`.
+fn set_lookup_arguments(expr: &mut syn::Expr, index: usize, export: &str) -> Result<()> {
+    let (name, export_name) = lookup_arguments(expr)?;
+    *name.index = index_literal(index);
+    export_name.lit = syn::Lit::Str(syn::LitStr::new(export, Span::call_site()));
+    Ok(())
+}
+
+/// Points `lookup(.., NAMES[i], ..)?` at `names_const[index]`.
+fn set_lookup_names(expr: &mut syn::Expr, names_const: &Ident, index: usize) -> Result<()> {
+    let (name, _) = lookup_arguments(expr)?;
+    let syn::Expr::Path(path) = &mut *name.expr else {
+        return Err("internal error: lookup template names argument changed".into());
+    };
+    *path = syn::ExprPath {
+        attrs: Vec::new(),
+        qself: None,
+        path: names_const.clone().into(),
+    };
+    *name.index = index_literal(index);
+    Ok(())
 }
 
 /// `probe/src/generated/mod.rs`: declares the generated probe modules.
