@@ -21,7 +21,12 @@ from hatchling.build import build_wheel
 print(build_wheel(sys.argv[1]))
 ";
 
-pub fn command(_args: &[String]) -> Result<()> {
+pub fn command(args: &[String]) -> Result<()> {
+    if let Some(unexpected) = args.first() {
+        return Err(format!(
+            "`cargo xtask dist` takes no arguments (got `{unexpected}`)"
+        ));
+    }
     let wheel = build_wheel()?;
     println!("{}", wheel.display());
     println!("sha256 {}", sha256_file(&wheel)?);
