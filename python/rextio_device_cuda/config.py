@@ -7,6 +7,7 @@ raise the driver and toolkit floors, never lower them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -21,6 +22,7 @@ __all__ = [
 
 CUDA_DRIVER_VERSION_FLOOR: Final[int] = _spec.DRIVER_VERSION_FLOOR
 CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR: Final[tuple[int, int]] = _spec.TOOLKIT_VERSION_FLOOR
+_PROBE_SHA256_PATTERN: Final = re.compile(str(_spec.PROBE_RUNNER["sha256_pattern"]))
 
 
 def _is_int(value: object) -> bool:
@@ -38,6 +40,8 @@ class CudaProviderConfig:
     sm: str | None = None
     minimum_driver_version: int = CUDA_DRIVER_VERSION_FLOOR
     minimum_toolkit_version: tuple[int, int] = CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
+    # Optional pin of the probe's content (64 lowercase hex digits); None: unpinned.
+    probe_sha256: str | None = None
 
     def __post_init__(self) -> None:
         """Reject anything the contract does not allow; never coerce."""
@@ -58,6 +62,11 @@ class CudaProviderConfig:
             raise ValueError("sm must be spelled sm_NN or sm_NNN, for example sm_80")
         self._check_driver_floor()
         self._check_toolkit_floor()
+        if self.probe_sha256 is not None and (
+            not isinstance(self.probe_sha256, str)
+            or _PROBE_SHA256_PATTERN.fullmatch(self.probe_sha256) is None
+        ):
+            raise ValueError("probe_sha256 must be exactly 64 lowercase hexadecimal digits")
 
     def _check_driver_floor(self) -> None:
         version = self.minimum_driver_version
