@@ -224,7 +224,10 @@ def test_rename_race_never_runs_an_unpinned_binary(probes: ProbeFactory) -> None
     assert set(outcomes) <= {"probe-complete", "PROBE_DIGEST_MISMATCH"}, outcomes
     assert sum(outcomes.values()) == RACE_RUNS
     assert not probes.marker("bad").exists()
-    assert probes.marker("good").read_text().count("ran") == outcomes.get("probe-complete", 0)
+    # Every ready run ran the pinned probe (all 300 may also have seen a mismatch).
+    good_marker = probes.marker("good")
+    good_runs = good_marker.read_text().count("ran") if good_marker.exists() else 0
+    assert good_runs == outcomes.get("probe-complete", 0)
 
 
 def test_spec_names_the_new_codes_and_keys() -> None:
