@@ -141,54 +141,55 @@ if hasattr(os, "register_at_fork"):
 
 
 class SupervisedChild:
-    """One probe run by a supervisor: its stdout, its end, its exit status.
+    """One probe run by a supervisor: its stdout, its exit, its end.
 
     The request is sent without waiting for the spawn's answer, so reading
-    the probe's output starts at once; the answers (the pid, then the exit
-    status) are taken when the run's end is awaited.
+    the probe's output starts at once. The probe's pid is taken when its exit
+    is first awaited, and watched through a pidfd: the supervisor reaps it
+    only when ``finish`` ends the run.
     """
 
     def __init__(self, supervisor: _Supervisor, stdout: int) -> None:
         self._supervisor: _Supervisor | None = supervisor
         self.stdout = os.fdopen(stdout, "rb", buffering=0)
         self.spawn_failed = False
-        self._pid_seen = False
-        self._returncode: int | None = None
-        self._ended = False
+        self._exit_fd: int | None = None
+        self._exited = False
+        self._answered_pid = False
         self.group_exited = False
 
-    @property
-    def exit_fd(self) -> int | None:
-        """Readable when the supervisor has an answer for this run."""
-        return None if self._supervisor is None else self._supervisor.channel.fileno()
-
-    def wait_exit(self, deadline: float) -> bool:
-        """Wait until the probe and all it started are gone, or ``deadline``."""
-        while not self._ended:
-            supervisor = self._supervisor
-            if supervisor is None or not _wait_readable(supervisor.channel.fileno(), deadline):
-                return False
-            self._take_answer(supervisor, deadline)
-        return True
-
-    def _take_answer(self, supervisor: _Supervisor, deadline: float) -> None:
+    def _await_pid(self, deadline: float) -> bool:
+        """Take the spawn's answer; False when the supervisor failed."""
+        if self._answered_pid:
+            return True
+        supervisor = self._supervisor
+        if supervisor is None:
+            return False
         try:
-            answer = supervisor.receive(deadline)
+            pid = supervisor.receive(deadline).get("pid")
+            if pid is None:
+                self.spawn_failed = True
+            elif isinstance(pid, int):
+                self._exit_fd = os.pidfd_open(pid)
+            else:
+                raise SupervisorError("the supervisor sent no pid")
         except (OSError, SupervisorError, ValueError):
             self._drop_supervisor()
-            return
-        if not self._pid_seen and "pid" in answer:
-            self._pid_seen = True
-            if answer["pid"] is None:
-                self.spawn_failed = True
-                self._ended = True
-            return
-        returncode = answer.get("returncode")
-        if not self._pid_seen or not isinstance(returncode, int):
-            self._drop_supervisor()
-            return
-        self._returncode = returncode
-        self._ended = True
+            return False
+        self._answered_pid = True
+        return True
+
+    def wait_exit(self, deadline: float) -> bool:
+        """Wait until the probe exits (or its spawn failed), or ``deadline``."""
+        if self._exited:
+            return True
+        if not self._await_pid(deadline):
+            return False
+        if self._exit_fd is None:  # the spawn failed: nothing runs
+            self._exited = True
+            return True
+        self._exited = _wait_readable(self._exit_fd, deadline)
+        return self._exited
 
     def _drop_supervisor(self) -> None:
         if self._supervisor is not None:
@@ -196,27 +197,34 @@ class SupervisedChild:
             self._supervisor = None
 
     def finish(self) -> int | None:
-        """Kill the run if it is still going; its exit status once all of it is gone.
+        """End the run: kill all of it, return the probe's exit status.
 
         ``group_exited`` then says whether the supervisor confirmed that
-        nothing of the run remains; None is returned when it did not, within
+        nothing of the run remains; None is returned when it did not within
         the bound, or when the spawn failed (``spawn_failed``).
         """
-        if not self._ended and self._supervisor is not None:
+        deadline = time.monotonic() + _REPLY_SECONDS
+        returncode: int | None = None
+        if self._await_pid(deadline) and not self.spawn_failed:
+            supervisor = self._supervisor
+            assert supervisor is not None
             try:
-                self._supervisor.channel.send(b"kill")
-            except OSError:
+                supervisor.channel.send(b"end")
+                answer = supervisor.receive(deadline).get("returncode")
+                if not isinstance(answer, int):
+                    raise SupervisorError("the supervisor sent no exit status")
+                returncode = answer
+            except (OSError, SupervisorError, ValueError):
                 self._drop_supervisor()
-            else:
-                self.wait_exit(time.monotonic() + _REPLY_SECONDS)
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+            self._exit_fd = None
         self.stdout.close()
-        if self._ended and self._supervisor is not None:
+        self.group_exited = self._supervisor is not None
+        if self._supervisor is not None:
             _POOL.give_back(self._supervisor)
-        else:
-            self._drop_supervisor()
-        self._supervisor = None
-        self.group_exited = self._ended
-        return self._returncode
+            self._supervisor = None
+        return returncode
 
 
 def start_supervised(

@@ -15,11 +15,12 @@ Protocol, one message per packet (JSON, UTF-8):
   the write end of the probe's stdout and, when ``program_fd``, the open
   program to execute through ``/proc/self/fd/N``; it answers ``{"pid": N}``,
   or ``{"pid": null}`` when the spawn failed (and then nothing more);
-- while the probe runs, any packet means "kill it now" (one that arrives
-  after the run ended carries no descriptors and is ignored);
-- when the probe has exited and nothing of the run remains it answers
-  ``{"returncode": N}``;
-- end of file on the socket: it kills whatever runs, sweeps, and exits.
+- the probe stays unreaped (so its pid cannot be reused while the host
+  watches it by pidfd) until the host's next packet, which ends the run: it
+  kills the probe's group, reaps the probe, kills and reaps every remaining
+  descendant, and answers ``{"returncode": N}`` when nothing of the run is
+  left;
+- end of file on the socket ends the run the same way, then the supervisor.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import select
 import signal
 import socket
 import sys
@@ -151,23 +151,10 @@ def _run(channel: socket.socket, request: dict[str, object], fds: list[int]) -> 
         for fd in fds:
             os.close(fd)
     _send(channel, {"pid": pid})
-    host_present = True
-    exit_fd = os.pidfd_open(pid)
-    try:
-        poller = select.poll()
-        poller.register(exit_fd, select.POLLIN)
-        poller.register(channel.fileno(), select.POLLIN)
-        while True:
-            ready = {fd for fd, _ in poller.poll()}
-            if channel.fileno() in ready:
-                host_present = bool(channel.recv(MAX_REQUEST_BYTES))
-                _kill_group(pid)  # unreaped, so the group id is still the probe's
-                poller.unregister(channel.fileno())
-            if exit_fd in ready:
-                break
-    finally:
-        os.close(exit_fd)
-    _kill_group(pid)  # the probe is a zombie now: its group id is still its own
+    # The probe stays unreaped until the host ends the run, so its pid and
+    # group id cannot be reused meanwhile: the host watches it by pidfd.
+    host_present = bool(channel.recv(MAX_REQUEST_BYTES))
+    _kill_group(pid)
     _, status = os.waitpid(pid, 0)
     sweep()
     if host_present:
@@ -191,7 +178,7 @@ def main(arguments: list[str]) -> int:
         if not message:
             return 0
         if not fds:
-            continue  # a kill that crossed the end of its run: nothing to do
+            return 1  # not a run request: the host broke the protocol
         if not _run(channel, json.loads(message), list(fds)):
             sweep()
             return 0
