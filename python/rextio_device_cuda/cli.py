@@ -1,4 +1,4 @@
-"""``python -m rextio_device_cuda``: explain codes, run a preflight, install runtime source.
+"""python -m rextio_device_cuda: explain codes, run a preflight, install runtime source.
 
 Bad input gets a message and a non-zero exit, never a traceback: 0 success /
 ready, 1 not ready or refused, 2 unusable input.
@@ -7,9 +7,11 @@ ready, 1 not ready or refused, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -32,6 +34,7 @@ from rextio.devices import (
 
 from rextio_device_cuda import _spec
 from rextio_device_cuda._declarations import frozen_requirement
+from rextio_device_cuda.provider import LOGGER
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -79,6 +82,14 @@ def _explain_lines(code: str) -> list[str]:
 
 def _explain(arguments: argparse.Namespace) -> int:
     code = arguments.code
+    if arguments.list:
+        if code is not None:
+            raise _UsageError("give either a reason code or --list, not both")
+        for listed in sorted(_spec.REASON_TEXT):
+            print(f"{listed}: {_spec.REASON_TEXT[listed][0]}")
+        return EXIT_READY
+    if code is None:
+        raise _UsageError("give a reason code to explain, or --list")
     if _spec.reason_text(code) is None:
         print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
         return EXIT_USAGE
@@ -162,13 +173,14 @@ def _preflight(arguments: argparse.Namespace) -> int:
         return EXIT_NOT_READY
     recording = _RecordingProvider(loaded)
     try:
-        plan = resolve_device_plan(
-            artifact_profile=profile,
-            selection=selection,
-            providers={_spec.PROVIDER_ID: recording},
-            provider_sources={_spec.PROVIDER_ID: source},
-            options=options,
-        )
+        with _provider_warnings_silenced():
+            plan = resolve_device_plan(
+                artifact_profile=profile,
+                selection=selection,
+                providers={_spec.PROVIDER_ID: recording},
+                provider_sources={_spec.PROVIDER_ID: source},
+                options=options,
+            )
     except DeviceProviderError as error:
         result = recording.last_preflight
         if result is not None and result.status is not DevicePreflightStatus.READY:
@@ -181,6 +193,17 @@ def _preflight(arguments: argparse.Namespace) -> int:
         return EXIT_NOT_READY
     print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
     return EXIT_READY
+
+
+@contextlib.contextmanager
+def _provider_warnings_silenced() -> Iterator[None]:
+    """This command prints a refusal itself, with its remedy; the log line would repeat it."""
+    previous = LOGGER.disabled
+    LOGGER.disabled = True
+    try:
+        yield
+    finally:
+        LOGGER.disabled = previous
 
 
 def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
@@ -220,21 +243,80 @@ def _runtime_source(arguments: argparse.Namespace) -> int:
 
 
 def _parser() -> _Parser:
-    parser = _Parser(prog="python -m rextio_device_cuda", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    explain = commands.add_parser("explain", help="explain a reason code")
-    explain.add_argument("code")
+    parser = _Parser(
+        prog="python -m rextio_device_cuda",
+        description=(
+            "Explain the provider's reason codes, run one preflight through Rextio Core, "
+            "or install the packaged runtime source into a project. "
+            "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
+        ),
+    )
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="one of the commands below; COMMAND --help describes its arguments",
+    )
+    explain = commands.add_parser(
+        "explain",
+        help="explain a reason code and say what to change",
+        description="Print what a reason code means and what to change.",
+    )
+    explain.add_argument(
+        "code", nargs="?", help="a reason code, e.g. CUDA_SM_MISMATCH (case-sensitive)"
+    )
+    explain.add_argument(
+        "--list", action="store_true", help="list every reason code with its explanation"
+    )
     explain.set_defaults(handler=_explain)
-    preflight = commands.add_parser("preflight", help="run one provider preflight through Core")
-    preflight.add_argument("--capability", required=True)
-    preflight.add_argument("--probe", required=True, help="absolute path of the probe")
-    preflight.add_argument("--device", required=True, help="device ordinal, e.g. 0")
-    preflight.add_argument("--sm", required=True, help="architecture, e.g. sm_80")
-    preflight.add_argument("--toolkit-root", help="CUDA toolkit root (raw-driver lanes only)")
-    preflight.add_argument("--json", action="store_true", help="print JSON")
+    preflight = commands.add_parser(
+        "preflight",
+        help="run one provider preflight through Rextio Core",
+        description=(
+            "Resolve a standalone device plan through Core's resolve_device_plan: "
+            "print the redacted plan when ready, else the reason code and its remedy."
+        ),
+    )
+    preflight.add_argument(
+        "--capability",
+        required=True,
+        metavar="ID",
+        help=f"capability id, one of: {', '.join(sorted(_spec.CAPABILITIES))}",
+    )
+    preflight.add_argument(
+        "--probe", required=True, metavar="PATH", help="absolute path of the built probe"
+    )
+    preflight.add_argument(
+        "--device", required=True, metavar="N", help="CUDA device ordinal, e.g. 0"
+    )
+    preflight.add_argument(
+        "--sm", required=True, metavar="sm_NN", help="the device's architecture, e.g. sm_80"
+    )
+    preflight.add_argument(
+        "--toolkit-root",
+        metavar="DIR",
+        help="absolute CUDA toolkit root to validate (raw-driver capabilities only)",
+    )
+    preflight.add_argument(
+        "--json", action="store_true", help="print the plan or the refusal as JSON"
+    )
     preflight.set_defaults(handler=_preflight)
-    runtime = commands.add_parser("runtime-source", help="install the packaged runtime source")
-    runtime.add_argument("--into", required=True, metavar="PROJECT_DIR")
+    runtime = commands.add_parser(
+        "runtime-source",
+        help="install the packaged runtime source into a project",
+        description=(
+            "Extract the packaged rextio-cuda-runtime crate (SHA-256 checked) into "
+            f"PROJECT_DIR/{_spec.RUNTIME_PACKAGE['install_dir']}; a rerun over an "
+            "identical install, build products included, changes nothing."
+        ),
+    )
+    runtime.add_argument(
+        "--into",
+        required=True,
+        metavar="PROJECT_DIR",
+        help="an existing project directory to install into",
+    )
     runtime.set_defaults(handler=_runtime_source)
     return parser
 
@@ -250,3 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # A reader that stopped early (`| head`) is not an error worth a traceback;
+        # stdout goes to /dev/null so the interpreter's final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_NOT_READY

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from typing import Final
 
@@ -43,6 +44,23 @@ CUDA_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
 CUDA_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
 CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id("cuda-tensorflow-tfe-linux-x86_64")
 CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
+
+
+# Core reports a refusal only by its status; this line, path-free, tells the
+# person running `rextio generate` which code it was and how to learn more.
+LOGGER: Final = logging.getLogger("rextio_device_cuda")
+
+
+def _log_refusal(reason_code: str) -> None:
+    text = _spec.reason_text(reason_code)
+    explanation = text[0] if text is not None else "the probe reported this code."
+    LOGGER.warning(
+        "%s preflight refused: %s: %s Run `python -m rextio_device_cuda explain %s`.",
+        _spec.PROVIDER_ID,
+        reason_code,
+        explanation,
+        reason_code,
+    )
 
 
 # Core validates and canonicalizes every DevicePreflightResult it is handed
@@ -147,6 +165,7 @@ class CudaDeviceProvider:
             claim.begin()
             claim.finish(ready=isinstance(outcome, _preflight_checks.Ready))
         if isinstance(outcome, _preflight_checks.Refusal):
+            _log_refusal(outcome.reason_code)
             return _refusal_result(outcome.status, outcome.reason_code)
         return _ready_result(outcome.observations)
 

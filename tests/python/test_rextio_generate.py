@@ -123,10 +123,10 @@ def test_fixture_plugin_is_discoverable_through_pythonpath_only(plugin_site: Pat
     assert PLUGIN_ID not in unlisted.stdout
 
 
-def _probe(probes: ProbeFactory) -> Path:
-    """A /bin/sh probe printing a complete sm_80 report; it appends to its marker."""
+def _probe(probes: ProbeFactory, sm: str = "sm_80") -> Path:
+    """A /bin/sh probe printing a complete report of one ``sm`` device; it appends to its marker."""
     marker = shlex.quote(str(probes.marker()))
-    printed = shlex.quote(json.dumps(report()))
+    printed = shlex.quote(json.dumps(report(sms=(sm,))))
     return probes.shell(f"echo ran >> {marker}\nprintf '%s\\n' {printed}\n")
 
 
@@ -300,3 +300,30 @@ def test_raw_lane_is_rejected_before_anything_is_written(
     assert _snapshot(project) == before
     assert not (project / ".rextio").exists()
     assert not list(project.rglob("device-provider.lock.json"))
+
+
+@pytest.mark.parametrize(
+    "capability", ["cuda-libtorch-linux-x86_64", "cuda-tensorflow-tfe-linux-x86_64"]
+)
+def test_refused_preflight_names_its_reason_on_stderr(
+    capability: str, plugin_site: Path, probes: ProbeFactory, tmp_path: Path
+) -> None:
+    # The probe reports an sm_75 device; the project selects sm_80.
+    probe = _probe(probes, sm="sm_75")
+    project = _write_project(tmp_path / "project", capability, probe)
+    before = _snapshot(project)
+
+    done = _generate(project, plugin_site, cwd=tmp_path)
+
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    explanation = SPEC["reason_codes"]["CUDA_SM_MISMATCH"][0]
+    warnings = [line for line in done.stderr.splitlines() if "preflight refused" in line]
+    assert warnings == [
+        f"{PROVIDER_ID} preflight refused: CUDA_SM_MISMATCH: {explanation} "
+        "Run `python -m rextio_device_cuda explain CUDA_SM_MISMATCH`."
+    ]
+    for secret in (str(tmp_path), str(probe), str(project)):
+        assert secret not in done.stderr
+    assert probes.marker().read_text() == "ran\n"
+    assert _snapshot(project) == before
