@@ -18,7 +18,7 @@ use crate::Result;
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!(
+        crate::usage_error(&format!(
             "verify-determinism takes no arguments (got `{unexpected}`)"
         ));
     }

@@ -23,7 +23,7 @@ print(build_wheel(sys.argv[1]))
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!(
+        crate::usage_error(&format!(
             "`cargo xtask dist` takes no arguments (got `{unexpected}`)"
         ));
     }

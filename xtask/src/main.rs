@@ -34,11 +34,21 @@ commands:
                            real-GPU evidence on a trusted NVIDIA host
 ";
 
+/// Exit status for input a command cannot use (as for an unknown command).
+const EXIT_USAGE: u8 = 2;
+
+/// Ends the process for unusable input: the message once, then exit status 2.
+/// Called only while parsing arguments, before anything is built or written.
+pub fn usage_error(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(EXIT_USAGE.into())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
         eprint!("{USAGE}");
-        return ExitCode::from(2);
+        return ExitCode::from(EXIT_USAGE);
     };
     let outcome = match command.as_str() {
         "generate" => generate::command(rest),
@@ -52,7 +62,7 @@ fn main() -> ExitCode {
             print!("{USAGE}");
             Ok(())
         }
-        other => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+        other => usage_error(&format!("unknown command `{other}`\n\n{USAGE}")),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,7 +18,7 @@ const CROSS_CHECKED_PACKAGES: [&str; 2] = ["rextio-cuda-runtime", "rextio-cuda-p
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!(
+        crate::usage_error(&format!(
             "`cargo xtask test` takes no arguments (got `{unexpected}`)"
         ));
     }

@@ -109,7 +109,8 @@ pub struct Options {
 
 pub fn command(args: &[String]) -> Result<()> {
     let facts = SpecFacts::read()?;
-    let options = parse_arguments(args, facts.max_device_ordinal)?;
+    let options = parse_arguments(args, facts.max_device_ordinal)
+        .unwrap_or_else(|message| crate::usage_error(&message));
     let capability = facts.host_capability()?;
     let native = native::build(!options.dev_build)?;
     let python = provider_python()?;

@@ -244,9 +244,9 @@ pub fn command(args: &[String]) -> Result<()> {
                 root = rest
                     .next()
                     .map(Into::into)
-                    .ok_or("--root needs a directory")?;
+                    .unwrap_or_else(|| crate::usage_error("generate: --root needs a directory"));
             }
-            other => return Err(format!("generate: unknown argument `{other}`")),
+            other => crate::usage_error(&format!("generate: unknown argument `{other}`")),
         }
     }
     if check_only {
