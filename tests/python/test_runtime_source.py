@@ -247,7 +247,7 @@ def _install_rounds(base: Path, barrier: Any, results: Any) -> None:
         barrier.wait(timeout=120)
         try:
             outcome: object = install_runtime_source(base / f"project-{round_index}")
-        except Exception as error:  # noqa: BLE001 - reported to the parent as the failure
+        except Exception as error:  # reported to the parent as the failure
             outcome = f"{type(error).__name__}: {error}"
         results.put((round_index, outcome))
 

@@ -118,7 +118,7 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
     // Each test tree has its own conftest.py, so each gets its own mypy run.
     for checked in [
         &["python/rextio_device_cuda", "tests/python"][..],
-        &["tests/e2e"][..],
+        &["tests/e2e", "tests/downstream"][..],
     ] {
         process::run(
             Command::new(venv_program("mypy"))
