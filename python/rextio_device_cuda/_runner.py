@@ -1,9 +1,23 @@
 """Running the probe executable: bounded in time, output and side effects.
 
 The probe runs with an empty environment, no PATH lookup, stderr discarded,
-in its own process group. Its stdout is read with a deadline (no polling
-sleeps); on every failure the whole group is killed and the child reaped with
-bounded waits, so a grandchild that keeps stdout open cannot outlive it.
+in its own session and process group. Its stdout is read with a deadline (no
+polling sleeps). When a run ends, on success and on every failure alike, the
+whole group is sent SIGKILL while the probe is still unreaped (so the group id
+cannot have been reused), the probe is reaped, and ``run()`` returns only once
+every process of that group is confirmed to have exited: a pidfd for each
+remaining member, polled with a bound (see ``_confirm_group_exit``).
+
+What is contained, exactly (Linux):
+- every process that stays in the probe's process group, including
+  grandchildren that keep stdout open or were orphaned: killed and confirmed
+  dead before ``run()`` returns;
+- a descendant that leaves the group (``setsid``, ``setpgid``, a double fork
+  into a new session) is NOT contained: it is outside the signal's reach and
+  keeps running. Containing it would need a PID namespace or a subreaper
+  between this process and the probe, i.e. a fork of the host interpreter per
+  run, which measured at 2x to 3x the spawn floor (docs/interfaces.md).
+Windows: only the probe process itself is killed; its descendants are not.
 """
 
 from __future__ import annotations
@@ -84,6 +98,7 @@ class _Child:
         self._exit_fd: int | None = None
         # Set once the exit descriptor was seen readable: the child has exited.
         self._exited = False
+        self.group_exited = False
         if hasattr(os, "pidfd_open"):
             try:
                 self._exit_fd = os.pidfd_open(process.pid)
@@ -130,9 +145,15 @@ class _Child:
                 return False
 
     def finish(self) -> int | None:
-        """Kill the group (grandchildren too), reap with a bound, release fds."""
+        """Kill the group, reap the child, confirm every group member exited.
+
+        Returns the child's exit status (None when it could not be reaped
+        within the bound); ``group_exited`` then says whether every other
+        member of its group was confirmed to have exited.
+        """
         self._kill_group()
-        exited = self.wait_exit(time.monotonic() + _REAP_SECONDS)
+        deadline = time.monotonic() + _REAP_SECONDS
+        exited = self.wait_exit(deadline)
         returncode: int | None = None
         if exited and self._exit_fd is not None:
             # The pidfd reported the exit: the zombie is there, waitpid returns at once.
@@ -147,7 +168,84 @@ class _Child:
         if self._exit_fd is not None:
             os.close(self._exit_fd)
             self._exit_fd = None
+        if returncode is not None and not _IS_WINDOWS:
+            self.group_exited = _confirm_group_exit(self.process.pid, deadline)
+        else:
+            self.group_exited = returncode is not None
         return returncode
+
+
+def _group_members(group: int) -> list[int]:
+    """Processes (zombies included) whose process group is ``group``, from /proc."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if entry.isdigit() and _group_of(int(entry)) == group:
+            members.append(int(entry))
+    return members
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            fields = file.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command name: state, ppid, pgrp, ...
+    return int(fields[2]) if len(fields) > 2 else None
+
+
+def _confirm_group_exit(group: int, deadline: float) -> bool:
+    """True once no process of ``group`` is still running (a zombie has exited).
+
+    Called after SIGKILL went to the group and its leader was reaped. A member
+    with a pending SIGKILL cannot fork, so no member can appear from now on;
+    the ones that remain are dying or zombies waiting for their new parent.
+    """
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return True  # the common case: no member left at all, one syscall
+    except PermissionError:
+        pass  # a member this process may not signal: still wait for it below
+    if not hasattr(os, "pidfd_open"):  # pragma: no cover - Linux < 5.3
+        return True
+    descriptors: list[int] = []
+    try:
+        for pid in _group_members(group):
+            try:
+                descriptor = os.pidfd_open(pid)
+            except OSError:
+                continue  # already reaped: it has exited
+            descriptors.append(descriptor)
+            # The pidfd names whatever process holds ``pid`` now; if that is
+            # no longer a member, the member it replaced is gone.
+            if _group_of(pid) != group:
+                descriptors.pop()
+                os.close(descriptor)
+        return _all_exit(descriptors, deadline)
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
+
+
+def _all_exit(descriptors: list[int], deadline: float) -> bool:
+    """Wait until every pidfd reports its process exited, or ``deadline``."""
+    poller = select.poll()
+    pending = set(descriptors)
+    for descriptor in pending:
+        poller.register(descriptor, select.POLLIN)
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        for descriptor, _ in poller.poll(_poll_milliseconds(remaining)):
+            poller.unregister(descriptor)
+            pending.discard(descriptor)
+    return True
 
 
 class SubprocessProbeRunner:
@@ -233,6 +331,9 @@ class SubprocessProbeRunner:
             child.finish()
             raise
         returncode = child.finish()
+        if not child.group_exited:
+            # A process of the probe's group outlived the reap bound.
+            raise CudaProbeError(_codes.PROBE_TIMEOUT)
         if returncode != 0:
             raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
         return output

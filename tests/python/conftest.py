@@ -7,6 +7,7 @@ wheel, never from the source tree under python/.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,22 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from cuda_support import ProbeFactory
+
+# `cargo xtask stress` sets this: each process_stress test then runs that many times.
+STRESS_ROUNDS_VARIABLE = "REXTIO_STRESS_ROUNDS"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "process_stress: a process/signal test that `cargo xtask stress` repeats"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    rounds = int(os.environ.get(STRESS_ROUNDS_VARIABLE, "0") or "0")
+    if rounds > 0 and metafunc.definition.get_closest_marker("process_stress"):
+        metafunc.fixturenames.append("stress_round")
+        metafunc.parametrize("stress_round", range(rounds))
 
 
 @pytest.fixture

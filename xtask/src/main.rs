@@ -12,6 +12,7 @@ mod nolink;
 mod paths;
 mod process;
 mod python_env;
+mod stress;
 mod test;
 mod validate;
 
@@ -29,6 +30,7 @@ commands:
   dist                     check generated files, then build the wheel into target/dist/
   test                     run every check and test of the project
   bench                    measure generate, verify-determinism, preflight and probe costs
+  stress [--rounds N]      repeat the process/signal tests N times (default 200)
   demo                     show the whole chain on the simulated driver (no GPU needed)
   validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
                            real-GPU evidence on a trusted NVIDIA host
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         "dist" => dist::command(rest),
         "test" => test::command(rest),
         "bench" => bench::command(rest),
+        "stress" => stress::command(rest),
         "demo" => demo::command(rest),
         "validate-nvidia" => validate::command(rest),
         "help" | "--help" | "-h" => {
