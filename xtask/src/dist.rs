@@ -35,13 +35,14 @@ pub fn command(args: &[String]) -> Result<()> {
 
 /// generate --check, then the wheel into target/dist/; returns its path.
 pub fn build_wheel() -> Result<PathBuf> {
+    println!("dist: checking that every generated file is current");
     generate::check()?;
     build_wheel_into(&paths::target_dir().join("dist"))
 }
 
 /// Builds the wheel into `dir` (created if needed); returns its path.
 pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
-    let python = python_env::ensure_venv()?;
+    let python = python_env::ensure_build_venv()?;
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let dir = dir
         .canonicalize()
@@ -54,6 +55,7 @@ pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
         .args(["-c", BUILD_WHEEL])
         .arg(&dir);
     let shown = process::describe(&build);
+    println!("dist: building the wheel with hatchling (SOURCE_DATE_EPOCH={SOURCE_DATE_EPOCH})");
     println!("+ {shown}");
     let output = build
         .output()

@@ -1,7 +1,8 @@
 //! The project's Python virtual environment (owned by the Python provider work).
 //!
-//! `target/venv` holds exactly pinned tools from PyPI; it is created once and
-//! reused while every pin is satisfied. Tests always import the installed
+//! `target/venv` holds exactly pinned tools from PyPI, `target/venv-build`
+//! only the wheel's build backend; each is created once and reused while
+//! every pin is satisfied. Tests always import the installed
 //! wheel, never the source tree.
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,9 @@ const PINS: &[(&str, &str)] = &[
     ("hatchling", "1.33.0"),
 ];
 
+/// Building the wheel needs only its build backend.
+const BUILD_PINS: &[(&str, &str)] = &[("hatchling", "1.33.0")];
+
 /// Exits 0 when every `name==version` argument is installed at that version.
 const PINS_SATISFIED: &str = "\
 import sys
@@ -32,60 +36,99 @@ for pin in sys.argv[1:]:
         sys.exit(1)
 ";
 
-/// The virtual environment's directory.
-pub fn venv_dir() -> PathBuf {
-    paths::target_dir().join("venv")
+/// One virtual environment under target/ and the exact pins it holds.
+struct Venv {
+    name: &'static str,
+    pins: &'static [(&'static str, &'static str)],
 }
 
-/// A program inside the virtual environment (`python`, `pytest`, ...).
-pub fn venv_program(name: &str) -> PathBuf {
-    if cfg!(windows) {
-        venv_dir().join("Scripts").join(format!("{name}.exe"))
-    } else {
-        venv_dir().join("bin").join(name)
+/// The checks' environment: Core, the test and lint tools, the build backend.
+const TEST_VENV: Venv = Venv {
+    name: "venv",
+    pins: PINS,
+};
+/// `cargo xtask dist`'s environment: the build backend alone.
+const BUILD_VENV: Venv = Venv {
+    name: "venv-build",
+    pins: BUILD_PINS,
+};
+
+impl Venv {
+    fn dir(&self) -> PathBuf {
+        paths::target_dir().join(self.name)
+    }
+
+    fn program(&self, name: &str) -> PathBuf {
+        if cfg!(windows) {
+            self.dir().join("Scripts").join(format!("{name}.exe"))
+        } else {
+            self.dir().join("bin").join(name)
+        }
+    }
+
+    fn pin_arguments(&self) -> Vec<String> {
+        self.pins
+            .iter()
+            .map(|(name, version)| format!("{name}=={version}"))
+            .collect()
+    }
+
+    /// Creates or reuses the environment with every pin; returns its python.
+    fn ensure(&self) -> Result<PathBuf> {
+        let python = self.program("python");
+        let shown = format!("target/{}", self.name);
+        if !python.exists() {
+            let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| {
+                if cfg!(windows) {
+                    "python".into()
+                } else {
+                    "python3".into()
+                }
+            });
+            println!("python: creating {shown}");
+            process::run(Command::new(base).args(["-m", "venv"]).arg(self.dir()))?;
+        }
+        let satisfied = Command::new(&python)
+            .args(["-c", PINS_SATISFIED])
+            .args(self.pin_arguments())
+            .status()
+            .map_err(|error| format!("could not run {}: {error}", python.display()))?
+            .success();
+        if !satisfied {
+            println!(
+                "python: installing {} into {shown} from PyPI",
+                self.pin_arguments().join(" ")
+            );
+            process::run(pip_install(&python).args(self.pin_arguments()))?;
+        }
+        let supported = Command::new(&python)
+            .args(["-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
+            .status()
+            .is_ok_and(|status| status.success());
+        if !supported {
+            return Err(format!(
+                "{} is older than Python 3.11; remove {shown} and set REXTIO_PYTHON \
+                 to a CPython 3.11+ interpreter",
+                python.display()
+            ));
+        }
+        Ok(python)
     }
 }
 
-fn pin_arguments() -> Vec<String> {
-    PINS.iter()
-        .map(|(name, version)| format!("{name}=={version}"))
-        .collect()
+/// A program inside the checks' virtual environment (`python`, `pytest`, ...).
+pub fn venv_program(name: &str) -> PathBuf {
+    TEST_VENV.program(name)
 }
 
 /// Creates or reuses `target/venv` with every pinned tool; returns its python.
 pub fn ensure_venv() -> Result<PathBuf> {
-    let python = venv_program("python");
-    if !python.exists() {
-        let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| {
-            if cfg!(windows) {
-                "python".into()
-            } else {
-                "python3".into()
-            }
-        });
-        process::run(Command::new(base).args(["-m", "venv"]).arg(venv_dir()))?;
-    }
-    let satisfied = Command::new(&python)
-        .args(["-c", PINS_SATISFIED])
-        .args(pin_arguments())
-        .status()
-        .map_err(|error| format!("could not run {}: {error}", python.display()))?
-        .success();
-    if !satisfied {
-        process::run(pip_install(&python).args(pin_arguments()))?;
-    }
-    let supported = Command::new(&python)
-        .args(["-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !supported {
-        return Err(format!(
-            "{} is older than Python 3.11; remove target/venv and set REXTIO_PYTHON \
-             to a CPython 3.11+ interpreter",
-            python.display()
-        ));
-    }
-    Ok(python)
+    TEST_VENV.ensure()
+}
+
+/// Creates or reuses `target/venv-build` (the build backend only); returns its python.
+pub fn ensure_build_venv() -> Result<PathBuf> {
+    BUILD_VENV.ensure()
 }
 
 /// `python -m pip install`, quiet, with pip's download cache inside target/
@@ -135,6 +178,7 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
         .env("REXTIO_CUDA_PROBE", &native.probe)
         .env("REXTIO_CUDA_SMOKE", &native.smoke)
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
+        .env("REXTIO_BUILD_PYTHON", BUILD_VENV.program("python"))
         // importlib mode: the rootdir is not put on sys.path, so only the
         // installed wheel can satisfy `import rextio_device_cuda`.
         .args([
