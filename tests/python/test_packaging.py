@@ -94,7 +94,8 @@ def test_the_wheel_is_built_in_an_environment_holding_only_its_build_backend() -
             python,
             "-c",
             "from importlib import metadata\n"
-            "print('\\n'.join(sorted(d.metadata['Name'].lower() for d in metadata.distributions())))",
+            "for found in metadata.distributions():\n"
+            "    print(found.metadata['Name'].lower())\n",
         ],
         capture_output=True,
         text=True,
