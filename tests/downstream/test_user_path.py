@@ -14,13 +14,14 @@ import re
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-# The e2e helpers live beside their own tests.
+# The shared helpers live beside their own tests.
+from cuda_support import json_strings, json_values
 from sim_namespace import (
     DriverLayout,
     SimulatedHost,
@@ -79,16 +80,6 @@ def _rextio() -> Path:
     return executable
 
 
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, dict):
-        return [text for name, value in node.items() for text in (name, *_strings(value))]
-    if isinstance(node, list):
-        return [text for item in node for text in _strings(item)]
-    return []
-
-
 def test_the_plugin_route_is_installed_without_torch() -> None:
     assert metadata.version("rextio-torch") == "0.1.3"
     assert tuple(int(part) for part in metadata.version("rextio").split(".")) >= (0, 1, 7)
@@ -126,11 +117,11 @@ def test_the_readme_route_generates_a_path_free_lock(
     [requirement] = plan["artifact_profile"]["device_requirements"]
     assert (requirement["logical_device"], requirement["runtime"]) == ("gpu:0", "libtorch")
     assert plan["contribution"]["package_references"] == []
-    assert all(claim is False for claim in _collect(lock, "support_claim"))
-    assert _collect(lock, "support_claim"), "the lock records no support_claim"
+    assert all(claim is False for claim in json_values(lock, "support_claim"))
+    assert json_values(lock, "support_claim"), "the lock records no support_claim"
     for secret in (str(tmp_path), str(probe)):
         assert secret not in text
-    assert [value for value in _strings(lock) if value.startswith("/")] == []
+    assert [value for value in json_strings(lock) if value.startswith("/")] == []
     # The driver really answered: the probe's calls reached the simulated library.
     assert any(call.startswith("cuDeviceComputeCapability") for call in run.calls), run.calls
 
@@ -151,16 +142,3 @@ def test_a_wrong_sm_stops_generation_and_names_the_reason(
     assert "python -m rextio_device_cuda explain CUDA_SM_MISMATCH" in run.stderr
     assert "failed preflight with status 'unavailable'" in run.stderr
     assert not (project / ".rextio").exists()
-
-
-def _collect(node: Any, key: str) -> list[Any]:
-    found: list[Any] = []
-    if isinstance(node, dict):
-        for name, value in node.items():
-            if name == key:
-                found.append(value)
-            found.extend(_collect(value, key))
-    elif isinstance(node, list):
-        for item in node:
-            found.extend(_collect(item, key))
-    return found

@@ -206,3 +206,28 @@ def processes_with(tag: str) -> list[int]:
         if tag.encode() in cmdline and state != "Z":
             found.append(int(entry))
     return found
+
+
+def json_values(node: Any, key: str) -> list[Any]:
+    """Every value stored under ``key`` anywhere in a JSON document."""
+    found: list[Any] = []
+    if isinstance(node, dict):
+        for name, value in node.items():
+            if name == key:
+                found.append(value)
+            found.extend(json_values(value, key))
+    elif isinstance(node, list):
+        for item in node:
+            found.extend(json_values(item, key))
+    return found
+
+
+def json_strings(node: Any) -> list[str]:
+    """Every string (keys included) in a JSON document."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [text for name, value in node.items() for text in (name, *json_strings(value))]
+    if isinstance(node, list):
+        return [text for item in node for text in json_strings(item)]
+    return []

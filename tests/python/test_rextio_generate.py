@@ -19,10 +19,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cuda_support import CAPABILITIES, SPEC, ProbeFactory, report
+from cuda_support import CAPABILITIES, SPEC, ProbeFactory, json_strings, json_values, report
 
 PROVIDER_ID = "rextio-device-cuda"
 PLUGIN_ID = "rextio-cuda-domain-fixture"
@@ -183,31 +182,6 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
     }
 
 
-def _values(node: Any, key: str) -> list[Any]:
-    """Every value stored under ``key`` anywhere in a JSON document."""
-    found: list[Any] = []
-    if isinstance(node, dict):
-        for name, value in node.items():
-            if name == key:
-                found.append(value)
-            found.extend(_values(value, key))
-    elif isinstance(node, list):
-        for item in node:
-            found.extend(_values(item, key))
-    return found
-
-
-def _strings(node: Any) -> list[str]:
-    """Every string (keys included) in a JSON document."""
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, dict):
-        return [text for name, value in node.items() for text in (name, *_strings(value))]
-    if isinstance(node, list):
-        return [text for item in node for text in _strings(item)]
-    return []
-
-
 @pytest.mark.parametrize(
     "capability", ["cuda-libtorch-linux-x86_64", "cuda-tensorflow-tfe-linux-x86_64"]
 )
@@ -245,7 +219,7 @@ def test_framework_lane_generates_a_redacted_lock(
     assert plan["preflight"]["status"] == "ready"
     assert plan["preflight"]["reason_codes"] == []
 
-    claims = _values(lock, "support_claim")
+    claims = json_values(lock, "support_claim")
     assert claims, "the lock records no support_claim at all"
     assert all(claim is False for claim in claims), claims
 
@@ -275,7 +249,7 @@ def test_framework_lane_generates_a_redacted_lock(
     # Options enter as key names plus a digest: no path, no absolute string.
     for secret in (str(tmp_path), str(probe), str(probe.resolve()), str(project)):
         assert secret not in text
-    absolute = [value for value in _strings(lock) if value.startswith("/")]
+    absolute = [value for value in json_strings(lock) if value.startswith("/")]
     assert absolute == []
 
 

@@ -194,7 +194,7 @@ def _fifo(relative: str) -> Callable[[Path], None]:
     return change
 
 
-def _link(relative: str) -> Callable[[Path], None]:
+def _symlinked(relative: str) -> Callable[[Path], None]:
     def change(crate: Path) -> None:
         content = (crate / relative).read_bytes()
         outside = crate.parents[len(INSTALL.parts)] / "outside-copy"
@@ -214,7 +214,7 @@ def _link(relative: str) -> Callable[[Path], None]:
         (_add("src/lib.rs", b"pub fn replaced() {}\n"), "changed src/lib.rs"),
         (_remove("README.md"), "missing README.md"),
         (_fifo("src/error.rs"), "changed src/error.rs"),
-        (_link("src/lib.rs"), "changed src/lib.rs"),
+        (_symlinked("src/lib.rs"), "changed src/lib.rs"),
     ],
     ids=["extra-source", "build-script", "nested-target", "edited", "deleted", "fifo", "symlink"],
 )

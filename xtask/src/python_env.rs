@@ -159,6 +159,8 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
             .args(["check", "python", "tests"]),
     )?;
     // Each test tree has its own conftest.py, so each gets its own mypy run.
+    // tests/downstream imports the helpers of tests/python (MYPYPATH) and
+    // tests/e2e (checked beside it).
     for checked in [
         &["python/rextio_device_cuda", "tests/python"][..],
         &["tests/e2e", "tests/downstream"][..],
@@ -166,6 +168,7 @@ pub fn test(native: &NativeArtifacts) -> Result<()> {
         process::run(
             Command::new(venv_program("mypy"))
                 .current_dir(&root)
+                .env("MYPYPATH", "tests/python")
                 .args(["--strict", "--config-file", "mypy.ini"])
                 .args(checked),
         )?;
