@@ -236,8 +236,8 @@ fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
 }
 
 /// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
-/// pytest on `tests/python` and `tests/e2e`.
-pub fn test_floor(native: &NativeArtifacts) -> Result<()> {
+/// pytest on `tests/python` and `tests/e2e`; returns the wheel it tested.
+pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
     let root = paths::repo_root();
     let python = Venv::Floor.ensure()?;
     let wheel = dist::build_wheel()?;
@@ -255,16 +255,16 @@ pub fn test_floor(native: &NativeArtifacts) -> Result<()> {
             &["tests/e2e"],
         ],
     )?;
-    pytest(Venv::Floor, native, &["tests/python", "tests/e2e"], None)
+    pytest(Venv::Floor, native, &["tests/python", "tests/e2e"], None)?;
+    Ok(wheel)
 }
 
-/// The newest Core: the same wheel, pytest on `tests/python` and `tests/e2e`,
-/// and `tests/downstream` with the companion plugins (mypy --strict on the
-/// package and the downstream tests against this Core too).
-pub fn test_newest(native: &NativeArtifacts) -> Result<()> {
+/// The newest Core: the same `wheel`, pytest on `tests/python` and
+/// `tests/e2e`, and `tests/downstream` with the companion plugins (mypy
+/// --strict on the package and the downstream tests against this Core too).
+pub fn test_newest(native: &NativeArtifacts, wheel: &Path) -> Result<()> {
     let (python, sdists) = ensure_newest_with_plugins()?;
-    let wheel = dist::build_wheel()?;
-    install_wheel(&python, &wheel)?;
+    install_wheel(&python, wheel)?;
     mypy(
         Venv::Newest,
         &[&["python/rextio_device_cuda"], &["tests/downstream"]],

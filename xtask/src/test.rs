@@ -54,7 +54,7 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     report.step("no cuda in probe and smoke", || {
         native::check_no_cuda_link(&artifacts)
     })?;
-    report.step(
+    let wheel = report.step(
         &format!(
             "python, Core {} (floor): wheel, ruff, mypy, pytest",
             python_env::FLOOR_CORE
@@ -66,7 +66,7 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
             "python, Core {} (newest): mypy, pytest, tests/downstream with the companion plugins",
             python_env::NEWEST_CORE
         ),
-        || python_env::test_newest(&artifacts),
+        || python_env::test_newest(&artifacts, &wheel),
     )?;
     for target in CROSS_TARGETS {
         if target_installed(target) {
