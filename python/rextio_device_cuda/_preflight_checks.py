@@ -37,7 +37,6 @@ from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = _spec.OPTION_KEYS
 _OBSERVATION = _spec.OBSERVATION_KEYS
-_PROBE_REASON_CODES: frozenset[str] = frozenset(_spec.PROBE_REPORT["reason_codes"])
 # Bounds the memo tables below; requests name very few distinct devices/probes.
 _MEMO_SIZE = 256
 
@@ -358,11 +357,9 @@ def _check_report(
     if report.target != expected:
         raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
     if report.status != _spec.PROBE_REPORT["complete_status"]:
-        # Only the probe's own codes pass through; anything else a probe says
-        # (including another stage's code) is reported as PROBE_NOT_READY.
-        code = report.reason_code
-        known = code is not None and code in _PROBE_REASON_CODES
-        raise _unavailable(code if known and code is not None else _codes.PROBE_NOT_READY)
+        # Step 16: the report's own code passes through, whatever schema-valid
+        # code it is (another or a newer probe may say more than ours does).
+        raise _unavailable(report.reason_code or _codes.PROBE_NOT_READY)
     if report.driver_version is None:
         raise _unavailable(_codes.DRIVER_VERSION_UNAVAILABLE)
     if report.driver_version < config.minimum_driver_version:
@@ -384,20 +381,16 @@ def _toolkit_report(
     try:
         report = inspector.inspect(triple)
         components = tuple(expected_components(triple))
+        if isinstance(report, CudaToolkitReport):
+            # Validated again (contract section 5's report checks, in order):
+            # a frozen record can still be altered after construction.
+            CudaToolkitReport(report.version, report.runtime_version, report.components)
     except CudaProbeError as error:
         raise _unavailable(error.reason_code) from error
     except Exception as error:  # an injected inspector's bug fails closed
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID) from error
-    if not isinstance(report, CudaToolkitReport) or report.target_triple != triple:
-        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
-    # The report checks of contract section 5, in its order: one version, at
-    # or above the fixed floor, then the components. The configured floor and
-    # the driver follow in _check_toolkit (section 3, step 19).
-    if report.runtime_version != report.toolkit_version:
-        raise _unavailable(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
-    if toolkit_version_parts(report.toolkit_version) < _spec.TOOLKIT_VERSION_FLOOR:
-        raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
-    if report.components != components:
+    # The components must be exactly this target's.
+    if not isinstance(report, CudaToolkitReport) or report.components != components:
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
     return report
 
@@ -405,7 +398,7 @@ def _toolkit_report(
 def _check_toolkit(
     report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig
 ) -> None:
-    toolkit = toolkit_version_parts(report.toolkit_version)
+    toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
         raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
     if (driver_version // 1000, (driver_version % 1000) // 10) < toolkit:
@@ -437,7 +430,7 @@ def _observations(
             toolkit.runtime_version if toolkit is not None else not_configured
         )
         observed[_OBSERVATION["toolkit_version"]] = (
-            toolkit.toolkit_version if toolkit is not None else not_configured
+            toolkit.version if toolkit is not None else not_configured
         )
     observed.update(dict(lane.observations))
     return tuple(sorted(observed.items()))

@@ -16,11 +16,15 @@ from rextio_device_cuda import _spec
 __all__ = [
     "CUDA_DRIVER_VERSION_FLOOR",
     "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR",
+    "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT",
     "CudaProviderConfig",
 ]
 
 CUDA_DRIVER_VERSION_FLOOR: Final[int] = _spec.DRIVER_VERSION_FLOOR
 CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR: Final[tuple[int, int]] = _spec.TOOLKIT_VERSION_FLOOR
+CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT: Final[str] = ".".join(
+    str(part) for part in CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
+)
 
 
 def _is_int(value: object) -> bool:
@@ -85,5 +89,7 @@ class CudaProviderConfig:
                 f"from 0 to {part_max}"
             )
         if version < CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR:
-            major, minor = CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
-            raise ValueError(f"minimum_toolkit_version must be at or above {major}.{minor}")
+            raise ValueError(
+                "minimum_toolkit_version must be at or above "
+                f"{CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT}"
+            )

@@ -17,19 +17,51 @@ from rextio.devices import (
 
 from rextio_device_cuda import _declarations, _preflight_checks, _spec
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
-from rextio_device_cuda.config import CudaProviderConfig
-from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
+from rextio_device_cuda.probe import (
+    CudaProbeError,
+    FilesystemToolkitInspector,
+    ProbeRunner,
+    SubprocessProbeRunner,
+    ToolkitInspector,
+    expected_probe_target,
+)
 
+# 0.1.0's public names (contract section 1), then this version's additions.
 __all__ = [
     "CAPABILITY_IDS",
+    "CAPABILITY_LIBTORCH_LINUX_X86_64",
+    "CAPABILITY_LINUX_AARCH64",
+    "CAPABILITY_LINUX_X86_64",
+    "CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64",
+    "CAPABILITY_WINDOWS_X86_64",
+    "CPYTHON_VERSION",
+    "CUDA_DRIVER_VERSION_FLOOR",
     "CUDA_LIBTORCH_LINUX_X86_64",
     "CUDA_LINUX_AARCH64",
     "CUDA_LINUX_X86_64",
     "CUDA_TENSORFLOW_TFE_LINUX_X86_64",
     "CUDA_WINDOWS_X86_64",
+    "LIBTORCH_RUNTIME",
+    "LIBTORCH_VERSION",
+    "PROVIDER_ID",
+    "TCH_VERSION",
+    "TENSORFLOW_TFE_RUNTIME",
+    "TENSORFLOW_VERSION",
     "CudaDeviceProvider",
+    "CudaProbeError",
+    "CudaProviderConfig",
+    "FilesystemToolkitInspector",
+    "ProbeRunner",
+    "SubprocessProbeRunner",
+    "ToolkitInspector",
+    "__version__",
+    "expected_probe_target",
     "provider",
 ]
+
+__version__: Final[str] = _spec.DISTRIBUTION["version"]
+PROVIDER_ID: Final[str] = _spec.PROVIDER_ID
 
 
 def _capability_id(capability_id: str) -> str:
@@ -38,12 +70,45 @@ def _capability_id(capability_id: str) -> str:
     return capability_id
 
 
-CUDA_LINUX_X86_64: Final = _capability_id("cuda-linux-x86_64")
-CUDA_LINUX_AARCH64: Final = _capability_id("cuda-linux-aarch64")
-CUDA_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
-CUDA_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
-CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id("cuda-tensorflow-tfe-linux-x86_64")
+CAPABILITY_LINUX_X86_64: Final = _capability_id("cuda-linux-x86_64")
+CAPABILITY_LINUX_AARCH64: Final = _capability_id("cuda-linux-aarch64")
+CAPABILITY_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
+CAPABILITY_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
+CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id(
+    "cuda-tensorflow-tfe-linux-x86_64"
+)
 CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
+# Earlier names of this rewrite, kept so no import breaks.
+CUDA_LINUX_X86_64: Final = CAPABILITY_LINUX_X86_64
+CUDA_LINUX_AARCH64: Final = CAPABILITY_LINUX_AARCH64
+CUDA_WINDOWS_X86_64: Final = CAPABILITY_WINDOWS_X86_64
+CUDA_LIBTORCH_LINUX_X86_64: Final = CAPABILITY_LIBTORCH_LINUX_X86_64
+CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64
+
+
+def _lane_runtime(capability_id: str) -> str:
+    requirement = _spec.CAPABILITIES[capability_id].lane.requirement
+    if requirement is None:
+        raise KeyError(f"capability {capability_id} declares no framework requirement")
+    return requirement.runtime
+
+
+def _pin_version(capability_id: str, name: str) -> str:
+    for pin in _spec.CAPABILITIES[capability_id].lane.runtime_pins:
+        if pin.name == name:
+            return pin.version
+    raise KeyError(f"capability {capability_id} pins no {name}")
+
+
+# The framework lanes' pins, as 0.1.0 named them; the values live in the spec.
+LIBTORCH_RUNTIME: Final[str] = _lane_runtime(CAPABILITY_LIBTORCH_LINUX_X86_64)
+LIBTORCH_VERSION: Final[str] = _pin_version(CAPABILITY_LIBTORCH_LINUX_X86_64, "libtorch")
+TCH_VERSION: Final[str] = _pin_version(CAPABILITY_LIBTORCH_LINUX_X86_64, "tch")
+TENSORFLOW_TFE_RUNTIME: Final[str] = _lane_runtime(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64)
+TENSORFLOW_VERSION: Final[str] = _pin_version(
+    CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "tensorflow"
+)
+CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
 # Core reports a refusal only by its status; this line, path-free, tells the

@@ -54,9 +54,20 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     report.step("no cuda in probe and smoke", || {
         native::check_no_cuda_link(&artifacts)
     })?;
-    report.step("python: wheel, ruff, mypy, pytest", || {
-        python_env::test(&artifacts)
-    })?;
+    let wheel = report.step(
+        &format!(
+            "python, Core {} (floor): wheel, ruff, mypy, pytest",
+            python_env::FLOOR_CORE
+        ),
+        || python_env::test_floor(&artifacts),
+    )?;
+    report.step(
+        &format!(
+            "python, Core {} (newest): mypy, pytest, tests/downstream with the companion plugins",
+            python_env::NEWEST_CORE
+        ),
+        || python_env::test_newest(&artifacts, &wheel),
+    )?;
     for target in CROSS_TARGETS {
         if target_installed(target) {
             report.step(&format!("cross check {target}"), || {
