@@ -108,7 +108,7 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
                 "framework.runtime": "libtorch",
                 "framework.runtime-pin": "2.11.0",
             },
-            "option_allowlist": ["device_ordinal", "probe_executable", "sm"],
+            "option_allowlist": ["device_ordinal", "probe_executable", "probe_sha256", "sm"],
             "reason_prefix": "LIBTORCH_",
             "required_python_fallback_backend": None,
             "requirement": {
@@ -196,7 +196,13 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
                 "runtime_check_ids": ["rextio_cuda_driver_inventory_v1"],
             },
             "observations": {},
-            "option_allowlist": ["device_ordinal", "probe_executable", "sm", "toolkit_root"],
+            "option_allowlist": [
+                "device_ordinal",
+                "probe_executable",
+                "probe_sha256",
+                "sm",
+                "toolkit_root",
+            ],
             "requirement_policy": {
                 "allowed_features": ["driver-api"],
                 "allowed_layouts": [],
@@ -237,7 +243,7 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
                 "framework.runtime": "tensorflow-tfe",
                 "framework.runtime-pin": "2.21.0",
             },
-            "option_allowlist": ["device_ordinal", "probe_executable", "sm"],
+            "option_allowlist": ["device_ordinal", "probe_executable", "probe_sha256", "sm"],
             "reason_prefix": "TENSORFLOW_TFE_",
             "required_python_fallback_backend": "cpython",
             "requirement": {
@@ -291,6 +297,7 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
         "minimum_driver_version": "policy.minimum-driver-version",
         "minimum_toolkit_version": "policy.minimum-toolkit-version",
         "probe_schema": "probe.schema",
+        "probe_sha256": "probe.sha256",
         "selected_device": "selected.device",
         "selected_sm": "selected.sm",
         "target_arch": "target.arch",
@@ -302,6 +309,7 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
     "option_keys": {
         "device": "device_ordinal",
         "probe": "probe_executable",
+        "probe_sha256": "probe_sha256",
         "sm": "sm",
         "toolkit": "toolkit_root",
     },
@@ -350,6 +358,7 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
         "default_timeout_seconds": 10.0,
         "max_argument_chars": 4096,
         "max_timeout_seconds": 60.0,
+        "sha256_pattern": "^[0-9a-f]{64}$",
         "windows_environment": ["SYSTEMROOT", "WINDIR"],
     },
     "probe_targets": {
@@ -554,10 +563,21 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
         ],
         "PROBE_CONFIGURATION_CONFLICT": [
             (
-                "probe_executable is set both as a device option and in the constructor, with "
-                "different values."
+                "probe_executable or probe_sha256 is set both as a device option and in the "
+                "constructor with different values, or probe_sha256 is set for an injected probe "
+                "runner (which the provider cannot pin)."
             ),
-            "Set the probe in one place, or make both values identical.",
+            (
+                "Set each value in one place, or make both identical; pin only the provider's own "
+                "subprocess runner."
+            ),
+        ],
+        "PROBE_DIGEST_MISMATCH": [
+            "The probe file's SHA-256 differs from probe_sha256, so it was not run.",
+            (
+                "Rebuild the probe you pinned, or re-pin the probe you trust with python -m "
+                "rextio_device_cuda pin-probe PATH."
+            ),
         ],
         "PROBE_EXECUTION_FAILED": [
             "The probe could not be started or its output could not be read.",
@@ -598,6 +618,13 @@ PROVIDER_SPEC: Final[dict[str, Any]] = {
         "PROBE_SCHEMA_INVALID": [
             "The probe output is JSON but does not follow probe schema 1.",
             "Use a probe built from this release; its schema must match exactly.",
+        ],
+        "PROBE_SHA256_INVALID": [
+            "probe_sha256 is not exactly 64 lowercase hexadecimal digits.",
+            (
+                "Print the digest with python -m rextio_device_cuda pin-probe PATH and paste it "
+                "unchanged."
+            ),
         ],
         "PROBE_TARGET_MISMATCH": [
             (

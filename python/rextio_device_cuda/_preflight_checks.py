@@ -24,7 +24,7 @@ from rextio.devices import normalize_device_id as _core_normalize_device_id
 from rextio_device_cuda import _codes, _spec
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
-from rextio_device_cuda._runner import SubprocessProbeRunner
+from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
 from rextio_device_cuda._toolkit import (
     CudaToolkitReport,
     FilesystemToolkitInspector,
@@ -64,10 +64,10 @@ def _expected_target(target_triple: str) -> ProbeTarget:
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
-def _subprocess_runner(probe_path: str) -> SubprocessProbeRunner:
+def _subprocess_runner(probe_path: str, probe_sha256: str | None) -> SubprocessProbeRunner:
     # A runner holds only its validated, immutable settings; every run resolves
-    # and checks the executable again.
-    return SubprocessProbeRunner(probe_path)
+    # and checks the executable again (and hashes it again when pinned).
+    return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256)
 
 
 @dataclass(frozen=True)
@@ -108,6 +108,7 @@ class _Selection:
     sm: str
     probe_path: str | None
     toolkit_root: str | None
+    probe_sha256: str | None = None
 
 
 # -- steps 1-4: identity and shape (incompatible) ------------------------------
@@ -142,6 +143,9 @@ def _options(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> dict[str,
         raise _unavailable(_codes.PROVIDER_OPTIONS_INVALID)
     if any(key not in lane.option_allowlist for key in keys):
         raise _unavailable(_codes.PROVIDER_OPTION_UNKNOWN)
+    pin = values.get(_OPTION["probe_sha256"])
+    if pin is not None and not is_probe_sha256(pin):
+        raise _unavailable(_codes.PROBE_SHA256_INVALID)
     return {key: value for key, value in values.items() if value is not None}
 
 
@@ -297,6 +301,11 @@ def _selection(
     probe = _merged(
         options.get(_OPTION["probe"]), config.probe_path, _codes.PROBE_CONFIGURATION_CONFLICT
     )
+    pin = _merged(
+        options.get(_OPTION["probe_sha256"]),
+        config.probe_sha256,
+        _codes.PROBE_CONFIGURATION_CONFLICT,
+    )
     toolkit = (
         None
         if lane.is_framework
@@ -316,7 +325,12 @@ def _selection(
     if device.index != ordinal or any(item != sm for item in requirement.architectures):
         raise _unavailable(_codes.DEVICE_REQUIREMENT_MISMATCH)
     return _Selection(
-        capability=capability, ordinal=ordinal, sm=sm, probe_path=probe, toolkit_root=toolkit
+        capability=capability,
+        ordinal=ordinal,
+        sm=sm,
+        probe_path=probe,
+        toolkit_root=toolkit,
+        probe_sha256=pin,
     )
 
 
@@ -335,8 +349,14 @@ def _probe_report(
         if selection.probe_path is None:
             raise _unavailable(_codes.PROBE_NOT_CONFIGURED)
         # The subprocess runner calls on_probe_start while the probe runs.
-        run = partial(_subprocess_runner(selection.probe_path).run_overlapping, on_probe_start)
+        run = partial(
+            _subprocess_runner(selection.probe_path, selection.probe_sha256).run_overlapping,
+            on_probe_start,
+        )
     else:
+        if selection.probe_sha256 is not None:
+            # An injected runner decides itself what runs: a pin cannot bind it.
+            raise _unavailable(_codes.PROBE_CONFIGURATION_CONFLICT)
         on_probe_start()
         run = runner.run
     try:
@@ -432,6 +452,8 @@ def _observations(
         observed[_OBSERVATION["toolkit_version"]] = (
             toolkit.version if toolkit is not None else not_configured
         )
+    if selection.probe_sha256 is not None:
+        observed[_OBSERVATION["probe_sha256"]] = selection.probe_sha256
     observed.update(dict(lane.observations))
     return tuple(sorted(observed.items()))
 

@@ -18,12 +18,23 @@ What is contained, exactly (Linux):
   between this process and the probe, i.e. a fork of the host interpreter per
   run, which measured at 2x to 3x the spawn floor (docs/interfaces.md).
 Windows: only the probe process itself is killed; its descendants are not.
+
+Pinned runs (``probe_sha256``): the resolved probe is opened once
+(``O_NOFOLLOW``, non-blocking), the open descriptor is checked (regular file,
+an execute bit) and hashed, and on a match that very descriptor is executed
+through ``/proc/self/fd/N`` (what ``fexecve`` does), passed to the child: the
+path is never looked up again, so a file renamed over it after the check is
+not what runs. A different digest is ``PROBE_DIGEST_MISMATCH`` before anything
+is spawned. Pinned execution needs Linux's ``/proc``; elsewhere a pinned run
+is ``PROBE_EXECUTION_FAILED`` after the digest check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 import select
 import signal
 import stat
@@ -48,6 +59,72 @@ _IS_WINDOWS: Final[bool] = sys.platform == "win32"
 # After SIGKILL a child normally dies at once; this only bounds a stuck reap.
 _REAP_SECONDS: Final[float] = 5.0
 _READ_CHUNK: Final[int] = 16384
+_HASH_CHUNK: Final[int] = 1 << 20
+_SHA256_PATTERN: Final = re.compile(str(_RUNNER["sha256_pattern"]))
+_IS_LINUX: Final[bool] = sys.platform.startswith("linux")
+
+
+def is_probe_sha256(value: object) -> bool:
+    """True for a well-formed pin: exactly 64 lowercase hexadecimal digits."""
+    return isinstance(value, str) and _SHA256_PATTERN.fullmatch(value) is not None
+
+
+def _validated_sha256(value: object) -> str | None:
+    if value is None:
+        return None
+    if not is_probe_sha256(value):
+        raise ValueError("probe_sha256 must be exactly 64 lowercase hexadecimal digits")
+    return str(value)
+
+
+def sha256_of_descriptor(descriptor: int) -> str:
+    """The SHA-256 (lowercase hex) of everything readable from ``descriptor``."""
+    digest = hashlib.sha256()
+    offset = 0
+    while True:
+        chunk = os.pread(descriptor, _HASH_CHUNK, offset)
+        if not chunk:
+            return digest.hexdigest()
+        digest.update(chunk)
+        offset += len(chunk)
+
+
+def probe_file_sha256(path: str) -> str:
+    """The SHA-256 of the probe at ``path`` as a pinned run would compute it.
+
+    Raises ``CudaProbeError`` with the runner's path codes.
+    """
+    try:
+        resolved = os.path.realpath(path, strict=True)
+    except (OSError, ValueError) as error:
+        raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
+    descriptor = _open_checked(resolved)
+    try:
+        return sha256_of_descriptor(descriptor)
+    except OSError as error:
+        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+    finally:
+        os.close(descriptor)
+
+
+def _open_checked(resolved: str) -> int:
+    """Open the resolved probe once and check what was opened; return the fd."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(resolved, flags)
+    except FileNotFoundError as error:
+        raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
+    except OSError as error:
+        # ELOOP: a symlink swapped in after resolution; EACCES: not readable.
+        raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE) from error
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or not status.st_mode & 0o111:
+            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
 def _child_environment() -> dict[str, str]:
@@ -257,6 +334,7 @@ class SubprocessProbeRunner:
         *,
         arguments: Sequence[str] = (),
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        probe_sha256: str | None = None,
     ) -> None:
         if not isinstance(executable, Path | str):
             raise TypeError("executable must be a pathlib.Path or str")
@@ -268,11 +346,17 @@ class SubprocessProbeRunner:
         self._is_absolute = Path(executable).is_absolute()
         self._arguments = _validated_arguments(arguments)
         self._timeout = _validated_timeout(timeout_seconds)
+        self._sha256 = _validated_sha256(probe_sha256)
 
     @property
     def timeout_seconds(self) -> float:
         """The wall-clock limit for one run."""
         return self._timeout
+
+    @property
+    def probe_sha256(self) -> str | None:
+        """The pinned SHA-256 of the probe, or None when unpinned."""
+        return self._sha256
 
     def _resolve(self) -> str:
         if not self._is_absolute:
@@ -289,11 +373,15 @@ class SubprocessProbeRunner:
             raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
         return resolved
 
-    def _spawn(self, executable: str) -> _Child:
+    def _spawn(self, executable: str, descriptor: int | None = None) -> _Child:
+        # Pinned: exec the checked descriptor itself (fexecve semantics); it
+        # stays open in the child so a script's interpreter can read it too.
+        program = executable if descriptor is None else f"/proc/self/fd/{descriptor}"
         try:
             process = subprocess.Popen(
                 [executable, *self._arguments],
-                executable=executable,
+                executable=program,
+                pass_fds=() if descriptor is None else (descriptor,),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -316,8 +404,22 @@ class SubprocessProbeRunner:
         on_pause: Callable[[bytes], None] | None,
     ) -> bytes:
         executable = self._resolve()
-        deadline = time.monotonic() + self._timeout
-        child = self._spawn(executable)
+        if self._sha256 is None:
+            deadline = time.monotonic() + self._timeout
+            child = self._spawn(executable)
+        else:
+            descriptor = _open_checked(executable)
+            try:
+                if sha256_of_descriptor(descriptor) != self._sha256:
+                    raise CudaProbeError(_codes.PROBE_DIGEST_MISMATCH)
+                if not _IS_LINUX:
+                    raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
+                deadline = time.monotonic() + self._timeout
+                child = self._spawn(executable, descriptor)
+            except OSError as error:  # a read failure of the opened file
+                raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+            finally:
+                os.close(descriptor)
         try:
             if while_running is not None:
                 # Caller's work that does not need the report, done while the

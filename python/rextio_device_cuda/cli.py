@@ -34,6 +34,8 @@ from rextio.devices import (
 
 from rextio_device_cuda import _spec
 from rextio_device_cuda._declarations import frozen_requirement
+from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda.provider import LOGGER
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
@@ -154,6 +156,8 @@ def _preflight(arguments: argparse.Namespace) -> int:
     ]
     if arguments.toolkit_root is not None:
         option_pairs.append((keys["toolkit"], arguments.toolkit_root))
+    if arguments.probe_sha256 is not None:
+        option_pairs.append((keys["probe_sha256"], arguments.probe_sha256))
     try:
         options = DeviceProviderOptions(tuple(option_pairs))
         selection = DeviceProviderSelection(_spec.PROVIDER_ID, capability.id)
@@ -242,6 +246,21 @@ def _runtime_source(arguments: argparse.Namespace) -> int:
     return EXIT_READY
 
 
+def _pin_probe(arguments: argparse.Namespace) -> int:
+    path = os.path.abspath(arguments.path)
+    try:
+        digest = probe_file_sha256(path)
+    except CudaProbeError as error:
+        print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
+        return EXIT_NOT_READY
+    keys = _spec.OPTION_KEYS
+    print(digest)
+    print("# rextio.toml, under [target.device_options]:")
+    print(f"{keys['probe']} = {json.dumps(path)}")
+    print(f'{keys["probe_sha256"]} = "{digest}"')
+    return EXIT_READY
+
+
 def _parser() -> _Parser:
     parser = _Parser(
         prog="python -m rextio_device_cuda",
@@ -301,6 +320,11 @@ def _parser() -> _Parser:
     preflight.add_argument(
         "--json", action="store_true", help="print the plan or the refusal as JSON"
     )
+    preflight.add_argument(
+        "--probe-sha256",
+        metavar="DIGEST",
+        help="run the probe only if its SHA-256 is DIGEST (64 lowercase hex digits)",
+    )
     preflight.set_defaults(handler=_preflight)
     runtime = commands.add_parser(
         "runtime-source",
@@ -318,6 +342,11 @@ def _parser() -> _Parser:
         help="an existing project directory to install into",
     )
     runtime.set_defaults(handler=_runtime_source)
+    pin = commands.add_parser(
+        "pin-probe", help="print a probe's SHA-256 and the rextio.toml lines that pin it"
+    )
+    pin.add_argument("path", metavar="PATH", help="the probe executable")
+    pin.set_defaults(handler=_pin_probe)
     return parser
 
 

@@ -7,6 +7,7 @@ raise the driver and toolkit floors, never lower them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -25,6 +26,7 @@ CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR: Final[tuple[int, int]] = _spec.TOOLKIT_VERSI
 CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT: Final[str] = ".".join(
     str(part) for part in CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
 )
+_PROBE_SHA256_PATTERN: Final = re.compile(str(_spec.PROBE_RUNNER["sha256_pattern"]))
 
 
 def _is_int(value: object) -> bool:
@@ -42,6 +44,8 @@ class CudaProviderConfig:
     sm: str | None = None
     minimum_driver_version: int = CUDA_DRIVER_VERSION_FLOOR
     minimum_toolkit_version: tuple[int, int] = CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
+    # Optional pin of the probe's content (64 lowercase hex digits); None: unpinned.
+    probe_sha256: str | None = None
 
     def __post_init__(self) -> None:
         """Reject anything the contract does not allow; never coerce."""
@@ -62,6 +66,11 @@ class CudaProviderConfig:
             raise ValueError("sm must be spelled sm_NN or sm_NNN, for example sm_80")
         self._check_driver_floor()
         self._check_toolkit_floor()
+        if self.probe_sha256 is not None and (
+            not isinstance(self.probe_sha256, str)
+            or _PROBE_SHA256_PATTERN.fullmatch(self.probe_sha256) is None
+        ):
+            raise ValueError("probe_sha256 must be exactly 64 lowercase hexadecimal digits")
 
     def _check_driver_floor(self) -> None:
         version = self.minimum_driver_version

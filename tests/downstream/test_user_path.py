@@ -9,8 +9,10 @@ which loads the simulated driver from a reviewed path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -31,6 +33,7 @@ from sim_namespace import (
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 PROBE_PLACEHOLDER = "/absolute/path/to/rextio-cuda-driver-probe"
+DIGEST_PLACEHOLDER = "<the 64 hex digits pin-probe printed>"
 LOCK = Path(".rextio") / "generated" / "rust" / "device-provider.lock.json"
 ONE_A100 = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
 
@@ -58,12 +61,30 @@ def sim_host(tmp_path: Path) -> SimulatedHost:
     return SimulatedHost(built_binaries(), checked_namespace_tools(), tmp_path)
 
 
+def _pin_probe(probe: Path) -> str:
+    """The digest line ``pin-probe`` prints, as the README tells the user to run it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "rextio_device_cuda", "pin-probe", str(probe)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    digest = done.stdout.splitlines()[0]
+    assert digest == hashlib.sha256(probe.read_bytes()).hexdigest()
+    assert f'probe_sha256 = "{digest}"' in done.stdout
+    return digest
+
+
 def _project(root: Path, probe: Path, sm: str | None = None) -> Path:
     files = readme_files()
     assert sorted(files) == ["app/kernels.py", "rextio.toml"], "the README's tested files"
     config = files["rextio.toml"]
     assert config.count(PROBE_PLACEHOLDER) == 1
+    assert config.count(DIGEST_PLACEHOLDER) == 1
     config = config.replace(PROBE_PLACEHOLDER, str(probe))
+    config = config.replace(DIGEST_PLACEHOLDER, _pin_probe(probe))
     if sm is not None:
         config = config.replace('sm = "sm_80"', f'sm = "{sm}"')
     root.mkdir()
@@ -114,6 +135,7 @@ def test_the_readme_route_generates_a_path_free_lock(
     assert observations["driver.version"] == "12040"
     assert observations["device.count"] == "1"
     assert (observations["selected.device"], observations["selected.sm"]) == ("0", "sm_80")
+    assert observations["probe.sha256"] == hashlib.sha256(probe.read_bytes()).hexdigest()
     [requirement] = plan["artifact_profile"]["device_requirements"]
     assert (requirement["logical_device"], requirement["runtime"]) == ("gpu:0", "libtorch")
     assert plan["contribution"]["package_references"] == []

@@ -8,6 +8,7 @@ release; the evidence records that profile.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -64,6 +65,10 @@ def test_validate_nvidia_succeeds_beside_the_simulated_driver(
     assert evidence["probe_report"]["status"] == "probe-complete"
     assert evidence["preflight"]["status"] == "ready"
     assert evidence["preflight"]["observations"]["selected.sm"] == "sm_80"
+    # The probe it built is pinned: its digest is recorded and observed.
+    digest = hashlib.sha256(sim_host.native.probe.read_bytes()).hexdigest()
+    assert evidence["probe_sha256"] == digest
+    assert evidence["preflight"]["observations"]["probe.sha256"] == digest
     assert evidence["smoke"]["status"] == "smoke-complete"
     assert [line.split(" ", 1)[0] for line in run.calls].count("cuCtxDestroy_v2") == 1
 

@@ -5,6 +5,8 @@ Usage: python preflight_bench.py /abs/path/to/fast-probe
 
 from __future__ import annotations
 
+import hashlib
+import os
 import statistics
 import subprocess
 import sys
@@ -19,20 +21,49 @@ from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, Device
 ROUNDS = 400
 
 
-def _interleaved_medians(
-    first: Callable[[], object], second: Callable[[], object], rounds: int = ROUNDS
-) -> tuple[float, float]:
-    """Median seconds of each action, sampled alternately so load drift hits both."""
-    first_samples = []
-    second_samples = []
+def _interleaved_medians(*actions: Callable[[], object], rounds: int = ROUNDS) -> list[float]:
+    """Median seconds of each action, sampled in turn so load drift hits all."""
+    samples: list[list[float]] = [[] for _ in actions]
     for _ in range(rounds):
-        started = time.perf_counter()
-        first()
-        first_samples.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        second()
-        second_samples.append(time.perf_counter() - started)
-    return statistics.median(first_samples), statistics.median(second_samples)
+        for action, taken in zip(actions, samples, strict=True):
+            started = time.perf_counter()
+            action()
+            taken.append(time.perf_counter() - started)
+    return [statistics.median(taken) for taken in samples]
+
+
+def _hash_cost(size: int, directory: Path) -> float:
+    """Median seconds to hash a ``size``-byte file from an open descriptor."""
+    from rextio_device_cuda._runner import sha256_of_descriptor
+
+    path = directory / "hash-sample"
+    path.write_bytes(os.urandom(size))
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        taken = []
+        for _ in range(50):
+            started = time.perf_counter()
+            sha256_of_descriptor(descriptor)
+            taken.append(time.perf_counter() - started)
+        return statistics.median(taken)
+    finally:
+        os.close(descriptor)
+
+
+def _request(probe: Path, **extra: str) -> DevicePreflightRequest:
+    options = {"device_ordinal": "0", "probe_executable": str(probe), "sm": "sm_80", **extra}
+    return DevicePreflightRequest(
+        artifact_profile=rust_crate_profile(
+            "x86_64-unknown-linux-gnu",
+            device_requirements=(
+                DeviceRequirement(
+                    "cuda:0", "cuda", "cuda-driver", ("driver-api",), (), ("device",), ("sm_80",)
+                ),
+            ),
+        ),
+        selection=DeviceProviderSelection("rextio-device-cuda", "cuda-linux-x86_64"),
+        options=DeviceProviderOptions(tuple(sorted(options.items()))),
+    )
 
 
 def main(probe: Path) -> None:
@@ -52,22 +83,11 @@ def main(probe: Path) -> None:
         import_samples.append(float(done.stdout))
     from rextio_device_cuda import CudaDeviceProvider
 
-    request = DevicePreflightRequest(
-        artifact_profile=rust_crate_profile(
-            "x86_64-unknown-linux-gnu",
-            device_requirements=(
-                DeviceRequirement(
-                    "cuda:0", "cuda", "cuda-driver", ("driver-api",), (), ("device",), ("sm_80",)
-                ),
-            ),
-        ),
-        selection=DeviceProviderSelection("rextio-device-cuda", "cuda-linux-x86_64"),
-        options=DeviceProviderOptions(
-            (("device_ordinal", "0"), ("probe_executable", str(probe)), ("sm", "sm_80"))
-        ),
-    )
+    request = _request(probe)
+    pinned = _request(probe, probe_sha256=hashlib.sha256(probe.read_bytes()).hexdigest())
     provider = CudaDeviceProvider()
     assert provider.preflight(request).status.value == "ready"
+    assert provider.preflight(pinned).status.value == "ready"
 
     def floor() -> None:
         # Just spawn the probe and read it, with the process isolation the
@@ -85,13 +105,22 @@ def main(probe: Path) -> None:
             check=True,
         )
 
-    floor_s, preflight_s = _interleaved_medians(floor, lambda: provider.preflight(request))
+    floor_s, preflight_s, pinned_s = _interleaved_medians(
+        floor, lambda: provider.preflight(request), lambda: provider.preflight(pinned)
+    )
     print(
         f"probe spawn+read floor (median of {ROUNDS}, interleaved; runner's isolation flags: "
         f"start_new_session, env={{}}, close_fds, stdin/stderr DEVNULL): {floor_s * 1e3:.3f} ms"
     )
     print(f"provider preflight     (median of {ROUNDS}): {preflight_s * 1e3:.3f} ms")
+    print(f"pinned preflight       (median of {ROUNDS}, probe_sha256): {pinned_s * 1e3:.3f} ms")
     print(f"ratio preflight/floor: {preflight_s / floor_s:.2f} (target <= 1.3)")
+    print(f"ratio pinned preflight/floor: {pinned_s / floor_s:.2f} (target <= 1.3)")
+    size = 512 * 1024
+    print(
+        f"sha256 of a {size // 1024} KiB file from its descriptor (a release probe's size, "
+        f"median of 50): {_hash_cost(size, probe.parent) * 1e3:.3f} ms"
+    )
     print(
         f"import rextio_device_cuda (median of 10 fresh interpreters): "
         f"{statistics.median(import_samples) * 1e3:.1f} ms"

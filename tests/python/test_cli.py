@@ -89,7 +89,9 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
-@pytest.mark.parametrize("command", [[], ["explain"], ["preflight"], ["runtime-source"]])
+@pytest.mark.parametrize(
+    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"]]
+)
 def test_help_is_plain_text(command: list[str], tmp_path: Path) -> None:
     done = _cli(*command, "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -105,7 +107,12 @@ def test_every_argument_has_help() -> None:
             parsers.extend(action.choices.values())
             assert {choice.dest for choice in action._choices_actions} == set(action.choices)
             assert all(choice.help for choice in action._choices_actions)
-    assert len(parsers) == 4
+    assert [each.prog.split()[-1] for each in parsers[1:]] == [
+        "explain",
+        "preflight",
+        "runtime-source",
+        "pin-probe",
+    ]
     for each in parsers:
         for action in each._actions:
             assert action.help, f"{each.prog}: {action.dest} has no help text"

@@ -323,6 +323,8 @@ CASES: list[Case] = [
     Case("PROVIDER_OPTIONS_INVALID", _forged_options, False),
     Case("PROVIDER_OPTION_UNKNOWN", _plain(options=_with(colour="red")), False),
     Case("PROVIDER_OPTION_UNKNOWN", _plain(TORCH, options=_with(toolkit_root="/opt/cuda")), False),
+    Case("PROBE_SHA256_INVALID", _plain(options=_with(probe_sha256="0" * 63)), False),
+    Case("PROBE_SHA256_INVALID", _plain(TFE, options=_with(probe_sha256="F" * 64)), False),
     Case(
         "LIBTORCH_TOOLKIT_ROOT_UNSUPPORTED",
         _plain(TORCH, config=lambda ctx: CudaProviderConfig(toolkit_root=ctx.tmp)),
@@ -406,6 +408,14 @@ CASES: list[Case] = [
         False,
     ),
     Case(
+        "PROBE_CONFIGURATION_CONFLICT",
+        _plain(
+            options=_with(probe_sha256="0" * 64),
+            config=lambda ctx: CudaProviderConfig(probe_sha256="1" * 64),
+        ),
+        False,
+    ),
+    Case(
         "TOOLKIT_CONFIGURATION_CONFLICT",
         _plain(
             options=_with(toolkit_root="/opt/cuda-a"),
@@ -450,6 +460,9 @@ CASES: list[Case] = [
         _plain(options=_probe_options(lambda ctx: ctx.probes.write("bad", "#!/nonexistent/sh\n"))),
         False,
     ),
+    # Pinned: a digest that differs is refused before the probe is spawned.
+    Case("PROBE_DIGEST_MISMATCH", _plain(options=_with(probe_sha256="0" * 64)), False),
+    Case("PROBE_DIGEST_MISMATCH", _plain(TORCH, options=_with(probe_sha256="0" * 64)), False),
     Case(
         "PROBE_TIMEOUT",
         _plain(

@@ -9,6 +9,10 @@
 //! nothing. The command fails (non-zero) unless the preflight is ready and
 //! the smoke completes, and says why in one plain sentence.
 //!
+//! The preflight pins the probe it built (`--probe-sha256`): the evidence
+//! records that digest, and the preflight observes it as `probe.sha256`, so
+//! the evidence names exactly which probe binary answered.
+//!
 //! `--dev-build` builds with the dev profile instead (the simulated-driver
 //! end-to-end test uses it so nothing is rebuilt); the evidence records the
 //! profile, so such evidence cannot pass for a release run.
@@ -211,6 +215,9 @@ fn collect_evidence(
     options: &Options,
 ) -> Result<Value> {
     let device = options.device.to_string();
+    let probe_bytes = std::fs::read(&native.probe)
+        .map_err(|error| format!("cannot read the built probe: {error}"))?;
+    let probe_sha256 = crate::generate::sha256_hex(&probe_bytes);
     let probe_report = json_line(&run_clean(&mut bare(&native.probe))?, "probe")?;
 
     let mut preflight_command = Command::new(python);
@@ -224,7 +231,8 @@ fn collect_evidence(
             "--probe",
         ])
         .arg(&native.probe)
-        .args(["--device", &device, "--sm", &options.sm, "--json"]);
+        .args(["--device", &device, "--sm", &options.sm, "--json"])
+        .args(["--probe-sha256", &probe_sha256]);
     if let Some(root) = &options.toolkit_root {
         preflight_command.arg("--toolkit-root").arg(root);
     }
@@ -255,6 +263,7 @@ fn collect_evidence(
         "selected_device": options.device,
         "selected_sm": options.sm,
         "toolkit_root_configured": options.toolkit_root.is_some(),
+        "probe_sha256": probe_sha256,
         "validated": ready && smoke_complete,
         "reason_code": reason_code,
         "probe_report": probe_report,

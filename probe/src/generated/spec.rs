@@ -97,8 +97,10 @@ pub mod reason_codes {
     pub const NO_CUDA_DEVICES: &str = "NO_CUDA_DEVICES";
     /// nvcuda.dll could not be loaded from System32.
     pub const NVCUDA_DLL_NOT_FOUND: &str = "NVCUDA_DLL_NOT_FOUND";
-    /// probe_executable is set both as a device option and in the constructor, with different values.
+    /// probe_executable or probe_sha256 is set both as a device option and in the constructor with different values, or probe_sha256 is set for an injected probe runner (which the provider cannot pin).
     pub const PROBE_CONFIGURATION_CONFLICT: &str = "PROBE_CONFIGURATION_CONFLICT";
+    /// The probe file's SHA-256 differs from probe_sha256, so it was not run.
+    pub const PROBE_DIGEST_MISMATCH: &str = "PROBE_DIGEST_MISMATCH";
     /// The probe could not be started or its output could not be read.
     pub const PROBE_EXECUTION_FAILED: &str = "PROBE_EXECUTION_FAILED";
     /// The probe exited with a non-zero status.
@@ -119,6 +121,8 @@ pub mod reason_codes {
     pub const PROBE_PATH_NOT_ABSOLUTE: &str = "PROBE_PATH_NOT_ABSOLUTE";
     /// The probe output is JSON but does not follow probe schema 1.
     pub const PROBE_SCHEMA_INVALID: &str = "PROBE_SCHEMA_INVALID";
+    /// probe_sha256 is not exactly 64 lowercase hexadecimal digits.
+    pub const PROBE_SHA256_INVALID: &str = "PROBE_SHA256_INVALID";
     /// The probe reports a different operating system, architecture or environment than the capability targets.
     pub const PROBE_TARGET_MISMATCH: &str = "PROBE_TARGET_MISMATCH";
     /// The probe did not finish within its time limit and was stopped.
@@ -419,8 +423,13 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     ),
     (
         "PROBE_CONFIGURATION_CONFLICT",
-        "probe_executable is set both as a device option and in the constructor, with different values.",
-        "Set the probe in one place, or make both values identical.",
+        "probe_executable or probe_sha256 is set both as a device option and in the constructor with different values, or probe_sha256 is set for an injected probe runner (which the provider cannot pin).",
+        "Set each value in one place, or make both identical; pin only the provider's own subprocess runner.",
+    ),
+    (
+        "PROBE_DIGEST_MISMATCH",
+        "The probe file's SHA-256 differs from probe_sha256, so it was not run.",
+        "Rebuild the probe you pinned, or re-pin the probe you trust with python -m rextio_device_cuda pin-probe PATH.",
     ),
     (
         "PROBE_EXECUTION_FAILED",
@@ -471,6 +480,11 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
         "PROBE_SCHEMA_INVALID",
         "The probe output is JSON but does not follow probe schema 1.",
         "Use a probe built from this release; its schema must match exactly.",
+    ),
+    (
+        "PROBE_SHA256_INVALID",
+        "probe_sha256 is not exactly 64 lowercase hexadecimal digits.",
+        "Print the digest with python -m rextio_device_cuda pin-probe PATH and paste it unchanged.",
     ),
     (
         "PROBE_TARGET_MISMATCH",
