@@ -5,17 +5,19 @@ from __future__ import annotations
 import json
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_VERSION_FILE: Final[str] = _spec.TOOLKIT["version_file"]
-_MAX_VERSION_FILE_BYTES: Final[int] = int(_spec.TOOLKIT["max_version_file_bytes"])
-_VERSION_PATTERN: Final = re.compile(_spec.TOOLKIT["version_pattern"], re.ASCII)
-_COMPONENTS: Final[dict[str, dict[str, list[str]]]] = _spec.TOOLKIT["components"]
+_VERSION_FILE: Final[str] = PROVIDER_SPEC.toolkit.version_file
+_MAX_VERSION_FILE_BYTES: Final[int] = PROVIDER_SPEC.toolkit.max_version_file_bytes
+_VERSION_PATTERN: Final = re.compile(PROVIDER_SPEC.toolkit.version_pattern, re.ASCII)
+_COMPONENTS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = PROVIDER_SPEC.toolkit.components
 
 
 def toolkit_version_parts(version: str) -> tuple[int, int]:
@@ -26,7 +28,7 @@ def toolkit_version_parts(version: str) -> tuple[int, int]:
 
 def expected_components(target_triple: str) -> dict[str, tuple[str, ...]]:
     """Component name -> candidate relative paths for a target, sorted by name."""
-    target = _spec.PROBE_TARGETS.get(target_triple)
+    target = PROVIDER_SPEC.probe_targets.get(target_triple)
     if target is None or target.os not in _COMPONENTS:
         raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
     return {

@@ -14,7 +14,8 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _declarations, _preflight_checks, _spec
+from rextio_device_cuda import _declarations, _preflight_checks
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
 from rextio_device_cuda.config import CudaProviderConfig
 from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
@@ -32,7 +33,7 @@ __all__ = [
 
 
 def _capability_id(capability_id: str) -> str:
-    if capability_id not in _spec.CAPABILITIES:
+    if capability_id not in CAPABILITIES:
         raise KeyError(f"capability {capability_id} is not in the provider spec")
     return capability_id
 
@@ -42,7 +43,8 @@ CUDA_LINUX_AARCH64: Final = _capability_id("cuda-linux-aarch64")
 CUDA_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
 CUDA_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
 CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id("cuda-tensorflow-tfe-linux-x86_64")
-CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
+CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(CAPABILITIES))
+_PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 
 
 # Core validates and canonicalizes every DevicePreflightResult it is handed
@@ -55,14 +57,14 @@ _RESULT_CACHE_SIZE: Final[int] = 256
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
 def _refusal_result(status: DevicePreflightStatus, reason_code: str) -> DevicePreflightResult:
     return DevicePreflightResult(
-        provider_id=_spec.PROVIDER_ID, status=status, reason_codes=(reason_code,)
+        provider_id=_PROVIDER_ID, status=status, reason_codes=(reason_code,)
     )
 
 
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
 def _ready_result(observations: tuple[tuple[str, str], ...]) -> DevicePreflightResult:
     return DevicePreflightResult(
-        provider_id=_spec.PROVIDER_ID,
+        provider_id=_PROVIDER_ID,
         status=DevicePreflightStatus.READY,
         observations=observations,
     )
@@ -156,11 +158,11 @@ class CudaDeviceProvider:
             request_fingerprint(request)
         ):
             raise DeviceProviderError(
-                f"{_spec.PROVIDER_ID} build_contribution requires successful preflight "
+                f"{_PROVIDER_ID} build_contribution requires successful preflight "
                 "of this exact request"
             )
-        capability = _spec.CAPABILITIES[request.selection.capability_id]
-        return _declarations.lane_contribution(capability.lane.name)
+        capability = CAPABILITIES[request.selection.capability_id]
+        return _declarations.lane_contribution(capability.lane)
 
 
 def provider() -> CudaDeviceProvider:

@@ -82,13 +82,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
                 rust::probe_module()?,
                 json::to_python_json(&manifest::manifest_value(spec)?)?,
                 python::spec_module(&spec::python_classes(), &spec.expr()),
-                python::data_literals(
-                    &inputs::parse_json(
-                        inputs::PROVIDER_SPEC_PATH,
-                        inputs.get(inputs::PROVIDER_SPEC_PATH)?,
-                    )?,
-                    &driver_symbols,
-                )?,
+                python::data_literals(&driver_symbols)?,
             ))
         })();
         (joined(tables), others)
