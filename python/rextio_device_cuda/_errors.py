@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda import _codes
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REASON_CODE: Final = re.compile(_spec.PROBE_REPORT["reason_code_pattern"], re.ASCII)
+_REASON_CODE: Final = re.compile(PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII)
 
 
 def is_reason_code(value: object) -> bool:
@@ -29,5 +30,5 @@ class CudaProbeError(RuntimeError):
         super().__init__(reason_code)
         self.reason_code: Final[str] = reason_code
         self.detail: Final[str | None] = detail
-        text = _spec.reason_text(reason_code)
+        text = _codes.reason_text(reason_code)
         self.explanation: Final[str | None] = text[0] if text is not None else None

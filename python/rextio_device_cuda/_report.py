@@ -13,25 +13,26 @@ from dataclasses import dataclass, fields
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, ClassVar, Final
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError, is_reason_code
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REPORT: Final = _spec.PROBE_REPORT
-MAX_OUTPUT_BYTES: Final[int] = int(_REPORT["max_output_bytes"])
-_TARGET_FIELD: Final = re.compile(_REPORT["target_field_pattern"], re.ASCII)
-_STATUSES: Final[frozenset[str]] = frozenset(_REPORT["statuses"])
-_COMPLETE: Final[str] = _REPORT["complete_status"]
-_MAX_DEVICES: Final[int] = int(_REPORT["max_devices"])
-_MAX_ORDINAL: Final[int] = int(_REPORT["max_device_ordinal"])
-_MAX_NAME_CHARS: Final[int] = int(_REPORT["max_device_name_chars"])
-_DRIVER_RANGE: Final[tuple[int, int]] = tuple(_REPORT["driver_version_range"])
-_MAJOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_major_range"])
-_MINOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_minor_range"])
+_REPORT: Final = PROVIDER_SPEC.probe_report
+MAX_OUTPUT_BYTES: Final[int] = _REPORT.max_output_bytes
+_TARGET_FIELD: Final = re.compile(_REPORT.target_field_pattern, re.ASCII)
+_STATUSES: Final[frozenset[str]] = frozenset(_REPORT.statuses)
+_COMPLETE: Final[str] = _REPORT.complete_status
+_MAX_DEVICES: Final[int] = _REPORT.max_devices
+_MAX_ORDINAL: Final[int] = _REPORT.max_device_ordinal
+_MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars
+_DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
+_MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
+_MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
 _INT32: Final = (-(2**31), 2**31 - 1)
 _DEVICE_COUNT_RANGE: Final[tuple[int, int]] = (0, _MAX_DEVICES)
 _ORDINAL_RANGE: Final[tuple[int, int]] = (0, _MAX_ORDINAL)
-_SCHEMA_VERSION: Final[str] = _REPORT["schema_version"]
-_PROBE_NAME: Final[str] = _REPORT["probe"]
+_SCHEMA_VERSION: Final[str] = _REPORT.schema_version
+_PROBE_NAME: Final[str] = _REPORT.probe
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
 _CONTROL_CHARACTER: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -70,7 +71,8 @@ class ProbeTarget:
 
 def expected_probe_target(target_triple: str) -> ProbeTarget:
     """The probe target a capability's triple requires (``UNSUPPORTED_TARGET`` otherwise)."""
-    spec = _spec.PROBE_TARGETS.get(target_triple) if isinstance(target_triple, str) else None
+    targets = PROVIDER_SPEC.probe_targets
+    spec = targets.get(target_triple) if isinstance(target_triple, str) else None
     if spec is None:
         raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
     return ProbeTarget(os=spec.os, arch=spec.arch, environment=spec.environment)

@@ -12,17 +12,19 @@ import json
 import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_VERSION_FILE: Final[str] = _spec.TOOLKIT["version_file"]
-_MAX_VERSION_FILE_BYTES: Final[int] = int(_spec.TOOLKIT["max_version_file_bytes"])
-_VERSION_PATTERN: Final = re.compile(_spec.TOOLKIT["version_pattern"], re.ASCII)
-_COMPONENTS: Final[dict[str, dict[str, list[str]]]] = _spec.TOOLKIT["components"]
+_VERSION_FILE: Final[str] = PROVIDER_SPEC.toolkit.version_file
+_MAX_VERSION_FILE_BYTES: Final[int] = PROVIDER_SPEC.toolkit.max_version_file_bytes
+_VERSION_PATTERN: Final = re.compile(PROVIDER_SPEC.toolkit.version_pattern, re.ASCII)
+_COMPONENTS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = PROVIDER_SPEC.toolkit.components
 # A component name in a toolkit report (contract section 1).
 _COMPONENT_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
 # getattr: Windows has neither flag (and no FIFOs to block on).
@@ -51,7 +53,7 @@ def toolkit_version_parts(version: str) -> tuple[int, int]:
 
 def expected_components(target_triple: str) -> dict[str, tuple[str, ...]]:
     """Component name -> candidate relative paths for a target, sorted by name."""
-    target = _spec.PROBE_TARGETS.get(target_triple)
+    target = PROVIDER_SPEC.probe_targets.get(target_triple)
     if target is None or target.os not in _COMPONENTS:
         raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
     return {
@@ -90,7 +92,7 @@ class CudaToolkitReport:
         toolkit = toolkit_version_tuple(self.version)
         if toolkit != toolkit_version_tuple(self.runtime_version):
             raise CudaProbeError(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
-        if toolkit[:2] < _spec.TOOLKIT_VERSION_FLOOR:
+        if toolkit[:2] < PROVIDER_SPEC.policy.toolkit_version_floor:
             raise CudaProbeError(_codes.TOOLKIT_VERSION_TOO_OLD)
         if not _is_component_tuple(self.components):
             raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID)

@@ -32,9 +32,10 @@ from rextio.devices import (
     resolve_device_plan,
 )
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda.provider import LOGGER
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
@@ -44,7 +45,10 @@ EXIT_NOT_READY: Final = 1
 EXIT_USAGE: Final = 2
 # Raw lanes preflight the manual-validation profile of contract section 8.
 # The contract §8 standalone requirement for raw-driver lanes.
-_VALIDATION: Final = _spec.VALIDATION_REQUIREMENT
+_VALIDATION: Final = PROVIDER_SPEC.validation_requirement
+_PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
+_BACKEND: Final = PROVIDER_SPEC.manifest.backend
+_ARCHITECTURES: Final = PROVIDER_SPEC.manifest.architectures
 
 
 class _UsageError(Exception):
@@ -76,9 +80,9 @@ class _RecordingProvider:
 
 
 def _explain_lines(code: str) -> list[str]:
-    text = _spec.reason_text(code)
+    text = _codes.reason_text(code)
     if text is None:
-        return [f"{code}: not a reason code of {_spec.PROVIDER_ID}"]
+        return [f"{code}: not a reason code of {_PROVIDER_ID}"]
     return [f"{code}: {text[0]}", f"remedy: {text[1]}"]
 
 
@@ -87,27 +91,27 @@ def _explain(arguments: argparse.Namespace) -> int:
     if arguments.list:
         if code is not None:
             raise _UsageError("give either a reason code or --list, not both")
-        for listed in sorted(_spec.REASON_TEXT):
-            print(f"{listed}: {_spec.REASON_TEXT[listed][0]}")
+        for listed in sorted(PROVIDER_SPEC.reason_codes):
+            print(f"{listed}: {PROVIDER_SPEC.reason_codes[listed][0]}")
         return EXIT_READY
     if code is None:
         raise _UsageError("give a reason code to explain, or --list")
-    if _spec.reason_text(code) is None:
+    if _codes.reason_text(code) is None:
         print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
         return EXIT_USAGE
     print("\n".join(_explain_lines(code)))
     return EXIT_READY
 
 
-def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
-    lane = capability.lane
+def _profile(capability: CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
+    lane = PROVIDER_SPEC.lanes[capability.lane]
     if lane.requirement is None:
         requirement = DeviceRequirement(
-            logical_device=f"{_spec.BACKEND}:{ordinal}",
-            backend=_spec.BACKEND,
-            runtime=_VALIDATION["runtime"],
-            features=tuple(_VALIDATION["features"]),
-            memory_spaces=tuple(_VALIDATION["memory_spaces"]),
+            logical_device=f"{_BACKEND}:{ordinal}",
+            backend=_BACKEND,
+            runtime=_VALIDATION.runtime,
+            features=_VALIDATION.features,
+            memory_spaces=_VALIDATION.memory_spaces,
             architectures=(sm,),
         )
         return rust_crate_profile(capability.target_triple, device_requirements=(requirement,))
@@ -122,7 +126,7 @@ def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> Artifac
 
 
 def _print_refusal(code: str, as_json: bool, status: str) -> None:
-    text = _spec.reason_text(code)
+    text = _codes.reason_text(code)
     if as_json:
         print(
             json.dumps(
@@ -143,24 +147,24 @@ def _print_refusal(code: str, as_json: bool, status: str) -> None:
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
-    capability = _spec.CAPABILITIES.get(arguments.capability)
+    capability = CAPABILITIES.get(arguments.capability)
     if capability is None:
         raise _UsageError(
-            f"unknown capability; choose one of: {', '.join(sorted(_spec.CAPABILITIES))}"
+            f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}"
         )
-    keys = _spec.OPTION_KEYS
+    keys = PROVIDER_SPEC.option_keys
     option_pairs = [
-        (keys["probe"], arguments.probe),
-        (keys["device"], arguments.device),
-        (keys["sm"], arguments.sm),
+        (keys.probe, arguments.probe),
+        (keys.device, arguments.device),
+        (keys.sm, arguments.sm),
     ]
     if arguments.toolkit_root is not None:
-        option_pairs.append((keys["toolkit"], arguments.toolkit_root))
+        option_pairs.append((keys.toolkit, arguments.toolkit_root))
     if arguments.probe_sha256 is not None:
-        option_pairs.append((keys["probe_sha256"], arguments.probe_sha256))
+        option_pairs.append((keys.probe_sha256, arguments.probe_sha256))
     try:
         options = DeviceProviderOptions(tuple(option_pairs))
-        selection = DeviceProviderSelection(_spec.PROVIDER_ID, capability.id)
+        selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
     except ValueError as error:
         raise _UsageError(str(error)) from error
     # Core composes only a valid requirement; bad ordinals and SMs reach the
@@ -168,7 +172,7 @@ def _preflight(arguments: argparse.Namespace) -> int:
     device = arguments.device
     plain = device.isascii() and device.isdigit() and len(device) <= 4
     ordinal = str(int(device)) if plain else "0"
-    sm = arguments.sm if arguments.sm in _spec.ARCHITECTURES else _spec.ARCHITECTURES[0]
+    sm = arguments.sm if arguments.sm in _ARCHITECTURES else _ARCHITECTURES[0]
     profile = _profile(capability, ordinal, sm)
     try:
         loaded, source = load_selected_device_provider(selection)
@@ -181,8 +185,8 @@ def _preflight(arguments: argparse.Namespace) -> int:
             plan = resolve_device_plan(
                 artifact_profile=profile,
                 selection=selection,
-                providers={_spec.PROVIDER_ID: recording},
-                provider_sources={_spec.PROVIDER_ID: source},
+                providers={_PROVIDER_ID: recording},
+                provider_sources={_PROVIDER_ID: source},
                 options=options,
             )
     except DeviceProviderError as error:
@@ -241,7 +245,7 @@ def _runtime_source(arguments: argparse.Namespace) -> int:
     except RuntimeSourceError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_NOT_READY
-    install_dir = _spec.RUNTIME_PACKAGE["install_dir"]
+    install_dir = PROVIDER_SPEC.runtime_package.install_dir
     print(f"{'installed' if written else 'already current'}: {install_dir}")
     return EXIT_READY
 
@@ -253,11 +257,11 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     except CudaProbeError as error:
         print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
         return EXIT_NOT_READY
-    keys = _spec.OPTION_KEYS
+    keys = PROVIDER_SPEC.option_keys
     print(digest)
     print("# rextio.toml, under [target.device_options]:")
-    print(f"{keys['probe']} = {json.dumps(path)}")
-    print(f'{keys["probe_sha256"]} = "{digest}"')
+    print(f"{keys.probe} = {json.dumps(path)}")
+    print(f'{keys.probe_sha256} = "{digest}"')
     return EXIT_READY
 
 
@@ -301,7 +305,7 @@ def _parser() -> _Parser:
         "--capability",
         required=True,
         metavar="ID",
-        help=f"capability id, one of: {', '.join(sorted(_spec.CAPABILITIES))}",
+        help=f"capability id, one of: {', '.join(sorted(CAPABILITIES))}",
     )
     preflight.add_argument(
         "--probe", required=True, metavar="PATH", help="absolute path of the built probe"
@@ -331,7 +335,7 @@ def _parser() -> _Parser:
         help="install the packaged runtime source into a project",
         description=(
             "Extract the packaged rextio-cuda-runtime crate (SHA-256 checked) into "
-            f"PROJECT_DIR/{_spec.RUNTIME_PACKAGE['install_dir']}; a rerun over an "
+            f"PROJECT_DIR/{PROVIDER_SPEC.runtime_package.install_dir}; a rerun over an "
             "identical install, build products included, changes nothing."
         ),
     )

@@ -15,7 +15,8 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _declarations, _preflight_checks, _spec
+from rextio_device_cuda import _codes, _declarations, _preflight_checks
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
 from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
 from rextio_device_cuda.probe import (
@@ -60,12 +61,13 @@ __all__ = [
     "provider",
 ]
 
-__version__: Final[str] = _spec.DISTRIBUTION["version"]
-PROVIDER_ID: Final[str] = _spec.PROVIDER_ID
+__version__: Final[str] = PROVIDER_SPEC.distribution.version
+PROVIDER_ID: Final[str] = PROVIDER_SPEC.manifest.provider_id
+_PROVIDER_ID: Final = PROVIDER_ID
 
 
 def _capability_id(capability_id: str) -> str:
-    if capability_id not in _spec.CAPABILITIES:
+    if capability_id not in CAPABILITIES:
         raise KeyError(f"capability {capability_id} is not in the provider spec")
     return capability_id
 
@@ -77,7 +79,7 @@ CAPABILITY_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x8
 CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id(
     "cuda-tensorflow-tfe-linux-x86_64"
 )
-CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
+CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(CAPABILITIES))
 # Earlier names of this rewrite, kept so no import breaks.
 CUDA_LINUX_X86_64: Final = CAPABILITY_LINUX_X86_64
 CUDA_LINUX_AARCH64: Final = CAPABILITY_LINUX_AARCH64
@@ -87,14 +89,14 @@ CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64
 
 
 def _lane_runtime(capability_id: str) -> str:
-    requirement = _spec.CAPABILITIES[capability_id].lane.requirement
+    requirement = PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane].requirement
     if requirement is None:
         raise KeyError(f"capability {capability_id} declares no framework requirement")
     return requirement.runtime
 
 
 def _pin_version(capability_id: str, name: str) -> str:
-    for pin in _spec.CAPABILITIES[capability_id].lane.runtime_pins:
+    for pin in PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane].runtime_pins:
         if pin.name == name:
             return pin.version
     raise KeyError(f"capability {capability_id} pins no {name}")
@@ -117,11 +119,11 @@ LOGGER: Final = logging.getLogger("rextio_device_cuda")
 
 
 def _log_refusal(reason_code: str) -> None:
-    text = _spec.reason_text(reason_code)
+    text = _codes.reason_text(reason_code)
     explanation = text[0] if text is not None else "the probe reported this code."
     LOGGER.warning(
         "%s preflight refused: %s: %s Run `python -m rextio_device_cuda explain %s`.",
-        _spec.PROVIDER_ID,
+        PROVIDER_ID,
         reason_code,
         explanation,
         reason_code,
@@ -138,14 +140,14 @@ _RESULT_CACHE_SIZE: Final[int] = 256
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
 def _refusal_result(status: DevicePreflightStatus, reason_code: str) -> DevicePreflightResult:
     return DevicePreflightResult(
-        provider_id=_spec.PROVIDER_ID, status=status, reason_codes=(reason_code,)
+        provider_id=_PROVIDER_ID, status=status, reason_codes=(reason_code,)
     )
 
 
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
 def _ready_result(observations: tuple[tuple[str, str], ...]) -> DevicePreflightResult:
     return DevicePreflightResult(
-        provider_id=_spec.PROVIDER_ID,
+        provider_id=_PROVIDER_ID,
         status=DevicePreflightStatus.READY,
         observations=observations,
     )
@@ -240,11 +242,11 @@ class CudaDeviceProvider:
             request_fingerprint(request)
         ):
             raise DeviceProviderError(
-                f"{_spec.PROVIDER_ID} build_contribution requires successful preflight "
+                f"{_PROVIDER_ID} build_contribution requires successful preflight "
                 "of this exact request"
             )
-        capability = _spec.CAPABILITIES[request.selection.capability_id]
-        return _declarations.lane_contribution(capability.lane.name)
+        capability = CAPABILITIES[request.selection.capability_id]
+        return _declarations.lane_contribution(capability.lane)
 
 
 def provider() -> CudaDeviceProvider:

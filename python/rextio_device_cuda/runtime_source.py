@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda import _generated
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 if sys.platform != "win32":
     import fcntl
@@ -48,7 +49,11 @@ __all__ = [
 _MAX_ARCHIVE_BYTES: Final[int] = 16 * 1024 * 1024
 _MAX_EXTRACTED_BYTES: Final[int] = 64 * 1024 * 1024
 _MAX_MEMBERS: Final[int] = 4096
-INSTALL_DIR: Final[PurePosixPath] = PurePosixPath(_spec.RUNTIME_PACKAGE["install_dir"])
+INSTALL_DIR: Final[PurePosixPath] = PurePosixPath(PROVIDER_SPEC.runtime_package.install_dir)
+# The one folder the archive holds, `<crate>-<version>`.
+ARCHIVE_TOP_FOLDER: Final[str] = (
+    f"{PROVIDER_SPEC.runtime_package.crate_name}-{PROVIDER_SPEC.runtime_package.version}"
+)
 # What building the installed crate writes at its top; never compared.
 BUILD_PRODUCTS: Final[frozenset[str]] = frozenset({"Cargo.lock", "target"})
 STAGING_PREFIX: Final[str] = f".{INSTALL_DIR.name}.staging-"
@@ -78,7 +83,7 @@ class _SourceTree:
 
 def packaged_archive_path() -> Path:
     """Where the wheel carries the runtime source tarball."""
-    return Path(__file__).resolve().parent / "_data" / _spec.RUNTIME_ARCHIVE_NAME
+    return Path(__file__).resolve().parent / "_data" / _generated.RUNTIME_SOURCE_ARCHIVE
 
 
 def read_runtime_archive(path: Path | None = None) -> bytes:
@@ -91,7 +96,7 @@ def read_runtime_archive(path: Path | None = None) -> bytes:
         raise RuntimeSourceError("the packaged runtime source archive is missing") from error
     if len(data) > _MAX_ARCHIVE_BYTES:
         raise RuntimeSourceError("the runtime source archive is too large")
-    if hashlib.sha256(data).hexdigest() != _spec.RUNTIME_ARCHIVE_SHA256:
+    if hashlib.sha256(data).hexdigest() != _generated.RUNTIME_SOURCE_SHA256:
         raise RuntimeSourceError(
             "the runtime source archive does not match its recorded SHA-256"
         )
@@ -106,7 +111,7 @@ def _relative_member_path(name: str) -> PurePosixPath | None:
     if path.is_absolute() or ".." in path.parts or "." in name.split("/")[:-1]:
         raise RuntimeSourceError("the archive holds an absolute or escaping name")
     parts = path.parts
-    if not parts or parts[0] != _spec.RUNTIME_ARCHIVE_TOP_FOLDER:
+    if not parts or parts[0] != ARCHIVE_TOP_FOLDER:
         raise RuntimeSourceError("the archive holds a name outside its top folder")
     if len(parts) == 1:
         return None

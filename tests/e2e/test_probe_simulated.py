@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sim_namespace import DriverLayout, SimulatedHost, rename_export
 
-from rextio_device_cuda._generated import PROVIDER_SPEC
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda.probe import parse_probe_report
 
 TWO_DEVICES = (
@@ -62,7 +62,7 @@ def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any
     # passes through).
     parse_probe_report(run.stdout)
     reason = record["reason_code"]
-    assert reason is None or reason in PROVIDER_SPEC["probe_report"]["reason_codes"], reason
+    assert reason is None or reason in PROVIDER_SPEC.probe_report.reason_codes, reason
     assert list(record) == list(_failure("error", "X")), "keys must keep contract order"
     return record, run.calls
 

@@ -18,16 +18,18 @@ from typing import Any
 
 import pytest
 
-from rextio_device_cuda import _spec, runtime_source
+from rextio_device_cuda import _generated, runtime_source
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda.runtime_source import (
+    ARCHIVE_TOP_FOLDER,
     RuntimeSourceError,
     install_runtime_source,
     packaged_archive_path,
     read_runtime_archive,
 )
 
-INSTALL = Path(*_spec.RUNTIME_PACKAGE["install_dir"].split("/"))
-TOP = _spec.RUNTIME_ARCHIVE_TOP_FOLDER
+INSTALL = Path(*PROVIDER_SPEC.runtime_package.install_dir.split("/"))
+TOP = ARCHIVE_TOP_FOLDER
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -40,7 +42,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_packaged_archive_matches_its_digest() -> None:
     data = packaged_archive_path().read_bytes()
-    assert hashlib.sha256(data).hexdigest() == _spec.RUNTIME_ARCHIVE_SHA256
+    assert hashlib.sha256(data).hexdigest() == _generated.RUNTIME_SOURCE_SHA256
     assert read_runtime_archive() == data
 
 
@@ -117,7 +119,7 @@ def test_hostile_archives_are_refused_and_leave_nothing(
 ) -> None:
     archive = _archive(tmp_path, [(f"{TOP}/Cargo.toml", b"[package]\n"), *entries])
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    monkeypatch.setattr(_spec, "RUNTIME_ARCHIVE_SHA256", digest)
+    monkeypatch.setattr(_generated, "RUNTIME_SOURCE_SHA256", digest)
     project = tmp_path / "project"
     project.mkdir()
     with pytest.raises(RuntimeSourceError):

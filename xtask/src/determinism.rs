@@ -569,7 +569,7 @@ mod tests {
             "{report}"
         );
         assert!(
-            report.contains("python/rextio_device_cuda/_generated.py: line "),
+            report.contains("python/rextio_device_cuda/_provider_spec.py: line "),
             "{report}"
         );
         assert!(report.contains("generated/index.json: line "), "{report}");

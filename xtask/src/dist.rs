@@ -40,9 +40,43 @@ pub fn build_wheel() -> Result<PathBuf> {
     build_wheel_into(&paths::target_dir().join("dist"))
 }
 
+/// Imports the package's code table from `python/` without writing bytecode:
+/// its import-time checks (every reason code it names is in the spec) must
+/// pass before a wheel exists. The package's `__init__` imports Rextio Core,
+/// which the build environment does not hold, so the package is entered
+/// without it.
+const IMPORT_CHECK: &str = "\
+import sys, types
+package = types.ModuleType('rextio_device_cuda')
+package.__path__ = [sys.argv[1] + '/rextio_device_cuda']
+sys.modules['rextio_device_cuda'] = package
+import rextio_device_cuda._codes
+";
+
+/// Fails, with the import error, unless the package in `python/` imports.
+fn check_import(python: &Path) -> Result<()> {
+    let mut import = Command::new(python);
+    import
+        .current_dir(paths::repo_root())
+        .env_remove("PYTHONPATH")
+        .args(["-I", "-B", "-c", IMPORT_CHECK, "python"]);
+    let output = import
+        .output()
+        .map_err(|error| format!("could not start `{}`: {error}", process::describe(&import)))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().unwrap_or("");
+    Err(format!(
+        "python/rextio_device_cuda/_codes.py does not import, so no wheel is built: {last}"
+    ))
+}
+
 /// Builds the wheel into `dir` (created if needed); returns its path.
 pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
     let python = python_env::ensure_build_venv()?;
+    check_import(&python)?;
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let dir = dir
         .canonicalize()

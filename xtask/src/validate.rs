@@ -22,7 +22,7 @@ use std::process::{Command, Output};
 
 use serde_json::{json, Map, Value};
 
-use crate::generate::inputs::{ProviderSpec, PROVIDER_SPEC_PATH};
+use crate::generate::spec::{ProviderSpec, PROVIDER_SPEC_PATH};
 use crate::native::{self, NativeArtifacts};
 use crate::paths::repo_root;
 use crate::python_env::venv_program;
@@ -50,38 +50,26 @@ impl SpecFacts {
         let bytes = std::fs::read(&path)
             .map_err(|error| format!("{PROVIDER_SPEC_PATH}: cannot read: {error}"))?;
         let spec = ProviderSpec::parse(&bytes)?;
-        let max_device_ordinal = spec
-            .at("policy.device_ordinal_max")?
-            .as_u64()
-            .and_then(|value| u32::try_from(value).ok())
-            .ok_or_else(|| {
-                format!("{PROVIDER_SPEC_PATH}: policy.device_ordinal_max is not a small integer")
-            })?;
-        let mut raw_capabilities = Vec::new();
-        for capability in spec.array_at("capabilities")? {
-            let field = |key: &str| {
-                capability[key]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| format!("{PROVIDER_SPEC_PATH}: a capability lacks `{key}`"))
-            };
-            if field("lane")? != "raw-driver" {
-                continue;
-            }
-            let triple = field("target_triple")?;
-            let target = spec.object_at(&format!("probe_targets.{triple}"))?;
-            let part = |key: &str| {
-                target
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            raw_capabilities.push((part("os"), part("arch"), field("id")?));
-        }
+        let raw_capabilities = spec
+            .capabilities
+            .iter()
+            .filter(|capability| {
+                spec.lanes
+                    .get(&capability.lane)
+                    .is_some_and(|lane| lane.requirement_policy.is_some())
+            })
+            .filter_map(|capability| {
+                let target = spec.probe_targets.get(&capability.target_triple)?;
+                Some((
+                    target.os.clone(),
+                    target.arch.clone(),
+                    capability.id.clone(),
+                ))
+            })
+            .collect();
         Ok(Self {
-            max_device_ordinal,
-            smoke_complete_status: spec.str_at("smoke.complete_status")?.to_owned(),
+            max_device_ordinal: spec.policy.device_ordinal_max,
+            smoke_complete_status: spec.smoke.complete_status,
             raw_capabilities,
         })
     }
