@@ -83,6 +83,15 @@ class DriverLayout:
     modes: dict[str, int] = field(default_factory=dict)
     # A replacement image (e.g. one with a renamed export).
     image: Path | None = None
+    # Installed as ``libcuda.so.<image_version>`` plus the relative
+    # ``libcuda.so.1`` link (as NVIDIA's installers lay it out), when set.
+    image_version: str | None = None
+    # A private tmpfs over /dev holding only ``null``: a driver that creates
+    # device nodes (NVIDIA's does, as root) creates them there.
+    private_dev: bool = False
+    # Shell steps run last, after every other step (``{image}`` is the
+    # image's path); each must succeed or the setup fails.
+    extra_steps: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -165,7 +174,14 @@ class SimulatedHost:
             f"install -d -m 0755 {SIM_ROOT} {SIM_LIB_DIR} {SIM_STATE_DIR}",
             f"install -m 0644 {shlex.quote(str(config))} {SIM_CONFIG}",
         ]
-        if layout.install == "file":
+        if layout.private_dev:
+            steps.append("mount -t tmpfs -o mode=0755,size=1m rextio-dev /dev")
+            steps.append("mknod -m 0666 /dev/null c 1 3")
+        if layout.image_version is not None:
+            versioned = f"libcuda.so.{layout.image_version}"
+            steps.append(f"install -m {mode} {image} {SIM_LIB_DIR}/{shlex.quote(versioned)}")
+            steps.append(f"ln -s {shlex.quote(versioned)} {REVIEWED_IMAGE}")
+        elif layout.install == "file":
             steps.append(f"install -m {mode} {image} {REVIEWED_IMAGE}")
         elif layout.install == "link-inside":
             steps.append(f"install -m {mode} {image} {SIM_LIB_DIR}/libcuda.so.550.54.14")
@@ -190,6 +206,7 @@ class SimulatedHost:
             if not Path(path).is_relative_to(SIM_TMPFS):
                 raise ValueError(f"{path} is outside the namespace's {SIM_TMPFS} tmpfs")
         steps.extend(f"chmod {mode:04o} {shlex.quote(path)}" for path, mode in layout.modes.items())
+        steps.extend(step.replace("{image}", image) for step in layout.extra_steps)
         fail = f'{{ echo "rextio-e2e: namespace setup failed" >&2; exit {SETUP_FAILED}; }}'
         setup = "\n".join(f"{step} || {fail}" for step in steps)
         saved_log = shlex.quote(str(scratch / "calls.log"))
@@ -238,3 +255,77 @@ def rename_export(library: Path, export: str, destination: Path) -> Path:
         destination.chmod(0o644)
         return destination
     pytest.fail(f"{library} has no .dynstr section")
+
+
+# What NVIDIA's driver does on a host without a GPU, and the simulated driver
+# without a configured device: the same expectations run against both.
+NO_DEVICE_RESULT = 100
+PREFLIGHT_NOT_READY_EXIT = 1
+
+
+def assert_no_device_probe(run: NamespaceRun, driver_version: int) -> None:
+    """The probe loaded the driver, read its version, and cuInit said 100."""
+    assert run.returncode == 0, run.stderr
+    record = run.record()
+    assert {key: record[key] for key in NO_DEVICE_PROBE_FIELDS} == {
+        "platform_supported": True,
+        "status": "unavailable",
+        "reason_code": "NO_CUDA_DEVICES",
+        "driver_loaded": True,
+        "driver_version": driver_version,
+        "device_count": 0,
+        "cuda_result": NO_DEVICE_RESULT,
+        "devices": [],
+    }, record
+
+
+NO_DEVICE_PROBE_FIELDS = (
+    "platform_supported",
+    "status",
+    "reason_code",
+    "driver_loaded",
+    "driver_version",
+    "device_count",
+    "cuda_result",
+    "devices",
+)
+
+
+def assert_no_device_smoke(run: NamespaceRun) -> None:
+    """The smoke stopped at cuInit with a record and exit 1: no context was made."""
+    record = run.record()
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert (record["status"], record["reason_code"], record["cuda_result"]) == (
+        "unavailable",
+        "CU_INIT_FAILED",
+        NO_DEVICE_RESULT,
+    ), record
+    assert (record["device_ordinal"], record["kernel_executed"]) == (0, False)
+
+
+def preflight_argv(python: str, probe: Path) -> list[str]:
+    """``python -m rextio_device_cuda preflight`` for device 0 / sm_80, JSON out."""
+    return [
+        python,
+        "-m",
+        "rextio_device_cuda",
+        "preflight",
+        "--capability",
+        "cuda-linux-x86_64",
+        "--probe",
+        str(probe.resolve()),
+        "--device",
+        "0",
+        "--sm",
+        "sm_80",
+        "--json",
+    ]
+
+
+def assert_no_device_preflight(run: NamespaceRun) -> None:
+    """Preflight through Core refuses with NO_CUDA_DEVICES and its explanation."""
+    assert run.returncode == PREFLIGHT_NOT_READY_EXIT, (run.stdout, run.stderr)
+    refusal = json.loads(run.stdout)
+    assert refusal["reason_code"] == "NO_CUDA_DEVICES", refusal
+    assert refusal["support_claim"] is False
+    assert refusal["explanation"], refusal
