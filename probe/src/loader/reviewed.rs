@@ -79,6 +79,26 @@ const GROUP_OR_OTHER_WRITE: u32 = 0o022;
 /// The only owner of a trusted image, directory or link.
 const ROOT_UID: u32 = 0;
 
+/// Where to look for the driver and what to trust: the candidates in order,
+/// the reviewed roots and the floor of the write-bit check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    pub candidates: Vec<PathBuf>,
+    pub roots: Vec<PathBuf>,
+    pub floor: PathBuf,
+}
+
+impl Search {
+    /// Contract §6's candidates (for `candidate_dirs`), roots and floor.
+    pub fn production(candidate_dirs: &[&str]) -> Self {
+        Self {
+            candidates: candidate_paths(candidate_dirs),
+            roots: reviewed_roots(),
+            floor: PathBuf::from(ANCESTOR_CHECK_FLOOR),
+        }
+    }
+}
+
 /// The candidate paths for a list of candidate directories, in order.
 pub fn candidate_paths(dirs: &[&str]) -> Vec<PathBuf> {
     dirs.iter()
@@ -881,6 +901,22 @@ mod tests {
             None::<PathBuf>
         });
         assert_eq!(none_open, Err(SearchFailure::NoneAcceptedAndOpened));
+    }
+
+    #[test]
+    fn the_not_found_explanation_lists_every_location_searched_in_order() {
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../../../templates/provider-spec.json")).unwrap();
+        let explanation = spec["reason_codes"]["LIBCUDA_SO_NOT_FOUND"][0]
+            .as_str()
+            .unwrap();
+        for (arch, dirs) in [
+            ("x86_64", LINUX_X86_64_CANDIDATE_DIRS),
+            ("aarch64", LINUX_AARCH64_CANDIDATE_DIRS),
+        ] {
+            let listed = format!("on Linux {arch} {}", dirs.join(", "));
+            assert!(explanation.contains(&listed), "{listed:?} not in {explanation:?}");
+        }
     }
 
     #[test]
