@@ -1,7 +1,8 @@
 """Helpers for the end-to-end tests: the simulated-driver namespace and its layouts.
 
 Every scenario runs inside a private mount namespace (``unshare -m``, as root):
-``/`` is made recursively private, a tmpfs covers ``/usr/local``, and the
+``/`` is made recursively private, ``/proc`` is the namespace's own, a
+tmpfs covers ``/usr/local`` (and, when asked, ``/dev``), and the
 simulated driver is installed at the reviewed path
 ``/usr/local/nvidia/lib64/libcuda.so.1`` with its config beside it. Nothing on
 the host changes.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import struct
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -170,6 +172,10 @@ class SimulatedHost:
         mode = f"{layout.image_mode:04o}"
         steps = [
             "mount --make-rprivate /",
+            # The namespace's own PID view: NVIDIA's 550 and 555 drivers
+            # answer cuInit with 304 (an OS error) when /proc belongs to
+            # another PID namespace.
+            "mount -t proc rextio-proc /proc",
             f"mount -t tmpfs -o mode=0755,size=64m rextio-sim {SIM_TMPFS}",
             f"install -d -m 0755 {SIM_ROOT} {SIM_LIB_DIR} {SIM_STATE_DIR}",
             f"install -m 0644 {shlex.quote(str(config))} {SIM_CONFIG}",
@@ -329,3 +335,53 @@ def assert_no_device_preflight(run: NamespaceRun) -> None:
     assert refusal["reason_code"] == "NO_CUDA_DEVICES", refusal
     assert refusal["support_claim"] is False
     assert refusal["explanation"], refusal
+
+
+def _binary_from_env(name: str) -> Path:
+    value = os.environ.get(name)
+    if not value:
+        pytest.fail(
+            f"{name} is not set: run the end-to-end tests through `cargo xtask test`, "
+            "which builds the probe, the smoke and the simulated driver"
+        )
+    path = Path(value)
+    if not path.is_file():
+        pytest.fail(f"{name} names {path}, which is not a built file")
+    return path
+
+
+def binaries_from_env() -> NativeBinaries:
+    """The built binaries named by the test runner's environment."""
+    return NativeBinaries(
+        probe=_binary_from_env("REXTIO_CUDA_PROBE"),
+        smoke=_binary_from_env("REXTIO_CUDA_SMOKE"),
+        sim_driver=_binary_from_env("REXTIO_SIM_DRIVER"),
+    )
+
+
+def namespace_tools_or_fail() -> NamespaceTools:
+    """The namespace tools; fails (never skips) when private mount namespaces
+    are unavailable or the host has a driver the namespace would not cover."""
+    unshare, shell = shutil.which("unshare"), shutil.which("sh")
+    if unshare is None or shell is None:
+        pytest.fail("`unshare` (util-linux) and `sh` are needed by the simulated-driver tests")
+    probe = subprocess.run(
+        [unshare, *UNSHARE_FLAGS, shell, "-c", "exit 0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.fail(
+            "private mount and PID namespaces are not permitted here "
+            "(`unshare -m -p` as root failed: "
+            f"{probe.stderr.strip()}); the simulated-driver tests need them and never skip"
+        )
+    present = [path for path in HOST_CANDIDATES if os.path.lexists(path)]
+    if present:
+        pytest.fail(
+            f"this host has a driver image at {present}; the namespace covers only "
+            "/usr/local, so the probe would load the host's driver first"
+        )
+    return NamespaceTools(unshare=unshare, shell=shell)

@@ -12,6 +12,7 @@ mod nolink;
 mod paths;
 mod process;
 mod python_env;
+mod real_driver;
 mod test;
 mod validate;
 
@@ -30,6 +31,8 @@ commands:
   test                     run every check and test of the project
   bench                    measure generate, verify-determinism, preflight and probe costs
   demo                     show the whole chain on the simulated driver (no GPU needed)
+  real-driver              fetch NVIDIA's libcuda1 (535, 550, 555) and run the probe,
+                           smoke and preflight against it (part of `test`; no GPU needed)
   validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
                            real-GPU evidence on a trusted NVIDIA host
 ";
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         "test" => test::command(rest),
         "bench" => bench::command(rest),
         "demo" => demo::command(rest),
+        "real-driver" => real_driver::command(rest),
         "validate-nvidia" => validate::command(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

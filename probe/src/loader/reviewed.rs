@@ -915,7 +915,10 @@ mod tests {
             ("aarch64", LINUX_AARCH64_CANDIDATE_DIRS),
         ] {
             let listed = format!("on Linux {arch} {}", dirs.join(", "));
-            assert!(explanation.contains(&listed), "{listed:?} not in {explanation:?}");
+            assert!(
+                explanation.contains(&listed),
+                "{listed:?} not in {explanation:?}"
+            );
         }
     }
 
