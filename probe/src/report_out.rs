@@ -24,8 +24,9 @@ impl ReportOut {
         // SAFETY: F_DUPFD_CLOEXEC duplicates descriptor 1 if it is open; no
         // memory is passed.
         let kept = unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_DUPFD_CLOEXEC, 3) };
-        // SAFETY: dup2 on two descriptor numbers; if stderr is closed this
-        // fails and descriptor 1 stays as it was.
+        // SAFETY: dup2 on two descriptor numbers, no memory passed. Rust's
+        // runtime opens /dev/null on any of descriptors 0-2 that were closed
+        // at start, so stderr is open here.
         unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) };
         let file = (kept >= 0).then(|| {
             use std::os::fd::FromRawFd;

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,17 @@ def test_a_rename_race_never_loads_a_refused_file_and_never_hangs(
     # file is refused; never anything else.
     assert set(outcomes) <= {"None", "LIBCUDA_SO_LOAD_FAILED"}, result
     assert result["swapper"].get("swaps", 0) > 0, result
+
+
+def test_a_printing_driver_with_stderr_closed_still_leaves_the_json_intact(
+    sim_host: SimulatedHost,
+) -> None:
+    # Rust's runtime puts /dev/null on a closed stderr before main, so the
+    # driver's output still has somewhere to go other than the report.
+    noise = "printed by the driver constructor"
+    layout = DriverLayout(config=(*TWO_DEVICES, f"print_at_load={noise}"))
+    shell = shutil.which("sh")
+    assert shell is not None
+    run = sim_host.run(layout, [shell, "-c", '"$0" 2>&-', sim_host.native.probe])
+    assert run.record()["status"] == "probe-complete"
+    assert noise not in run.stdout
