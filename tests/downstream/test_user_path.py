@@ -27,8 +27,8 @@ from cuda_support import json_strings, json_values
 from sim_namespace import (
     DriverLayout,
     SimulatedHost,
-    built_binaries,
-    checked_namespace_tools,
+    binaries_from_env,
+    namespace_tools_or_fail,
 )
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -58,7 +58,7 @@ def readme_files() -> dict[str, str]:
 
 @pytest.fixture
 def sim_host(tmp_path: Path) -> SimulatedHost:
-    return SimulatedHost(built_binaries(), checked_namespace_tools(), tmp_path)
+    return SimulatedHost(binaries_from_env(), namespace_tools_or_fail(), tmp_path)
 
 
 def _pin_probe(probe: Path) -> str:

@@ -18,21 +18,21 @@ from sim_namespace import (
     NamespaceTools,
     NativeBinaries,
     SimulatedHost,
-    built_binaries,
-    checked_namespace_tools,
+    binaries_from_env,
+    namespace_tools_or_fail,
 )
 
 
 @pytest.fixture(scope="session")
 def native() -> NativeBinaries:
     """The built binaries named by the test runner's environment."""
-    return built_binaries()
+    return binaries_from_env()
 
 
 @pytest.fixture(scope="session")
 def namespace_tools() -> NamespaceTools:
     """Fails (never skips) when private mount namespaces are unavailable."""
-    return checked_namespace_tools()
+    return namespace_tools_or_fail()
 
 
 @pytest.fixture

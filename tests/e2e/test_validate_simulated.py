@@ -86,7 +86,9 @@ def test_validate_nvidia_explains_a_missing_driver_on_this_host(
         env=os.environ.copy(),
     )
     assert run.returncode == 1
-    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists at any reviewed system path." in run.stderr
+    # The explanation names the fixed directories searched.
+    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists in any directory" in run.stderr
+    assert "/usr/local/nvidia/lib64, /usr/local/nvidia/lib" in run.stderr
     evidence = _evidence(output)
     assert evidence["validated"] is False
     assert evidence["reason_code"] == "LIBCUDA_SO_NOT_FOUND"

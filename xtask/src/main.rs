@@ -12,6 +12,7 @@ mod nolink;
 mod paths;
 mod process;
 mod python_env;
+mod real_driver;
 mod stress;
 mod test;
 mod validate;
@@ -32,6 +33,8 @@ commands:
   bench                    measure generate, verify-determinism, preflight and probe costs
   stress [--rounds N]      repeat the process/signal tests N times (default 200)
   demo                     show the whole chain on the simulated driver (no GPU needed)
+  real-driver              fetch NVIDIA's libcuda1 (535, 550, 555) and run the probe,
+                           smoke and preflight against it (part of `test`; no GPU needed)
   validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
                            real-GPU evidence on a trusted NVIDIA host
 ";
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         "bench" => bench::command(rest),
         "stress" => stress::command(rest),
         "demo" => demo::command(rest),
+        "real-driver" => real_driver::command(rest),
         "validate-nvidia" => validate::command(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
