@@ -12,7 +12,7 @@ use crate::generated::spec::{
 use crate::loader::{self, LoadError};
 use crate::name::sanitize_device_name;
 use crate::report::{
-    DeviceRow, Failure, ProbeReport, Target, STATUS_ERROR, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
+    DeviceRow, Failure, ProbeReport, Target, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
 
 /// Proof that the driver environment of contract §6 is set: no preloaded
@@ -79,19 +79,38 @@ pub fn inventory(api: &InventoryApi, target: Target) -> ProbeReport {
     }
 }
 
+/// `CUDA_ERROR_NO_DEVICE`: what NVIDIA's driver (535, 550 and 555 checked)
+/// returns from `cuInit(0)` when no device is visible.
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+
+/// A failure after the driver image loaded: status `unavailable`, as every
+/// such failure has been since 0.1.0.
 fn driver_failure(
     reason_code: &'static str,
     driver_version: Option<i32>,
     cuda_result: CUresult,
 ) -> Failure {
     Failure {
-        status: STATUS_ERROR,
+        status: STATUS_UNAVAILABLE,
         reason_code,
         platform_supported: true,
         driver_loaded: true,
         driver_version,
         device_count: None,
         cuda_result: Some(cuda_result),
+    }
+}
+
+/// No visible device: the version and a zero count, with the result of the
+/// call that said so (`cuInit`'s 100, or `cuDeviceGetCount`'s 0).
+fn no_devices(driver_version: i32, cuda_result: CUresult) -> Failure {
+    Failure {
+        device_count: Some(0),
+        ..driver_failure(
+            reason_codes::NO_CUDA_DEVICES,
+            Some(driver_version),
+            cuda_result,
+        )
     }
 }
 
@@ -108,13 +127,11 @@ fn check(
 }
 
 fn collect(api: &InventoryApi) -> Result<(i32, Vec<DeviceRow>), Failure> {
-    // SAFETY: the table came from the reviewed driver image with the
-    // generated signatures; cuInit takes flags by value.
-    let result = unsafe { (api.cuInit)(0) };
-    check(result, reason_codes::CU_INIT_FAILED, None)?;
-
+    // The driver answers its version before cuInit (NVIDIA's 535, 550 and
+    // 555 do), so every report after a load carries it.
     let mut driver_version: c_int = 0;
-    // SAFETY: the out-pointer names a live local c_int.
+    // SAFETY: the table came from the reviewed driver image with the
+    // generated signatures; the out-pointer names a live local c_int.
     let result = unsafe { (api.cuDriverGetVersion)(&mut driver_version) };
     check(result, reason_codes::CU_DRIVER_VERSION_FAILED, None)?;
     if !DRIVER_VERSION_RANGE.contains(&driver_version) {
@@ -127,6 +144,13 @@ fn collect(api: &InventoryApi) -> Result<(i32, Vec<DeviceRow>), Failure> {
     }
     let known_version = Some(driver_version);
 
+    // SAFETY: cuInit takes flags by value.
+    let result = unsafe { (api.cuInit)(0) };
+    if result == CUDA_ERROR_NO_DEVICE {
+        return Err(no_devices(driver_version, result));
+    }
+    check(result, reason_codes::CU_INIT_FAILED, known_version)?;
+
     let mut count: c_int = 0;
     // SAFETY: the out-pointer names a live local c_int.
     let result = unsafe { (api.cuDeviceGetCount)(&mut count) };
@@ -136,11 +160,7 @@ fn collect(api: &InventoryApi) -> Result<(i32, Vec<DeviceRow>), Failure> {
         .filter(|_| count <= MAX_DEVICES)
         .ok_or_else(|| driver_failure(reason_codes::INVALID_DEVICE_COUNT, known_version, result))?;
     if device_count == 0 {
-        return Err(Failure {
-            status: STATUS_UNAVAILABLE,
-            device_count: Some(0),
-            ..driver_failure(reason_codes::NO_CUDA_DEVICES, known_version, result)
-        });
+        return Err(no_devices(driver_version, result));
     }
 
     let mut devices = Vec::with_capacity(device_count);
@@ -375,7 +395,7 @@ mod tests {
         version: Option<i32>,
         result: i32,
     ) -> (&str, &str, Option<i32>, Option<i32>, Option<i32>) {
-        ("error", reason, version, None, Some(result))
+        (STATUS_UNAVAILABLE, reason, version, None, Some(result))
     }
 
     fn summary(report: &ProbeReport) -> (&str, &str, Option<i32>, Option<i32>, Option<i32>) {
@@ -447,9 +467,30 @@ mod tests {
     }
 
     #[test]
+    fn cu_init_no_device_is_unavailable_with_the_version_asked_first() {
+        // cuInit returns immediately with 100 here, so the version in the
+        // report proves cuDriverGetVersion was asked before cuInit.
+        let (report, lengths) = inventory_of(Fake {
+            failing: Some(("cuInit", CUDA_ERROR_NO_DEVICE)),
+            ..Fake::default()
+        });
+        assert_eq!(
+            summary(&report),
+            (
+                STATUS_UNAVAILABLE,
+                reason_codes::NO_CUDA_DEVICES,
+                Some(12040),
+                Some(0),
+                Some(100)
+            )
+        );
+        assert!(lengths.is_empty());
+    }
+
+    #[test]
     fn each_failing_call_is_named_with_its_result() {
         for (export, reason, version) in [
-            ("cuInit", reason_codes::CU_INIT_FAILED, None),
+            ("cuInit", reason_codes::CU_INIT_FAILED, Some(12040)),
             (
                 "cuDriverGetVersion",
                 reason_codes::CU_DRIVER_VERSION_FAILED,

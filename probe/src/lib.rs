@@ -16,4 +16,5 @@ pub mod inventory;
 pub mod loader;
 pub mod name;
 pub mod report;
+pub mod report_out;
 pub mod smoke;

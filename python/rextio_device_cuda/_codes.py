@@ -2,14 +2,34 @@
 
 Each name is checked against the spec at import (``known_code``), so a code
 that is misspelt here or removed from the spec fails on import, not silently.
-Framework-lane codes are built from the lane's spec prefix (``LaneSpec.code``).
+Framework-lane codes are built from the lane's spec prefix (``lane_code``).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from rextio_device_cuda._spec import known_code
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC, LaneSpec
+
+
+def known_code(code: str) -> str:
+    """Return ``code`` if the spec explains it; fail loudly on a typo."""
+    if code not in PROVIDER_SPEC.reason_codes:
+        raise KeyError(f"reason code {code} is not in the provider spec")
+    return code
+
+
+def reason_text(code: str) -> tuple[str, str] | None:
+    """The (explanation, remedy) for a code, or None for an unknown code."""
+    return PROVIDER_SPEC.reason_codes.get(code)
+
+
+def lane_code(lane: LaneSpec, suffix: str) -> str:
+    """The lane-prefixed reason code ``<PREFIX><suffix>``, which must exist."""
+    if lane.reason_prefix is None:
+        raise KeyError("a lane without a reason prefix has no lane codes")
+    return known_code(lane.reason_prefix + suffix)
+
 
 # Provider preflight, in the contract's check order.
 PROVIDER_ID_MISMATCH: Final = known_code("PROVIDER_ID_MISMATCH")
@@ -86,8 +106,6 @@ TOOLKIT_COMPONENT_INVALID: Final = known_code("TOOLKIT_COMPONENT_INVALID")
 
 def _check_framework_codes() -> None:
     """Every framework lane must have every prefixed code in the spec."""
-    from rextio_device_cuda._spec import LANES
-
     suffixes = (
         ARTIFACT_KIND_UNSUPPORTED_SUFFIX,
         TOOLKIT_ROOT_UNSUPPORTED_SUFFIX,
@@ -99,13 +117,13 @@ def _check_framework_codes() -> None:
         MEMORY_SPACE_INCOMPATIBLE_SUFFIX,
         RUNTIME_PINS_REQUIRED_SUFFIX,
     )
-    for lane in LANES.values():
-        if not lane.is_framework:
+    for lane in PROVIDER_SPEC.lanes.values():
+        if lane.requirement is None:
             continue
         for suffix in suffixes:
-            lane.code(suffix)
+            lane_code(lane, suffix)
         if lane.required_python_fallback_backend is not None:
-            lane.code(CPYTHON_REQUIRED_SUFFIX)
+            lane_code(lane, CPYTHON_REQUIRED_SUFFIX)
 
 
 _check_framework_codes()

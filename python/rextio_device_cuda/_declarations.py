@@ -20,11 +20,16 @@ from rextio.devices import (
     DeviceResourceOwner,
 )
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda._provider_spec import (
+    CAPABILITIES,
+    PROVIDER_SPEC,
+    CapabilitySpec,
+    RequirementSpec,
+)
 
 
 def frozen_requirement(
-    requirement: _spec.RequirementSpec, architectures: tuple[str, ...] | None = None
+    requirement: RequirementSpec, architectures: tuple[str, ...] | None = None
 ) -> DeviceRequirement:
     """A framework lane's frozen requirement; ``architectures`` replaces the declared SMs."""
     return DeviceRequirement(
@@ -39,45 +44,43 @@ def frozen_requirement(
     )
 
 
-def _framework_requirement(spec: _spec.CapabilitySpec) -> tuple[DeviceRequirement, ...]:
-    requirement = spec.lane.requirement
+def _framework_requirement(spec: CapabilitySpec) -> tuple[DeviceRequirement, ...]:
+    requirement = PROVIDER_SPEC.lanes[spec.lane].requirement
     return () if requirement is None else (frozen_requirement(requirement),)
 
 
-def _capability(spec: _spec.CapabilitySpec) -> TargetCapability:
-    manifest = _spec.MANIFEST
+def _capability(spec: CapabilitySpec) -> TargetCapability:
+    manifest = PROVIDER_SPEC.manifest
     return TargetCapability(
         id=spec.id,
         target_triples=(spec.target_triple,),
         artifact_kinds=tuple(ArtifactKind(kind) for kind in spec.artifact_kinds),
-        accelerator_backends=(_spec.BACKEND,),
+        accelerator_backends=(manifest.backend,),
         minimum_runtime_version=spec.minimum_runtime_version,
         minimum_driver_version=spec.minimum_driver_version,
-        architectures=_spec.ARCHITECTURES,
+        architectures=manifest.architectures,
         device_requirements=_framework_requirement(spec),
-        certification_tier=CertificationTier(manifest["certification_tier"]),
-        evidence_references=tuple(manifest["evidence_references"]),
+        certification_tier=CertificationTier(manifest.certification_tier),
+        evidence_references=manifest.evidence_references,
     )
 
 
 @cache
 def provider_manifest() -> DeviceProviderManifest:
     """The passive manifest; built once, never probes the host."""
-    manifest = _spec.MANIFEST
-    if manifest["api_version"] != DEVICE_PROVIDER_API_VERSION:
+    manifest = PROVIDER_SPEC.manifest
+    if manifest.api_version != DEVICE_PROVIDER_API_VERSION:
         raise RuntimeError("the provider spec names a different Device Provider API version")
     return DeviceProviderManifest(
-        provider_id=manifest["provider_id"],
-        display_name=manifest["display_name"],
-        provider_version=manifest["provider_version"],
-        backend=manifest["backend"],
+        provider_id=manifest.provider_id,
+        display_name=manifest.display_name,
+        provider_version=manifest.provider_version,
+        backend=manifest.backend,
         api_version=DEVICE_PROVIDER_API_VERSION,
-        capabilities=tuple(_capability(spec) for spec in _spec.CAPABILITIES.values()),
+        capabilities=tuple(_capability(spec) for spec in CAPABILITIES.values()),
         runtime_requirements=tuple(
-            RuntimeRequirement(
-                name=item["name"], version=item["version"], features=tuple(item["features"])
-            )
-            for item in manifest["runtime_requirements"]
+            RuntimeRequirement(name=item.name, version=item.version, features=item.features)
+            for item in manifest.runtime_requirements
         ),
     )
 
@@ -85,7 +88,7 @@ def provider_manifest() -> DeviceProviderManifest:
 @cache
 def lane_contribution(lane_name: str) -> DeviceBuildContribution:
     """The declarative build inputs of one lane."""
-    spec = _spec.LANES[lane_name].contribution
+    spec = PROVIDER_SPEC.lanes[lane_name].contribution
     return DeviceBuildContribution(
         cargo_features=spec.cargo_features,
         native_libraries=spec.native_libraries,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda import _codes
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REASON_CODE: Final = re.compile(_spec.PROBE_REPORT["reason_code_pattern"], re.ASCII)
+_REASON_CODE: Final = re.compile(PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII)
 
 
 def is_reason_code(value: object) -> bool:
@@ -15,16 +16,19 @@ def is_reason_code(value: object) -> bool:
     return isinstance(value, str) and _REASON_CODE.fullmatch(value) is not None
 
 
-class CudaProbeError(Exception):
-    """A probe, parser or toolkit refusal with a stable ``reason_code``."""
+class CudaProbeError(RuntimeError):
+    """A probe, parser or toolkit refusal with a stable ``reason_code``.
+
+    ``str(error)`` is exactly the reason code, so it is path-free by
+    construction (contract section 1). The explanation from the spec and an
+    optional path-free ``detail`` are separate attributes.
+    """
 
     def __init__(self, reason_code: str, detail: str | None = None) -> None:
         if not is_reason_code(reason_code):
             raise ValueError("reason_code must match ^[A-Z][A-Z0-9_]{0,63}$")
+        super().__init__(reason_code)
         self.reason_code: Final[str] = reason_code
-        self.detail = detail
-        text = _spec.reason_text(reason_code)
-        message = text[0] if text is not None else reason_code
-        if detail:
-            message = f"{message} ({detail})"
-        super().__init__(f"{reason_code}: {message}")
+        self.detail: Final[str | None] = detail
+        text = _codes.reason_text(reason_code)
+        self.explanation: Final[str | None] = text[0] if text is not None else None

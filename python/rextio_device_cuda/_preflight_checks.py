@@ -21,8 +21,14 @@ from rextio.devices import (
 )
 from rextio.devices import normalize_device_id as _core_normalize_device_id
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import (
+    CAPABILITIES,
+    PROVIDER_SPEC,
+    CapabilitySpec,
+    LaneSpec,
+)
 from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
 from rextio_device_cuda._toolkit import (
@@ -35,9 +41,13 @@ from rextio_device_cuda.config import CudaProviderConfig
 from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
-_OPTION = _spec.OPTION_KEYS
-_OBSERVATION = _spec.OBSERVATION_KEYS
-_PROBE_REASON_CODES: frozenset[str] = frozenset(_spec.PROBE_REPORT["reason_codes"])
+_OPTION = PROVIDER_SPEC.option_keys
+_OBSERVATION = PROVIDER_SPEC.observation_keys
+_PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
+_BACKEND = PROVIDER_SPEC.manifest.backend
+_ARCHITECTURES = PROVIDER_SPEC.manifest.architectures
+_SM_PATTERN = re.compile(PROVIDER_SPEC.policy.sm_pattern, re.ASCII)
+_DEVICE_ORDINAL_MAX = PROVIDER_SPEC.policy.device_ordinal_max
 # Bounds the memo tables below; requests name very few distinct devices/probes.
 _MEMO_SIZE = 256
 
@@ -104,7 +114,7 @@ def _unavailable(code: str) -> _RefusedError:
 class _Selection:
     """The effective device choice after options and constructor are merged."""
 
-    capability: _spec.CapabilitySpec
+    capability: CapabilitySpec
     ordinal: int
     sm: str
     probe_path: str | None
@@ -112,27 +122,32 @@ class _Selection:
     probe_sha256: str | None = None
 
 
+def _lane(capability: CapabilitySpec) -> LaneSpec:
+    return PROVIDER_SPEC.lanes[capability.lane]
+
+
 # -- steps 1-4: identity and shape (incompatible) ------------------------------
 
 
-def _capability(request: DevicePreflightRequest) -> _spec.CapabilitySpec:
-    if request.selection.provider_id != _spec.PROVIDER_ID:
+def _capability(request: DevicePreflightRequest) -> CapabilitySpec:
+    if request.selection.provider_id != _PROVIDER_ID:
         raise _incompatible(_codes.PROVIDER_ID_MISMATCH)
-    capability = _spec.CAPABILITIES.get(request.selection.capability_id)
+    capability = CAPABILITIES.get(request.selection.capability_id)
     if capability is None:
         raise _incompatible(_codes.CAPABILITY_UNKNOWN)
     profile = request.artifact_profile
     if profile.target_triple != capability.target_triple:
         raise _incompatible(_codes.TARGET_MISMATCH)
-    if capability.lane.is_framework and profile.kind is not ArtifactKind.HOST_EXTENSION:
-        raise _incompatible(capability.lane.code(_codes.ARTIFACT_KIND_UNSUPPORTED_SUFFIX))
+    lane = _lane(capability)
+    if lane.requirement is not None and profile.kind is not ArtifactKind.HOST_EXTENSION:
+        raise _incompatible(_codes.lane_code(lane, _codes.ARTIFACT_KIND_UNSUPPORTED_SUFFIX))
     return capability
 
 
 # -- steps 5-6: options --------------------------------------------------------
 
 
-def _options(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> dict[str, str]:
+def _options(request: DevicePreflightRequest, lane: LaneSpec) -> dict[str, str]:
     try:
         keys = request.options.keys
         values = {key: request.options.get(key) for key in keys} if isinstance(keys, tuple) else {}
@@ -144,7 +159,7 @@ def _options(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> dict[str,
         raise _unavailable(_codes.PROVIDER_OPTIONS_INVALID)
     if any(key not in lane.option_allowlist for key in keys):
         raise _unavailable(_codes.PROVIDER_OPTION_UNKNOWN)
-    pin = values.get(_OPTION["probe_sha256"])
+    pin = values.get(_OPTION.probe_sha256)
     if pin is not None and not is_probe_sha256(pin):
         raise _unavailable(_codes.PROBE_SHA256_INVALID)
     return {key: value for key, value in values.items() if value is not None}
@@ -159,11 +174,11 @@ def _is_cuda_gpu(requirement: DeviceRequirement) -> bool | None:
         device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
     except ValueError:
         return None
-    return bool(device.kind == "gpu" and device.backend == _spec.BACKEND)
+    return bool(device.kind == "gpu" and device.backend == _BACKEND)
 
 
-def _raw_requirement(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> DeviceRequirement:
-    policy = lane.raw_policy
+def _raw_requirement(request: DevicePreflightRequest, lane: LaneSpec) -> DeviceRequirement:
+    policy = lane.requirement_policy
     if policy is None:
         raise RuntimeError("raw lane without a requirement policy")
     cuda_requirements = [
@@ -174,7 +189,7 @@ def _raw_requirement(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> D
     for requirement in cuda_requirements:
         if len(requirement.architectures) != 1:
             raise _unavailable(_codes.EXPLICIT_SM_REQUIRED)
-        if _spec.SM_PATTERN.fullmatch(requirement.architectures[0]) is None:
+        if _SM_PATTERN.fullmatch(requirement.architectures[0]) is None:
             raise _unavailable(_codes.INVALID_SM)
     if len(cuda_requirements) != 1:
         raise _unavailable(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
@@ -192,7 +207,7 @@ def _raw_requirement(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> D
     return requirement
 
 
-def _pins_present(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> bool:
+def _pins_present(request: DevicePreflightRequest, lane: LaneSpec) -> bool:
     by_name = {item.name: item for item in request.artifact_profile.runtime_requirements}
     for pin in lane.runtime_pins:
         present = by_name.get(pin.name)
@@ -206,7 +221,7 @@ def _pins_present(request: DevicePreflightRequest, lane: _spec.LaneSpec) -> bool
 
 
 def _framework_requirement(
-    request: DevicePreflightRequest, lane: _spec.LaneSpec
+    request: DevicePreflightRequest, lane: LaneSpec
 ) -> DeviceRequirement:
     expected = lane.requirement
     if expected is None:
@@ -216,7 +231,7 @@ def _framework_requirement(
         lane.required_python_fallback_backend is not None
         and profile.python_fallback_backend != lane.required_python_fallback_backend
     ):
-        raise _unavailable(lane.code(_codes.CPYTHON_REQUIRED_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.CPYTHON_REQUIRED_SUFFIX))
     if len(profile.device_requirements) != 1:
         raise _unavailable(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
     requirement = profile.device_requirements[0]
@@ -226,23 +241,23 @@ def _framework_requirement(
         raise _unavailable(_codes.CUDA_DEVICE_REQUIREMENT_INVALID) from error
     wanted = normalize_device_id(expected.logical_device, backend=expected.backend)
     if device != wanted:
-        raise _unavailable(lane.code(_codes.CUDA_DEVICE_UNSUPPORTED_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.CUDA_DEVICE_UNSUPPORTED_SUFFIX))
     if requirement.runtime != expected.runtime:
-        raise _unavailable(lane.code(_codes.RUNTIME_REQUIRED_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.RUNTIME_REQUIRED_SUFFIX))
     if requirement.reuse_domain_runtime is not expected.reuse_domain_runtime:
-        raise _unavailable(lane.code(_codes.RUNTIME_REUSE_REQUIRED_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.RUNTIME_REUSE_REQUIRED_SUFFIX))
     if len(requirement.architectures) > 1:
         raise _unavailable(_codes.AT_MOST_ONE_SM_ALLOWED)
-    if any(_spec.SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
+    if any(_SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
         raise _unavailable(_codes.INVALID_SM)
     if set(requirement.features) != expected.features:
-        raise _unavailable(lane.code(_codes.FEATURES_INCOMPATIBLE_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.FEATURES_INCOMPATIBLE_SUFFIX))
     if set(requirement.layouts) != expected.layouts:
-        raise _unavailable(lane.code(_codes.LAYOUT_INCOMPATIBLE_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.LAYOUT_INCOMPATIBLE_SUFFIX))
     if set(requirement.memory_spaces) != expected.memory_spaces:
-        raise _unavailable(lane.code(_codes.MEMORY_SPACE_INCOMPATIBLE_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.MEMORY_SPACE_INCOMPATIBLE_SUFFIX))
     if not _pins_present(request, lane):
-        raise _unavailable(lane.code(_codes.RUNTIME_PINS_REQUIRED_SUFFIX))
+        raise _unavailable(_codes.lane_code(lane, _codes.RUNTIME_PINS_REQUIRED_SUFFIX))
     return requirement
 
 
@@ -265,10 +280,10 @@ def _ordinal(text: str | None) -> int:
         raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
     significant = text.lstrip("0") or "0"
     # Bound the digits before int(): a 4096-digit option must not cost a parse.
-    if len(significant) > len(str(_spec.DEVICE_ORDINAL_MAX)):
+    if len(significant) > len(str(_DEVICE_ORDINAL_MAX)):
         raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
     value = int(significant)
-    if value > _spec.DEVICE_ORDINAL_MAX:
+    if value > _DEVICE_ORDINAL_MAX:
         raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
     return value
 
@@ -276,9 +291,9 @@ def _ordinal(text: str | None) -> int:
 def _sm(text: str | None) -> str:
     if text is None:
         raise _unavailable(_codes.SM_NOT_CONFIGURED)
-    if _spec.SM_PATTERN.fullmatch(text) is None:
+    if _SM_PATTERN.fullmatch(text) is None:
         raise _unavailable(_codes.INVALID_SM)
-    if text not in _spec.ARCHITECTURES:
+    if text not in _ARCHITECTURES:
         raise _unavailable(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
     return text
 
@@ -286,40 +301,40 @@ def _sm(text: str | None) -> str:
 def _selection(
     request: DevicePreflightRequest,
     config: CudaProviderConfig,
-    capability: _spec.CapabilitySpec,
+    capability: CapabilitySpec,
 ) -> _Selection:
-    lane = capability.lane
+    lane = _lane(capability)
     options = _options(request, lane)
-    if lane.is_framework and config.toolkit_root is not None:
-        raise _unavailable(lane.code(_codes.TOOLKIT_ROOT_UNSUPPORTED_SUFFIX))
+    if lane.requirement is not None and config.toolkit_root is not None:
+        raise _unavailable(_codes.lane_code(lane, _codes.TOOLKIT_ROOT_UNSUPPORTED_SUFFIX))
     requirement = (
         _framework_requirement(request, lane)
-        if lane.is_framework
+        if lane.requirement is not None
         else _raw_requirement(request, lane)
     )
-    if any(sm not in _spec.ARCHITECTURES for sm in requirement.architectures):
+    if any(sm not in _ARCHITECTURES for sm in requirement.architectures):
         raise _unavailable(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
     probe = _merged(
-        options.get(_OPTION["probe"]), config.probe_path, _codes.PROBE_CONFIGURATION_CONFLICT
+        options.get(_OPTION.probe), config.probe_path, _codes.PROBE_CONFIGURATION_CONFLICT
     )
     pin = _merged(
-        options.get(_OPTION["probe_sha256"]),
+        options.get(_OPTION.probe_sha256),
         config.probe_sha256,
         _codes.PROBE_CONFIGURATION_CONFLICT,
     )
     toolkit = (
         None
-        if lane.is_framework
+        if lane.requirement is not None
         else _merged(
-            options.get(_OPTION["toolkit"]),
+            options.get(_OPTION.toolkit),
             config.toolkit_root,
             _codes.TOOLKIT_CONFIGURATION_CONFLICT,
         )
     )
     device_text = _merged(
-        options.get(_OPTION["device"]), config.device_ordinal, _codes.DEVICE_CONFIGURATION_CONFLICT
+        options.get(_OPTION.device), config.device_ordinal, _codes.DEVICE_CONFIGURATION_CONFLICT
     )
-    sm_text = _merged(options.get(_OPTION["sm"]), config.sm, _codes.SM_CONFIGURATION_CONFLICT)
+    sm_text = _merged(options.get(_OPTION.sm), config.sm, _codes.SM_CONFIGURATION_CONFLICT)
     ordinal = _ordinal(device_text)
     sm = _sm(sm_text)
     device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
@@ -377,12 +392,10 @@ def _check_report(
     expected = _expected_target(selection.capability.target_triple)
     if report.target != expected:
         raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
-    if report.status != _spec.PROBE_REPORT["complete_status"]:
-        # Only the probe's own codes pass through; anything else a probe says
-        # (including another stage's code) is reported as PROBE_NOT_READY.
-        code = report.reason_code
-        known = code is not None and code in _PROBE_REASON_CODES
-        raise _unavailable(code if known and code is not None else _codes.PROBE_NOT_READY)
+    if report.status != PROVIDER_SPEC.probe_report.complete_status:
+        # Step 16: the report's own code passes through, whatever schema-valid
+        # code it is (another or a newer probe may say more than ours does).
+        raise _unavailable(report.reason_code or _codes.PROBE_NOT_READY)
     if report.driver_version is None:
         raise _unavailable(_codes.DRIVER_VERSION_UNAVAILABLE)
     if report.driver_version < config.minimum_driver_version:
@@ -404,20 +417,16 @@ def _toolkit_report(
     try:
         report = inspector.inspect(triple)
         components = tuple(expected_components(triple))
+        if isinstance(report, CudaToolkitReport):
+            # Validated again (contract section 5's report checks, in order):
+            # a frozen record can still be altered after construction.
+            CudaToolkitReport(report.version, report.runtime_version, report.components)
     except CudaProbeError as error:
         raise _unavailable(error.reason_code) from error
     except Exception as error:  # an injected inspector's bug fails closed
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID) from error
-    if not isinstance(report, CudaToolkitReport) or report.target_triple != triple:
-        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
-    # The report checks of contract section 5, in its order: one version, at
-    # or above the fixed floor, then the components. The configured floor and
-    # the driver follow in _check_toolkit (section 3, step 19).
-    if report.runtime_version != report.toolkit_version:
-        raise _unavailable(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
-    if toolkit_version_parts(report.toolkit_version) < _spec.TOOLKIT_VERSION_FLOOR:
-        raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
-    if report.components != components:
+    # The components must be exactly this target's.
+    if not isinstance(report, CudaToolkitReport) or report.components != components:
         raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
     return report
 
@@ -425,7 +434,7 @@ def _toolkit_report(
 def _check_toolkit(
     report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig
 ) -> None:
-    toolkit = toolkit_version_parts(report.toolkit_version)
+    toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
         raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
     if (driver_version // 1000, (driver_version % 1000) // 10) < toolkit:
@@ -439,29 +448,29 @@ def _observations(
     config: CudaProviderConfig,
 ) -> tuple[tuple[str, str], ...]:
     observed = {
-        _OBSERVATION["device_count"]: str(len(report.devices)),
-        _OBSERVATION["driver_version"]: str(report.driver_version),
-        _OBSERVATION["minimum_driver_version"]: str(config.minimum_driver_version),
-        _OBSERVATION["probe_schema"]: report.schema_version,
-        _OBSERVATION["selected_device"]: str(selection.ordinal),
-        _OBSERVATION["selected_sm"]: selection.sm,
-        _OBSERVATION["target_arch"]: report.target.arch,
-        _OBSERVATION["target_os"]: report.target.os,
+        _OBSERVATION.device_count: str(len(report.devices)),
+        _OBSERVATION.driver_version: str(report.driver_version),
+        _OBSERVATION.minimum_driver_version: str(config.minimum_driver_version),
+        _OBSERVATION.probe_schema: report.schema_version,
+        _OBSERVATION.selected_device: str(selection.ordinal),
+        _OBSERVATION.selected_sm: selection.sm,
+        _OBSERVATION.target_arch: report.target.arch,
+        _OBSERVATION.target_os: report.target.os,
     }
-    lane = selection.capability.lane
+    lane = _lane(selection.capability)
     if lane.toolkit_inspection:
         major, minor = config.minimum_toolkit_version
-        not_configured = _OBSERVATION["toolkit_not_configured"]
-        observed[_OBSERVATION["minimum_toolkit_version"]] = f"{major}.{minor}"
-        observed[_OBSERVATION["toolkit_runtime"]] = (
+        not_configured = _OBSERVATION.toolkit_not_configured
+        observed[_OBSERVATION.minimum_toolkit_version] = f"{major}.{minor}"
+        observed[_OBSERVATION.toolkit_runtime] = (
             toolkit.runtime_version if toolkit is not None else not_configured
         )
-        observed[_OBSERVATION["toolkit_version"]] = (
-            toolkit.toolkit_version if toolkit is not None else not_configured
+        observed[_OBSERVATION.toolkit_version] = (
+            toolkit.version if toolkit is not None else not_configured
         )
     if selection.probe_sha256 is not None:
-        observed[_OBSERVATION["probe_sha256"]] = selection.probe_sha256
-    observed.update(dict(lane.observations))
+        observed[_OBSERVATION.probe_sha256] = selection.probe_sha256
+    observed.update(lane.observations)
     return tuple(sorted(observed.items()))
 
 
@@ -484,7 +493,7 @@ def evaluate(
         _check_report(selection, report, config)
         toolkit = (
             _toolkit_report(selection, inspector)
-            if capability.lane.toolkit_inspection
+            if _lane(capability).toolkit_inspection
             else None
         )
         if toolkit is not None and report.driver_version is not None:

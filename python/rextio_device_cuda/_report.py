@@ -11,29 +11,31 @@ import json
 import re
 from dataclasses import dataclass, fields
 from pathlib import PurePosixPath, PureWindowsPath
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError, is_reason_code
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REPORT: Final = _spec.PROBE_REPORT
-MAX_OUTPUT_BYTES: Final[int] = int(_REPORT["max_output_bytes"])
-_TARGET_FIELD: Final = re.compile(_REPORT["target_field_pattern"], re.ASCII)
-_STATUSES: Final[frozenset[str]] = frozenset(_REPORT["statuses"])
-_COMPLETE: Final[str] = _REPORT["complete_status"]
-_MAX_DEVICES: Final[int] = int(_REPORT["max_devices"])
-_MAX_ORDINAL: Final[int] = int(_REPORT["max_device_ordinal"])
-_MAX_NAME_CHARS: Final[int] = int(_REPORT["max_device_name_chars"])
-_DRIVER_RANGE: Final[tuple[int, int]] = tuple(_REPORT["driver_version_range"])
-_MAJOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_major_range"])
-_MINOR_RANGE: Final[tuple[int, int]] = tuple(_REPORT["compute_minor_range"])
+_REPORT: Final = PROVIDER_SPEC.probe_report
+MAX_OUTPUT_BYTES: Final[int] = _REPORT.max_output_bytes
+_TARGET_FIELD: Final = re.compile(_REPORT.target_field_pattern, re.ASCII)
+_STATUSES: Final[frozenset[str]] = frozenset(_REPORT.statuses)
+_COMPLETE: Final[str] = _REPORT.complete_status
+_MAX_DEVICES: Final[int] = _REPORT.max_devices
+_MAX_ORDINAL: Final[int] = _REPORT.max_device_ordinal
+_MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars
+_DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
+_MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
+_MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
 _INT32: Final = (-(2**31), 2**31 - 1)
 _DEVICE_COUNT_RANGE: Final[tuple[int, int]] = (0, _MAX_DEVICES)
 _ORDINAL_RANGE: Final[tuple[int, int]] = (0, _MAX_ORDINAL)
-_SCHEMA_VERSION: Final[str] = _REPORT["schema_version"]
-_PROBE_NAME: Final[str] = _REPORT["probe"]
+_SCHEMA_VERSION: Final[str] = _REPORT.schema_version
+_PROBE_NAME: Final[str] = _REPORT.probe
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
 _CONTROL_CHARACTER: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _schema_error(detail: str) -> CudaProbeError:
@@ -69,10 +71,17 @@ class ProbeTarget:
 
 def expected_probe_target(target_triple: str) -> ProbeTarget:
     """The probe target a capability's triple requires (``UNSUPPORTED_TARGET`` otherwise)."""
-    spec = _spec.PROBE_TARGETS.get(target_triple) if isinstance(target_triple, str) else None
+    targets = PROVIDER_SPEC.probe_targets
+    spec = targets.get(target_triple) if isinstance(target_triple, str) else None
     if spec is None:
         raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
     return ProbeTarget(os=spec.os, arch=spec.arch, environment=spec.environment)
+
+
+def _is_valid_unicode(text: str) -> bool:
+    # A JSON escape such as "\ud800" decodes to a lone surrogate: not a
+    # character, and it could never be written out as UTF-8 later.
+    return _SURROGATE.search(text) is None
 
 
 def _is_absolute_path(text: str) -> bool:
@@ -101,6 +110,7 @@ class CudaDeviceRecord:
             isinstance(name, str)
             and 1 <= len(name) <= _MAX_NAME_CHARS
             and _CONTROL_CHARACTER.search(name) is None
+            and _is_valid_unicode(name)
             and not _is_absolute_path(name),
             "device name is malformed",
         )
@@ -114,11 +124,17 @@ class CudaDeviceRecord:
 
 @dataclass(frozen=True)
 class CudaProbeReport:
-    """A schema-1 probe report; ``support_claim`` is always false."""
+    """A schema-1 probe report; ``support_claim`` is always false.
 
-    schema_version: str
-    probe: str
-    support_claim: bool
+    ``schema_version``, ``probe`` and ``support_claim`` are constants of the
+    JSON wire format (the parser checks them), not constructor fields: the
+    fields and their order are 0.1.0's.
+    """
+
+    schema_version: ClassVar[str] = _SCHEMA_VERSION
+    probe: ClassVar[str] = _PROBE_NAME
+    support_claim: ClassVar[bool] = False
+
     target: ProbeTarget
     platform_supported: bool
     status: str
@@ -131,9 +147,6 @@ class CudaProbeReport:
 
     def __post_init__(self) -> None:
         """Validate every field and the cross-field rules of schema 1."""
-        _require(self.schema_version == _SCHEMA_VERSION, "schema_version")
-        _require(self.probe == _PROBE_NAME, "probe name")
-        _require(self.support_claim is False, "support_claim must be false")
         _require(isinstance(self.target, ProbeTarget), "target")
         _require(type(self.platform_supported) is bool, "platform_supported")
         _require(isinstance(self.status, str) and self.status in _STATUSES, "status")
@@ -222,8 +235,14 @@ def _field_names(record: type) -> tuple[str, ...]:
     return tuple(item.name for item in fields(record))
 
 
-# Schema 1's key sets are the records' fields, in the order the probe prints them.
-ROOT_KEYS: Final[tuple[str, ...]] = _field_names(CudaProbeReport)
+# Schema 1's key sets: the wire constants, then the records' fields, in the
+# order the probe prints them.
+_WIRE_CONSTANTS: Final[dict[str, object]] = {
+    "schema_version": CudaProbeReport.schema_version,
+    "probe": CudaProbeReport.probe,
+    "support_claim": CudaProbeReport.support_claim,
+}
+ROOT_KEYS: Final[tuple[str, ...]] = (*_WIRE_CONSTANTS, *_field_names(CudaProbeReport))
 TARGET_KEYS: Final[tuple[str, ...]] = _field_names(ProbeTarget)
 DEVICE_KEYS: Final[tuple[str, ...]] = _field_names(CudaDeviceRecord)
 _ROOT_KEY_SET: Final[frozenset[str]] = frozenset(ROOT_KEYS)
@@ -245,19 +264,28 @@ def report_from_json(value: object) -> CudaProbeReport:
     """Build a report from decoded JSON, enforcing the exact key sets."""
     root = _exact_object(value, _ROOT_KEY_SET, "report")
     target = _exact_object(root["target"], _TARGET_KEY_SET, "target")
+    for key, constant in _WIRE_CONSTANTS.items():
+        value = root[key]
+        # type() first: False == 0 in Python, and "1" is not 1.
+        _require(type(value) is type(constant) and value == constant, key)
     devices = root["devices"]
     _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
     return CudaProbeReport(
-        **{
-            **root,
-            "target": ProbeTarget(**target),
-            "devices": tuple(_device_from_json(row) for row in devices),
-        }
+        target=ProbeTarget(**target),
+        platform_supported=root["platform_supported"],
+        status=root["status"],
+        reason_code=root["reason_code"],
+        driver_loaded=root["driver_loaded"],
+        driver_version=root["driver_version"],
+        device_count=root["device_count"],
+        cuda_result=root["cuda_result"],
+        devices=tuple(_device_from_json(row) for row in devices),
     )
 
 
-def parse_probe_report(output: bytes | str) -> CudaProbeReport:
+def parse_probe_report(payload: bytes | str) -> CudaProbeReport:
     """Parse probe stdout into a validated report, or raise ``CudaProbeError``."""
+    output: object = payload
     if isinstance(output, str):
         try:
             output = output.encode("utf-8")

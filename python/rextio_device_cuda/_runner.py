@@ -46,21 +46,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Final
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
 
-_RUNNER: Final = _spec.PROBE_RUNNER
-DEFAULT_TIMEOUT_SECONDS: Final[float] = float(_RUNNER["default_timeout_seconds"])
-MAX_TIMEOUT_SECONDS: Final[float] = float(_RUNNER["max_timeout_seconds"])
-MAX_ARGUMENT_CHARS: Final[int] = int(_RUNNER["max_argument_chars"])
-_WINDOWS_ENVIRONMENT: Final[tuple[str, ...]] = tuple(_RUNNER["windows_environment"])
+_RUNNER: Final = PROVIDER_SPEC.probe_runner
+DEFAULT_TIMEOUT_SECONDS: Final[float] = _RUNNER.default_timeout_seconds
+MAX_TIMEOUT_SECONDS: Final[float] = _RUNNER.max_timeout_seconds
+MAX_ARGUMENT_CHARS: Final[int] = _RUNNER.max_argument_chars
+_WINDOWS_ENVIRONMENT: Final[tuple[str, ...]] = _RUNNER.windows_environment
 _IS_WINDOWS: Final[bool] = sys.platform == "win32"
 # After SIGKILL a child normally dies at once; this only bounds a stuck reap.
 _REAP_SECONDS: Final[float] = 5.0
 _READ_CHUNK: Final[int] = 16384
 _HASH_CHUNK: Final[int] = 1 << 20
-_SHA256_PATTERN: Final = re.compile(str(_RUNNER["sha256_pattern"]))
+_SHA256_PATTERN: Final = re.compile(_RUNNER.sha256_pattern, re.ASCII)
 _IS_LINUX: Final[bool] = sys.platform.startswith("linux")
 
 

@@ -1,32 +1,59 @@
-"""Inspecting an explicitly configured CUDA toolkit root (never discovered)."""
+"""Inspecting an explicitly configured CUDA toolkit root (never discovered).
+
+Every file is opened without following a final symlink and without blocking
+(``O_NOFOLLOW | O_NONBLOCK``), then checked through the open descriptor: a
+FIFO or device swapped in for ``version.json`` or a component is refused, it
+can never make preflight wait.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rextio_device_cuda import _codes, _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_VERSION_FILE: Final[str] = _spec.TOOLKIT["version_file"]
-_MAX_VERSION_FILE_BYTES: Final[int] = int(_spec.TOOLKIT["max_version_file_bytes"])
-_VERSION_PATTERN: Final = re.compile(_spec.TOOLKIT["version_pattern"], re.ASCII)
-_COMPONENTS: Final[dict[str, dict[str, list[str]]]] = _spec.TOOLKIT["components"]
+_VERSION_FILE: Final[str] = PROVIDER_SPEC.toolkit.version_file
+_MAX_VERSION_FILE_BYTES: Final[int] = PROVIDER_SPEC.toolkit.max_version_file_bytes
+_VERSION_PATTERN: Final = re.compile(PROVIDER_SPEC.toolkit.version_pattern, re.ASCII)
+_COMPONENTS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = PROVIDER_SPEC.toolkit.components
+# A component name in a toolkit report (contract section 1).
+_COMPONENT_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
+# getattr: Windows has neither flag (and no FIFOs to block on).
+_OPEN_FLAGS: Final[int] = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+
+def toolkit_version_tuple(version: str) -> tuple[int, int, int]:
+    """(major, minor, patch) of a toolkit version; patch 0 when absent."""
+    if not isinstance(version, str) or _VERSION_PATTERN.fullmatch(version) is None:
+        raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID)
+    parts = [int(part) for part in version.split(".")]
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else 0
 
 
 def toolkit_version_parts(version: str) -> tuple[int, int]:
     """(major, minor) of a validated toolkit version string."""
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
+    major, minor, _patch = toolkit_version_tuple(version)
+    return major, minor
 
 
 def expected_components(target_triple: str) -> dict[str, tuple[str, ...]]:
     """Component name -> candidate relative paths for a target, sorted by name."""
-    target = _spec.PROBE_TARGETS.get(target_triple)
+    target = PROVIDER_SPEC.probe_targets.get(target_triple)
     if target is None or target.os not in _COMPONENTS:
         raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
     return {
@@ -35,41 +62,104 @@ def expected_components(target_triple: str) -> dict[str, tuple[str, ...]]:
     }
 
 
+def _is_component_tuple(components: object) -> bool:
+    return (
+        isinstance(components, tuple)
+        and len(components) > 0
+        and all(
+            isinstance(item, str) and _COMPONENT_NAME.fullmatch(item) is not None
+            for item in components
+        )
+        and list(components) == sorted(set(components))
+    )
+
+
 @dataclass(frozen=True)
 class CudaToolkitReport:
-    """What an inspected toolkit provides: one version and its components."""
+    """What an inspected toolkit provides: its version, runtime version and components.
 
-    target_triple: str
-    toolkit_version: str
+    Construction validates, raising in this order: ``TOOLKIT_VERSION_INVALID``,
+    ``TOOLKIT_RUNTIME_VERSION_MISMATCH``, ``TOOLKIT_VERSION_TOO_OLD``,
+    ``TOOLKIT_COMPONENT_INVALID``.
+    """
+
+    version: str
     runtime_version: str
     components: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        """Versions are bounded dotted numbers; components a sorted tuple of names."""
-        for name in ("toolkit_version", "runtime_version"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or _VERSION_PATTERN.fullmatch(value) is None:
-                raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID, name)
-        if not isinstance(self.target_triple, str):
-            raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
-        if (
-            not isinstance(self.components, tuple)
-            or not all(isinstance(item, str) for item in self.components)
-            or list(self.components) != sorted(set(self.components))
-        ):
+        """Validate exactly as inspection does (contract section 1 order)."""
+        toolkit = toolkit_version_tuple(self.version)
+        if toolkit != toolkit_version_tuple(self.runtime_version):
+            raise CudaProbeError(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
+        if toolkit[:2] < PROVIDER_SPEC.policy.toolkit_version_floor:
+            raise CudaProbeError(_codes.TOOLKIT_VERSION_TOO_OLD)
+        if not _is_component_tuple(self.components):
             raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID)
+
+    @property
+    def version_tuple(self) -> tuple[int, int, int]:
+        """The toolkit version as (major, minor, patch)."""
+        return toolkit_version_tuple(self.version)
+
+    @property
+    def runtime_version_tuple(self) -> tuple[int, int, int]:
+        """The runtime version as (major, minor, patch)."""
+        return toolkit_version_tuple(self.runtime_version)
+
+
+def _open_regular_file(path: Path) -> int | None:
+    """A descriptor for ``path`` if it is a regular file, else None; never blocks.
+
+    ``path`` is already resolved: a symlink swapped in after resolution fails
+    the open (``O_NOFOLLOW``) instead of being followed.
+    """
+    try:
+        descriptor = os.open(path, _OPEN_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        if stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return descriptor
+    except OSError:
+        pass
+    os.close(descriptor)
+    return None
+
+
+def _resolved_inside(root: Path, candidate: Path) -> Path | None:
+    # RuntimeError: a symlink loop; ValueError: an embedded NUL.
+    try:
+        resolved = candidate.resolve(strict=True)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return resolved if resolved.is_relative_to(root) else None
+
+
+def _read_bounded(descriptor: int) -> bytes:
+    """At most one byte more than the version file bound."""
+    chunks: list[bytes] = []
+    remaining = _MAX_VERSION_FILE_BYTES + 1
+    while remaining > 0:
+        chunk = os.read(descriptor, remaining)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
 
 
 def _read_version(root: Path) -> str:
-    candidate = root / _VERSION_FILE
+    resolved = _resolved_inside(root, root / _VERSION_FILE)
+    descriptor = _open_regular_file(resolved) if resolved is not None else None
+    if descriptor is None:
+        raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE)
     try:
-        resolved = candidate.resolve(strict=True)
-        if not resolved.is_relative_to(root) or not stat.S_ISREG(resolved.stat().st_mode):
-            raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE)
-        with resolved.open("rb") as handle:
-            data = handle.read(_MAX_VERSION_FILE_BYTES + 1)
-    except (OSError, RuntimeError, ValueError) as error:
+        data = _read_bounded(descriptor)
+    except OSError as error:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE) from error
+    finally:
+        os.close(descriptor)
     if len(data) > _MAX_VERSION_FILE_BYTES:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID, "version file too large")
     try:
@@ -77,34 +167,31 @@ def _read_version(root: Path) -> str:
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE) from error
     cuda = document.get("cuda") if isinstance(document, dict) else None
-    version = cuda.get("version") if isinstance(cuda, dict) else None
-    if not isinstance(version, str):
+    if not isinstance(cuda, dict) or "version" not in cuda:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE)
-    if _VERSION_PATTERN.fullmatch(version) is None:
+    # Present but not a matching string (a number, null, "12.4.1234"): invalid.
+    version = cuda["version"]
+    if not isinstance(version, str) or _VERSION_PATTERN.fullmatch(version) is None:
         raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID)
     return version
 
 
-def _existing_candidate(root: Path, pattern: str) -> Path | None:
+def _candidates(root: Path, pattern: str) -> list[Path]:
+    if "*" not in pattern:
+        return [root / pattern]
     try:
-        if "*" in pattern:
-            matches = sorted(root.glob(pattern))
-            return matches[0] if matches else None
-        candidate = root / pattern
-        # lexists: a dangling link is present but invalid, not missing.
-        return candidate if candidate.is_symlink() or candidate.exists() else None
-    except OSError as error:  # e.g. an unreadable directory on the way
-        raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID) from error
+        return sorted(root.glob(pattern))
+    except OSError:  # e.g. an unreadable directory on the way
+        return []
 
 
-def _check_component(root: Path, candidate: Path) -> None:
-    try:
-        resolved = candidate.resolve(strict=True)
-        is_regular = stat.S_ISREG(resolved.stat().st_mode)
-    except (OSError, RuntimeError, ValueError) as error:
-        raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID) from error
-    if not is_regular or not resolved.is_relative_to(root):
-        raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID)
+def _is_regular_file_inside(root: Path, candidate: Path) -> bool:
+    resolved = _resolved_inside(root, candidate)
+    descriptor = _open_regular_file(resolved) if resolved is not None else None
+    if descriptor is None:
+        return False
+    os.close(descriptor)
+    return True
 
 
 class FilesystemToolkitInspector:
@@ -116,7 +203,12 @@ class FilesystemToolkitInspector:
         self._root = root
 
     def inspect(self, target_triple: str) -> CudaToolkitReport:
-        """Read the toolkit version and check its components for a target."""
+        """Read the toolkit version and check its components for a target.
+
+        A component is present when one of its candidate paths resolves to a
+        regular file inside the resolved root; one that is missing, a
+        directory, a FIFO or outside the root is ``TOOLKIT_COMPONENT_MISSING``.
+        """
         if not self._root.is_absolute():
             raise CudaProbeError(_codes.TOOLKIT_PATH_NOT_ABSOLUTE)
         try:
@@ -128,24 +220,15 @@ class FilesystemToolkitInspector:
         if not is_directory:
             raise CudaProbeError(_codes.TOOLKIT_NOT_FOUND)
         version = _read_version(root)
-        components = expected_components(target_triple)
         found: list[str] = []
-        for name, patterns in components.items():
-            candidate = next(
-                (
-                    path
-                    for pattern in patterns
-                    if (path := _existing_candidate(root, pattern)) is not None
-                ),
-                None,
-            )
-            if candidate is None:
+        for name, patterns in expected_components(target_triple).items():
+            if not any(
+                _is_regular_file_inside(root, candidate)
+                for pattern in patterns
+                for candidate in _candidates(root, pattern)
+            ):
                 raise CudaProbeError(_codes.TOOLKIT_COMPONENT_MISSING, name)
-            _check_component(root, candidate)
             found.append(name)
         return CudaToolkitReport(
-            target_triple=target_triple,
-            toolkit_version=version,
-            runtime_version=version,
-            components=tuple(found),
+            version=version, runtime_version=version, components=tuple(found)
         )

@@ -1,4 +1,4 @@
-"""``python -m rextio_device_cuda``: explain codes, run a preflight, install runtime source.
+"""python -m rextio_device_cuda: explain codes, run a preflight, install runtime source.
 
 Bad input gets a message and a non-zero exit, never a traceback: 0 success /
 ready, 1 not ready or refused, 2 unusable input.
@@ -7,10 +7,11 @@ ready, 1 not ready or refused, 2 unusable input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -31,10 +32,12 @@ from rextio.devices import (
     resolve_device_plan,
 )
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda import _codes
 from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
+from rextio_device_cuda.provider import LOGGER
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -42,7 +45,10 @@ EXIT_NOT_READY: Final = 1
 EXIT_USAGE: Final = 2
 # Raw lanes preflight the manual-validation profile of contract section 8.
 # The contract §8 standalone requirement for raw-driver lanes.
-_VALIDATION: Final = _spec.VALIDATION_REQUIREMENT
+_VALIDATION: Final = PROVIDER_SPEC.validation_requirement
+_PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
+_BACKEND: Final = PROVIDER_SPEC.manifest.backend
+_ARCHITECTURES: Final = PROVIDER_SPEC.manifest.architectures
 
 
 class _UsageError(Exception):
@@ -74,30 +80,38 @@ class _RecordingProvider:
 
 
 def _explain_lines(code: str) -> list[str]:
-    text = _spec.reason_text(code)
+    text = _codes.reason_text(code)
     if text is None:
-        return [f"{code}: not a reason code of {_spec.PROVIDER_ID}"]
+        return [f"{code}: not a reason code of {_PROVIDER_ID}"]
     return [f"{code}: {text[0]}", f"remedy: {text[1]}"]
 
 
 def _explain(arguments: argparse.Namespace) -> int:
     code = arguments.code
-    if _spec.reason_text(code) is None:
+    if arguments.list:
+        if code is not None:
+            raise _UsageError("give either a reason code or --list, not both")
+        for listed in sorted(PROVIDER_SPEC.reason_codes):
+            print(f"{listed}: {PROVIDER_SPEC.reason_codes[listed][0]}")
+        return EXIT_READY
+    if code is None:
+        raise _UsageError("give a reason code to explain, or --list")
+    if _codes.reason_text(code) is None:
         print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
         return EXIT_USAGE
     print("\n".join(_explain_lines(code)))
     return EXIT_READY
 
 
-def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
-    lane = capability.lane
+def _profile(capability: CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
+    lane = PROVIDER_SPEC.lanes[capability.lane]
     if lane.requirement is None:
         requirement = DeviceRequirement(
-            logical_device=f"{_spec.BACKEND}:{ordinal}",
-            backend=_spec.BACKEND,
-            runtime=_VALIDATION["runtime"],
-            features=tuple(_VALIDATION["features"]),
-            memory_spaces=tuple(_VALIDATION["memory_spaces"]),
+            logical_device=f"{_BACKEND}:{ordinal}",
+            backend=_BACKEND,
+            runtime=_VALIDATION.runtime,
+            features=_VALIDATION.features,
+            memory_spaces=_VALIDATION.memory_spaces,
             architectures=(sm,),
         )
         return rust_crate_profile(capability.target_triple, device_requirements=(requirement,))
@@ -112,7 +126,7 @@ def _profile(capability: _spec.CapabilitySpec, ordinal: str, sm: str) -> Artifac
 
 
 def _print_refusal(code: str, as_json: bool, status: str) -> None:
-    text = _spec.reason_text(code)
+    text = _codes.reason_text(code)
     if as_json:
         print(
             json.dumps(
@@ -133,24 +147,24 @@ def _print_refusal(code: str, as_json: bool, status: str) -> None:
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
-    capability = _spec.CAPABILITIES.get(arguments.capability)
+    capability = CAPABILITIES.get(arguments.capability)
     if capability is None:
         raise _UsageError(
-            f"unknown capability; choose one of: {', '.join(sorted(_spec.CAPABILITIES))}"
+            f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}"
         )
-    keys = _spec.OPTION_KEYS
+    keys = PROVIDER_SPEC.option_keys
     option_pairs = [
-        (keys["probe"], arguments.probe),
-        (keys["device"], arguments.device),
-        (keys["sm"], arguments.sm),
+        (keys.probe, arguments.probe),
+        (keys.device, arguments.device),
+        (keys.sm, arguments.sm),
     ]
     if arguments.toolkit_root is not None:
-        option_pairs.append((keys["toolkit"], arguments.toolkit_root))
+        option_pairs.append((keys.toolkit, arguments.toolkit_root))
     if arguments.probe_sha256 is not None:
-        option_pairs.append((keys["probe_sha256"], arguments.probe_sha256))
+        option_pairs.append((keys.probe_sha256, arguments.probe_sha256))
     try:
         options = DeviceProviderOptions(tuple(option_pairs))
-        selection = DeviceProviderSelection(_spec.PROVIDER_ID, capability.id)
+        selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
     except ValueError as error:
         raise _UsageError(str(error)) from error
     # Core composes only a valid requirement; bad ordinals and SMs reach the
@@ -158,7 +172,7 @@ def _preflight(arguments: argparse.Namespace) -> int:
     device = arguments.device
     plain = device.isascii() and device.isdigit() and len(device) <= 4
     ordinal = str(int(device)) if plain else "0"
-    sm = arguments.sm if arguments.sm in _spec.ARCHITECTURES else _spec.ARCHITECTURES[0]
+    sm = arguments.sm if arguments.sm in _ARCHITECTURES else _ARCHITECTURES[0]
     profile = _profile(capability, ordinal, sm)
     try:
         loaded, source = load_selected_device_provider(selection)
@@ -167,13 +181,14 @@ def _preflight(arguments: argparse.Namespace) -> int:
         return EXIT_NOT_READY
     recording = _RecordingProvider(loaded)
     try:
-        plan = resolve_device_plan(
-            artifact_profile=profile,
-            selection=selection,
-            providers={_spec.PROVIDER_ID: recording},
-            provider_sources={_spec.PROVIDER_ID: source},
-            options=options,
-        )
+        with _provider_warnings_silenced():
+            plan = resolve_device_plan(
+                artifact_profile=profile,
+                selection=selection,
+                providers={_PROVIDER_ID: recording},
+                provider_sources={_PROVIDER_ID: source},
+                options=options,
+            )
     except DeviceProviderError as error:
         result = recording.last_preflight
         if result is not None and result.status is not DevicePreflightStatus.READY:
@@ -186,6 +201,17 @@ def _preflight(arguments: argparse.Namespace) -> int:
         return EXIT_NOT_READY
     print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
     return EXIT_READY
+
+
+@contextlib.contextmanager
+def _provider_warnings_silenced() -> Iterator[None]:
+    """This command prints a refusal itself, with its remedy; the log line would repeat it."""
+    previous = LOGGER.disabled
+    LOGGER.disabled = True
+    try:
+        yield
+    finally:
+        LOGGER.disabled = previous
 
 
 def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
@@ -219,7 +245,7 @@ def _runtime_source(arguments: argparse.Namespace) -> int:
     except RuntimeSourceError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_NOT_READY
-    install_dir = _spec.RUNTIME_PACKAGE["install_dir"]
+    install_dir = PROVIDER_SPEC.runtime_package.install_dir
     print(f"{'installed' if written else 'already current'}: {install_dir}")
     return EXIT_READY
 
@@ -231,35 +257,94 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     except CudaProbeError as error:
         print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
         return EXIT_NOT_READY
-    keys = _spec.OPTION_KEYS
+    keys = PROVIDER_SPEC.option_keys
     print(digest)
     print("# rextio.toml, under [target.device_options]:")
-    print(f"{keys['probe']} = {json.dumps(path)}")
-    print(f'{keys["probe_sha256"]} = "{digest}"')
+    print(f"{keys.probe} = {json.dumps(path)}")
+    print(f'{keys.probe_sha256} = "{digest}"')
     return EXIT_READY
 
 
 def _parser() -> _Parser:
-    parser = _Parser(prog="python -m rextio_device_cuda", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    explain = commands.add_parser("explain", help="explain a reason code")
-    explain.add_argument("code")
+    parser = _Parser(
+        prog="python -m rextio_device_cuda",
+        description=(
+            "Explain the provider's reason codes, run one preflight through Rextio Core, "
+            "or install the packaged runtime source into a project. "
+            "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
+        ),
+    )
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="one of the commands below; COMMAND --help describes its arguments",
+    )
+    explain = commands.add_parser(
+        "explain",
+        help="explain a reason code and say what to change",
+        description="Print what a reason code means and what to change.",
+    )
+    explain.add_argument(
+        "code", nargs="?", help="a reason code, e.g. CUDA_SM_MISMATCH (case-sensitive)"
+    )
+    explain.add_argument(
+        "--list", action="store_true", help="list every reason code with its explanation"
+    )
     explain.set_defaults(handler=_explain)
-    preflight = commands.add_parser("preflight", help="run one provider preflight through Core")
-    preflight.add_argument("--capability", required=True)
-    preflight.add_argument("--probe", required=True, help="absolute path of the probe")
-    preflight.add_argument("--device", required=True, help="device ordinal, e.g. 0")
-    preflight.add_argument("--sm", required=True, help="architecture, e.g. sm_80")
-    preflight.add_argument("--toolkit-root", help="CUDA toolkit root (raw-driver lanes only)")
-    preflight.add_argument("--json", action="store_true", help="print JSON")
+    preflight = commands.add_parser(
+        "preflight",
+        help="run one provider preflight through Rextio Core",
+        description=(
+            "Resolve a standalone device plan through Core's resolve_device_plan: "
+            "print the redacted plan when ready, else the reason code and its remedy."
+        ),
+    )
+    preflight.add_argument(
+        "--capability",
+        required=True,
+        metavar="ID",
+        help=f"capability id, one of: {', '.join(sorted(CAPABILITIES))}",
+    )
+    preflight.add_argument(
+        "--probe", required=True, metavar="PATH", help="absolute path of the built probe"
+    )
+    preflight.add_argument(
+        "--device", required=True, metavar="N", help="CUDA device ordinal, e.g. 0"
+    )
+    preflight.add_argument(
+        "--sm", required=True, metavar="sm_NN", help="the device's architecture, e.g. sm_80"
+    )
+    preflight.add_argument(
+        "--toolkit-root",
+        metavar="DIR",
+        help="absolute CUDA toolkit root to validate (raw-driver capabilities only)",
+    )
+    preflight.add_argument(
+        "--json", action="store_true", help="print the plan or the refusal as JSON"
+    )
     preflight.add_argument(
         "--probe-sha256",
         metavar="DIGEST",
         help="run the probe only if its SHA-256 is DIGEST (64 lowercase hex digits)",
     )
     preflight.set_defaults(handler=_preflight)
-    runtime = commands.add_parser("runtime-source", help="install the packaged runtime source")
-    runtime.add_argument("--into", required=True, metavar="PROJECT_DIR")
+    runtime = commands.add_parser(
+        "runtime-source",
+        help="install the packaged runtime source into a project",
+        description=(
+            "Extract the packaged rextio-cuda-runtime crate (SHA-256 checked) into "
+            f"PROJECT_DIR/{PROVIDER_SPEC.runtime_package.install_dir}; a rerun over an "
+            "identical install, build products included, changes nothing."
+        ),
+    )
+    runtime.add_argument(
+        "--into",
+        required=True,
+        metavar="PROJECT_DIR",
+        help="an existing project directory to install into",
+    )
     runtime.set_defaults(handler=_runtime_source)
     pin = commands.add_parser(
         "pin-probe", help="print a probe's SHA-256 and the rextio.toml lines that pin it"
@@ -280,3 +365,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # A reader that stopped early (`| head`) is not an error worth a traceback;
+        # stdout goes to /dev/null so the interpreter's final flush stays quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_NOT_READY

@@ -12,17 +12,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+from rextio_device_cuda._runner import is_probe_sha256
 
 __all__ = [
     "CUDA_DRIVER_VERSION_FLOOR",
     "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR",
+    "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT",
     "CudaProviderConfig",
 ]
 
-CUDA_DRIVER_VERSION_FLOOR: Final[int] = _spec.DRIVER_VERSION_FLOOR
-CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR: Final[tuple[int, int]] = _spec.TOOLKIT_VERSION_FLOOR
-_PROBE_SHA256_PATTERN: Final = re.compile(str(_spec.PROBE_RUNNER["sha256_pattern"]))
+CUDA_DRIVER_VERSION_FLOOR: Final[int] = PROVIDER_SPEC.policy.driver_version_floor
+CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR: Final[tuple[int, int]] = (
+    PROVIDER_SPEC.policy.toolkit_version_floor
+)
+CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT: Final[str] = ".".join(
+    str(part) for part in CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
+)
+_POLICY: Final = PROVIDER_SPEC.policy
+_SM_PATTERN: Final = re.compile(_POLICY.sm_pattern, re.ASCII)
 
 
 def _is_int(value: object) -> bool:
@@ -51,21 +59,18 @@ class CudaProviderConfig:
                 raise TypeError(f"{name} must be a pathlib.Path or None")
         ordinal = self.device_ordinal
         if ordinal is not None and (
-            not _is_int(ordinal) or not 0 <= ordinal <= _spec.DEVICE_ORDINAL_MAX
+            not _is_int(ordinal) or not 0 <= ordinal <= _POLICY.device_ordinal_max
         ):
             raise ValueError(
-                f"device_ordinal must be an integer from 0 to {_spec.DEVICE_ORDINAL_MAX}"
+                f"device_ordinal must be an integer from 0 to {_POLICY.device_ordinal_max}"
             )
         if self.sm is not None and (
-            not isinstance(self.sm, str) or _spec.SM_PATTERN.fullmatch(self.sm) is None
+            not isinstance(self.sm, str) or _SM_PATTERN.fullmatch(self.sm) is None
         ):
             raise ValueError("sm must be spelled sm_NN or sm_NNN, for example sm_80")
         self._check_driver_floor()
         self._check_toolkit_floor()
-        if self.probe_sha256 is not None and (
-            not isinstance(self.probe_sha256, str)
-            or _PROBE_SHA256_PATTERN.fullmatch(self.probe_sha256) is None
-        ):
+        if self.probe_sha256 is not None and not is_probe_sha256(self.probe_sha256):
             raise ValueError("probe_sha256 must be exactly 64 lowercase hexadecimal digits")
 
     def _check_driver_floor(self) -> None:
@@ -76,14 +81,14 @@ class CudaProviderConfig:
             raise ValueError(
                 f"minimum_driver_version must be at or above {CUDA_DRIVER_VERSION_FLOOR}"
             )
-        if version > _spec.DRIVER_VERSION_CEILING:
+        if version > _POLICY.driver_version_ceiling:
             raise ValueError(
-                f"minimum_driver_version must be at most {_spec.DRIVER_VERSION_CEILING}"
+                f"minimum_driver_version must be at most {_POLICY.driver_version_ceiling}"
             )
 
     def _check_toolkit_floor(self) -> None:
         version = self.minimum_toolkit_version
-        part_max = _spec.TOOLKIT_VERSION_PART_MAX
+        part_max = _POLICY.toolkit_version_part_max
         if (
             not isinstance(version, tuple)
             or len(version) != 2
@@ -94,5 +99,7 @@ class CudaProviderConfig:
                 f"from 0 to {part_max}"
             )
         if version < CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR:
-            major, minor = CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
-            raise ValueError(f"minimum_toolkit_version must be at or above {major}.{minor}")
+            raise ValueError(
+                "minimum_toolkit_version must be at or above "
+                f"{CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT}"
+            )

@@ -1,4 +1,8 @@
-"""Public probe API: report records, the parser, the runner and the inspector."""
+"""Public probe API: report records, the parser, the runner and the inspector.
+
+Every name here is 0.1.0's (contract section 1); code written against 0.1.0
+imports them unchanged.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,10 @@ from rextio_device_cuda._report import (
 )
 from rextio_device_cuda._runner import SubprocessProbeRunner
 from rextio_device_cuda._toolkit import CudaToolkitReport, FilesystemToolkitInspector
+from rextio_device_cuda.config import CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
 
 __all__ = [
+    "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR",
     "CudaDeviceRecord",
     "CudaProbeError",
     "CudaProbeReport",

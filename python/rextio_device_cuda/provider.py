@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from typing import Final
 
@@ -14,35 +15,119 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _declarations, _preflight_checks, _spec
+from rextio_device_cuda import _codes, _declarations, _preflight_checks
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
-from rextio_device_cuda.config import CudaProviderConfig
-from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
+from rextio_device_cuda.probe import (
+    CudaProbeError,
+    FilesystemToolkitInspector,
+    ProbeRunner,
+    SubprocessProbeRunner,
+    ToolkitInspector,
+    expected_probe_target,
+)
 
+# 0.1.0's public names (contract section 1), then this version's additions.
 __all__ = [
     "CAPABILITY_IDS",
+    "CAPABILITY_LIBTORCH_LINUX_X86_64",
+    "CAPABILITY_LINUX_AARCH64",
+    "CAPABILITY_LINUX_X86_64",
+    "CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64",
+    "CAPABILITY_WINDOWS_X86_64",
+    "CPYTHON_VERSION",
+    "CUDA_DRIVER_VERSION_FLOOR",
     "CUDA_LIBTORCH_LINUX_X86_64",
     "CUDA_LINUX_AARCH64",
     "CUDA_LINUX_X86_64",
     "CUDA_TENSORFLOW_TFE_LINUX_X86_64",
     "CUDA_WINDOWS_X86_64",
+    "LIBTORCH_RUNTIME",
+    "LIBTORCH_VERSION",
+    "PROVIDER_ID",
+    "TCH_VERSION",
+    "TENSORFLOW_TFE_RUNTIME",
+    "TENSORFLOW_VERSION",
     "CudaDeviceProvider",
+    "CudaProbeError",
+    "CudaProviderConfig",
+    "FilesystemToolkitInspector",
+    "ProbeRunner",
+    "SubprocessProbeRunner",
+    "ToolkitInspector",
+    "__version__",
+    "expected_probe_target",
     "provider",
 ]
 
+__version__: Final[str] = PROVIDER_SPEC.distribution.version
+PROVIDER_ID: Final[str] = PROVIDER_SPEC.manifest.provider_id
+_PROVIDER_ID: Final = PROVIDER_ID
+
 
 def _capability_id(capability_id: str) -> str:
-    if capability_id not in _spec.CAPABILITIES:
+    if capability_id not in CAPABILITIES:
         raise KeyError(f"capability {capability_id} is not in the provider spec")
     return capability_id
 
 
-CUDA_LINUX_X86_64: Final = _capability_id("cuda-linux-x86_64")
-CUDA_LINUX_AARCH64: Final = _capability_id("cuda-linux-aarch64")
-CUDA_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
-CUDA_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
-CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id("cuda-tensorflow-tfe-linux-x86_64")
-CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(_spec.CAPABILITIES))
+CAPABILITY_LINUX_X86_64: Final = _capability_id("cuda-linux-x86_64")
+CAPABILITY_LINUX_AARCH64: Final = _capability_id("cuda-linux-aarch64")
+CAPABILITY_WINDOWS_X86_64: Final = _capability_id("cuda-windows-x86_64")
+CAPABILITY_LIBTORCH_LINUX_X86_64: Final = _capability_id("cuda-libtorch-linux-x86_64")
+CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id(
+    "cuda-tensorflow-tfe-linux-x86_64"
+)
+CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(CAPABILITIES))
+# Earlier names of this rewrite, kept so no import breaks.
+CUDA_LINUX_X86_64: Final = CAPABILITY_LINUX_X86_64
+CUDA_LINUX_AARCH64: Final = CAPABILITY_LINUX_AARCH64
+CUDA_WINDOWS_X86_64: Final = CAPABILITY_WINDOWS_X86_64
+CUDA_LIBTORCH_LINUX_X86_64: Final = CAPABILITY_LIBTORCH_LINUX_X86_64
+CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64
+
+
+def _lane_runtime(capability_id: str) -> str:
+    requirement = PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane].requirement
+    if requirement is None:
+        raise KeyError(f"capability {capability_id} declares no framework requirement")
+    return requirement.runtime
+
+
+def _pin_version(capability_id: str, name: str) -> str:
+    for pin in PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane].runtime_pins:
+        if pin.name == name:
+            return pin.version
+    raise KeyError(f"capability {capability_id} pins no {name}")
+
+
+# The framework lanes' pins, as 0.1.0 named them; the values live in the spec.
+LIBTORCH_RUNTIME: Final[str] = _lane_runtime(CAPABILITY_LIBTORCH_LINUX_X86_64)
+LIBTORCH_VERSION: Final[str] = _pin_version(CAPABILITY_LIBTORCH_LINUX_X86_64, "libtorch")
+TCH_VERSION: Final[str] = _pin_version(CAPABILITY_LIBTORCH_LINUX_X86_64, "tch")
+TENSORFLOW_TFE_RUNTIME: Final[str] = _lane_runtime(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64)
+TENSORFLOW_VERSION: Final[str] = _pin_version(
+    CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "tensorflow"
+)
+CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
+
+
+# Core reports a refusal only by its status; this line, path-free, tells the
+# person running `rextio generate` which code it was and how to learn more.
+LOGGER: Final = logging.getLogger("rextio_device_cuda")
+
+
+def _log_refusal(reason_code: str) -> None:
+    text = _codes.reason_text(reason_code)
+    explanation = text[0] if text is not None else "the probe reported this code."
+    LOGGER.warning(
+        "%s preflight refused: %s: %s Run `python -m rextio_device_cuda explain %s`.",
+        PROVIDER_ID,
+        reason_code,
+        explanation,
+        reason_code,
+    )
 
 
 # Core validates and canonicalizes every DevicePreflightResult it is handed
@@ -55,14 +140,14 @@ _RESULT_CACHE_SIZE: Final[int] = 256
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
 def _refusal_result(status: DevicePreflightStatus, reason_code: str) -> DevicePreflightResult:
     return DevicePreflightResult(
-        provider_id=_spec.PROVIDER_ID, status=status, reason_codes=(reason_code,)
+        provider_id=_PROVIDER_ID, status=status, reason_codes=(reason_code,)
     )
 
 
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
 def _ready_result(observations: tuple[tuple[str, str], ...]) -> DevicePreflightResult:
     return DevicePreflightResult(
-        provider_id=_spec.PROVIDER_ID,
+        provider_id=_PROVIDER_ID,
         status=DevicePreflightStatus.READY,
         observations=observations,
     )
@@ -147,6 +232,7 @@ class CudaDeviceProvider:
             claim.begin()
             claim.finish(ready=isinstance(outcome, _preflight_checks.Ready))
         if isinstance(outcome, _preflight_checks.Refusal):
+            _log_refusal(outcome.reason_code)
             return _refusal_result(outcome.status, outcome.reason_code)
         return _ready_result(outcome.observations)
 
@@ -156,11 +242,11 @@ class CudaDeviceProvider:
             request_fingerprint(request)
         ):
             raise DeviceProviderError(
-                f"{_spec.PROVIDER_ID} build_contribution requires successful preflight "
+                f"{_PROVIDER_ID} build_contribution requires successful preflight "
                 "of this exact request"
             )
-        capability = _spec.CAPABILITIES[request.selection.capability_id]
-        return _declarations.lane_contribution(capability.lane.name)
+        capability = CAPABILITIES[request.selection.capability_id]
+        return _declarations.lane_contribution(capability.lane)
 
 
 def provider() -> CudaDeviceProvider:

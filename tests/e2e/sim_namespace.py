@@ -1,7 +1,8 @@
 """Helpers for the end-to-end tests: the simulated-driver namespace and its layouts.
 
 Every scenario runs inside a private mount namespace (``unshare -m``, as root):
-``/`` is made recursively private, a tmpfs covers ``/usr/local``, and the
+``/`` is made recursively private, ``/proc`` is the namespace's own, a
+tmpfs covers ``/usr/local`` (and, when asked, ``/dev``), and the
 simulated driver is installed at the reviewed path
 ``/usr/local/nvidia/lib64/libcuda.so.1`` with its config beside it. Nothing on
 the host changes.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import struct
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -83,6 +85,15 @@ class DriverLayout:
     modes: dict[str, int] = field(default_factory=dict)
     # A replacement image (e.g. one with a renamed export).
     image: Path | None = None
+    # Installed as ``libcuda.so.<image_version>`` plus the relative
+    # ``libcuda.so.1`` link (as NVIDIA's installers lay it out), when set.
+    image_version: str | None = None
+    # A private tmpfs over /dev holding only ``null``: a driver that creates
+    # device nodes (NVIDIA's does, as root) creates them there.
+    private_dev: bool = False
+    # Shell steps run last, after every other step (``{image}`` is the
+    # image's path); each must succeed or the setup fails.
+    extra_steps: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -161,11 +172,22 @@ class SimulatedHost:
         mode = f"{layout.image_mode:04o}"
         steps = [
             "mount --make-rprivate /",
+            # The namespace's own PID view: NVIDIA's 550 and 555 drivers
+            # answer cuInit with 304 (an OS error) when /proc belongs to
+            # another PID namespace.
+            "mount -t proc rextio-proc /proc",
             f"mount -t tmpfs -o mode=0755,size=64m rextio-sim {SIM_TMPFS}",
             f"install -d -m 0755 {SIM_ROOT} {SIM_LIB_DIR} {SIM_STATE_DIR}",
             f"install -m 0644 {shlex.quote(str(config))} {SIM_CONFIG}",
         ]
-        if layout.install == "file":
+        if layout.private_dev:
+            steps.append("mount -t tmpfs -o mode=0755,size=1m rextio-dev /dev")
+            steps.append("mknod -m 0666 /dev/null c 1 3")
+        if layout.image_version is not None:
+            versioned = f"libcuda.so.{layout.image_version}"
+            steps.append(f"install -m {mode} {image} {SIM_LIB_DIR}/{shlex.quote(versioned)}")
+            steps.append(f"ln -s {shlex.quote(versioned)} {REVIEWED_IMAGE}")
+        elif layout.install == "file":
             steps.append(f"install -m {mode} {image} {REVIEWED_IMAGE}")
         elif layout.install == "link-inside":
             steps.append(f"install -m {mode} {image} {SIM_LIB_DIR}/libcuda.so.550.54.14")
@@ -190,6 +212,7 @@ class SimulatedHost:
             if not Path(path).is_relative_to(SIM_TMPFS):
                 raise ValueError(f"{path} is outside the namespace's {SIM_TMPFS} tmpfs")
         steps.extend(f"chmod {mode:04o} {shlex.quote(path)}" for path, mode in layout.modes.items())
+        steps.extend(step.replace("{image}", image) for step in layout.extra_steps)
         fail = f'{{ echo "rextio-e2e: namespace setup failed" >&2; exit {SETUP_FAILED}; }}'
         setup = "\n".join(f"{step} || {fail}" for step in steps)
         saved_log = shlex.quote(str(scratch / "calls.log"))
@@ -238,3 +261,127 @@ def rename_export(library: Path, export: str, destination: Path) -> Path:
         destination.chmod(0o644)
         return destination
     pytest.fail(f"{library} has no .dynstr section")
+
+
+# What NVIDIA's driver does on a host without a GPU, and the simulated driver
+# without a configured device: the same expectations run against both.
+NO_DEVICE_RESULT = 100
+PREFLIGHT_NOT_READY_EXIT = 1
+
+
+def assert_no_device_probe(run: NamespaceRun, driver_version: int) -> None:
+    """The probe loaded the driver, read its version, and cuInit said 100."""
+    assert run.returncode == 0, run.stderr
+    record = run.record()
+    assert {key: record[key] for key in NO_DEVICE_PROBE_FIELDS} == {
+        "platform_supported": True,
+        "status": "unavailable",
+        "reason_code": "NO_CUDA_DEVICES",
+        "driver_loaded": True,
+        "driver_version": driver_version,
+        "device_count": 0,
+        "cuda_result": NO_DEVICE_RESULT,
+        "devices": [],
+    }, record
+
+
+NO_DEVICE_PROBE_FIELDS = (
+    "platform_supported",
+    "status",
+    "reason_code",
+    "driver_loaded",
+    "driver_version",
+    "device_count",
+    "cuda_result",
+    "devices",
+)
+
+
+def assert_no_device_smoke(run: NamespaceRun) -> None:
+    """The smoke stopped at cuInit with a record and exit 1: no context was made."""
+    record = run.record()
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert (record["status"], record["reason_code"], record["cuda_result"]) == (
+        "unavailable",
+        "CU_INIT_FAILED",
+        NO_DEVICE_RESULT,
+    ), record
+    assert (record["device_ordinal"], record["kernel_executed"]) == (0, False)
+
+
+def preflight_argv(python: str, probe: Path) -> list[str]:
+    """``python -m rextio_device_cuda preflight`` for device 0 / sm_80, JSON out."""
+    return [
+        python,
+        "-m",
+        "rextio_device_cuda",
+        "preflight",
+        "--capability",
+        "cuda-linux-x86_64",
+        "--probe",
+        str(probe.resolve()),
+        "--device",
+        "0",
+        "--sm",
+        "sm_80",
+        "--json",
+    ]
+
+
+def assert_no_device_preflight(run: NamespaceRun) -> None:
+    """Preflight through Core refuses with NO_CUDA_DEVICES and its explanation."""
+    assert run.returncode == PREFLIGHT_NOT_READY_EXIT, (run.stdout, run.stderr)
+    refusal = json.loads(run.stdout)
+    assert refusal["reason_code"] == "NO_CUDA_DEVICES", refusal
+    assert refusal["support_claim"] is False
+    assert refusal["explanation"], refusal
+
+
+def _binary_from_env(name: str) -> Path:
+    value = os.environ.get(name)
+    if not value:
+        pytest.fail(
+            f"{name} is not set: run the end-to-end tests through `cargo xtask test`, "
+            "which builds the probe, the smoke and the simulated driver"
+        )
+    path = Path(value)
+    if not path.is_file():
+        pytest.fail(f"{name} names {path}, which is not a built file")
+    return path
+
+
+def binaries_from_env() -> NativeBinaries:
+    """The built binaries named by the test runner's environment."""
+    return NativeBinaries(
+        probe=_binary_from_env("REXTIO_CUDA_PROBE"),
+        smoke=_binary_from_env("REXTIO_CUDA_SMOKE"),
+        sim_driver=_binary_from_env("REXTIO_SIM_DRIVER"),
+    )
+
+
+def namespace_tools_or_fail() -> NamespaceTools:
+    """The namespace tools; fails (never skips) when private mount namespaces
+    are unavailable or the host has a driver the namespace would not cover."""
+    unshare, shell = shutil.which("unshare"), shutil.which("sh")
+    if unshare is None or shell is None:
+        pytest.fail("`unshare` (util-linux) and `sh` are needed by the simulated-driver tests")
+    probe = subprocess.run(
+        [unshare, *UNSHARE_FLAGS, shell, "-c", "exit 0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    if probe.returncode != 0:
+        pytest.fail(
+            "private mount and PID namespaces are not permitted here "
+            "(`unshare -m -p` as root failed: "
+            f"{probe.stderr.strip()}); the simulated-driver tests need them and never skip"
+        )
+    present = [path for path in HOST_CANDIDATES if os.path.lexists(path)]
+    if present:
+        pytest.fail(
+            f"this host has a driver image at {present}; the namespace covers only "
+            "/usr/local, so the probe would load the host's driver first"
+        )
+    return NamespaceTools(unshare=unshare, shell=shell)

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_namespace import DriverLayout, SimulatedHost, rename_export
+from sim_namespace import DriverLayout, SimulatedHost, assert_no_device_probe, rename_export
 
-from rextio_device_cuda._generated import PROVIDER_SPEC
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda.probe import parse_probe_report
 
 TWO_DEVICES = (
@@ -19,6 +19,7 @@ TWO_DEVICES = (
     "device=NVIDIA Simulated A100|8|0",
     "device=NVIDIA Simulated L4|8|9",
 )
+VERSION_OK = "cuDriverGetVersion -> 0 version=12040"
 CU_INIT_OK = "cuInit flags=0 CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
 INVENTORY_SYMBOLS = {
     "cuInit",
@@ -62,8 +63,8 @@ def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any
     # passes through).
     parse_probe_report(run.stdout)
     reason = record["reason_code"]
-    assert reason is None or reason in PROVIDER_SPEC["probe_report"]["reason_codes"], reason
-    assert list(record) == list(_failure("error", "X")), "keys must keep contract order"
+    assert reason is None or reason in PROVIDER_SPEC.probe_report.reason_codes, reason
+    assert list(record) == list(_failure("unavailable", "X")), "keys must keep contract order"
     return record, run.calls
 
 
@@ -105,8 +106,9 @@ def test_probe_inventories_two_configured_devices(sim_host: SimulatedHost, insta
     }
     # The probe never creates a context, allocates or runs anything else.
     assert _symbols(calls) == INVENTORY_SYMBOLS
-    # The driver environment is set before cuInit (contract §6).
-    assert calls[0] == CU_INIT_OK
+    # The version is asked first; the driver environment is set before
+    # cuInit (contract §6).
+    assert calls[:2] == (VERSION_OK, CU_INIT_OK)
     assert "cuDeviceGetName len=256 device=1 -> 0 bytes=19" in calls
 
 
@@ -114,7 +116,7 @@ def test_probe_sets_the_driver_environment_whatever_it_inherits(sim_host: Simula
     inherited = {"CUDA_DISABLE_JIT": "0", "CUDA_FORCE_PRELOAD_LIBRARIES": "1"}
     run = sim_host.run(DriverLayout(config=TWO_DEVICES), [sim_host.native.probe], inherited)
     assert run.record()["status"] == "probe-complete"
-    assert run.calls[0] == CU_INIT_OK
+    assert run.calls[:2] == (VERSION_OK, CU_INIT_OK)
 
 
 def test_probe_ignores_library_search_environment(sim_host: SimulatedHost, tmp_path: Path) -> None:
@@ -136,23 +138,39 @@ def test_probe_ignores_library_search_environment(sim_host: SimulatedHost, tmp_p
     assert run.calls == ()
 
 
-def test_probe_reports_no_devices(sim_host: SimulatedHost) -> None:
-    record, _ = _probe(sim_host, DriverLayout(config=("driver_version=12080",)))
-    assert record == _failure(
-        "unavailable", "NO_CUDA_DEVICES", driver_version=12080, device_count=0, cuda_result=0
+def test_probe_reports_no_devices_as_the_real_driver_does(sim_host: SimulatedHost) -> None:
+    # No device configured: cuInit answers 100 (CUDA_ERROR_NO_DEVICE), as
+    # NVIDIA's driver does on a host without a GPU; the same expectation runs
+    # against the real libcuda in test_real_driver.py.
+    run = sim_host.run(DriverLayout(config=("driver_version=12080",)), [sim_host.native.probe])
+    assert_no_device_probe(run, driver_version=12080)
+    assert run.calls == (
+        "cuDriverGetVersion -> 0 version=12080",
+        CU_INIT_OK.replace("-> 0", "-> 100"),
     )
 
 
+def test_probe_reports_a_zero_device_count(sim_host: SimulatedHost) -> None:
+    record, calls = _probe(sim_host, DriverLayout(config=("device_count=0",)))
+    assert record == _failure(
+        "unavailable", "NO_CUDA_DEVICES", driver_version=12040, device_count=0, cuda_result=0
+    )
+    assert calls[-1] == "cuDeviceGetCount -> 0 count=0"
+
+
 def test_probe_reports_cu_init_failure_with_its_result(sim_host: SimulatedHost) -> None:
-    record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, "fail=cuInit:100")))
-    assert record == _failure("error", "CU_INIT_FAILED", cuda_result=100)
-    assert calls == (CU_INIT_OK.replace("-> 0", "-> 100"),)
+    record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, "fail=cuInit:999")))
+    assert record == _failure(
+        "unavailable", "CU_INIT_FAILED", driver_version=12040, cuda_result=999
+    )
+    assert calls == (VERSION_OK, CU_INIT_OK.replace("-> 0", "-> 999"))
 
 
 @pytest.mark.parametrize(
     ("failing", "reason", "driver_version"),
     [
         ("cuDriverGetVersion", "CU_DRIVER_VERSION_FAILED", None),
+        ("cuInit", "CU_INIT_FAILED", 12040),
         ("cuDeviceGetCount", "CU_DEVICE_COUNT_FAILED", 12040),
         ("cuDeviceGet", "CU_DEVICE_GET_FAILED", 12040),
         ("cuDeviceGetName", "CU_DEVICE_NAME_FAILED", 12040),
@@ -163,7 +181,7 @@ def test_probe_names_the_failing_driver_call(
     sim_host: SimulatedHost, failing: str, reason: str, driver_version: int | None
 ) -> None:
     record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"fail={failing}:999")))
-    assert record == _failure("error", reason, driver_version=driver_version, cuda_result=999)
+    assert record == _failure("unavailable", reason, driver_version=driver_version, cuda_result=999)
     # The probe stops at the failing call.
     assert calls[-1].startswith(f"{failing} "), calls
     assert calls[-1].endswith(" -> 999"), calls
@@ -187,7 +205,7 @@ def test_probe_refuses_an_invalid_compute_capability(
     layout = DriverLayout(config=(f"device=Odd GPU|{major}|{minor}",))
     record, _ = _probe(sim_host, layout)
     assert record == _failure(
-        "error", "INVALID_COMPUTE_CAPABILITY", driver_version=12040, cuda_result=0
+        "unavailable", "INVALID_COMPUTE_CAPABILITY", driver_version=12040, cuda_result=0
     )
 
 
@@ -275,14 +293,16 @@ def test_loader_refuses_an_image_that_is_not_a_library(
 @pytest.mark.parametrize("count", ["-1", "1025", "2147483647"])
 def test_probe_refuses_out_of_range_device_counts(sim_host: SimulatedHost, count: str) -> None:
     record, calls = _probe(sim_host, DriverLayout(config=(*TWO_DEVICES, f"device_count={count}")))
-    assert record == _failure("error", "INVALID_DEVICE_COUNT", driver_version=12040, cuda_result=0)
+    assert record == _failure(
+        "unavailable", "INVALID_DEVICE_COUNT", driver_version=12040, cuda_result=0
+    )
     # No device is queried past an implausible count.
     assert "cuDeviceGet" not in _symbols(calls)
 
 
 def test_probe_refuses_an_implausible_driver_version(sim_host: SimulatedHost) -> None:
     record, _ = _probe(sim_host, DriverLayout(config=("driver_version=999", *TWO_DEVICES[1:])))
-    assert record == _failure("error", "CU_DRIVER_VERSION_FAILED", cuda_result=0)
+    assert record == _failure("unavailable", "CU_DRIVER_VERSION_FAILED", cuda_result=0)
 
 
 def test_sim_driver_exports_every_listed_symbol(sim_host: SimulatedHost) -> None:
@@ -303,6 +323,6 @@ def test_probe_tells_a_person_why_each_candidate_was_refused(sim_host: Simulated
     # Paths appear only on stderr, which the provider discards; never in the report.
     assert "/usr/local" not in run.stdout
     assert run.stderr.splitlines() == [
-        "refused /usr/local/nvidia/lib64/libcuda.so.1: a directory above it (from /usr down) "
+        "refused /usr/local/nvidia/lib64/libcuda.so.1: a directory on its way (from /usr down) "
         "is writable by group or others"
     ]

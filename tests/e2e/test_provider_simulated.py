@@ -12,7 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from sim_namespace import DriverLayout, SimulatedHost
+from sim_namespace import (
+    DriverLayout,
+    SimulatedHost,
+    assert_no_device_preflight,
+    preflight_argv,
+)
 
 RESOLVE_SCRIPT = """
 import json
@@ -132,3 +137,10 @@ def test_provider_refuses_when_the_simulated_device_has_another_sm(
 def test_provider_passes_the_probe_reason_through(sim_host: SimulatedHost, tmp_path: Path) -> None:
     status, outcome = _resolve(sim_host, tmp_path, DriverLayout(install="absent"), "0", "sm_80")
     assert (status, outcome["reason_codes"]) == (1, ["LIBCUDA_SO_NOT_FOUND"])
+
+
+def test_preflight_names_no_devices_as_with_the_real_driver(sim_host: SimulatedHost) -> None:
+    layout = DriverLayout(config=("driver_version=12040",))
+    run = sim_host.run(layout, preflight_argv(sys.executable, sim_host.native.probe))
+    assert_no_device_preflight(run)
+    assert [line.split(" ", 1)[0] for line in run.calls] == ["cuDriverGetVersion", "cuInit"]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_namespace import DriverLayout, SimulatedHost, rename_export
+from sim_namespace import DriverLayout, SimulatedHost, assert_no_device_smoke, rename_export
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
 RESOURCE_ORDER = [
@@ -175,6 +175,17 @@ def test_smoke_names_the_failing_step(
     assert all(
         [line.split(" ", 1)[0] for line in calls].index(symbol) <= failed_at for symbol in created
     )
+
+
+def test_smoke_fails_cleanly_without_devices_as_with_the_real_driver(
+    sim_host: SimulatedHost,
+) -> None:
+    run = sim_host.run(
+        DriverLayout(config=("driver_version=12040",)), [sim_host.native.smoke, "--device", "0"]
+    )
+    assert_no_device_smoke(run)
+    # It stopped at cuInit: no device handle, no context.
+    assert [line.split(" ", 1)[0] for line in run.calls] == ["cuInit"]
 
 
 def test_smoke_reports_an_absent_device(sim_host: SimulatedHost) -> None:

@@ -85,9 +85,41 @@ def test_validate_nvidia_explains_a_missing_driver_on_this_host(
         check=False,
         env=os.environ.copy(),
     )
-    assert run.returncode != 0
-    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists at any reviewed system path." in run.stderr
+    assert run.returncode == 1
+    # The explanation names the fixed directories searched.
+    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists in any directory" in run.stderr
+    assert "/usr/local/nvidia/lib64, /usr/local/nvidia/lib" in run.stderr
     evidence = _evidence(output)
     assert evidence["validated"] is False
     assert evidence["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
     assert evidence["smoke"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [],
+        ["--sm", "80"],
+        ["--sm", "sm_80", "--device", "1024"],
+        ["--sm", "sm_80", "--device"],
+        ["--sm", "sm_80", "--frobnicate"],
+    ],
+    ids=["no-sm", "bad-sm", "device-out-of-range", "missing-value", "unknown-flag"],
+)
+def test_validate_nvidia_usage_errors_exit_2_before_building(
+    arguments: list[str], xtask: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "evidence.json"
+    run = subprocess.run(
+        [xtask, "validate-nvidia", *arguments, "--output", output],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ.copy(),
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("error: ")
+    assert "Traceback" not in run.stderr
+    assert run.stdout == ""
+    assert not output.exists()

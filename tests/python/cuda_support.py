@@ -15,9 +15,10 @@ from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeR
 from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
 from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, DeviceProviderSelection
 
-from rextio_device_cuda._generated import PROVIDER_SPEC
-
-SPEC: dict[str, Any] = PROVIDER_SPEC
+# The tests read the spec's source, independent of the generated records.
+SPEC: dict[str, Any] = json.loads(
+    (Path(__file__).resolve().parents[2] / "templates" / "provider-spec.json").read_text("utf-8")
+)
 CAPABILITIES: dict[str, dict[str, Any]] = {item["id"]: item for item in SPEC["capabilities"]}
 
 
@@ -206,3 +207,28 @@ def processes_with(tag: str) -> list[int]:
         if tag.encode() in cmdline and state != "Z":
             found.append(int(entry))
     return found
+
+
+def json_values(node: Any, key: str) -> list[Any]:
+    """Every value stored under ``key`` anywhere in a JSON document."""
+    found: list[Any] = []
+    if isinstance(node, dict):
+        for name, value in node.items():
+            if name == key:
+                found.append(value)
+            found.extend(json_values(value, key))
+    elif isinstance(node, list):
+        for item in node:
+            found.extend(json_values(item, key))
+    return found
+
+
+def json_strings(node: Any) -> list[str]:
+    """Every string (keys included) in a JSON document."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [text for name, value in node.items() for text in (name, *json_strings(value))]
+    if isinstance(node, list):
+        return [text for item in node for text in json_strings(item)]
+    return []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 from cuda_support import SPEC, ProbeFactory, report
 
-from rextio_device_cuda.cli import main
+from rextio_device_cuda.cli import _parser, main
 
 
 def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -46,6 +48,74 @@ def test_explain_every_code(capsys: pytest.CaptureFixture[str]) -> None:
         assert code in printed
         assert explanation in printed
         assert remedy in printed
+
+
+def test_explain_list_names_every_code_once(tmp_path: Path) -> None:
+    done = _cli("explain", "--list", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    expected = [
+        f"{code}: {texts[0]}" for code, texts in sorted(SPEC["reason_codes"].items())
+    ]
+    assert done.stdout.splitlines() == expected
+
+
+@pytest.mark.parametrize("arguments", [["explain"], ["explain", "--list", "CUDA_SM_MISMATCH"]])
+def test_explain_needs_exactly_one_of_code_or_list(arguments: list[str], tmp_path: Path) -> None:
+    done = _cli(*arguments, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--list" in done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    # The reader closes the pipe before anything is written, so the very first
+    # write fails: a guaranteed state, not a race.
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "rextio_device_cuda", "explain", "--list"],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
+    finally:
+        os.close(writer)
+    assert done.returncode == 1
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"]]
+)
+def test_help_is_plain_text(command: list[str], tmp_path: Path) -> None:
+    done = _cli(*command, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for markup in ("``", ":func:", ":class:", "**"):
+        assert markup not in done.stdout
+
+
+def test_every_argument_has_help() -> None:
+    parser = _parser()
+    parsers = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            parsers.extend(action.choices.values())
+            assert {choice.dest for choice in action._choices_actions} == set(action.choices)
+            assert all(choice.help for choice in action._choices_actions)
+    assert [each.prog.split()[-1] for each in parsers[1:]] == [
+        "explain",
+        "preflight",
+        "runtime-source",
+        "pin-probe",
+    ]
+    for each in parsers:
+        for action in each._actions:
+            assert action.help, f"{each.prog}: {action.dest} has no help text"
 
 
 def test_explain_unknown_code(tmp_path: Path) -> None:

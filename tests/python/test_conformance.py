@@ -280,7 +280,7 @@ class _Inspector:
         self.components = components
 
     def inspect(self, target_triple: str) -> CudaToolkitReport:
-        return CudaToolkitReport(target_triple, self.version, self.version, self.components)
+        return CudaToolkitReport(self.version, self.version, self.components)
 
 
 FULL = ("cuda-header", "cuda-runtime")

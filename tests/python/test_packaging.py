@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
 import sysconfig
 import tomllib
 from importlib import metadata
@@ -82,3 +84,24 @@ def test_public_api() -> None:
     runner = probe.SubprocessProbeRunner(Path("/bin/true"))
     assert isinstance(runner, probe.ProbeRunner)
     assert isinstance(probe.FilesystemToolkitInspector(Path("/")), probe.ToolkitInspector)
+
+
+def test_the_wheel_is_built_in_an_environment_holding_only_its_build_backend() -> None:
+    python = os.environ.get("REXTIO_BUILD_PYTHON")
+    assert python, "REXTIO_BUILD_PYTHON is not set: run the tests through `cargo xtask test`"
+    listed = subprocess.run(
+        [
+            python,
+            "-c",
+            "from importlib import metadata\n"
+            "for found in metadata.distributions():\n"
+            "    print(found.metadata['Name'].lower())\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    installed = set(listed.stdout.split())
+    assert "hatchling" in installed
+    assert installed.isdisjoint({"rextio", "pytest", "ruff", "mypy", "rextio-device-cuda"})

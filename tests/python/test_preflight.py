@@ -260,13 +260,17 @@ class _ForgedRunner:
 
 
 class _FixedInspector:
-    def __init__(self, toolkit: str, runtime: str) -> None:
-        self.report = CudaToolkitReport(
-            "x86_64-unknown-linux-gnu", toolkit, runtime, ("cuda-header", "cuda-runtime")
-        )
+    def __init__(
+        self,
+        toolkit: str,
+        runtime: str,
+        components: tuple[str, ...] = ("cuda-header", "cuda-runtime"),
+    ) -> None:
+        self.fields = (toolkit, runtime, components)
 
     def inspect(self, target_triple: str) -> CudaToolkitReport:
-        return self.report
+        # The report validates on construction, inside inspect().
+        return CudaToolkitReport(*self.fields)
 
 
 def _toolkit(**kwargs: Any) -> Callable[[Context], dict[str, str]]:
@@ -532,18 +536,28 @@ CASES: list[Case] = [
         ),
         True,
     ),
-    # A code that is not one of the probe's own is not passed through, even a
-    # code another stage of this provider uses.
+    # Step 16: any schema-valid code passes through, also one this package's
+    # probe never emits (another or a newer probe) or another stage's code.
     Case(
-        "PROBE_NOT_READY",
+        "SOMETHING_ELSE",
         _plain(options=_probe_options(lambda ctx: ctx.probe(unavailable_report("SOMETHING_ELSE")))),
         True,
     ),
     Case(
-        "PROBE_NOT_READY",
+        "PROVIDER_ID_MISMATCH",
         _plain(
             options=_probe_options(
                 lambda ctx: ctx.probe(unavailable_report("PROVIDER_ID_MISMATCH"))
+            )
+        ),
+        True,
+    ),
+    # PROBE_NOT_READY only when the report carries no code (an altered record).
+    Case(
+        "PROBE_NOT_READY",
+        _plain(
+            runner=lambda ctx: _ForgedRunner(
+                ctx, status="unavailable", reason_code=None, devices=(), device_count=None
             )
         ),
         True,
@@ -584,7 +598,13 @@ CASES: list[Case] = [
     Case("TOOLKIT_VERSION_UNAVAILABLE", _plain(options=_no_version_toolkit), True),
     Case("TOOLKIT_VERSION_INVALID", _plain(options=_toolkit(version="12.x")), True),
     Case("TOOLKIT_COMPONENT_MISSING", _plain(options=_toolkit(components=False)), True),
-    Case("TOOLKIT_COMPONENT_INVALID", _plain(options=_escaping_toolkit), True),
+    Case("TOOLKIT_COMPONENT_MISSING", _plain(options=_escaping_toolkit), True),
+    # A well-formed report whose components are not this target's.
+    Case(
+        "TOOLKIT_COMPONENT_INVALID",
+        _plain(inspector=lambda ctx: _FixedInspector("12.4", "12.4", ("cuda-header",))),
+        True,
+    ),
     Case(
         "TOOLKIT_RUNTIME_VERSION_MISMATCH",
         _plain(inspector=lambda ctx: _FixedInspector("12.4", "12.3")),

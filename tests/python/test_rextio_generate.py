@@ -19,10 +19,9 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from cuda_support import CAPABILITIES, SPEC, ProbeFactory, report
+from cuda_support import CAPABILITIES, SPEC, ProbeFactory, json_strings, json_values, report
 
 PROVIDER_ID = "rextio-device-cuda"
 PLUGIN_ID = "rextio-cuda-domain-fixture"
@@ -123,10 +122,10 @@ def test_fixture_plugin_is_discoverable_through_pythonpath_only(plugin_site: Pat
     assert PLUGIN_ID not in unlisted.stdout
 
 
-def _probe(probes: ProbeFactory) -> Path:
-    """A /bin/sh probe printing a complete sm_80 report; it appends to its marker."""
+def _probe(probes: ProbeFactory, sm: str = "sm_80") -> Path:
+    """A /bin/sh probe printing a complete report of one ``sm`` device; it appends to its marker."""
     marker = shlex.quote(str(probes.marker()))
-    printed = shlex.quote(json.dumps(report()))
+    printed = shlex.quote(json.dumps(report(sms=(sm,))))
     return probes.shell(f"echo ran >> {marker}\nprintf '%s\\n' {printed}\n")
 
 
@@ -183,31 +182,6 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
     }
 
 
-def _values(node: Any, key: str) -> list[Any]:
-    """Every value stored under ``key`` anywhere in a JSON document."""
-    found: list[Any] = []
-    if isinstance(node, dict):
-        for name, value in node.items():
-            if name == key:
-                found.append(value)
-            found.extend(_values(value, key))
-    elif isinstance(node, list):
-        for item in node:
-            found.extend(_values(item, key))
-    return found
-
-
-def _strings(node: Any) -> list[str]:
-    """Every string (keys included) in a JSON document."""
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, dict):
-        return [text for name, value in node.items() for text in (name, *_strings(value))]
-    if isinstance(node, list):
-        return [text for item in node for text in _strings(item)]
-    return []
-
-
 @pytest.mark.parametrize(
     "capability", ["cuda-libtorch-linux-x86_64", "cuda-tensorflow-tfe-linux-x86_64"]
 )
@@ -245,7 +219,7 @@ def test_framework_lane_generates_a_redacted_lock(
     assert plan["preflight"]["status"] == "ready"
     assert plan["preflight"]["reason_codes"] == []
 
-    claims = _values(lock, "support_claim")
+    claims = json_values(lock, "support_claim")
     assert claims, "the lock records no support_claim at all"
     assert all(claim is False for claim in claims), claims
 
@@ -275,7 +249,7 @@ def test_framework_lane_generates_a_redacted_lock(
     # Options enter as key names plus a digest: no path, no absolute string.
     for secret in (str(tmp_path), str(probe), str(probe.resolve()), str(project)):
         assert secret not in text
-    absolute = [value for value in _strings(lock) if value.startswith("/")]
+    absolute = [value for value in json_strings(lock) if value.startswith("/")]
     assert absolute == []
 
 
@@ -300,3 +274,30 @@ def test_raw_lane_is_rejected_before_anything_is_written(
     assert _snapshot(project) == before
     assert not (project / ".rextio").exists()
     assert not list(project.rglob("device-provider.lock.json"))
+
+
+@pytest.mark.parametrize(
+    "capability", ["cuda-libtorch-linux-x86_64", "cuda-tensorflow-tfe-linux-x86_64"]
+)
+def test_refused_preflight_names_its_reason_on_stderr(
+    capability: str, plugin_site: Path, probes: ProbeFactory, tmp_path: Path
+) -> None:
+    # The probe reports an sm_75 device; the project selects sm_80.
+    probe = _probe(probes, sm="sm_75")
+    project = _write_project(tmp_path / "project", capability, probe)
+    before = _snapshot(project)
+
+    done = _generate(project, plugin_site, cwd=tmp_path)
+
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    explanation = SPEC["reason_codes"]["CUDA_SM_MISMATCH"][0]
+    warnings = [line for line in done.stderr.splitlines() if "preflight refused" in line]
+    assert warnings == [
+        f"{PROVIDER_ID} preflight refused: CUDA_SM_MISMATCH: {explanation} "
+        "Run `python -m rextio_device_cuda explain CUDA_SM_MISMATCH`."
+    ]
+    for secret in (str(tmp_path), str(probe), str(project)):
+        assert secret not in done.stderr
+    assert probes.marker().read_text() == "ran\n"
+    assert _snapshot(project) == before

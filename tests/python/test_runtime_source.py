@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import hashlib
 import io
+import multiprocessing
 import os
+import shutil
+import signal
+import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from rextio_device_cuda import _spec
+from rextio_device_cuda import _generated, runtime_source
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda.runtime_source import (
+    ARCHIVE_TOP_FOLDER,
     RuntimeSourceError,
     install_runtime_source,
     packaged_archive_path,
     read_runtime_archive,
 )
 
-INSTALL = Path(*_spec.RUNTIME_PACKAGE["install_dir"].split("/"))
-TOP = _spec.RUNTIME_ARCHIVE_TOP_FOLDER
+INSTALL = Path(*PROVIDER_SPEC.runtime_package.install_dir.split("/"))
+TOP = ARCHIVE_TOP_FOLDER
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -33,7 +42,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_packaged_archive_matches_its_digest() -> None:
     data = packaged_archive_path().read_bytes()
-    assert hashlib.sha256(data).hexdigest() == _spec.RUNTIME_ARCHIVE_SHA256
+    assert hashlib.sha256(data).hexdigest() == _generated.RUNTIME_SOURCE_SHA256
     assert read_runtime_archive() == data
 
 
@@ -110,7 +119,7 @@ def test_hostile_archives_are_refused_and_leave_nothing(
 ) -> None:
     archive = _archive(tmp_path, [(f"{TOP}/Cargo.toml", b"[package]\n"), *entries])
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    monkeypatch.setattr(_spec, "RUNTIME_ARCHIVE_SHA256", digest)
+    monkeypatch.setattr(_generated, "RUNTIME_SOURCE_SHA256", digest)
     project = tmp_path / "project"
     project.mkdir()
     with pytest.raises(RuntimeSourceError):
@@ -138,3 +147,213 @@ def test_refuses_a_linked_destination(tmp_path: Path) -> None:
     with pytest.raises(RuntimeSourceError, match="not a plain directory"):
         install_runtime_source(project)
     assert list(elsewhere.iterdir()) == []
+
+
+def _install_dir_listing(project: Path) -> list[str]:
+    """The names beside the install directory: no staging, no lock file."""
+    return sorted(path.name for path in (project / INSTALL).parent.iterdir())
+
+
+def test_building_the_installed_crate_never_makes_a_rerun_refuse(tmp_path: Path) -> None:
+    assert install_runtime_source(tmp_path) is True
+    crate = tmp_path / INSTALL
+    cargo = os.environ.get("CARGO") or shutil.which("cargo")
+    assert cargo, "cargo is needed to build the installed crate (run through cargo xtask test)"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("CARGO_TARGET_DIR")}
+    built = subprocess.run(
+        [cargo, "build", "--offline", "--quiet"],
+        cwd=crate,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    assert (crate / "Cargo.lock").is_file()
+    assert (crate / "target").is_dir()
+    assert install_runtime_source(tmp_path) is False
+    assert _install_dir_listing(tmp_path) == [INSTALL.name]
+
+
+def _add(relative: str, content: bytes = b"// extra\n") -> Callable[[Path], None]:
+    def change(crate: Path) -> None:
+        (crate / relative).parent.mkdir(parents=True, exist_ok=True)
+        (crate / relative).write_bytes(content)
+
+    return change
+
+
+def _remove(relative: str) -> Callable[[Path], None]:
+    return lambda crate: (crate / relative).unlink()
+
+
+def _fifo(relative: str) -> Callable[[Path], None]:
+    def change(crate: Path) -> None:
+        (crate / relative).unlink()
+        os.mkfifo(crate / relative)
+
+    return change
+
+
+def _symlinked(relative: str) -> Callable[[Path], None]:
+    def change(crate: Path) -> None:
+        content = (crate / relative).read_bytes()
+        outside = crate.parents[len(INSTALL.parts)] / "outside-copy"
+        outside.write_bytes(content)
+        (crate / relative).unlink()
+        (crate / relative).symlink_to(outside)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (_add("src/extra.rs"), "added src/extra.rs"),
+        (_add("build.rs"), "added build.rs"),
+        (_add("src/target"), "added src/target"),
+        (_add("src/lib.rs", b"pub fn replaced() {}\n"), "changed src/lib.rs"),
+        (_remove("README.md"), "missing README.md"),
+        (_fifo("src/error.rs"), "changed src/error.rs"),
+        (_symlinked("src/lib.rs"), "changed src/lib.rs"),
+    ],
+    ids=["extra-source", "build-script", "nested-target", "edited", "deleted", "fifo", "symlink"],
+)
+def test_a_rerun_refuses_every_other_difference_by_name(
+    change: Callable[[Path], None], named: str, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    install_runtime_source(project)
+    crate = project / INSTALL
+    (crate / "Cargo.lock").write_text("# a build product\n")
+    change(crate)
+    before = {path: path.lstat().st_mtime_ns for path in crate.rglob("*")}
+    with pytest.raises(RuntimeSourceError) as refused:
+        install_runtime_source(project)
+    message = str(refused.value)
+    assert named in message
+    assert "different runtime source" in message
+    assert str(tmp_path) not in message
+    assert {path: path.lstat().st_mtime_ns for path in crate.rglob("*")} == before
+    assert _install_dir_listing(project) == [INSTALL.name]
+
+
+ROUNDS = 60
+WORKERS = 8
+
+
+def _install_rounds(base: Path, barrier: Any, results: Any) -> None:
+    for round_index in range(ROUNDS):
+        barrier.wait(timeout=120)
+        try:
+            outcome: object = install_runtime_source(base / f"project-{round_index}")
+        except Exception as error:  # reported to the parent as the failure
+            outcome = f"{type(error).__name__}: {error}"
+        results.put((round_index, outcome))
+
+
+def test_concurrent_installs_into_one_project_all_succeed(tmp_path: Path) -> None:
+    for round_index in range(ROUNDS):
+        (tmp_path / f"project-{round_index}").mkdir()
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(WORKERS)
+    results = context.Queue()
+    workers = [
+        context.Process(target=_install_rounds, args=(tmp_path, barrier, results))
+        for _ in range(WORKERS)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=300) for _ in range(ROUNDS * WORKERS)]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    failures = [outcome for outcome in outcomes if not isinstance(outcome[1], bool)]
+    assert failures == []
+    for round_index in range(ROUNDS):
+        round_outcomes = [outcome for index, outcome in outcomes if index == round_index]
+        assert sorted(round_outcomes) == [False] * (WORKERS - 1) + [True]
+        project = tmp_path / f"project-{round_index}"
+        assert _install_dir_listing(project) == [INSTALL.name]
+        assert install_runtime_source(project) is False
+
+
+RENAME_EXCHANGE = 2
+SWAP_RUNS = 400
+
+
+def _swap_forever(generated: bytes, decoy: bytes, ready: Any) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_fdcwd = -100
+    ready.set()
+    while True:
+        libc.renameat2(at_fdcwd, generated, at_fdcwd, decoy, RENAME_EXCHANGE)
+
+
+def test_a_swapped_in_symlink_never_redirects_a_write(tmp_path: Path) -> None:
+    # Another process keeps exchanging the project's first install folder with
+    # a symbolic link to a folder outside the project.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    project = tmp_path / "project"
+    project.mkdir()
+    generated = project / INSTALL.parts[0]
+    decoy = project / "decoy"
+    decoy.symlink_to(outside)
+    context = multiprocessing.get_context("fork")
+    ready = context.Event()
+    attacker = context.Process(
+        target=_swap_forever, args=(bytes(generated), bytes(decoy), ready), daemon=True
+    )
+    outcomes: dict[str, int] = {}
+    generated.mkdir()
+    attacker.start()
+    try:
+        assert ready.wait(timeout=60)
+        for _ in range(SWAP_RUNS):
+            try:
+                outcome = "installed" if install_runtime_source(project) else "current"
+            except RuntimeSourceError:
+                outcome = "refused"
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            # Start over from an empty install folder, wherever it is now.
+            for folder in (generated, decoy):
+                if folder.is_dir() and not folder.is_symlink():
+                    shutil.rmtree(folder / INSTALL.parts[1], ignore_errors=True)
+            assert list(outside.iterdir()) == [], f"a write escaped the project: {outcomes}"
+    finally:
+        attacker.kill()
+        attacker.join(timeout=60)
+    assert sum(outcomes.values()) == SWAP_RUNS
+
+
+def _killed_mid_install(project: Path) -> None:
+    original = runtime_source._write_file
+    written = 0
+
+    def write_then_die(dir_fd: int, name: str, mode: int, content: bytes) -> None:
+        nonlocal written
+        original(dir_fd, name, mode, content)
+        written += 1
+        if written == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    runtime_source._write_file = write_then_die
+    install_runtime_source(project)
+
+
+def test_an_install_killed_midway_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("fork")
+    victim = context.Process(target=_killed_mid_install, args=(tmp_path,))
+    victim.start()
+    victim.join(timeout=120)
+    assert victim.exitcode == -signal.SIGKILL
+    leftovers = _install_dir_listing(tmp_path)
+    assert any(name.startswith(runtime_source.STAGING_PREFIX) for name in leftovers), leftovers
+    assert INSTALL.name not in leftovers
+
+    assert install_runtime_source(tmp_path) is True
+    assert _install_dir_listing(tmp_path) == [INSTALL.name]
+    assert install_runtime_source(tmp_path) is False

@@ -24,7 +24,7 @@ const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!("bench takes no arguments (got `{unexpected}`)"));
+        crate::usage_error(&format!("bench takes no arguments (got `{unexpected}`)"));
     }
     // Timing unoptimized syn/prettyplease says nothing about the generator:
     // a debug xtask re-runs the bench from an optimized build of itself.

@@ -24,7 +24,7 @@ const CALL_LOG: &str = "/usr/local/nvidia/sim/calls.log";
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!("demo takes no arguments (got `{unexpected}`)"));
+        crate::usage_error(&format!("demo takes no arguments (got `{unexpected}`)"));
     }
     println!("== building the probe, the smoke, the simulated driver and the wheel");
     let native = native::build(false)?;

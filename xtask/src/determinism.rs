@@ -18,7 +18,7 @@ use crate::Result;
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!(
+        crate::usage_error(&format!(
             "verify-determinism takes no arguments (got `{unexpected}`)"
         ));
     }
@@ -569,7 +569,7 @@ mod tests {
             "{report}"
         );
         assert!(
-            report.contains("python/rextio_device_cuda/_generated.py: line "),
+            report.contains("python/rextio_device_cuda/_provider_spec.py: line "),
             "{report}"
         );
         assert!(report.contains("generated/index.json: line "), "{report}");

@@ -23,7 +23,7 @@ print(build_wheel(sys.argv[1]))
 
 pub fn command(args: &[String]) -> Result<()> {
     if let Some(unexpected) = args.first() {
-        return Err(format!(
+        crate::usage_error(&format!(
             "`cargo xtask dist` takes no arguments (got `{unexpected}`)"
         ));
     }
@@ -35,13 +35,48 @@ pub fn command(args: &[String]) -> Result<()> {
 
 /// generate --check, then the wheel into target/dist/; returns its path.
 pub fn build_wheel() -> Result<PathBuf> {
+    println!("dist: checking that every generated file is current");
     generate::check()?;
     build_wheel_into(&paths::target_dir().join("dist"))
 }
 
+/// Imports the package's code table from `python/` without writing bytecode:
+/// its import-time checks (every reason code it names is in the spec) must
+/// pass before a wheel exists. The package's `__init__` imports Rextio Core,
+/// which the build environment does not hold, so the package is entered
+/// without it.
+const IMPORT_CHECK: &str = "\
+import sys, types
+package = types.ModuleType('rextio_device_cuda')
+package.__path__ = [sys.argv[1] + '/rextio_device_cuda']
+sys.modules['rextio_device_cuda'] = package
+import rextio_device_cuda._codes
+";
+
+/// Fails, with the import error, unless the package in `python/` imports.
+fn check_import(python: &Path) -> Result<()> {
+    let mut import = Command::new(python);
+    import
+        .current_dir(paths::repo_root())
+        .env_remove("PYTHONPATH")
+        .args(["-I", "-B", "-c", IMPORT_CHECK, "python"]);
+    let output = import
+        .output()
+        .map_err(|error| format!("could not start `{}`: {error}", process::describe(&import)))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().last().unwrap_or("");
+    Err(format!(
+        "python/rextio_device_cuda/_codes.py does not import, so no wheel is built: {last}"
+    ))
+}
+
 /// Builds the wheel into `dir` (created if needed); returns its path.
 pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
-    let python = python_env::ensure_venv()?;
+    let python = python_env::ensure_build_venv()?;
+    check_import(&python)?;
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let dir = dir
         .canonicalize()
@@ -54,6 +89,7 @@ pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
         .args(["-c", BUILD_WHEEL])
         .arg(&dir);
     let shown = process::describe(&build);
+    println!("dist: building the wheel with hatchling (SOURCE_DATE_EPOCH={SOURCE_DATE_EPOCH})");
     println!("+ {shown}");
     let output = build
         .output()

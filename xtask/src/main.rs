@@ -12,6 +12,7 @@ mod nolink;
 mod paths;
 mod process;
 mod python_env;
+mod real_driver;
 mod stress;
 mod test;
 mod validate;
@@ -32,15 +33,27 @@ commands:
   bench                    measure generate, verify-determinism, preflight and probe costs
   stress [--rounds N]      repeat the process/signal tests N times (default 200)
   demo                     show the whole chain on the simulated driver (no GPU needed)
+  real-driver              fetch NVIDIA's libcuda1 (535, 550, 555) and run the probe,
+                           smoke and preflight against it (part of `test`; no GPU needed)
   validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
                            real-GPU evidence on a trusted NVIDIA host
 ";
+
+/// Exit status for input a command cannot use (as for an unknown command).
+const EXIT_USAGE: u8 = 2;
+
+/// Ends the process for unusable input: the message once, then exit status 2.
+/// Called only while parsing arguments, before anything is built or written.
+pub fn usage_error(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(EXIT_USAGE.into())
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
         eprint!("{USAGE}");
-        return ExitCode::from(2);
+        return ExitCode::from(EXIT_USAGE);
     };
     let outcome = match command.as_str() {
         "generate" => generate::command(rest),
@@ -50,12 +63,13 @@ fn main() -> ExitCode {
         "bench" => bench::command(rest),
         "stress" => stress::command(rest),
         "demo" => demo::command(rest),
+        "real-driver" => real_driver::command(rest),
         "validate-nvidia" => validate::command(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
         }
-        other => Err(format!("unknown command `{other}`\n\n{USAGE}")),
+        other => usage_error(&format!("unknown command `{other}`\n\n{USAGE}")),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

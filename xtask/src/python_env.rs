@@ -1,8 +1,21 @@
-//! The project's Python virtual environment (owned by the Python provider work).
+//! The project's Python virtual environments (owned by the Python provider work).
 //!
-//! `target/venv` holds exactly pinned tools from PyPI; it is created once and
-//! reused while every pin is satisfied. Tests always import the installed
-//! wheel, never the source tree.
+//! Three environments under `target/`, each with exactly pinned packages from
+//! PyPI, created once and reused while every pin is satisfied:
+//!
+//! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
+//! - `target/venv`: Rextio Core `FLOOR_CORE` (0.1.6, the lowest Core the
+//!   package supports) and every tool (pytest, ruff, mypy, hatchling).
+//!   `demo`, `bench` and `validate-nvidia` use it.
+//! - `target/venv-core-<NEWEST_CORE>` (today `target/venv-core-0.1.8`): the
+//!   newest Core 0.1.x on PyPI, the same tools, and the companion plugins
+//!   rextio-torch 0.1.3 and rextio-tensorflow 0.1.3 installed with `--no-deps`
+//!   from their sdists (which `target/downstream-sdists/` caches, SHA-256
+//!   pinned; their CUDA candidate builders ship only there).
+//!
+//! `cargo xtask test` runs `tests/python` and `tests/e2e` in both, and
+//! `tests/downstream` (tests needing the plugins or Core >= 0.1.7) only in the
+//! newest. Tests always import the installed wheel, never the source tree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,13 +23,47 @@ use std::process::Command;
 use crate::native::NativeArtifacts;
 use crate::{dist, paths, process, Result};
 
-/// Exact pins of everything the Python checks run.
-const PINS: &[(&str, &str)] = &[
-    ("rextio", "0.1.6"),
+/// The lowest Rextio Core the package supports (`rextio>=0.1.6,<0.2`).
+pub const FLOOR_CORE: &str = "0.1.6";
+
+/// The newest Rextio Core 0.1.x on PyPI, pinned exactly; raise it when a newer
+/// 0.1.x is published (and say so in README.md).
+pub const NEWEST_CORE: &str = "0.1.8";
+
+/// Exact pins of every tool the Python checks and tests use (both environments;
+/// the tests build a fixture plugin with hatchling).
+const TOOL_PINS: &[(&str, &str)] = &[
     ("pytest", "9.2.0"),
     ("ruff", "0.17.6"),
     ("mypy", "2.4.1"),
-    ("hatchling", "1.33.0"),
+    ("hatchling", HATCHLING),
+];
+
+/// The wheel's build backend, pinned exactly.
+const HATCHLING: &str = "1.33.0";
+
+/// A companion plugin whose own code runs against our wheel: its sdist (the
+/// file name PyPI serves and its SHA-256) is installed with `--no-deps`.
+struct Downstream {
+    name: &'static str,
+    version: &'static str,
+    sdist: &'static str,
+    sha256: &'static str,
+}
+
+const DOWNSTREAM: &[Downstream] = &[
+    Downstream {
+        name: "rextio-torch",
+        version: "0.1.3",
+        sdist: "rextio_torch-0.1.3.tar.gz",
+        sha256: "db9e2676da976d6b50818969079b87cf118e969f38120263e9113a7c9a2fe3f7",
+    },
+    Downstream {
+        name: "rextio-tensorflow",
+        version: "0.1.3",
+        sdist: "rextio_tensorflow-0.1.3.tar.gz",
+        sha256: "64cbe95c313e555d2f9a1982d8357096100a1debfbd6f5f36abcee77aaf32c5c",
+    },
 ];
 
 /// Exits 0 when every `name==version` argument is installed at that version.
@@ -32,119 +79,264 @@ for pin in sys.argv[1:]:
         sys.exit(1)
 ";
 
-/// The virtual environment's directory.
-pub fn venv_dir() -> PathBuf {
-    paths::target_dir().join("venv")
+/// One of the two environments.
+#[derive(Clone, Copy)]
+enum Venv {
+    /// `target/venv-build`: the build backend alone.
+    Build,
+    /// `target/venv`: Core `FLOOR_CORE` and every tool.
+    Floor,
+    /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
+    Newest,
 }
 
-/// A program inside the virtual environment (`python`, `pytest`, ...).
-pub fn venv_program(name: &str) -> PathBuf {
-    if cfg!(windows) {
-        venv_dir().join("Scripts").join(format!("{name}.exe"))
-    } else {
-        venv_dir().join("bin").join(name)
+impl Venv {
+    fn dir(self) -> PathBuf {
+        match self {
+            Venv::Build => paths::target_dir().join("venv-build"),
+            Venv::Floor => paths::target_dir().join("venv"),
+            Venv::Newest => paths::target_dir().join(format!("venv-core-{NEWEST_CORE}")),
+        }
+    }
+
+    fn program(self, name: &str) -> PathBuf {
+        if cfg!(windows) {
+            self.dir().join("Scripts").join(format!("{name}.exe"))
+        } else {
+            self.dir().join("bin").join(name)
+        }
+    }
+
+    fn pins(self) -> Vec<String> {
+        let core = match self {
+            Venv::Build => return vec![format!("hatchling=={HATCHLING}")],
+            Venv::Floor => FLOOR_CORE,
+            Venv::Newest => NEWEST_CORE,
+        };
+        std::iter::once(("rextio", core))
+            .chain(TOOL_PINS.iter().copied())
+            .map(|(name, version)| format!("{name}=={version}"))
+            .collect()
+    }
+
+    /// Creates or reuses the environment with every pin; returns its python.
+    fn ensure(self) -> Result<PathBuf> {
+        let python = self.program("python");
+        let shown = self.dir();
+        let shown = shown
+            .strip_prefix(paths::repo_root())
+            .unwrap_or(&shown)
+            .display();
+        if !python.exists() {
+            let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| {
+                if cfg!(windows) {
+                    "python".into()
+                } else {
+                    "python3".into()
+                }
+            });
+            println!("python: creating {shown}");
+            process::run(Command::new(base).args(["-m", "venv"]).arg(self.dir()))?;
+        }
+        let pins = self.pins();
+        if !pins_satisfied(&python, &pins)? {
+            println!(
+                "python: installing {} into {shown} from PyPI",
+                pins.join(" ")
+            );
+            process::run(pip_install(&python).args(&pins))?;
+        }
+        let supported = Command::new(&python)
+            .args(["-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
+            .status()
+            .is_ok_and(|status| status.success());
+        if !supported {
+            return Err(format!(
+                "{} is older than Python 3.11; remove {} and set REXTIO_PYTHON \
+                 to a CPython 3.11+ interpreter",
+                python.display(),
+                self.dir().display()
+            ));
+        }
+        Ok(python)
     }
 }
 
-fn pin_arguments() -> Vec<String> {
-    PINS.iter()
-        .map(|(name, version)| format!("{name}=={version}"))
-        .collect()
+fn pins_satisfied(python: &Path, pins: &[String]) -> Result<bool> {
+    Ok(Command::new(python)
+        .args(["-c", PINS_SATISFIED])
+        .args(pins)
+        .status()
+        .map_err(|error| format!("could not run {}: {error}", python.display()))?
+        .success())
+}
+
+/// A program inside the floor environment (`python`, `pytest`, ...).
+pub fn venv_program(name: &str) -> PathBuf {
+    Venv::Floor.program(name)
 }
 
 /// Creates or reuses `target/venv` with every pinned tool; returns its python.
 pub fn ensure_venv() -> Result<PathBuf> {
-    let python = venv_program("python");
-    if !python.exists() {
-        let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| {
-            if cfg!(windows) {
-                "python".into()
-            } else {
-                "python3".into()
-            }
-        });
-        process::run(Command::new(base).args(["-m", "venv"]).arg(venv_dir()))?;
-    }
-    let satisfied = Command::new(&python)
-        .args(["-c", PINS_SATISFIED])
-        .args(pin_arguments())
-        .status()
-        .map_err(|error| format!("could not run {}: {error}", python.display()))?
-        .success();
-    if !satisfied {
-        process::run(pip_install(&python).args(pin_arguments()))?;
-    }
-    let supported = Command::new(&python)
-        .args(["-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
-        .status()
-        .is_ok_and(|status| status.success());
-    if !supported {
-        return Err(format!(
-            "{} is older than Python 3.11; remove target/venv and set REXTIO_PYTHON \
-             to a CPython 3.11+ interpreter",
-            python.display()
-        ));
-    }
-    Ok(python)
+    Venv::Floor.ensure()
+}
+
+/// Creates or reuses `target/venv-build` (the build backend only); returns its python.
+pub fn ensure_build_venv() -> Result<PathBuf> {
+    Venv::Build.ensure()
 }
 
 /// `python -m pip install`, quiet, with pip's download cache inside target/
 /// so nothing is cached outside the repository.
 fn pip_install(python: &Path) -> Command {
-    let mut command = Command::new(python);
-    command
-        .env("PIP_CACHE_DIR", paths::target_dir().join("pip-cache"))
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-        ]);
+    let mut command = pip(python);
+    command.args(["install", "--quiet"]);
     command
 }
 
-/// Builds the wheel, installs it into the venv, runs ruff, mypy --strict and pytest.
-pub fn test(native: &NativeArtifacts) -> Result<()> {
+fn pip(python: &Path) -> Command {
+    let mut command = Command::new(python);
+    command
+        .env("PIP_CACHE_DIR", paths::target_dir().join("pip-cache"))
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .args(["-m", "pip"]);
+    command
+}
+
+/// Where the plugins' sdists are cached.
+fn sdist_dir() -> PathBuf {
+    paths::target_dir().join("downstream-sdists")
+}
+
+/// Downloads (once) the plugins' sdists into `target/downstream-sdists/` and
+/// checks each against its pinned SHA-256.
+fn fetch_downstream_sdists(python: &Path) -> Result<PathBuf> {
+    let dir = sdist_dir();
+    let missing: Vec<String> = DOWNSTREAM
+        .iter()
+        .filter(|plugin| !dir.join(plugin.sdist).is_file())
+        .map(|plugin| format!("{}=={}", plugin.name, plugin.version))
+        .collect();
+    if !missing.is_empty() {
+        process::run(
+            pip(python)
+                .args(["download", "--quiet", "--no-deps", "--no-binary", ":all:"])
+                .arg("--dest")
+                .arg(&dir)
+                .args(&missing),
+        )?;
+    }
+    for plugin in DOWNSTREAM {
+        let path = dir.join(plugin.sdist);
+        let actual = dist::sha256_file(&path)?;
+        if actual != plugin.sha256 {
+            return Err(format!(
+                "{} has SHA-256 {actual}, not the pinned {}; remove it to download it again",
+                path.display(),
+                plugin.sha256
+            ));
+        }
+    }
+    Ok(dir)
+}
+
+/// The newest-Core environment with the plugins installed from their sdists.
+fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
+    let python = Venv::Newest.ensure()?;
+    let sdists = fetch_downstream_sdists(&python)?;
+    for plugin in DOWNSTREAM {
+        let pin = [format!("{}=={}", plugin.name, plugin.version)];
+        if !pins_satisfied(&python, &pin)? {
+            // --no-deps: the build-only paths import neither torch nor tensorflow.
+            process::run(
+                pip_install(&python)
+                    .arg("--no-deps")
+                    .arg(sdists.join(plugin.sdist)),
+            )?;
+        }
+    }
+    Ok((python, sdists))
+}
+
+/// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
+/// pytest on `tests/python` and `tests/e2e`; returns the wheel it tested.
+pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
     let root = paths::repo_root();
-    let python = ensure_venv()?;
+    let python = Venv::Floor.ensure()?;
     let wheel = dist::build_wheel()?;
     install_wheel(&python, &wheel)?;
     process::run(
-        Command::new(venv_program("ruff"))
+        Command::new(Venv::Floor.program("ruff"))
             .current_dir(&root)
             .args(["check", "python", "tests"]),
     )?;
     // Each test tree has its own conftest.py, so each gets its own mypy run.
-    for checked in [
-        &["python/rextio_device_cuda", "tests/python"][..],
-        &["tests/e2e"][..],
-    ] {
+    mypy(
+        Venv::Floor,
+        &[
+            &["python/rextio_device_cuda", "tests/python"],
+            &["tests/e2e"],
+        ],
+    )?;
+    pytest(Venv::Floor, native, &["tests/python", "tests/e2e"], None)?;
+    Ok(wheel)
+}
+
+/// The newest Core: the same `wheel`, pytest on `tests/python` and
+/// `tests/e2e`, and `tests/downstream` with the companion plugins (mypy
+/// --strict on the package and the downstream tests against this Core too).
+pub fn test_newest(native: &NativeArtifacts, wheel: &Path) -> Result<()> {
+    let (python, sdists) = ensure_newest_with_plugins()?;
+    install_wheel(&python, wheel)?;
+    mypy(
+        Venv::Newest,
+        &[&["python/rextio_device_cuda"], &["tests/downstream"]],
+    )?;
+    pytest(
+        Venv::Newest,
+        native,
+        &["tests/python", "tests/e2e", "tests/downstream"],
+        Some(&sdists),
+    )
+}
+
+fn mypy(venv: Venv, runs: &[&[&str]]) -> Result<()> {
+    for checked in runs {
         process::run(
-            Command::new(venv_program("mypy"))
-                .current_dir(&root)
+            Command::new(venv.program("mypy"))
+                .current_dir(paths::repo_root())
+                // tests/downstream imports the helpers of tests/python and tests/e2e.
+                .env("MYPYPATH", "tests/python:tests/e2e")
                 .args(["--strict", "--config-file", "mypy.ini"])
-                .args(checked),
+                .args(*checked),
         )?;
     }
-    let mut pytest = Command::new(venv_program("pytest"));
+    Ok(())
+}
+
+fn pytest(
+    venv: Venv,
+    native: &NativeArtifacts,
+    trees: &[&str],
+    sdists: Option<&Path>,
+) -> Result<()> {
+    let mut pytest = Command::new(venv.program("pytest"));
     pytest
-        .current_dir(&root)
+        .current_dir(paths::repo_root())
         .env_remove("PYTHONPATH")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("REXTIO_CUDA_PROBE", &native.probe)
         .env("REXTIO_CUDA_SMOKE", &native.smoke)
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
-        // importlib mode: the rootdir is not put on sys.path, so only the
-        // installed wheel can satisfy `import rextio_device_cuda`.
-        .args([
-            "-p",
-            "no:cacheprovider",
-            "--import-mode=importlib",
-            "-q",
-            "tests/python",
-            "tests/e2e",
-        ]);
+        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"));
+    if let Some(sdists) = sdists {
+        pytest.env("REXTIO_DOWNSTREAM_SDISTS", sdists);
+    }
+    // importlib mode: the rootdir is not put on sys.path, so only the
+    // installed wheel can satisfy `import rextio_device_cuda`.
+    pytest
+        .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q"])
+        .args(trees);
     // pytest exits 5 when it collected nothing; any non-zero status fails here.
     process::run(&mut pytest)
 }

@@ -17,12 +17,15 @@
 //! end-to-end test uses it so nothing is rebuilt); the evidence records the
 //! profile, so such evidence cannot pass for a release run.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::generate::inputs::{ProviderSpec, PROVIDER_SPEC_PATH};
+use crate::generate::spec::{ProviderSpec, PROVIDER_SPEC_PATH};
 use crate::native::{self, NativeArtifacts};
 use crate::paths::repo_root;
 use crate::python_env::venv_program;
@@ -50,38 +53,26 @@ impl SpecFacts {
         let bytes = std::fs::read(&path)
             .map_err(|error| format!("{PROVIDER_SPEC_PATH}: cannot read: {error}"))?;
         let spec = ProviderSpec::parse(&bytes)?;
-        let max_device_ordinal = spec
-            .at("policy.device_ordinal_max")?
-            .as_u64()
-            .and_then(|value| u32::try_from(value).ok())
-            .ok_or_else(|| {
-                format!("{PROVIDER_SPEC_PATH}: policy.device_ordinal_max is not a small integer")
-            })?;
-        let mut raw_capabilities = Vec::new();
-        for capability in spec.array_at("capabilities")? {
-            let field = |key: &str| {
-                capability[key]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| format!("{PROVIDER_SPEC_PATH}: a capability lacks `{key}`"))
-            };
-            if field("lane")? != "raw-driver" {
-                continue;
-            }
-            let triple = field("target_triple")?;
-            let target = spec.object_at(&format!("probe_targets.{triple}"))?;
-            let part = |key: &str| {
-                target
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            raw_capabilities.push((part("os"), part("arch"), field("id")?));
-        }
+        let raw_capabilities = spec
+            .capabilities
+            .iter()
+            .filter(|capability| {
+                spec.lanes
+                    .get(&capability.lane)
+                    .is_some_and(|lane| lane.requirement_policy.is_some())
+            })
+            .filter_map(|capability| {
+                let target = spec.probe_targets.get(&capability.target_triple)?;
+                Some((
+                    target.os.clone(),
+                    target.arch.clone(),
+                    capability.id.clone(),
+                ))
+            })
+            .collect();
         Ok(Self {
-            max_device_ordinal,
-            smoke_complete_status: spec.str_at("smoke.complete_status")?.to_owned(),
+            max_device_ordinal: spec.policy.device_ordinal_max,
+            smoke_complete_status: spec.smoke.complete_status,
             raw_capabilities,
         })
     }
@@ -113,7 +104,8 @@ pub struct Options {
 
 pub fn command(args: &[String]) -> Result<()> {
     let facts = SpecFacts::read()?;
-    let options = parse_arguments(args, facts.max_device_ordinal)?;
+    let options = parse_arguments(args, facts.max_device_ordinal)
+        .unwrap_or_else(|message| crate::usage_error(&message));
     let capability = facts.host_capability()?;
     let native = native::build(!options.dev_build)?;
     let python = provider_python()?;
@@ -191,9 +183,7 @@ fn parse_ordinal(text: &str, max_device_ordinal: u32) -> Option<u32> {
 fn provider_python() -> Result<PathBuf> {
     let python = venv_program("python");
     let importable = python.is_file()
-        && Command::new(&python)
-            .args(["-c", &format!("import {PROVIDER_MODULE}")])
-            .output()
+        && run_clean(Command::new(&python).args(["-c", &format!("import {PROVIDER_MODULE}")]))
             .is_ok_and(|output| output.status.success());
     if importable {
         Ok(python)
@@ -286,13 +276,96 @@ fn bare(program: &Path) -> Command {
     command
 }
 
-/// Runs a command with stdin closed and captures its output.
+/// How long any one child (probe, preflight, smoke, explain) may run: the
+/// probe's own budget is 10 s (contract §5), Core's import a few seconds.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs a command with stdin closed, captures its output, and kills it (and
+/// its process group) if it runs past [`CHILD_TIMEOUT`].
 fn run_clean(command: &mut Command) -> Result<Output> {
+    run_bounded(command.current_dir(repo_root()), CHILD_TIMEOUT)
+}
+
+/// Runs `command` to completion or to `timeout`, whichever comes first.
+fn run_bounded(command: &mut Command, timeout: Duration) -> Result<Output> {
+    let shown = crate::process::describe(command);
     command
-        .current_dir(repo_root())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|error| format!("cannot run {}: {error}", crate::process::describe(command)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    {
+        // Its own process group, so a grandchild holding the pipes is
+        // killed with it.
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|error| format!("cannot run {shown}: {error}"))?;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                kill_group(&mut child);
+                return Err(format!(
+                    "{shown} ran longer than {} s and was killed",
+                    timeout.as_secs_f32()
+                ));
+            }
+            Err(error) => {
+                kill_group(&mut child);
+                return Err(format!("cannot wait for {shown}: {error}"));
+            }
+        }
+    };
+    // The child is gone; a grandchild that kept the pipes open (its group
+    // still exists then) is bounded by the same deadline.
+    while !(stdout.is_finished() && stderr.is_finished()) {
+        if Instant::now() >= deadline {
+            kill_group(&mut child);
+            return Err(format!(
+                "{shown} left a process holding its output past {} s; it was killed",
+                timeout.as_secs_f32()
+            ));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
+/// Reads a pipe to its end on a thread.
+fn drain(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<Vec<u8>> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_end(&mut bytes);
+        }
+        bytes
+    })
+}
+
+/// Kills the child's process group (Unix) or the child, then reaps it.
+fn kill_group(child: &mut Child) {
+    #[cfg(unix)]
+    {
+        // `kill -KILL -PGID`: the group the child leads.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", child.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn json_line(output: &Output, what: &str) -> Result<Value> {
@@ -397,19 +470,65 @@ fn verdict(evidence: &Value, python: &Path) -> Result<()> {
         .as_str()
         .unwrap_or("PROBE_NOT_READY")
         .to_string();
-    let explanation = Command::new(python)
-        .args(["-m", PROVIDER_MODULE, "explain", &code])
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
-        .unwrap_or_else(|| code.clone());
+    let explanation =
+        run_clean(Command::new(python).args(["-m", PROVIDER_MODULE, "explain", &code]))
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_string())
+            .unwrap_or_else(|| code.clone());
     Err(format!("this host is not validated.\n{explanation}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_child_past_its_timeout_is_killed_with_its_grandchildren() {
+        // The grandchild keeps stdout open: only killing the group ends this.
+        let started = Instant::now();
+        let error = run_bounded(
+            Command::new("sh").args(["-c", "sleep 300 & echo started; sleep 300"]),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("ran longer than 0.3 s and was killed"),
+            "{error}"
+        );
+        // Far below the children's 300 s: they were killed, not waited for.
+        assert!(started.elapsed() < Duration::from_secs(200));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_grandchild_holding_the_output_is_killed_at_the_deadline() {
+        let error = run_bounded(
+            Command::new("sh").args(["-c", "sleep 300 & echo started"]),
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(
+            error.contains("left a process holding its output"),
+            "{error}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_child_within_its_timeout_is_captured() {
+        let output = run_bounded(
+            Command::new("sh").args(["-c", "echo out; echo err >&2; exit 3"]),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!(output.status.code(), Some(3));
+        assert_eq!(
+            (output.stdout.as_slice(), output.stderr.as_slice()),
+            (&b"out\n"[..], &b"err\n"[..])
+        );
+    }
 
     fn strings(parts: &[&str]) -> Vec<String> {
         parts.iter().map(|part| part.to_string()).collect()

@@ -7,16 +7,19 @@ use std::io::Write;
 
 use rextio_cuda_probe::generated::spec::reason_codes;
 use rextio_cuda_probe::inventory::DriverEnvironment;
+use rextio_cuda_probe::report_out::ReportOut;
 
 fn main() {
     // SAFETY: the first statement of main: the process has one thread (std
     // starts none and nothing here has spawned one), so setting environment
     // variables cannot race a reader.
     let environment = unsafe { DriverEnvironment::set() };
+    // Before the driver loads: whatever it prints goes to stderr.
+    let mut out = ReportOut::divert_stdout();
     let report = rextio_cuda_probe::inventory::probe(&environment);
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
-    let _ = writeln!(std::io::stdout().lock(), "{}", report.to_json());
+    let _ = out.write_line(&report.to_json());
     if report.reason_code == Some(reason_codes::LIBCUDA_SO_LOAD_FAILED) {
         let mut stderr = std::io::stderr().lock();
         for line in rextio_cuda_probe::loader::candidate_diagnostics() {

@@ -73,7 +73,7 @@ pub mod reason_codes {
     pub const INVALID_SM: &str = "INVALID_SM";
     /// A libcuda.so.1 exists, but none passed the ownership and location checks and loaded.
     pub const LIBCUDA_SO_LOAD_FAILED: &str = "LIBCUDA_SO_LOAD_FAILED";
-    /// No libcuda.so.1 exists at any reviewed system path.
+    /// No libcuda.so.1 exists in any directory the probe searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib (never PATH, LD_LIBRARY_PATH or the environment).
     pub const LIBCUDA_SO_NOT_FOUND: &str = "LIBCUDA_SO_NOT_FOUND";
     /// The libtorch reuse capability accepts only host-extension artifacts.
     pub const LIBTORCH_ARTIFACT_KIND_UNSUPPORTED: &str = "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED";
@@ -359,11 +359,11 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     (
         "LIBCUDA_SO_LOAD_FAILED",
         "A libcuda.so.1 exists, but none passed the ownership and location checks and loaded.",
-        "Make the driver image and its directories writable only by their owner, under a reviewed system root.",
+        "Give the driver image and every directory above it to root, writable only by root, with one hard link, as a regular file below a reviewed system root (run the probe by hand: stderr says why each candidate was refused).",
     ),
     (
         "LIBCUDA_SO_NOT_FOUND",
-        "No libcuda.so.1 exists at any reviewed system path.",
+        "No libcuda.so.1 exists in any directory the probe searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib (never PATH, LD_LIBRARY_PATH or the environment).",
         "Install the NVIDIA driver, or run on a host that has one.",
     ),
     (

@@ -72,7 +72,36 @@ pub fn candidate_diagnostics() -> Vec<String> {
 
 /// Opens the reviewed driver image and resolves the probe's inventory table.
 pub fn load_inventory_api() -> Result<InventoryApi, LoadError> {
-    let image = platform::open_driver_image()?;
+    inventory_api_from(platform::open_driver_image()?)
+}
+
+/// Opens the reviewed driver image and resolves the runtime's full table.
+pub fn load_driver_api() -> Result<DriverApi, LoadError> {
+    driver_api_from(platform::open_driver_image()?)
+}
+
+/// As [`load_driver_api`], searching `search` instead of contract §6's
+/// locations (the rules are the same): for tests on a private tree.
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub fn load_driver_api_from(search: &reviewed::Search) -> Result<DriverApi, LoadError> {
+    driver_api_from(platform::open_driver_image_from(search)?)
+}
+
+/// As [`load_inventory_api`], searching `search` (see [`load_driver_api_from`]).
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub fn load_inventory_api_from(search: &reviewed::Search) -> Result<InventoryApi, LoadError> {
+    inventory_api_from(platform::open_driver_image_from(search)?)
+}
+
+fn inventory_api_from(image: platform::DriverImage) -> Result<InventoryApi, LoadError> {
     // SAFETY: `resolve_export` returns the address of the named export of
     // this image or None. The image is the reviewed CUDA driver, whose
     // exports have exactly the signatures the generated table lists, and the
@@ -84,10 +113,8 @@ pub fn load_inventory_api() -> Result<InventoryApi, LoadError> {
     })
 }
 
-/// Opens the reviewed driver image and resolves the runtime's full table.
-pub fn load_driver_api() -> Result<DriverApi, LoadError> {
-    let image = platform::open_driver_image()?;
-    // SAFETY: as in `load_inventory_api`: genuine exports of the reviewed
+fn driver_api_from(image: platform::DriverImage) -> Result<DriverApi, LoadError> {
+    // SAFETY: as in `inventory_api_from`: genuine exports of the reviewed
     // driver image, owned by the table for as long as it lives.
     unsafe { DriverApi::resolve(image, platform::resolve_export) }.map_err(|missing| {
         LoadError::SymbolMissing {
@@ -104,11 +131,10 @@ pub fn load_driver_api() -> Result<DriverApi, LoadError> {
 mod platform {
     use core::ffi::{c_void, CStr};
     use core::ptr::NonNull;
-    use std::path::{Path, PathBuf};
 
     use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
-    use super::reviewed::{self, SearchFailure, Verdict};
+    use super::reviewed::{self, ReviewedImage, Search, SearchFailure, Verdict};
     use super::LoadError;
 
     pub type DriverImage = Library;
@@ -119,44 +145,59 @@ mod platform {
     const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_AARCH64_CANDIDATE_DIRS;
 
     pub fn open_driver_image() -> Result<DriverImage, LoadError> {
-        let candidates = reviewed::candidate_paths(CANDIDATE_DIRS);
-        let roots = reviewed::reviewed_roots();
-        let floor = PathBuf::from(reviewed::ANCESTOR_CHECK_FLOOR);
-        reviewed::open_first_accepted(&candidates, &roots, &floor, open_reviewed_path).map_err(
-            |failure| match failure {
-                SearchFailure::NoneExisted => LoadError::DriverNotFound,
-                SearchFailure::NoneAcceptedAndOpened => LoadError::DriverLoadFailed,
-            },
+        open_driver_image_from(&Search::production(CANDIDATE_DIRS))
+    }
+
+    pub fn open_driver_image_from(search: &Search) -> Result<DriverImage, LoadError> {
+        reviewed::open_first_accepted(
+            &search.candidates,
+            &search.roots,
+            &search.floor,
+            open_reviewed_image,
         )
+        .map_err(|failure| match failure {
+            SearchFailure::NoneExisted => LoadError::DriverNotFound,
+            SearchFailure::NoneAcceptedAndOpened => LoadError::DriverLoadFailed,
+        })
     }
 
     pub fn candidate_diagnostics() -> Vec<String> {
-        let roots = reviewed::reviewed_roots();
-        let floor = PathBuf::from(reviewed::ANCESTOR_CHECK_FLOOR);
-        reviewed::candidate_paths(CANDIDATE_DIRS)
+        let search = Search::production(CANDIDATE_DIRS);
+        search
+            .candidates
             .iter()
             .filter_map(|candidate| {
                 let shown = candidate.display();
-                match reviewed::review_candidate(candidate, &roots, &floor) {
+                match reviewed::review_candidate(candidate, &search.roots, &search.floor) {
                     Verdict::Absent => None,
                     Verdict::Rejected(rejection) => {
                         Some(format!("refused {shown}: {}", rejection.explanation()))
                     }
-                    Verdict::Accepted(path) => Some(format!(
+                    Verdict::Accepted(image) => Some(format!(
                         "{shown} passed review as {}; loading it may still fail",
-                        path.display()
+                        image.path().display()
                     )),
                 }
             })
             .collect()
     }
 
-    fn open_reviewed_path(path: &Path) -> Option<DriverImage> {
-        // SAFETY: the path passed review (canonical, regular file under a
-        // reviewed root, no group/other write bit on it or any ancestor from
-        // /usr down), so its initializers are the installed driver's. An
-        // absolute path means dlopen performs no search.
-        unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }.ok()
+    /// Loads the reviewed file itself through its descriptor, never by a
+    /// second lookup of its path, and never unloads it (`RTLD_NODELETE`:
+    /// unloading libcuda after `cuInit` is a known crash source).
+    fn open_reviewed_image(image: &ReviewedImage) -> Option<DriverImage> {
+        // SAFETY: the descriptor is the regular file that passed review
+        // (root-owned, one link, no group/other write bit, every directory
+        // and link on its way root's, below a reviewed root), so its
+        // initializers are the installed driver's. `/proc/self/fd/N` is an
+        // absolute path, so dlopen performs no search.
+        unsafe {
+            Library::open(
+                Some(image.descriptor_path()),
+                RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE,
+            )
+        }
+        .ok()
     }
 
     pub fn resolve_export(image: &DriverImage, name: &'static CStr) -> Option<NonNull<c_void>> {
@@ -172,11 +213,16 @@ mod platform {
     use core::ffi::{c_void, CStr};
     use core::ptr::NonNull;
 
+    use core::mem::ManuallyDrop;
+
     use libloading::os::windows::{Library, LOAD_LIBRARY_SEARCH_SYSTEM32};
 
     use super::LoadError;
 
-    pub type DriverImage = Library;
+    /// The loaded module, pinned: it is never freed while the process lives
+    /// (unloading the driver after `cuInit` is a known crash source), so its
+    /// drop never calls `FreeLibrary`.
+    pub struct DriverImage(ManuallyDrop<Library>);
 
     /// Only this file name, and only from System32.
     const NVCUDA_DLL: &str = "nvcuda.dll";
@@ -190,13 +236,14 @@ mod platform {
         // System32, so only the installed display driver's nvcuda.dll runs
         // its initializers.
         unsafe { Library::load_with_flags(NVCUDA_DLL, LOAD_LIBRARY_SEARCH_SYSTEM32) }
+            .map(|library| DriverImage(ManuallyDrop::new(library)))
             .map_err(|_| LoadError::NvcudaNotFound)
     }
 
     pub fn resolve_export(image: &DriverImage, name: &'static CStr) -> Option<NonNull<c_void>> {
         // SAFETY: reads the export's address as a plain pointer; nothing is
         // called here and the caller casts it to the listed signature.
-        let symbol = unsafe { image.get::<*mut c_void>(name.to_bytes_with_nul()) }.ok()?;
+        let symbol = unsafe { image.0.get::<*mut c_void>(name.to_bytes_with_nul()) }.ok()?;
         NonNull::new(*symbol)
     }
 }

@@ -1,13 +1,38 @@
-//! Which driver image may be opened: the reviewed candidate paths and roots,
-//! and the acceptance rule every candidate must pass (contract §6).
+//! Which driver image may be opened, and opening it so that the file that
+//! was checked is the file that is loaded (contract §6, "a trusted loader").
 //!
-//! The rule takes its inputs as parameters so tests can exercise it on
-//! temporary directories; production uses the consts below.
+//! A candidate is walked one path component at a time from `/`, each opened
+//! with `O_PATH | O_NOFOLLOW` relative to the descriptor of the directory
+//! before it, and each checked through its own descriptor (`fstat`), never
+//! by a second lookup of the path:
+//!
+//! - every directory walked and every symbolic link followed is owned by
+//!   root; every directory has no group/other write bit, except the strict
+//!   ancestors of the floor (`/` above `/usr`), which need only be root's;
+//! - a symbolic link is followed by reading it through its descriptor and
+//!   walking its target the same way (relative targets from the directory
+//!   that holds the link, absolute ones from `/`; `..` returns to the
+//!   directory descriptor already held, so nothing is looked up again). So
+//!   `libcuda.so.1 -> libcuda.so.<version>`, as installers lay it out, is
+//!   followed, and so is any link whose every step passes these checks: a
+//!   link can only lead where root put it. At most [`MAX_LINKS`] links;
+//! - the final file is a regular file strictly below a reviewed root (by the
+//!   path the walk resolved), owned by root, with no group/other write bit
+//!   and exactly one hard link.
+//!
+//! The accepted image is the open descriptor itself: the loader passes
+//! `/proc/self/fd/N` to the dynamic linker, which reopens that very file.
+//! Only a regular file is ever reopened, so a FIFO or device cannot block.
+//!
+//! The rule takes its roots and floor as parameters so tests can exercise it
+//! on temporary directories; production uses the consts below.
 
-use std::fs;
-use std::io::ErrorKind;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
 
 /// The driver image's file name in every Linux candidate directory.
 pub const LINUX_DRIVER_FILE_NAME: &str = "libcuda.so.1";
@@ -32,7 +57,7 @@ pub const LINUX_AARCH64_CANDIDATE_DIRS: &[&str] = &[
     "/usr/lib",
 ];
 
-/// A candidate's canonical path must lie strictly below one of these.
+/// A candidate's resolved path must lie strictly below one of these.
 pub const REVIEWED_ROOTS: &[&str] = &[
     "/usr/lib",
     "/usr/lib64",
@@ -40,12 +65,39 @@ pub const REVIEWED_ROOTS: &[&str] = &[
     "/usr/local/nvidia/lib64",
 ];
 
-/// Every directory from this one down to the image must be writable only by
-/// its owner.
+/// Every directory walked must be writable only by its owner, except the
+/// strict ancestors of this one (which must still be owned by root).
 pub const ANCESTOR_CHECK_FLOOR: &str = "/usr";
+
+/// The most symbolic links one candidate may pass through (the kernel's own
+/// limit for a path lookup).
+pub const MAX_LINKS: usize = 40;
 
 /// Group and other write permission bits.
 const GROUP_OR_OTHER_WRITE: u32 = 0o022;
+
+/// The only owner of a trusted image, directory or link.
+const ROOT_UID: u32 = 0;
+
+/// Where to look for the driver and what to trust: the candidates in order,
+/// the reviewed roots and the floor of the write-bit check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Search {
+    pub candidates: Vec<PathBuf>,
+    pub roots: Vec<PathBuf>,
+    pub floor: PathBuf,
+}
+
+impl Search {
+    /// Contract §6's candidates (for `candidate_dirs`), roots and floor.
+    pub fn production(candidate_dirs: &[&str]) -> Self {
+        Self {
+            candidates: candidate_paths(candidate_dirs),
+            roots: reviewed_roots(),
+            floor: PathBuf::from(ANCESTOR_CHECK_FLOOR),
+        }
+    }
+}
 
 /// The candidate paths for a list of candidate directories, in order.
 pub fn candidate_paths(dirs: &[&str]) -> Vec<PathBuf> {
@@ -62,20 +114,22 @@ pub fn reviewed_roots() -> Vec<PathBuf> {
 /// Why an existing candidate was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
-    /// The path could not be canonicalized (dangling link, loop, no access).
+    /// A link dangles, loops or passes [`MAX_LINKS`], or a component cannot
+    /// be opened or inspected.
     Unresolvable,
-    /// The canonical path is not strictly below a reviewed root or the floor.
+    /// The resolved path is not strictly below a reviewed root and the floor.
     OutsideReviewedRoots,
-    /// The canonical path is not a regular file.
+    /// The resolved file is not a regular file (a directory, FIFO, device...).
     NotRegularFile,
-    /// The image itself has a group or other write bit.
+    /// The image is not owned by root.
+    ImageNotOwnedByRoot,
+    /// The image has a group or other write bit.
     ImageWritableByOthers,
-    /// An ancestor directory could not be inspected.
-    AncestorUnreadable,
-    /// An ancestor is not a directory (cannot happen for a canonical path,
-    /// but checked rather than assumed).
-    AncestorNotDirectory,
-    /// An ancestor directory has a group or other write bit.
+    /// The image has more than one hard link.
+    ImageHasOtherLinks,
+    /// A directory walked, or a link followed, is not owned by root.
+    AncestorNotOwnedByRoot,
+    /// A directory walked has a group or other write bit.
     AncestorWritableByOthers,
 }
 
@@ -83,86 +137,321 @@ impl Rejection {
     /// One plain sentence for a person reading the probe's stderr.
     pub fn explanation(&self) -> &'static str {
         match self {
-            Self::Unresolvable => "the path cannot be resolved (dangling link, loop or no access)",
+            Self::Unresolvable => {
+                "the path cannot be resolved (dangling link, loop, too many links or no access)"
+            }
             Self::OutsideReviewedRoots => "it resolves outside the reviewed driver directories",
             Self::NotRegularFile => "it is not a regular file",
+            Self::ImageNotOwnedByRoot => "the image is not owned by root",
             Self::ImageWritableByOthers => "the image is writable by group or others",
-            Self::AncestorUnreadable => "a directory above it cannot be inspected",
-            Self::AncestorNotDirectory => "a path component above it is not a directory",
+            Self::ImageHasOtherLinks => "the image has more than one hard link",
+            Self::AncestorNotOwnedByRoot => {
+                "a directory above it, or a link on its way, is not owned by root"
+            }
             Self::AncestorWritableByOthers => {
-                "a directory above it (from /usr down) is writable by group or others"
+                "a directory on its way (from /usr down) is writable by group or others"
             }
         }
     }
 }
 
+/// A driver image that passed review: its open descriptor (`O_PATH`) and
+/// the path the walk resolved (for diagnostics only).
+#[derive(Debug)]
+pub struct ReviewedImage {
+    file: OwnedFd,
+    path: PathBuf,
+}
+
+impl ReviewedImage {
+    /// The path the walk resolved; for a person, never for a record.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `/proc/self/fd/N`: opening this reopens the reviewed file itself,
+    /// whatever has since been renamed over its path.
+    pub fn descriptor_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
 /// The outcome of reviewing one candidate path.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Verdict {
     /// Nothing exists at the candidate path.
     Absent,
     /// Something exists but may not be opened.
     Rejected(Rejection),
-    /// The canonical path that may be opened.
-    Accepted(PathBuf),
+    /// The open image that may be loaded.
+    Accepted(ReviewedImage),
 }
 
-/// Reviews one candidate against the reviewed roots and the ancestor floor.
-pub fn review_candidate(candidate: &Path, roots: &[PathBuf], ancestor_floor: &Path) -> Verdict {
-    // A dangling link still "exists": something is at a reviewed path, so a
-    // refusal (not "no driver") is the honest report. So is a path that
-    // cannot be inspected at all (e.g. no search permission on a directory).
-    match fs::symlink_metadata(candidate) {
-        Ok(_) => {}
-        Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Verdict::Absent;
+impl Verdict {
+    /// The verdict without the descriptor: for tests and diagnostics.
+    pub fn summary(&self) -> Result<Option<&Path>, &Rejection> {
+        match self {
+            Self::Absent => Ok(None),
+            Self::Rejected(rejection) => Err(rejection),
+            Self::Accepted(image) => Ok(Some(image.path())),
         }
-        Err(_) => return Verdict::Rejected(Rejection::Unresolvable),
-    }
-    match accepted_path(candidate, roots, ancestor_floor) {
-        Ok(path) => Verdict::Accepted(path),
-        Err(rejection) => Verdict::Rejected(rejection),
     }
 }
 
-fn accepted_path(
-    candidate: &Path,
-    roots: &[PathBuf],
-    ancestor_floor: &Path,
-) -> Result<PathBuf, Rejection> {
-    let canonical = fs::canonicalize(candidate).map_err(|_| Rejection::Unresolvable)?;
-    let under_a_root = roots
-        .iter()
-        .any(|root| canonical.starts_with(root) && canonical != *root);
-    if !under_a_root || !canonical.starts_with(ancestor_floor) {
-        return Err(Rejection::OutsideReviewedRoots);
+/// Reviews one absolute candidate against the reviewed roots and the floor.
+pub fn review_candidate(candidate: &Path, roots: &[PathBuf], ancestor_floor: &Path) -> Verdict {
+    let walk = Walk {
+        roots,
+        floor: ancestor_floor,
+    };
+    match walk.open(candidate) {
+        Ok(image) => Verdict::Accepted(image),
+        Err(Stop::Absent) => Verdict::Absent,
+        Err(Stop::Rejected(rejection)) => Verdict::Rejected(rejection),
     }
-    let metadata = fs::symlink_metadata(&canonical).map_err(|_| Rejection::Unresolvable)?;
-    if !metadata.file_type().is_file() {
-        return Err(Rejection::NotRegularFile);
-    }
-    if metadata.permissions().mode() & GROUP_OR_OTHER_WRITE != 0 {
-        return Err(Rejection::ImageWritableByOthers);
-    }
-    for ancestor in canonical
-        .ancestors()
-        .skip(1)
-        .take_while(|ancestor| ancestor.starts_with(ancestor_floor))
-    {
-        check_ancestor(ancestor)?;
-    }
-    Ok(canonical)
 }
 
-fn check_ancestor(directory: &Path) -> Result<(), Rejection> {
-    let metadata = fs::symlink_metadata(directory).map_err(|_| Rejection::AncestorUnreadable)?;
-    if !metadata.file_type().is_dir() {
-        return Err(Rejection::AncestorNotDirectory);
+/// Why a walk stopped.
+enum Stop {
+    /// The candidate does not exist (as `lstat` of it would say).
+    Absent,
+    Rejected(Rejection),
+}
+
+impl From<Rejection> for Stop {
+    fn from(rejection: Rejection) -> Self {
+        Self::Rejected(rejection)
     }
-    if metadata.permissions().mode() & GROUP_OR_OTHER_WRITE != 0 {
-        return Err(Rejection::AncestorWritableByOthers);
+}
+
+/// What `fstat` says about one opened component.
+struct Status {
+    kind: u32,
+    uid: u32,
+    mode: u32,
+    links: u64,
+}
+
+/// A directory held open during the walk, with the path that led to it.
+struct Directory {
+    file: OwnedFd,
+    path: PathBuf,
+}
+
+struct Walk<'a> {
+    roots: &'a [PathBuf],
+    floor: &'a Path,
+}
+
+impl Walk<'_> {
+    fn open(&self, candidate: &Path) -> Result<ReviewedImage, Stop> {
+        if !candidate.is_absolute() {
+            return Err(Rejection::Unresolvable.into());
+        }
+        let mut pending: VecDeque<OsString> = VecDeque::new();
+        push_components(&mut pending, candidate);
+        let mut stack = vec![self.root()?];
+        let mut links = 0;
+        // Until the candidate's own last component has been followed as a
+        // link, a missing component means "nothing there" (as lstat says);
+        // afterwards it is a dangling link.
+        let mut followed_final_link = false;
+        // A refusal on the way is kept while the walk goes on: a candidate
+        // that turns out not to exist is absent, not refused. Walking on only
+        // opens `O_PATH` handles and reads links, which cannot block.
+        let mut refused: Option<Rejection> = None;
+        let mut refuse = |rejection: Rejection| {
+            refused.get_or_insert(rejection);
+        };
+        let missing = |followed: bool| {
+            if followed {
+                Stop::Rejected(Rejection::Unresolvable)
+            } else {
+                Stop::Absent
+            }
+        };
+        while let Some(name) = pending.pop_front() {
+            if name == ".." {
+                if stack.len() > 1 {
+                    stack.pop();
+                }
+                continue;
+            }
+            let parent = stack.last().ok_or(Rejection::Unresolvable)?;
+            let path = parent.path.join(&name);
+            let file = match open_component(&parent.file, &name) {
+                Ok(file) => file,
+                Err(error) if is_missing(&error) => return Err(missing(followed_final_link)),
+                Err(_) => return Err(Rejection::Unresolvable.into()),
+            };
+            let status = status_of(&file).map_err(|_| Rejection::Unresolvable)?;
+            match status.kind {
+                libc::S_IFLNK => {
+                    if status.uid != ROOT_UID {
+                        refuse(Rejection::AncestorNotOwnedByRoot);
+                    }
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return Err(Rejection::Unresolvable.into());
+                    }
+                    followed_final_link |= pending.is_empty();
+                    let target = read_link(&file).map_err(|_| Rejection::Unresolvable)?;
+                    if target.as_os_str().is_empty() {
+                        return Err(Rejection::Unresolvable.into());
+                    }
+                    if target.is_absolute() {
+                        stack.truncate(1);
+                    }
+                    let mut rest = VecDeque::new();
+                    push_components(&mut rest, &target);
+                    rest.extend(pending.drain(..));
+                    pending = rest;
+                }
+                libc::S_IFDIR => {
+                    if let Err(rejection) = self.check_directory(&status, &path) {
+                        refuse(rejection);
+                    }
+                    stack.push(Directory { file, path });
+                }
+                _ if !pending.is_empty() => {
+                    // A file where a directory should be: ENOTDIR.
+                    return Err(missing(followed_final_link));
+                }
+                _ => {
+                    if let Some(rejection) = refused {
+                        return Err(rejection.into());
+                    }
+                    return self.check_image(file, &status, path);
+                }
+            }
+        }
+        // The walk ended on a directory.
+        Err(refused.unwrap_or(Rejection::NotRegularFile).into())
     }
-    Ok(())
+
+    fn root(&self) -> Result<Directory, Stop> {
+        let file = open_path(c"/", libc::AT_FDCWD).map_err(|_| Rejection::Unresolvable)?;
+        let status = status_of(&file).map_err(|_| Rejection::Unresolvable)?;
+        let path = PathBuf::from("/");
+        self.check_directory(&status, &path)?;
+        Ok(Directory { file, path })
+    }
+
+    fn check_directory(&self, status: &Status, path: &Path) -> Result<(), Rejection> {
+        if status.uid != ROOT_UID {
+            return Err(Rejection::AncestorNotOwnedByRoot);
+        }
+        let above_floor = self.floor.starts_with(path) && self.floor != path;
+        if !above_floor && status.mode & GROUP_OR_OTHER_WRITE != 0 {
+            return Err(Rejection::AncestorWritableByOthers);
+        }
+        Ok(())
+    }
+
+    fn check_image(
+        &self,
+        file: OwnedFd,
+        status: &Status,
+        path: PathBuf,
+    ) -> Result<ReviewedImage, Stop> {
+        let under_a_root = self
+            .roots
+            .iter()
+            .any(|root| path.starts_with(root) && path != *root);
+        if !under_a_root || !path.starts_with(self.floor) {
+            return Err(Rejection::OutsideReviewedRoots.into());
+        }
+        if status.kind != libc::S_IFREG {
+            return Err(Rejection::NotRegularFile.into());
+        }
+        if status.uid != ROOT_UID {
+            return Err(Rejection::ImageNotOwnedByRoot.into());
+        }
+        if status.mode & GROUP_OR_OTHER_WRITE != 0 {
+            return Err(Rejection::ImageWritableByOthers.into());
+        }
+        if status.links != 1 {
+            return Err(Rejection::ImageHasOtherLinks.into());
+        }
+        Ok(ReviewedImage { file, path })
+    }
+}
+
+/// Appends `path`'s components: `/` and `.` vanish, `..` is kept for the walk.
+fn push_components(pending: &mut VecDeque<OsString>, path: &Path) {
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => pending.push_back(name.to_os_string()),
+            Component::ParentDir => pending.push_back(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+}
+
+fn is_missing(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
+}
+
+/// `openat(directory, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)`: a handle that
+/// reads nothing, follows no link and cannot block (not even on a FIFO).
+fn open_component(directory: &OwnedFd, name: &OsStr) -> io::Result<OwnedFd> {
+    let name = CString::new(name.as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    open_path(&name, directory.as_raw_fd())
+}
+
+fn open_path(name: &core::ffi::CStr, directory: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is NUL-terminated and lives across the call; the flags
+    // make the call open nothing for reading and follow no final link.
+    let fd = unsafe {
+        libc::openat(
+            directory,
+            name.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat just returned this descriptor, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn status_of(file: &OwnedFd) -> io::Result<Status> {
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: the descriptor is open and `stat` is a live, writable struct.
+    if unsafe { libc::fstat(file.as_raw_fd(), &mut stat) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // st_nlink is u64 on x86_64 but u32 on aarch64.
+    #[allow(clippy::useless_conversion)]
+    Ok(Status {
+        kind: stat.st_mode & libc::S_IFMT,
+        uid: stat.st_uid,
+        mode: stat.st_mode & 0o7777,
+        links: u64::from(stat.st_nlink),
+    })
+}
+
+/// The target of the link this `O_PATH | O_NOFOLLOW` descriptor names.
+fn read_link(link: &OwnedFd) -> io::Result<PathBuf> {
+    let mut buffer = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: an empty path with a link's O_PATH descriptor reads that link
+    // (Linux 2.6.39+); the buffer is live and its length is passed.
+    let length = unsafe {
+        libc::readlinkat(
+            link.as_raw_fd(),
+            c"".as_ptr(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+        )
+    };
+    let length = usize::try_from(length).map_err(|_| io::Error::last_os_error())?;
+    if length >= buffer.len() {
+        return Err(io::ErrorKind::InvalidData.into());
+    }
+    buffer.truncate(length);
+    Ok(PathBuf::from(OsString::from_vec(buffer)))
 }
 
 /// Why no candidate produced an open image.
@@ -174,23 +463,23 @@ pub enum SearchFailure {
     NoneAcceptedAndOpened,
 }
 
-/// Tries each candidate in order: review it, and open the accepted canonical
-/// path with `open`; returns the first image that opens.
+/// Tries each candidate in order: review it, and load the accepted image
+/// with `open`; returns the first image that loads.
 pub fn open_first_accepted<Image>(
     candidates: &[PathBuf],
     roots: &[PathBuf],
     ancestor_floor: &Path,
-    mut open: impl FnMut(&Path) -> Option<Image>,
+    mut open: impl FnMut(&ReviewedImage) -> Option<Image>,
 ) -> Result<Image, SearchFailure> {
     let mut any_existed = false;
     for candidate in candidates {
         match review_candidate(candidate, roots, ancestor_floor) {
             Verdict::Absent => {}
             Verdict::Rejected(_) => any_existed = true,
-            Verdict::Accepted(path) => {
+            Verdict::Accepted(image) => {
                 any_existed = true;
-                if let Some(image) = open(&path) {
-                    return Ok(image);
+                if let Some(loaded) = open(&image) {
+                    return Ok(loaded);
                 }
             }
         }
@@ -204,9 +493,15 @@ pub fn open_first_accepted<Image>(
 
 #[cfg(test)]
 mod tests {
+    //! These tests run as root (as `cargo xtask test` does): they give files
+    //! and directories to another owner to show each refusal.
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::fs;
+    use std::os::unix::fs::{symlink, PermissionsExt};
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Not root: the owner of every planted file that must be refused.
+    const USER_UID: u32 = 1000;
 
     /// A private directory tree standing in for `/usr`, removed on drop.
     struct Sandbox {
@@ -215,8 +510,16 @@ mod tests {
 
     static NEXT_SANDBOX: AtomicUsize = AtomicUsize::new(0);
 
+    type Summary = Result<Option<PathBuf>, Rejection>;
+
     impl Sandbox {
         fn new() -> Self {
+            // SAFETY: geteuid has no preconditions.
+            assert_eq!(
+                unsafe { libc::geteuid() },
+                0,
+                "the loader tests run as root (cargo xtask test does)"
+            );
             let unique = format!(
                 "rextio-reviewed-{}-{}",
                 std::process::id(),
@@ -239,8 +542,19 @@ mod tests {
             Self { floor }
         }
 
+        fn base(&self) -> PathBuf {
+            self.floor.parent().unwrap().to_path_buf()
+        }
+
         fn roots(&self) -> Vec<PathBuf> {
             vec![self.floor.join("lib"), self.floor.join("lib64")]
+        }
+
+        fn dir(&self, relative: &str) -> PathBuf {
+            let path = self.floor.join(relative);
+            fs::create_dir_all(&path).unwrap();
+            set_mode(&path, 0o755);
+            path
         }
 
         fn image(&self, relative: &str, mode: u32) -> PathBuf {
@@ -250,16 +564,21 @@ mod tests {
             path
         }
 
-        fn review(&self, candidate: &Path) -> Verdict {
-            review_candidate(candidate, &self.roots(), &self.floor)
+        fn review(&self, candidate: &Path) -> Summary {
+            summary(review_candidate(candidate, &self.roots(), &self.floor))
+        }
+    }
+
+    fn summary(verdict: Verdict) -> Summary {
+        match verdict.summary() {
+            Ok(path) => Ok(path.map(Path::to_path_buf)),
+            Err(rejection) => Err(rejection.clone()),
         }
     }
 
     impl Drop for Sandbox {
         fn drop(&mut self) {
-            if let Some(base) = self.floor.parent() {
-                let _ = fs::remove_dir_all(base);
-            }
+            let _ = fs::remove_dir_all(self.base());
         }
     }
 
@@ -267,11 +586,37 @@ mod tests {
         fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
     }
 
+    fn owner(path: &Path, uid: u32) {
+        std::os::unix::fs::lchown(path, Some(uid), None).unwrap();
+    }
+
+    fn mkfifo(path: &Path) {
+        let name = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o644) }, 0);
+    }
+
     #[test]
-    fn accepts_an_owner_only_image_below_a_root() {
+    fn accepts_a_root_owned_single_link_image_below_a_root() {
         let sandbox = Sandbox::new();
         let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
-        assert_eq!(sandbox.review(&image), Verdict::Accepted(image));
+        assert_eq!(sandbox.review(&image), Ok(Some(image)));
+    }
+
+    #[test]
+    fn the_accepted_descriptor_is_the_checked_file_even_after_a_rename() {
+        let sandbox = Sandbox::new();
+        let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
+        let Verdict::Accepted(reviewed) =
+            review_candidate(&image, &sandbox.roots(), &sandbox.floor)
+        else {
+            panic!("refused");
+        };
+        // Swap another file in under the same name: the descriptor still
+        // reads the reviewed one.
+        fs::rename(&image, sandbox.floor.join("lib/nvidia/old")).unwrap();
+        fs::write(&image, b"impostor").unwrap();
+        assert_eq!(fs::read(reviewed.descriptor_path()).unwrap(), b"\x7fELF");
     }
 
     #[test]
@@ -280,20 +625,41 @@ mod tests {
         let real = sandbox.image("lib/nvidia/libcuda.so.550.54", 0o755);
         let link = sandbox.floor.join("lib/nvidia/libcuda.so.1");
         symlink("libcuda.so.550.54", &link).unwrap();
-        assert_eq!(sandbox.review(&link), Verdict::Accepted(real));
+        assert_eq!(sandbox.review(&link), Ok(Some(real.clone())));
+        // Through a directory link, `..` and an absolute target too.
+        sandbox.dir("lib/current");
+        let via_dotdot = sandbox.floor.join("lib/current/libcuda.so.1");
+        symlink("../nvidia/libcuda.so.1", &via_dotdot).unwrap();
+        assert_eq!(sandbox.review(&via_dotdot), Ok(Some(real.clone())));
+        symlink(
+            sandbox.floor.join("lib/nvidia"),
+            sandbox.floor.join("lib/alias"),
+        )
+        .unwrap();
+        let via_dir_link = sandbox.floor.join("lib/alias/libcuda.so.1");
+        assert_eq!(sandbox.review(&via_dir_link), Ok(Some(real)));
     }
 
     #[test]
     fn a_missing_candidate_is_absent() {
         let sandbox = Sandbox::new();
         let missing = sandbox.floor.join("lib/nvidia/libcuda.so.1");
-        assert_eq!(sandbox.review(&missing), Verdict::Absent);
+        assert_eq!(sandbox.review(&missing), Ok(None));
         let under_missing_dir = sandbox.floor.join("lib/wsl/lib/libcuda.so.1");
-        assert_eq!(sandbox.review(&under_missing_dir), Verdict::Absent);
+        assert_eq!(sandbox.review(&under_missing_dir), Ok(None));
         let under_a_file = sandbox
             .image("lib/nvidia/plain", 0o644)
             .join("libcuda.so.1");
-        assert_eq!(sandbox.review(&under_a_file), Verdict::Absent);
+        assert_eq!(sandbox.review(&under_a_file), Ok(None));
+        // A directory link on the way whose target lacks the file: absent,
+        // as lstat of the candidate says.
+        symlink("nvidia", sandbox.floor.join("lib/alias")).unwrap();
+        let via_link = sandbox.floor.join("lib/alias/libcuda.so.1");
+        assert_eq!(sandbox.review(&via_link), Ok(None));
+        // Nothing there below an unsafe directory is still nothing there.
+        set_mode(&sandbox.floor.join("lib/nvidia"), 0o777);
+        owner(&sandbox.floor.join("lib/nvidia"), USER_UID);
+        assert_eq!(sandbox.review(&missing), Ok(None));
     }
 
     #[test]
@@ -303,10 +669,68 @@ mod tests {
             let image = sandbox.image("lib/nvidia/libcuda.so.1", mode);
             assert_eq!(
                 sandbox.review(&image),
-                Verdict::Rejected(Rejection::ImageWritableByOthers),
+                Err(Rejection::ImageWritableByOthers),
                 "{mode:o}"
             );
         }
+    }
+
+    #[test]
+    fn refuses_an_image_not_owned_by_root() {
+        let sandbox = Sandbox::new();
+        let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
+        owner(&image, USER_UID);
+        assert_eq!(sandbox.review(&image), Err(Rejection::ImageNotOwnedByRoot));
+        owner(&image, 0);
+        assert_eq!(sandbox.review(&image), Ok(Some(image)));
+    }
+
+    #[test]
+    fn refuses_a_directory_not_owned_by_root_at_every_level_from_the_root_down() {
+        let sandbox = Sandbox::new();
+        let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o755);
+        // Every level, including the sandbox base above the floor, whose
+        // write bits are not checked but whose owner is.
+        for dir in [
+            sandbox.floor.join("lib/nvidia"),
+            sandbox.floor.join("lib"),
+            sandbox.floor.clone(),
+            sandbox.base(),
+        ] {
+            owner(&dir, USER_UID);
+            assert_eq!(
+                sandbox.review(&image),
+                Err(Rejection::AncestorNotOwnedByRoot),
+                "{}",
+                dir.display()
+            );
+            owner(&dir, 0);
+        }
+        assert_eq!(sandbox.review(&image), Ok(Some(image)));
+    }
+
+    #[test]
+    fn refuses_a_link_not_owned_by_root() {
+        let sandbox = Sandbox::new();
+        sandbox.image("lib/nvidia/libcuda.so.550", 0o644);
+        let link = sandbox.floor.join("lib/nvidia/libcuda.so.1");
+        symlink("libcuda.so.550", &link).unwrap();
+        owner(&link, USER_UID);
+        assert_eq!(
+            sandbox.review(&link),
+            Err(Rejection::AncestorNotOwnedByRoot)
+        );
+    }
+
+    #[test]
+    fn refuses_an_image_with_a_second_hard_link() {
+        let sandbox = Sandbox::new();
+        let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
+        let second = sandbox.floor.join("lib/nvidia/copy");
+        fs::hard_link(&image, &second).unwrap();
+        assert_eq!(sandbox.review(&image), Err(Rejection::ImageHasOtherLinks));
+        fs::remove_file(&second).unwrap();
+        assert_eq!(sandbox.review(&image), Ok(Some(image)));
     }
 
     #[test]
@@ -318,22 +742,22 @@ mod tests {
             set_mode(&dir, mode);
             assert_eq!(
                 sandbox.review(&image),
-                Verdict::Rejected(Rejection::AncestorWritableByOthers),
+                Err(Rejection::AncestorWritableByOthers),
                 "{}",
                 dir.display()
             );
             set_mode(&dir, 0o755);
         }
-        assert_eq!(sandbox.review(&image), Verdict::Accepted(image));
+        assert_eq!(sandbox.review(&image), Ok(Some(image)));
     }
 
     #[test]
     fn ignores_writable_directories_above_the_floor() {
         let sandbox = Sandbox::new();
         let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
-        let above = sandbox.floor.parent().unwrap().to_path_buf();
+        let above = sandbox.base();
         set_mode(&above, 0o777);
-        assert_eq!(sandbox.review(&image), Verdict::Accepted(image));
+        assert_eq!(sandbox.review(&image), Ok(Some(image)));
         set_mode(&above, 0o755);
     }
 
@@ -343,10 +767,9 @@ mod tests {
         // `lib64x` and `libx` share a string prefix with the roots `lib64`
         // and `lib` but are not below them: roots compare by path component.
         for dir in ["lib64x", "libx", "local/outside"] {
-            fs::create_dir_all(sandbox.floor.join(dir)).unwrap();
-            set_mode(&sandbox.floor.join(dir), 0o755);
+            sandbox.dir(dir);
         }
-        let escaped = sandbox.floor.parent().unwrap().join("libcuda.so.1");
+        let escaped = sandbox.base().join("libcuda.so.1");
         fs::write(&escaped, b"x").unwrap();
         set_mode(&escaped, 0o644);
         let targets = [
@@ -359,14 +782,14 @@ mod tests {
         for target in targets {
             assert_eq!(
                 sandbox.review(&target),
-                Verdict::Rejected(Rejection::OutsideReviewedRoots),
+                Err(Rejection::OutsideReviewedRoots),
                 "{}",
                 target.display()
             );
             symlink(&target, &link).unwrap();
             assert_eq!(
                 sandbox.review(&link),
-                Verdict::Rejected(Rejection::OutsideReviewedRoots),
+                Err(Rejection::OutsideReviewedRoots),
                 "link to {}",
                 target.display()
             );
@@ -375,30 +798,65 @@ mod tests {
     }
 
     #[test]
-    fn refuses_dangling_links_and_non_files() {
+    fn refuses_dangling_looping_and_overlong_link_chains() {
         let sandbox = Sandbox::new();
         let link = sandbox.floor.join("lib/nvidia/libcuda.so.1");
         symlink("nowhere.so", &link).unwrap();
-        assert_eq!(
-            sandbox.review(&link),
-            Verdict::Rejected(Rejection::Unresolvable)
-        );
+        assert_eq!(sandbox.review(&link), Err(Rejection::Unresolvable));
         fs::remove_file(&link).unwrap();
-        fs::create_dir(&link).unwrap();
-        set_mode(&link, 0o755);
-        assert_eq!(
-            sandbox.review(&link),
-            Verdict::Rejected(Rejection::NotRegularFile)
-        );
+        symlink("libcuda.so.1", &link).unwrap();
+        assert_eq!(sandbox.review(&link), Err(Rejection::Unresolvable));
+        fs::remove_file(&link).unwrap();
+        // A chain one longer than the limit.
+        sandbox.image("lib/nvidia/end", 0o644);
+        let mut next = String::from("end");
+        for index in 0..MAX_LINKS {
+            let name = format!("hop{index}");
+            symlink(&next, sandbox.floor.join("lib/nvidia").join(&name)).unwrap();
+            next = name;
+        }
+        symlink(&next, &link).unwrap();
+        assert_eq!(sandbox.review(&link), Err(Rejection::Unresolvable));
+        let within = sandbox.floor.join("lib/nvidia").join(&next);
+        assert!(sandbox.review(&within).is_ok());
+    }
+
+    #[test]
+    fn refuses_every_kind_of_non_regular_file_without_blocking() {
+        let sandbox = Sandbox::new();
+        let path = sandbox.floor.join("lib/nvidia/libcuda.so.1");
+        // A FIFO with no writer: opening it for reading would block forever.
+        mkfifo(&path);
+        assert_eq!(sandbox.review(&path), Err(Rejection::NotRegularFile));
+        fs::remove_file(&path).unwrap();
+        let socket = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert_eq!(sandbox.review(&path), Err(Rejection::NotRegularFile));
+        drop(socket);
+        fs::remove_file(&path).unwrap();
+        fs::create_dir(&path).unwrap();
+        set_mode(&path, 0o755);
+        assert_eq!(sandbox.review(&path), Err(Rejection::NotRegularFile));
+        fs::remove_dir(&path).unwrap();
+        symlink("/dev/null", &path).unwrap();
+        // /dev/null is outside the roots; a device inside them is refused too.
+        assert_eq!(sandbox.review(&path), Err(Rejection::OutsideReviewedRoots));
+        fs::remove_file(&path).unwrap();
+        let device = CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path; makedev(1, 3) is /dev/null's number.
+        let made =
+            unsafe { libc::mknod(device.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) };
+        assert_eq!(made, 0);
+        assert_eq!(sandbox.review(&path), Err(Rejection::NotRegularFile));
     }
 
     #[test]
     fn the_root_itself_is_not_an_image() {
         let sandbox = Sandbox::new();
         let root = sandbox.floor.join("lib");
+        assert_eq!(sandbox.review(&root), Err(Rejection::NotRegularFile));
         assert_eq!(
-            sandbox.review(&root),
-            Verdict::Rejected(Rejection::OutsideReviewedRoots)
+            sandbox.review(Path::new("lib/nvidia/libcuda.so.1")),
+            Err(Rejection::Unresolvable)
         );
     }
 
@@ -409,7 +867,7 @@ mod tests {
             sandbox.floor.join("lib/wsl/libcuda.so.1"),
             sandbox.floor.join("lib/nvidia/libcuda.so.1"),
         ];
-        let open_any = |path: &Path| Some(path.to_path_buf());
+        let open_any = |image: &ReviewedImage| Some(image.path().to_path_buf());
         assert_eq!(
             open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any),
             Err(SearchFailure::NoneExisted)
@@ -424,8 +882,7 @@ mod tests {
     #[test]
     fn search_tries_the_next_candidate_after_any_failure() {
         let sandbox = Sandbox::new();
-        fs::create_dir_all(sandbox.floor.join("lib/first")).unwrap();
-        set_mode(&sandbox.floor.join("lib/first"), 0o755);
+        sandbox.dir("lib/first");
         let first = sandbox.image("lib/first/libcuda.so.1", 0o644);
         let second = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
         let candidates = vec![
@@ -436,14 +893,33 @@ mod tests {
         fs::write(&candidates[0], b"x").unwrap();
         set_mode(&candidates[0], 0o666);
         // The first accepted candidate fails to open; the second opens.
-        let opened = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |path| {
-            (path != first).then(|| path.to_path_buf())
+        let opened = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |image| {
+            (image.path() != first).then(|| image.path().to_path_buf())
         });
         assert_eq!(opened, Ok(second));
         let none_open = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |_| {
             None::<PathBuf>
         });
         assert_eq!(none_open, Err(SearchFailure::NoneAcceptedAndOpened));
+    }
+
+    #[test]
+    fn the_not_found_explanation_lists_every_location_searched_in_order() {
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../../../templates/provider-spec.json")).unwrap();
+        let explanation = spec["reason_codes"]["LIBCUDA_SO_NOT_FOUND"][0]
+            .as_str()
+            .unwrap();
+        for (arch, dirs) in [
+            ("x86_64", LINUX_X86_64_CANDIDATE_DIRS),
+            ("aarch64", LINUX_AARCH64_CANDIDATE_DIRS),
+        ] {
+            let listed = format!("on Linux {arch} {}", dirs.join(", "));
+            assert!(
+                explanation.contains(&listed),
+                "{listed:?} not in {explanation:?}"
+            );
+        }
     }
 
     #[test]

@@ -13,9 +13,14 @@
 //! - `device_count=N` makes `cuDeviceGetCount` report N whatever the rows
 //! - `fail=SYMBOL:RESULT` makes every call of SYMBOL return RESULT and do
 //!   nothing else
+//! - `print_at_load=TEXT` makes the library's constructor print TEXT and a
+//!   newline to stdout when it is loaded (a driver that talks)
 //!
 //! Blank lines and lines starting with `#` are ignored; a missing file means
-//! all defaults (no devices). Every call appends one line to
+//! all defaults (no devices). As NVIDIA's driver does, `cuDriverGetVersion`
+//! answers before `cuInit`, and `cuInit` returns 100 (`CUDA_ERROR_NO_DEVICE`)
+//! when no device is configured (neither a `device` row nor `device_count`).
+//! Every call appends one line to
 //! [`CALL_LOG_PATH`]: the symbol, its key arguments and handles, the calling
 //! thread's current context, and the result, e.g.
 //! `cuMemAlloc_v2 bytes=4096 current=0x10000100 -> 0 pointer=0x700000010000`.
@@ -23,7 +28,10 @@
 //! (`CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0`, `unset` if absent).
 //!
 //! Handles are distinct, non-null fake values; every thread has a real
-//! context stack, so push/pop/create/destroy behave as the CUDA driver's do.
+//! context stack, so push/pop/create/destroy behave as the CUDA driver's do:
+//! destroying the current context pops it, destroying one that is not
+//! current leaves the stack alone, and a destroyed context answers 709
+//! (`CUDA_ERROR_CONTEXT_IS_DESTROYED`).
 //! Destroying a context that still owns streams or allocations succeeds (as
 //! CUDA does) but the log line records them as `leaked_*`.
 //!
@@ -56,9 +64,11 @@ type CUstream = *mut core::ffi::c_void;
 const CUDA_SUCCESS: CUresult = 0;
 const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
 const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+const CUDA_ERROR_NO_DEVICE: CUresult = 100;
 const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
 const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
 const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
 
 const DEFAULT_DRIVER_VERSION: c_int = 12040;
 const CONTEXT_HANDLE_BASE: usize = 0x1000_0000;
@@ -79,6 +89,7 @@ struct Config {
     devices: Vec<SimDevice>,
     device_count: Option<c_int>,
     failures: BTreeMap<String, CUresult>,
+    print_at_load: Option<String>,
 }
 
 impl Config {
@@ -103,6 +114,7 @@ impl Config {
                 "driver_version" => config.driver_version = value.trim().parse().ok(),
                 "device_count" => config.device_count = value.trim().parse().ok(),
                 "device" => config.devices.extend(parse_device(value)),
+                "print_at_load" => config.print_at_load = Some(value.to_owned()),
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -116,6 +128,19 @@ impl Config {
         config
     }
 }
+
+/// Runs when the dynamic linker loads this library, as a C constructor does.
+extern "C" fn at_load() {
+    if let Some(text) = &config().print_at_load {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
 
 fn parse_device(value: &str) -> Option<SimDevice> {
     let mut fields = value.rsplitn(3, '|');
@@ -159,6 +184,8 @@ struct State {
     initialized: bool,
     next_serial: usize,
     contexts: BTreeSet<usize>,
+    /// Contexts that existed and were destroyed: they answer 709.
+    destroyed: BTreeSet<usize>,
     /// stream handle -> owning context
     streams: BTreeMap<usize, usize>,
     /// device pointer -> owning context
@@ -284,8 +311,23 @@ fn require_device(device: CUdevice) -> Result<usize, CUresult> {
     device_index(device).ok_or(CUDA_ERROR_INVALID_DEVICE)
 }
 
+/// A live context, 709 for one that was destroyed, 201 for anything else.
+fn require_live_context(state: &State, handle: usize) -> Result<(), CUresult> {
+    if state.contexts.contains(&handle) {
+        Ok(())
+    } else if state.destroyed.contains(&handle) {
+        Err(CUDA_ERROR_CONTEXT_IS_DESTROYED)
+    } else {
+        Err(CUDA_ERROR_INVALID_CONTEXT)
+    }
+}
+
+/// The calling thread's current context; 709 when it was destroyed while
+/// below the top of the stack.
 fn require_current_context() -> Result<usize, CUresult> {
-    current_context().ok_or(CUDA_ERROR_INVALID_CONTEXT)
+    let current = current_context().ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+    require_live_context(&state(), current)?;
+    Ok(current)
 }
 
 /// The value of an environment variable the probe and smoke must set before
@@ -306,6 +348,11 @@ pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
     call.run(|| {
         if flags != 0 {
             return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        // Like NVIDIA's driver: with no visible device cuInit fails with
+        // CUDA_ERROR_NO_DEVICE and the driver stays uninitialized.
+        if config().devices.is_empty() && config().device_count.is_none() {
+            return Err(CUDA_ERROR_NO_DEVICE);
         }
         state().initialized = true;
         Ok(String::new())
@@ -447,16 +494,22 @@ pub unsafe extern "system" fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
         .current();
     call.run(|| {
         let mut state = state();
-        if !state.contexts.remove(&handle) {
-            return Err(CUDA_ERROR_INVALID_CONTEXT);
-        }
+        require_live_context(&state, handle)?;
+        state.contexts.remove(&handle);
+        state.destroyed.insert(handle);
         let owned_by = |owner: &usize| *owner == handle;
         let leaked_streams = state.streams.values().filter(|o| owned_by(o)).count();
         let leaked_allocations = state.allocations.values().filter(|o| owned_by(o)).count();
         state.streams.retain(|_, owner| !owned_by(owner));
         state.allocations.retain(|_, owner| !owned_by(owner));
-        // Like CUDA: a destroyed context leaves the calling thread's stack.
-        CONTEXT_STACK.with(|stack| stack.borrow_mut().retain(|current| *current != handle));
+        // Like CUDA: destroying the calling thread's current context pops
+        // it; a context that is not current leaves the stack alone.
+        CONTEXT_STACK.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            if stack.last() == Some(&handle) {
+                stack.pop();
+            }
+        });
         Ok(format!(
             " leaked_streams={leaked_streams} leaked_allocations={leaked_allocations}"
         ))
@@ -472,9 +525,7 @@ pub unsafe extern "system" fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresul
         .handle("context", handle)
         .current();
     call.run(|| {
-        if !state().contexts.contains(&handle) {
-            return Err(CUDA_ERROR_INVALID_CONTEXT);
-        }
+        require_live_context(&state(), handle)?;
         CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
         Ok(String::new())
     })

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::fs::{read_input, relative_files};
 use crate::Result;
@@ -347,101 +346,4 @@ fn parse_symbol(
         params,
         components,
     })
-}
-
-// ---------------------------------------------------------------- provider spec
-
-/// The provider spec: kept as a JSON value (the Python module carries all of
-/// it) with typed accessors that name the missing or mistyped key.
-pub struct ProviderSpec {
-    pub value: Value,
-}
-
-impl ProviderSpec {
-    pub fn parse(bytes: &[u8]) -> Result<Self> {
-        let value: Value = parse_json(PROVIDER_SPEC_PATH, bytes)?;
-        if !value.is_object() {
-            return Err(format!(
-                "{PROVIDER_SPEC_PATH}: the top level is not an object"
-            ));
-        }
-        Ok(Self { value })
-    }
-
-    /// The value at a dotted key path such as `manifest.provider_id`.
-    pub fn at(&self, key_path: &str) -> Result<&Value> {
-        let mut current = &self.value;
-        for key in key_path.split('.') {
-            current = current
-                .get(key)
-                .ok_or_else(|| format!("{PROVIDER_SPEC_PATH}: missing field `{key_path}`"))?;
-        }
-        Ok(current)
-    }
-
-    pub fn str_at(&self, key_path: &str) -> Result<&str> {
-        as_str(self.at(key_path)?, key_path)
-    }
-
-    pub fn object_at(&self, key_path: &str) -> Result<&serde_json::Map<String, Value>> {
-        as_object(self.at(key_path)?, key_path)
-    }
-
-    pub fn array_at(&self, key_path: &str) -> Result<&Vec<Value>> {
-        as_array(self.at(key_path)?, key_path)
-    }
-
-    pub fn string_list_at(&self, key_path: &str) -> Result<Vec<String>> {
-        string_list(self.at(key_path)?, key_path)
-    }
-
-    /// The runtime tarball's file name, e.g. `rextio-cuda-runtime-0.1.0.tar.gz`.
-    pub fn runtime_archive_stem(&self) -> Result<String> {
-        let name = self.str_at("runtime_package.crate")?;
-        let version = self.str_at("runtime_package.version")?;
-        let stem = format!("{name}-{version}");
-        if stem
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            Ok(stem)
-        } else {
-            Err(format!(
-                "{PROVIDER_SPEC_PATH}: runtime_package crate/version `{stem}` \
-                 is not a plain file name"
-            ))
-        }
-    }
-}
-
-pub fn mistyped(key_path: &str, expected: &str) -> String {
-    format!("{PROVIDER_SPEC_PATH}: field `{key_path}` is not {expected}")
-}
-
-pub fn as_str<'a>(value: &'a Value, key_path: &str) -> Result<&'a str> {
-    value.as_str().ok_or_else(|| mistyped(key_path, "a string"))
-}
-
-pub fn as_object<'a>(
-    value: &'a Value,
-    key_path: &str,
-) -> Result<&'a serde_json::Map<String, Value>> {
-    value
-        .as_object()
-        .ok_or_else(|| mistyped(key_path, "an object"))
-}
-
-pub fn as_array<'a>(value: &'a Value, key_path: &str) -> Result<&'a Vec<Value>> {
-    value.as_array().ok_or_else(|| mistyped(key_path, "a list"))
-}
-
-pub fn string_list(value: &Value, key_path: &str) -> Result<Vec<String>> {
-    as_array(value, key_path)?
-        .iter()
-        .map(|item| {
-            item.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| mistyped(key_path, "a list of strings"))
-        })
-        .collect()
 }

@@ -9,6 +9,7 @@ mod json;
 mod manifest;
 mod python;
 mod rust;
+pub mod spec;
 pub mod tarball;
 
 #[cfg(test)]
@@ -20,7 +21,9 @@ use serde_json::Value;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{Inputs, ProviderSpec, SymbolList, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
+use inputs::{Inputs, SymbolList, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
+use python::PyValue;
+use spec::ProviderSpec;
 
 pub use index::sha256_hex;
 
@@ -29,6 +32,7 @@ pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
 pub const PROBE_MODULE_PATH: &str = "probe/src/generated/mod.rs";
 pub const MANIFEST_PATH: &str = "generated/manifest.json";
 pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
+pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
 pub const INDEX_PATH: &str = "generated/index.json";
 /// Directories that hold only generated files: anything else there is unexpected.
 pub const OWNED_DIRS: [&str; 2] = ["generated", "probe/src/generated"];
@@ -77,13 +81,14 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
                 rust::probe_spec(spec)?,
                 rust::probe_module()?,
                 json::to_python_json(&manifest::manifest_value(spec)?)?,
-                python::data_literals(&spec.value, &driver_symbols)?,
+                python::spec_module(&spec::python_classes(), &spec.expr()),
+                python::data_literals(&driver_symbols)?,
             ))
         })();
         (joined(tables), others)
     });
     let (driver_api, archive_name, archive, inventory_api) = tables?;
-    let (probe_spec, probe_module, manifest, python_literals) = others?;
+    let (probe_spec, probe_module, manifest, python_spec, python_literals) = others?;
 
     let archive_sha256 = sha256_hex(&archive);
     let python_module = python::module(python_literals, &archive_name, &archive_sha256)?;
@@ -95,6 +100,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(MANIFEST_PATH, manifest),
         output(format!("generated/{archive_name}"), archive),
         output(PYTHON_MODULE_PATH, python_module),
+        output(PYTHON_SPEC_PATH, python_spec),
     ];
     let index = index::index(&outputs)?;
     outputs.push(output(INDEX_PATH, index));
@@ -114,7 +120,7 @@ fn runtime_archive(
     spec: &ProviderSpec,
     driver_api: Vec<u8>,
 ) -> Result<(String, Vec<u8>)> {
-    let stem = spec.runtime_archive_stem()?;
+    let stem = spec.runtime_archive_stem();
     let mut packaged: Vec<(String, Vec<u8>)> = inputs
         .runtime_sources()
         .map(|(path, bytes)| (path.to_string(), bytes.to_vec()))
@@ -244,9 +250,9 @@ pub fn command(args: &[String]) -> Result<()> {
                 root = rest
                     .next()
                     .map(Into::into)
-                    .ok_or("--root needs a directory")?;
+                    .unwrap_or_else(|| crate::usage_error("generate: --root needs a directory"));
             }
-            other => return Err(format!("generate: unknown argument `{other}`")),
+            other => crate::usage_error(&format!("generate: unknown argument `{other}`")),
         }
     }
     if check_only {

@@ -8,9 +8,9 @@ use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use super::inputs::{
-    as_array, as_object, as_str, mistyped, CType, ProviderSpec, Symbol, SymbolList, TypeRepr,
-    COMPONENT_PROBE_INVENTORY, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH,
+    CType, Symbol, SymbolList, TypeRepr, COMPONENT_PROBE_INVENTORY, DRIVER_SYMBOLS_PATH,
 };
+use super::spec::{ProviderSpec, PROVIDER_SPEC_PATH};
 use crate::Result;
 
 /// Parses generated `tokens` as a file; `what` names it in the error.
@@ -546,255 +546,151 @@ fn str_const(name: &str, doc: &str, value: &str) -> TokenStream {
     constant(name, doc, quote!(&str), quote!(#value))
 }
 
-/// How a probe/smoke constant is read from the spec and typed in Rust.
-enum SpecValue {
-    /// A string, as `&str`.
-    Str,
-    /// An integer from `min` to `max`, as `rust_type`.
-    Int {
-        rust_type: &'static str,
-        min: i64,
-        max: i64,
-    },
-    /// A `[low, high]` pair of integers, as `RangeInclusive<i32>`.
-    Range,
+/// `/// doc` then `pub const NAME: rust_type = value;` for an integer.
+fn int_const(name: &str, doc: &str, rust_type: &str, value: u64) -> TokenStream {
+    let (ty, literal) = (
+        format_ident!("{}", rust_type),
+        Literal::u64_unsuffixed(value),
+    );
+    constant(name, doc, quote!(#ty), quote!(#literal))
 }
 
-/// The probe and smoke constants of `spec.rs`, in output order:
-/// (constant name, doc, spec key, how its value is read).
-const SPEC_CONSTANTS: &[(&str, &str, &str, SpecValue)] = {
-    use SpecValue::{Range, Str};
-    const I32_MAX: i64 = i32::MAX as i64;
-    const fn int(rust_type: &'static str, min: i64, max: i64) -> SpecValue {
-        SpecValue::Int {
-            rust_type,
-            min,
-            max,
-        }
-    }
-    &[
-        (
+/// `/// doc` then `pub const NAME: RangeInclusive<i32> = low..=high;`.
+fn range_const(name: &str, doc: &str, (low, high): (i32, i32)) -> TokenStream {
+    let (low, high) = (Literal::i32_unsuffixed(low), Literal::i32_unsuffixed(high));
+    constant(
+        name,
+        doc,
+        quote!(core::ops::RangeInclusive<i32>),
+        quote!(#low..=#high),
+    )
+}
+
+/// The probe and smoke constants of `spec.rs`, in output order (their
+/// bounds are checked when the spec is parsed).
+fn spec_constants(spec: &ProviderSpec) -> Vec<TokenStream> {
+    let report = &spec.probe_report;
+    let smoke = &spec.smoke;
+    vec![
+        str_const(
             "PROBE_SCHEMA_VERSION",
             "The probe report's `schema_version`.",
-            "probe_report.schema_version",
-            Str,
+            &report.schema_version,
         ),
-        (
+        str_const(
             "PROBE_NAME",
             "The probe report's `probe` value and the probe binary's name.",
-            "probe_report.probe",
-            Str,
+            &report.probe,
         ),
-        (
+        str_const(
             "PROBE_COMPLETE_STATUS",
             "The status of a complete inventory.",
-            "probe_report.complete_status",
-            Str,
+            &report.complete_status,
         ),
-        (
+        int_const(
             "MAX_OUTPUT_BYTES",
             "The most bytes of probe output a reader accepts.",
-            "probe_report.max_output_bytes",
-            int("usize", 1, 1 << 32),
+            "usize",
+            report.max_output_bytes,
         ),
-        (
+        int_const(
             "MAX_DEVICES",
             "The largest device count a report may hold.",
-            "probe_report.max_devices",
-            int("i32", 0, I32_MAX),
+            "i32",
+            report.max_devices.into(),
         ),
-        (
+        int_const(
             "MAX_DEVICE_ORDINAL",
             "The largest device ordinal.",
-            "probe_report.max_device_ordinal",
-            int("i32", 0, I32_MAX),
+            "i32",
+            report.max_device_ordinal.into(),
         ),
-        (
+        int_const(
             "MAX_DEVICE_NAME_CHARS",
             "The most characters of a reported device name.",
-            "probe_report.max_device_name_chars",
-            int("usize", 1, 1 << 16),
+            "usize",
+            report.max_device_name_chars.into(),
         ),
-        (
+        int_const(
             "DEVICE_NAME_BUFFER_BYTES",
             "The size of the buffer passed to `cuDeviceGetName`.",
-            "probe_report.device_name_buffer_bytes",
-            int("usize", 1, I32_MAX),
+            "usize",
+            report.device_name_buffer_bytes.into(),
         ),
-        (
+        range_const(
             "DRIVER_VERSION_RANGE",
             "The plausible `cuDriverGetVersion` values.",
-            "probe_report.driver_version_range",
-            Range,
+            report.driver_version_range,
         ),
-        (
+        range_const(
             "COMPUTE_MAJOR_RANGE",
             "The plausible compute capability major numbers.",
-            "probe_report.compute_major_range",
-            Range,
+            report.compute_major_range,
         ),
-        (
+        range_const(
             "COMPUTE_MINOR_RANGE",
             "The plausible compute capability minor numbers.",
-            "probe_report.compute_minor_range",
-            Range,
+            report.compute_minor_range,
         ),
-        (
+        str_const(
             "REASON_CODE_PATTERN",
             "The pattern every reason code matches.",
-            "probe_report.reason_code_pattern",
-            Str,
+            &report.reason_code_pattern,
         ),
-        (
+        str_const(
             "TARGET_FIELD_PATTERN",
             "The pattern of the report's target fields.",
-            "probe_report.target_field_pattern",
-            Str,
+            &report.target_field_pattern,
         ),
-        (
+        str_const(
             "SMOKE_NAME",
             "The lifetime smoke's report name and binary name.",
-            "smoke.probe",
-            Str,
+            &smoke.probe,
         ),
-        (
+        str_const(
             "SMOKE_SCHEMA_VERSION",
             "The smoke report's `schema_version`.",
-            "smoke.schema_version",
-            Str,
+            &smoke.schema_version,
         ),
-        (
+        int_const(
             "SMOKE_ALLOCATION_BYTES",
             "The size of the smoke's device allocation.",
-            "smoke.allocation_bytes",
-            int("usize", 1, 1 << 32),
+            "usize",
+            smoke.allocation_bytes,
         ),
-        (
+        str_const(
             "SMOKE_COMPLETE_STATUS",
             "The status of a complete smoke.",
-            "smoke.complete_status",
-            Str,
+            &smoke.complete_status,
         ),
-        (
+        str_const(
             "SMOKE_FAILURE_STATUS",
             "The status of a failed smoke.",
-            "smoke.failure_status",
-            Str,
+            &smoke.failure_status,
         ),
     ]
-};
-
-/// One [`SPEC_CONSTANTS`] entry as a Rust constant, its value read from `spec`.
-fn spec_constant(
-    spec: &ProviderSpec,
-    name: &str,
-    doc: &str,
-    key: &str,
-    value: &SpecValue,
-) -> Result<TokenStream> {
-    Ok(match *value {
-        SpecValue::Str => str_const(name, doc, spec.str_at(key)?),
-        SpecValue::Int {
-            rust_type,
-            min,
-            max,
-        } => {
-            let value = spec
-                .at(key)?
-                .as_i64()
-                .filter(|value| (min..=max).contains(value))
-                .ok_or_else(|| mistyped(key, &format!("an integer from {min} to {max}")))?;
-            let (ty, literal) = (
-                format_ident!("{}", rust_type),
-                Literal::i64_unsuffixed(value),
-            );
-            constant(name, doc, quote!(#ty), quote!(#literal))
-        }
-        SpecValue::Range => {
-            let bounds = as_array(spec.at(key)?, key)?;
-            let (Some(low), Some(high), 2) = (
-                bounds.first().and_then(|v| v.as_i64()),
-                bounds.get(1).and_then(|v| v.as_i64()),
-                bounds.len(),
-            ) else {
-                return Err(mistyped(key, "a [low, high] pair of integers"));
-            };
-            let (low, high) = (Literal::i64_unsuffixed(low), Literal::i64_unsuffixed(high));
-            constant(
-                name,
-                doc,
-                quote!(core::ops::RangeInclusive<i32>),
-                quote!(#low..=#high),
-            )
-        }
-    })
-}
-
-/// Entries sorted by key, whatever map order serde_json was built with
-/// (its `preserve_order` feature can be switched on by any crate in a build).
-fn sorted_entries(
-    map: &serde_json::Map<String, serde_json::Value>,
-) -> Vec<(&String, &serde_json::Value)> {
-    let mut entries: Vec<_> = map.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    entries
 }
 
 /// `probe/src/generated/spec.rs`: reason codes, their texts, and the probe
 /// and smoke constants.
 pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
-    let reason_codes = spec.object_at("reason_codes")?;
     let mut code_consts = Vec::new();
     let mut texts = Vec::new();
-    for (code, texts_value) in sorted_entries(reason_codes) {
-        let key = format!("reason_codes.{code}");
-        let valid = code.len() <= 64
-            && code.starts_with(|c: char| c.is_ascii_uppercase())
-            && code
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-        if !valid {
-            return Err(format!(
-                "{PROVIDER_SPEC_PATH}: reason code `{code}` does not match ^[A-Z][A-Z0-9_]{{0,63}}$"
-            ));
-        }
-        let pair = as_array(texts_value, &key)?;
-        let [explanation, remedy] = pair.as_slice() else {
-            return Err(mistyped(&key, "an [explanation, remedy] pair"));
-        };
-        let explanation = as_str(explanation, &key)?;
-        let remedy = as_str(remedy, &key)?;
+    for (code, (explanation, remedy)) in spec.reason_codes.iter() {
         code_consts.push(str_const(code, explanation, code));
         texts.push(quote!((#code, #explanation, #remedy)));
     }
-
-    let statuses = spec.string_list_at("probe_report.statuses")?;
-    let environment = spec.object_at("probe_report.driver_environment")?;
-    let environment_pairs = sorted_entries(environment)
-        .into_iter()
-        .map(|(name, value)| {
-            let value = as_str(value, &format!("probe_report.driver_environment.{name}"))?;
-            Ok(quote!((#name, #value)))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut targets = Vec::new();
-    for (triple, target) in sorted_entries(spec.object_at("probe_targets")?) {
-        let key = format!("probe_targets.{triple}");
-        let target = as_object(target, &key)?;
-        let field = |name: &str| -> Result<&str> {
-            let value = target
-                .get(name)
-                .ok_or_else(|| format!("{PROVIDER_SPEC_PATH}: missing field `{key}.{name}`"))?;
-            as_str(value, &format!("{key}.{name}"))
-        };
-        let (os, arch, environment) = (field("os")?, field("arch")?, field("environment")?);
-        targets.push(quote!((#triple, #os, #arch, #environment)));
-    }
-
-    let constants = SPEC_CONSTANTS
+    let statuses = &spec.probe_report.statuses;
+    let environment_pairs = spec
+        .probe_report
+        .driver_environment
         .iter()
-        .map(|(name, doc, key, value)| spec_constant(spec, name, doc, key, value))
-        .collect::<Result<Vec<_>>>()?;
+        .map(|(name, value)| quote!((#name, #value)));
+    let targets = spec.probe_targets.iter().map(|(triple, target)| {
+        let (os, arch, environment) = (&target.os, &target.arch, &target.environment);
+        quote!((#triple, #os, #arch, #environment))
+    });
+    let constants = spec_constants(spec);
 
     let tokens = quote! {
         //! Reason codes and probe/smoke constants, from `templates/provider-spec.json`.

@@ -241,9 +241,11 @@ fn missing_fields_are_named() {
         text.replacen("\"max_device_name_chars\": 160,", "", 1)
     });
     let error = render_error(&inputs);
-    assert_eq!(
-        error,
-        "templates/provider-spec.json: missing field `probe_report.max_device_name_chars`"
+    assert!(
+        error.starts_with(
+            "templates/provider-spec.json: probe_report: missing field `max_device_name_chars`"
+        ),
+        "{error}"
     );
 }
 
@@ -306,4 +308,242 @@ fn runtime_tarball_builds_and_tests_standalone() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+// ---------------------------------------------------------------- provider spec
+
+/// The error `generate` gives for the spec after `from` is replaced by `to`
+/// (exactly once: the edit must apply).
+fn spec_error(from: &str, to: &str) -> String {
+    let inputs = real_inputs();
+    let text = std::str::from_utf8(&inputs.files[PROVIDER_SPEC_PATH]).unwrap();
+    assert_eq!(text.matches(from).count(), 1, "`{from}` must occur once");
+    let error = render_error(&with_input(&inputs, PROVIDER_SPEC_PATH, |text| {
+        text.replacen(from, to, 1)
+    }));
+    assert!(
+        error.starts_with("templates/provider-spec.json: "),
+        "{error}"
+    );
+    error
+}
+
+fn assert_refused(from: &str, to: &str, expected: &str) {
+    let error = spec_error(from, to);
+    assert!(
+        error.starts_with(&format!("templates/provider-spec.json: {expected}")),
+        "expected `{expected}`, got: {error}"
+    );
+}
+
+#[test]
+fn spec_typo_and_unknown_keys_are_refused_with_their_path() {
+    assert_refused(
+        "\"driver_version_floor\"",
+        "\"driver_version_flor\"",
+        "policy.driver_version_flor: unknown field `driver_version_flor`, expected one of",
+    );
+    assert_refused(
+        "\"id\": \"cuda-linux-aarch64\",",
+        "\"id\": \"cuda-linux-aarch64\", \"extra\": 1,",
+        "capabilities[1].extra: unknown field `extra`",
+    );
+    assert_refused(
+        "\"reason_prefix\": \"LIBTORCH_\",",
+        "\"reason_prefix\": \"LIBTORCH_\", \"reason_prefx\": \"X_\",",
+        "lanes.libtorch.reason_prefx: unknown field `reason_prefx`",
+    );
+    assert_refused(
+        "\"schema_version\": 1,\n  \"distribution\"",
+        "\"schema_version\": 1,\n  \"notes\": [],\n  \"distribution\"",
+        "notes: unknown field `notes`",
+    );
+}
+
+#[test]
+fn spec_missing_keys_are_refused_with_their_path() {
+    assert_refused(
+        ",\n    \"sm_pattern\": \"^sm_[0-9]{2,3}$\"",
+        "",
+        "policy: missing field `sm_pattern`",
+    );
+    assert_refused(
+        ",\n    \"failure_status\": \"unavailable\"",
+        "",
+        "smoke: missing field `failure_status`",
+    );
+    assert_refused(
+        "\"toolkit_inspection\": false,\n      \"required_python_fallback_backend\": null,",
+        "\"required_python_fallback_backend\": null,",
+        "lanes.libtorch: missing field `toolkit_inspection`",
+    );
+    let error = spec_error("\"reason_prefix\": \"LIBTORCH_\",", "");
+    assert!(
+        error.contains("lanes.libtorch: missing field `reason_prefix`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn spec_mistyped_values_are_refused_with_their_path() {
+    assert_refused(
+        "\"device_ordinal_max\": 1023",
+        "\"device_ordinal_max\": \"1023\"",
+        "policy.device_ordinal_max: invalid type: string \"1023\", expected u32",
+    );
+    assert_refused(
+        "\"toolkit_version_floor\": [12, 0]",
+        "\"toolkit_version_floor\": [12, 0, 1]",
+        "policy.toolkit_version_floor: ",
+    );
+    assert_refused(
+        "\"Use one consistent CUDA toolkit installation.\"]",
+        "\"Use one consistent CUDA toolkit installation.\", \"?\"]",
+        "reason_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH: ",
+    );
+    assert_refused(
+        "\"may_allocate\": true, \"may_replace\": false, \"may_synchronize\": true",
+        "\"may_allocate\": true, \"may_replace\": \"no\", \"may_synchronize\": true",
+        "lanes.raw-driver.contribution.resource_contracts[1].may_replace: invalid type",
+    );
+    assert_refused(
+        "\"max_devices\": 1024",
+        "\"max_devices\": -1",
+        "probe_report.max_devices: invalid value: integer `-1`",
+    );
+}
+
+#[test]
+fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
+    // The probe's own codes.
+    assert_refused(
+        "\n    \"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists at any reviewed system path.\", \
+         \"Install the NVIDIA driver, or run on a host that has one.\"],",
+        "",
+        "probe_report.reason_codes[9]: the reason code `LIBCUDA_SO_NOT_FOUND` has no entry",
+    );
+    // The incompatible codes.
+    assert_refused(
+        "\"PROVIDER_ID_MISMATCH\": [",
+        "\"PROVIDER_ID_MISMATCHED\": [",
+        "incompatible_reason_codes[0]: the reason code `PROVIDER_ID_MISMATCH` has no entry",
+    );
+    assert_refused(
+        "[\"cuDriverGetVersion failed.\", \"Reinstall the NVIDIA driver.\"]",
+        "[\"cuDriverGetVersion failed.\", \" \"]",
+        "reason_codes.CU_DRIVER_VERSION_FAILED: the explanation and the remedy must not be empty",
+    );
+    assert_refused(
+        "\"INVALID_ARGUMENTS\": [",
+        "\"invalid_arguments\": [",
+        "reason_codes.invalid_arguments: the code does not match",
+    );
+    // A code given twice (a merge mistake) is refused, never silently dropped.
+    assert_refused(
+        "\"INVALID_ARGUMENTS\": [",
+        "\"CU_INIT_FAILED\": [",
+        "reason_codes: the key `CU_INIT_FAILED` is given twice",
+    );
+    assert_refused(
+        "\"TARGET_MISMATCH\",\n    \"LIBTORCH",
+        "\"TARGET_MISMATCH\",\n    \"TARGET_MISMATCH\",\n    \"LIBTORCH",
+        "incompatible_reason_codes[3]: `TARGET_MISMATCH` is listed twice",
+    );
+}
+
+#[test]
+fn spec_broken_cross_references_are_refused_with_their_path() {
+    assert_refused(
+        "\"lane\": \"tensorflow-tfe\"",
+        "\"lane\": \"libtorch\"",
+        "lanes.tensorflow-tfe: no capability uses this lane",
+    );
+    assert_refused(
+        "\"id\": \"cuda-windows-x86_64\",\n      \"lane\": \"raw-driver\"",
+        "\"id\": \"cuda-windows-x86_64\",\n      \"lane\": \"raw_driver\"",
+        "capabilities[2].lane: `raw_driver` is not a key of `lanes`",
+    );
+    assert_refused(
+        "\"target_triple\": \"aarch64-unknown-linux-gnu\"",
+        "\"target_triple\": \"aarch64-unknown-linux-musl\"",
+        "capabilities[1].target_triple: `aarch64-unknown-linux-musl` is not a key of `probe_targets`",
+    );
+    assert_refused(
+        "\"sm_86\", \"sm_87\"",
+        "\"sm_8\", \"sm_87\"",
+        "manifest.architectures[6]: `sm_8` is not sm_NN or sm_NNN",
+    );
+    assert_refused(
+        "\"sm_86\", \"sm_87\"",
+        "\"sm_87\", \"sm_87\"",
+        "manifest.architectures[7]: `sm_87` is listed twice",
+    );
+    assert_refused(
+        "\"option_allowlist\": [\"device_ordinal\", \"probe_executable\", \"sm\", \"toolkit_root\"]",
+        "\"option_allowlist\": [\"device_ordinal\", \"probe_executable\", \"sm\", \"toolkit\"]",
+        "lanes.raw-driver.option_allowlist: `toolkit` is not one of the `option_keys`",
+    );
+    assert_refused(
+        "\"allowed_features\": [\"driver-api\"]",
+        "\"allowed_features\": [\"driver-api\", \"driver-api\"]",
+        "lanes.raw-driver.requirement_policy.allowed_features: the entry \"driver-api\" is given twice",
+    );
+    assert_refused(
+        "\"allowed_features\": [\"driver-api\"]",
+        "\"allowed_features\": []",
+        "validation_requirement: the requirement is not accepted by `lanes.raw-driver.requirement_policy`",
+    );
+    assert_refused(
+        "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
+         \"memory_spaces\": [\"device\"],\n        \"architectures\": []",
+        "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
+         \"memory_spaces\": [\"device\"],\n        \"architectures\": [\"sm_99\"]",
+        "lanes.libtorch.requirement.architectures[0]: `sm_99` is not in `manifest.architectures`",
+    );
+    assert_refused(
+        "\"complete_status\": \"probe-complete\"",
+        "\"complete_status\": \"complete\"",
+        "probe_report.complete_status: `complete` is not one of `probe_report.statuses`",
+    );
+    assert_refused(
+        "\"reason_prefix\": \"TENSORFLOW_TFE_\"",
+        "\"reason_prefix\": \"TF_\"",
+        "lanes.tensorflow-tfe.reason_prefix: no reason code starts with `TF_`",
+    );
+    assert_refused(
+        "\"linux\": {",
+        "\"gnu-linux\": {",
+        "probe_targets.x86_64-unknown-linux-gnu.os: `linux` is not a key of `toolkit.components`",
+    );
+}
+
+#[test]
+fn spec_bad_json_names_the_file_line_and_column() {
+    let error = spec_error("\"schema_version\": 1,", "\"schema_version\": 1,,");
+    assert!(error.contains("line 2 column"), "{error}");
+    let error = spec_error("\"INVALID_ARGUMENTS\": [", "\"INVALID_ARGUMENTS\": [}");
+    assert!(error.contains("reason_codes.INVALID_ARGUMENTS"), "{error}");
+    assert!(error.contains(" line "), "{error}");
+    let inputs = with_input(&real_inputs(), PROVIDER_SPEC_PATH, |text| {
+        format!("{text}{{}}")
+    });
+    let error = render_error(&inputs);
+    assert!(error.contains("trailing characters"), "{error}");
+}
+
+#[test]
+fn the_python_spec_module_holds_every_record() {
+    let outputs = render(&real_inputs()).unwrap();
+    let text = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
+    for class in spec::python_classes() {
+        assert!(
+            text.contains(&format!("@dataclass(frozen=True)\nclass {}:\n", class.name)),
+            "{}",
+            class.name
+        );
+    }
+    assert!(text.contains("    driver_version_floor=12000,\n"), "{text}");
+    assert!(text.contains("toolkit_version_floor=(12, 0),"), "{text}");
+    assert!(text.contains("default_timeout_seconds=10.0,"), "{text}");
+    assert!(text.lines().all(|line| line.chars().count() <= 100));
 }

@@ -1,0 +1,59 @@
+"""The generated spec records hold exactly templates/provider-spec.json, frozen."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import pytest
+from cuda_support import SPEC
+
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
+
+# The one JSON key that is not a Python attribute name here.
+_ATTRIBUTE: dict[str, str] = {"crate": "crate_name"}
+
+
+def _attribute(key: str) -> str:
+    return _ATTRIBUTE.get(key, key)
+
+
+def _same(record: object, source: object, path: str) -> None:
+    """Walks the JSON source and the generated value together."""
+    if dataclasses.is_dataclass(record):
+        assert isinstance(source, dict), path
+        names = {_attribute(key) for key in source}
+        for field in dataclasses.fields(record):
+            value = getattr(record, field.name)
+            if field.name not in names:
+                # An optional key the JSON leaves out: absent means none.
+                assert value in (None, ()), f"{path}.{field.name}"
+        for key, item in source.items():
+            _same(getattr(record, _attribute(key)), item, f"{path}.{key}")
+    elif isinstance(record, Mapping):
+        assert isinstance(source, dict), path
+        assert sorted(record) == sorted(source), path
+        for key, item in source.items():
+            _same(record[key], item, f"{path}.{key}")
+    elif isinstance(record, frozenset):
+        assert isinstance(source, list), path
+        assert record == frozenset(source), path
+        assert len(source) == len(record), path
+    elif isinstance(record, tuple):
+        assert isinstance(source, list), path
+        assert len(record) == len(source), path
+        for index, (value, item) in enumerate(zip(record, source, strict=True)):
+            _same(value, item, f"{path}[{index}]")
+    else:
+        assert type(record) is type(source) or isinstance(record, float), path
+        assert record == source, path
+
+
+def test_generated_records_hold_exactly_the_spec() -> None:
+    _same(PROVIDER_SPEC, SPEC, "spec")
+    assert list(CAPABILITIES) == [item["id"] for item in SPEC["capabilities"]]
+
+
+def test_records_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PROVIDER_SPEC.policy.device_ordinal_max = 1  # type: ignore[misc]

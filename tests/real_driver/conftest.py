@@ -1,0 +1,52 @@
+"""Fixtures for the real-driver checks: NVIDIA's libcuda1 images that
+`cargo xtask test` fetched (see xtask/src/real_driver.rs), run in the same
+private namespaces as the simulated driver (tests/e2e/sim_namespace.py).
+
+Without the images the tests fail, saying so; they never skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from real_libcuda import MANIFEST_ENV, RealDriver
+from sim_namespace import SimulatedHost, binaries_from_env, namespace_tools_or_fail
+
+
+@pytest.fixture(scope="session")
+def real_drivers() -> dict[str, RealDriver]:
+    """The fetched images by series, from the manifest `cargo xtask test` wrote."""
+    manifest = os.environ.get(MANIFEST_ENV)
+    if not manifest:
+        pytest.fail(
+            f"{MANIFEST_ENV} is not set: run these checks through `cargo xtask test`, "
+            "which fetches NVIDIA's libcuda1 packages"
+        )
+    entries = json.loads(Path(manifest).read_text(encoding="utf-8"))
+    drivers = {
+        entry["series"]: RealDriver(
+            series=entry["series"],
+            package_version=entry["package_version"],
+            image_version=entry["image_version"],
+            image=Path(entry["image"]),
+        )
+        for entry in entries
+    }
+    for driver in drivers.values():
+        if not driver.image.is_file():
+            pytest.fail(f"the {driver.series} image {driver.image} is missing")
+    return drivers
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> SimulatedHost:
+    """Fresh private namespaces for one test (the real image replaces the simulated one)."""
+    return SimulatedHost(binaries_from_env(), namespace_tools_or_fail(), tmp_path)
