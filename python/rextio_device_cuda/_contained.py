@@ -205,9 +205,8 @@ class SupervisedChild:
         """
         deadline = time.monotonic() + _REPLY_SECONDS
         returncode: int | None = None
-        if self._await_pid(deadline) and not self.spawn_failed:
-            supervisor = self._supervisor
-            assert supervisor is not None
+        supervisor = self._supervisor
+        if self._await_pid(deadline) and not self.spawn_failed and supervisor is not None:
             try:
                 supervisor.channel.send(b"end")
                 answer = supervisor.receive(deadline).get("returncode")

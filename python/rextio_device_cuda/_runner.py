@@ -9,14 +9,20 @@ every process of that group is confirmed to have exited: a pidfd for each
 remaining member, polled with a bound (see ``_confirm_group_exit``).
 
 What is contained, exactly (Linux):
-- every process that stays in the probe's process group, including
-  grandchildren that keep stdout open or were orphaned: killed and confirmed
-  dead before ``run()`` returns;
-- a descendant that leaves the group (``setsid``, ``setpgid``, a double fork
-  into a new session) is NOT contained: it is outside the signal's reach and
-  keeps running. Containing it would need a PID namespace or a subreaper
-  between this process and the probe, i.e. a fork of the host interpreter per
-  run, which measured at 2x to 3x the spawn floor (docs/interfaces.md).
+- the probe is started by a supervisor (``_contained``, ``_subreaper.py``):
+  a small standard-library program of this interpreter, started once and
+  reused, that is a child subreaper. Every descendant of the probe, one that
+  left its process group or session too (``setsid``, ``setpgid``, a double
+  fork), is re-parented to the supervisor, not to init, when its parent
+  exits. Ending a run kills the probe's group, reaps the probe, then kills and
+  reaps every remaining descendant; ``run()`` returns only when the
+  supervisor says none is left.
+- where no supervisor can run (no ``socket.send_fds``, the interpreter cannot
+  be started again, or ``PR_SET_CHILD_SUBREAPER`` is refused), the probe is
+  spawned directly and only its process group is contained, confirmed dead
+  as above; a descendant that left the group keeps running.
+- not contained anywhere: a process the probe asks another program to start
+  (a service manager, ``at``), which is no descendant of the probe.
 Windows: only the probe process itself is killed; its descendants are not.
 
 Pinned runs (``probe_sha256``): the resolved probe is opened once
@@ -44,9 +50,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Final, Protocol
 
-from rextio_device_cuda import _codes
+from rextio_device_cuda import _codes, _contained
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
@@ -168,8 +174,22 @@ def _poll_milliseconds(remaining: float) -> int:
     return max(math.ceil(remaining * 1000.0), 0)
 
 
+class _RunningProbe(Protocol):
+    """A started probe: its stdout, its exit, and the end of all it started."""
+
+    spawn_failed: bool
+    group_exited: bool
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    def wait_exit(self, deadline: float) -> bool: ...
+
+    def finish(self) -> int | None: ...
+
+
 class _Child:
-    """One spawned probe and the means to end its whole process group."""
+    """One probe spawned by this process and the means to end its process group."""
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
@@ -183,10 +203,13 @@ class _Child:
             except OSError:
                 self._exit_fd = None
 
+    # A spawn that fails raises at once here; the supervised child reports it late.
+    spawn_failed = False
+
     @property
-    def exit_fd(self) -> int | None:
-        """A descriptor that becomes readable when the child exits (Linux)."""
-        return self._exit_fd
+    def stdout(self) -> IO[bytes] | None:
+        """The read end of the probe's stdout."""
+        return self.process.stdout
 
     def _kill_group(self) -> None:
         # Only while the child is unreaped: its pid (= group id) cannot be reused.
@@ -374,13 +397,21 @@ class SubprocessProbeRunner:
             raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
         return resolved
 
-    def _spawn(self, executable: str, descriptor: int | None = None) -> _Child:
+    def _spawn(self, executable: str, descriptor: int | None = None) -> _RunningProbe:
+        argv = [executable, *self._arguments]
+        if _IS_LINUX:
+            try:
+                supervised = _contained.start_supervised(argv, _child_environment(), descriptor)
+            except OSError as error:
+                raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+            if supervised is not None:
+                return supervised
         # Pinned: exec the checked descriptor itself (fexecve semantics); it
         # stays open in the child so a script's interpreter can read it too.
         program = executable if descriptor is None else f"/proc/self/fd/{descriptor}"
         try:
             process = subprocess.Popen(
-                [executable, *self._arguments],
+                argv,
                 executable=program,
                 pass_fds=() if descriptor is None else (descriptor,),
                 stdin=subprocess.DEVNULL,
@@ -434,6 +465,8 @@ class SubprocessProbeRunner:
             child.finish()
             raise
         returncode = child.finish()
+        if child.spawn_failed:
+            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
         if not child.group_exited:
             # A process of the probe's group outlived the reap bound.
             raise CudaProbeError(_codes.PROBE_TIMEOUT)
@@ -453,9 +486,9 @@ class SubprocessProbeRunner:
 
     @staticmethod
     def _collect(
-        child: _Child, deadline: float, on_pause: Callable[[bytes], None] | None = None
+        child: _RunningProbe, deadline: float, on_pause: Callable[[bytes], None] | None = None
     ) -> bytes:
-        stdout = child.process.stdout
+        stdout = child.stdout
         if stdout is None:
             raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
         if _IS_WINDOWS:

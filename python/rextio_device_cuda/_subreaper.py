@@ -25,6 +25,7 @@ Protocol, one message per packet (JSON, UTF-8):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -85,23 +86,12 @@ def sweep() -> None:
         if pid:
             continue
         for victim in _descendants():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(victim, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
             return
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    # Only while the probe is unreaped: its pid (= group id) cannot be reused.
-    if process.returncode is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _spawn(argv: list[str], env: dict[str, str], stdout: int, program_fd: int | None) -> int:
@@ -129,10 +119,8 @@ def _spawn(argv: list[str], env: dict[str, str], stdout: int, program_fd: int | 
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _run(channel: socket.socket, request: dict[str, object], fds: list[int]) -> bool:
@@ -177,6 +165,10 @@ def main(arguments: list[str]) -> int:
             return 1
         if not message:
             return 0
+        for fd in fds:
+            # Received descriptors are inheritable: no probe descendant may
+            # hold the stdout pipe except through its own fd 1.
+            os.set_inheritable(fd, False)
         if not fds:
             return 1  # not a run request: the host broke the protocol
         if not _run(channel, json.loads(message), list(fds)):

@@ -92,6 +92,36 @@ def test_a_ready_run_leaves_no_grandchild(probes: ProbeFactory) -> None:
     assert processes_with(tag) == []
 
 
+# Descendants that leave the probe's process group and session: the
+# supervisor (a child subreaper) inherits them and ends them with the run.
+ESCAPEES = [
+    ("setsid", f"setsid {SLEEPER} >/dev/null 2>&1 </dev/null &"),
+    ("double-fork", f'( setsid sh -c "{SLEEPER} &" >/dev/null 2>&1 </dev/null & )'),
+    # Job control gives a background job a process group of its own.
+    ("new-group", f'sh -c "set -m; {SLEEPER} &" >/dev/null 2>&1 </dev/null'),
+]
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("escape", [body for _, body in ESCAPEES], ids=[e[0] for e in ESCAPEES])
+def test_a_ready_run_leaves_no_escaped_descendant(escape: str, probes: ProbeFactory) -> None:
+    tag = f"rextio-escape-{uuid.uuid4().hex}"
+    text = json.dumps(report())
+    body = f"{escape.replace('TAG', tag)}\nprintf '%s' '{text}'\n"
+    runner = SubprocessProbeRunner(probes.shell(body, name=tag), timeout_seconds=FINISH_TIMEOUT)
+    parsed = runner.run()
+    assert parsed.status == "probe-complete"
+    assert processes_with(tag) == []
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("escape", [body for _, body in ESCAPEES], ids=[e[0] for e in ESCAPEES])
+def test_a_timed_out_run_leaves_no_escaped_descendant(escape: str, probes: ProbeFactory) -> None:
+    reason, tag = _run(f"{escape}\nexec sleep 30 # TAG", probes, HANG_TIMEOUT)
+    assert reason == "PROBE_TIMEOUT"
+    assert processes_with(tag) == []
+
+
 def test_probe_gets_an_empty_environment_and_no_path(probes: ProbeFactory) -> None:
     # The shell's initial environment is exactly what the runner passed.
     path = probes.shell("printf 'env:'\ncat /proc/$$/environ\n")
