@@ -118,6 +118,9 @@ fn changing_one_symbol_changes_exactly_its_dependents() {
         .collect();
     let expected: BTreeSet<&str> = [
         DRIVER_API_PATH,
+        "runtime/src/tests/defaults.rs",
+        "tests/sim-driver/src/defaults.rs",
+        "generated/driver-abi-check.c",
         PYTHON_MODULE_PATH,
         "generated/rextio-cuda-runtime-0.1.0.tar.gz",
         INDEX_PATH,
@@ -209,22 +212,147 @@ fn unknown_c_type_is_refused() {
     let error = render_error(&inputs);
     assert!(error.contains("templates/driver-symbols.json"), "{error}");
     assert!(error.contains("unknown C type `long double`"), "{error}");
-    assert!(error.contains("cuMemAlloc_v2"), "{error}");
+    assert!(
+        error.starts_with("templates/driver-symbols.json: symbols[13].params[1].c_type: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_c_types_of_cuda_h_are_accepted() {
+    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
+        let entry = r#"{
+      "export": "cuTypesProbe_v2", "api": "cuTypesProbe", "abi_version": 3020, "since": 3020,
+      "returns": "CUresult",
+      "params": [
+        { "name": "a", "c_type": "void *" }, { "name": "b", "c_type": "const void *" },
+        { "name": "c", "c_type": "void **" }, { "name": "d", "c_type": "const char *" },
+        { "name": "e", "c_type": "size_t" }, { "name": "f", "c_type": "unsigned long long" },
+        { "name": "g", "c_type": "CUdeviceptr" }, { "name": "h", "c_type": "CUmodule *" },
+        { "name": "i", "c_type": "CUfunction" }, { "name": "j", "c_type": "CUevent" },
+        { "name": "k", "c_type": "CUgraph *" }, { "name": "l", "c_type": "CUdevice_attribute" },
+        { "name": "m", "c_type": "const char **" }, { "name": "n", "c_type": "CUdevice_attribute *" }
+      ],
+      "components": { "runtime": "optional" }
+    },
+    {"#;
+        text.replacen("\"types\": {},", "\"types\": { \"CUdevice_attribute\": { \"kind\": \"enum\", \"bits\": 32, \"doc\": \"A device attribute.\" } },", 1)
+            .replacen("\"symbols\": [\n    {", &format!("\"symbols\": [\n    {entry}"), 1)
+    });
+    let outputs = render(&inputs).unwrap();
+    let table = String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap();
+    for rust in [
+        "a: *mut c_void",
+        "b: *const c_void",
+        "c: *mut *mut c_void",
+        "d: *const c_char",
+        "e: usize",
+        "f: c_ulonglong",
+        "g: CUdeviceptr",
+        "h: *mut CUmodule",
+        "i: CUfunction",
+        "j: CUevent",
+        "k: *mut CUgraph",
+        "l: CUdevice_attribute",
+        "m: *mut *const c_char",
+        "pub type CUdevice_attribute = i32;",
+        "pub type CUmodule = *mut CUmod_st;",
+        "Result<",
+    ] {
+        assert!(table.contains(rust), "{rust}");
+    }
+    let check = String::from_utf8(find(&outputs, "generated/driver-abi-check.c").to_vec()).unwrap();
+    for c in [
+        "const void * b",
+        "void ** c",
+        "const char ** m",
+        "sizeof(CUdevice_attribute) * CHAR_BIT == 32",
+        "__builtin_types_compatible_p(CUmodule, struct CUmod_st *)",
+    ] {
+        assert!(check.contains(c), "{c}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_json_path() {
+    for (from, to, path) in [
+        (
+            "\"since\": 2000,",
+            "\"since\": 2000, \"sinze\": 1,",
+            "symbols[0]: unknown field `sinze`",
+        ),
+        (
+            "\"name\": \"flags\",",
+            "\"name\": \"flags\", \"kind\": 1,",
+            "symbols[0].params[0]: unknown field `kind`",
+        ),
+        (
+            "\"schema_version\": 2,",
+            "\"schema_version\": 2, \"extra\": 1,",
+            "(top level): unknown field `extra`",
+        ),
+        (
+            "\"value\": 0,",
+            "\"value\": 0, \"bits\": 1,",
+            "constants.CUDA_SUCCESS: unknown field `bits`",
+        ),
+        (
+            "\"runtime\": \"required\"",
+            "\"runtime\": \"sometimes\"",
+            "symbols[0].components.runtime: unknown tier `sometimes`",
+        ),
+    ] {
+        let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
+            assert!(text.contains(from), "{from}");
+            text.replacen(from, to, 1)
+        });
+        let error = render_error(&inputs);
+        assert!(
+            error.starts_with(&format!("templates/driver-symbols.json: {path}")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_refused_list_writes_nothing() {
+    let inputs = real_inputs();
+    let scratch = ScratchDir::new("generate-refused").unwrap();
+    for (path, bytes) in &inputs.files {
+        let bytes = if path == DRIVER_SYMBOLS_PATH {
+            String::from_utf8(bytes.clone())
+                .unwrap()
+                .replacen("\"c_type\": \"size_t\"", "\"c_type\": \"wchar_t\"", 1)
+                .into_bytes()
+        } else {
+            bytes.clone()
+        };
+        fs::write_atomic(&scratch.path().join(path), &bytes).unwrap();
+    }
+    let error = super::generate_into(scratch.path(), scratch.path()).unwrap_err();
+    assert!(error.contains("unknown C type `wchar_t`"), "{error}");
+    for output in render(&inputs).unwrap() {
+        assert!(
+            !scratch.path().join(&output.path).exists(),
+            "{} was written",
+            output.path
+        );
+    }
 }
 
 #[test]
 fn duplicate_export_name_is_refused() {
     let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
         text.replacen(
-            "\"export\": \"cuMemFree_v2\"",
-            "\"export\": \"cuMemAlloc_v2\"",
+            "\"export\": \"cuMemFree_v2\",\n      \"api\": \"cuMemFree\"",
+            "\"export\": \"cuMemAlloc_v2\",\n      \"api\": \"cuMemAlloc\"",
             1,
         )
     });
     let error = render_error(&inputs);
-    assert!(
-        error.contains("duplicate export name `cuMemAlloc_v2`"),
-        "{error}"
+    assert_eq!(
+        error,
+        "templates/driver-symbols.json: symbols[14].export: duplicate export name `cuMemAlloc_v2`"
     );
 }
 
