@@ -7,6 +7,7 @@ mod demo;
 mod determinism;
 mod dist;
 mod generate;
+mod headers;
 mod native;
 mod nolink;
 mod paths;
@@ -28,11 +29,20 @@ commands:
   verify-determinism       regenerate under varied conditions and compare every byte
   dist                     check generated files, then build the wheel into target/dist/
   test                     run every check and test of the project
+  abi-check                compile the symbol list against NVIDIA's cuda.h (12.x and 13.x)
+  symbol-proof             add symbols to a copy of the repository; its generate and tests pass
   bench                    measure generate, verify-determinism, preflight and probe costs
   demo                     show the whole chain on the simulated driver (no GPU needed)
   validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
                            real-GPU evidence on a trusted NVIDIA host
 ";
+
+fn no_arguments(command: &str, args: &[String]) -> Result<()> {
+    match args.first() {
+        Some(unexpected) => Err(format!("{command} takes no arguments (got `{unexpected}`)")),
+        None => Ok(()),
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,6 +55,7 @@ fn main() -> ExitCode {
         "verify-determinism" => determinism::command(rest),
         "dist" => dist::command(rest),
         "test" => test::command(rest),
+        "abi-check" => no_arguments("abi-check", rest).and_then(|()| headers::check()),
         "bench" => bench::command(rest),
         "demo" => demo::command(rest),
         "validate-nvidia" => validate::command(rest),

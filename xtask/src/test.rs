@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::paths::repo_root;
 use crate::process::run;
-use crate::{determinism, generate, native, nolink, python_env, Result};
+use crate::{determinism, generate, headers, native, nolink, python_env, Result};
 
 /// Cross targets whose platform-gated code is compile-checked when installed.
 const CROSS_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "x86_64-pc-windows-msvc"];
@@ -47,6 +47,7 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
         run(cargo().args(["test", "--workspace", "--locked"]))
     })?;
     report.step("generated files current", generate::check)?;
+    report.step("ABI against NVIDIA's headers (12.x, 13.x)", headers::check)?;
     report.step("determinism", determinism::verify)?;
     report.step("no link directive in sources", nolink::scan_sources)?;
     report.step("no cuda in runtime cdylib", nolink::check_runtime_cdylib)?;
