@@ -1033,5 +1033,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "bd985d164ba545660737cb8787eedfc4b5809d1eda28fa40ad1ab8ec2fbbfbbf"
+    "509f990fa85ab5f074979a126bb27a4d9bcce07618453367c2bf67194a7f84d8"
 )

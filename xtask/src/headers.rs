@@ -54,9 +54,11 @@ pub fn check() -> Result<()> {
 /// The include directory of `set`'s wheel, fetched and unpacked under
 /// `target/nvidia-headers/` once.
 fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
-    let base = target_dir()
-        .join("nvidia-headers")
-        .join(format!("{}-{}", set.package, set.version));
+    // A copy of the repository (symbol-proof) shares this repository's cache.
+    let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("nvidia-headers"));
+    let base = cache.join(format!("{}-{}", set.package, set.version));
     let wheels = base.join("wheel");
     let unpacked = base.join("unpacked");
     let wheel = find_wheel(&wheels)?;
@@ -103,9 +105,8 @@ fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
                     set.name, set.package, set.version
                 ));
             }
-            find_wheel(&wheels)?.ok_or_else(|| {
-                format!("header set {}: pip downloaded no wheel", set.name)
-            })?
+            find_wheel(&wheels)?
+                .ok_or_else(|| format!("header set {}: pip downloaded no wheel", set.name))?
         }
     };
     let bytes = std::fs::read(&wheel).map_err(|error| format!("{}: {error}", wheel.display()))?;
@@ -172,7 +173,14 @@ fn compile(
     let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     let mut command = Command::new(compiler);
     command
-        .args(["-std=c11", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-isystem"])
+        .args([
+            "-std=c11",
+            "-fsyntax-only",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-isystem",
+        ])
         .arg(include)
         .arg(format!("-D{}", header_set_macro(&set.name)));
     if let Some(define) = extra_define {
@@ -287,24 +295,27 @@ fn normalize(text: &str) -> String {
     let spaced = text.replace('*', " * ");
     let words: Vec<String> = spaced
         .split_whitespace()
-        .map(|word| {
-            match word.rfind("_v") {
-                Some(index)
-                    if word.starts_with("CU")
-                        && word[index + 2..].chars().all(|c| c.is_ascii_digit())
-                        && index + 2 < word.len() =>
-                {
-                    word[..index].to_string()
-                }
-                _ => word.to_string(),
+        .map(|word| match word.rfind("_v") {
+            Some(index)
+                if word.starts_with("CU")
+                    && word[index + 2..].chars().all(|c| c.is_ascii_digit())
+                    && index + 2 < word.len() =>
+            {
+                word[..index].to_string()
             }
+            _ => word.to_string(),
         })
         .collect();
     words.join(" ").replace(" *", "*").replace("* ", "*")
 }
 
 fn expect_undeclared(include: &Path, set: &HeaderSet, file: &Path, symbol: &Symbol) -> Result<()> {
-    match compile(include, set, file, Some(&expect_undeclared_macro(&symbol.export))) {
+    match compile(
+        include,
+        set,
+        file,
+        Some(&expect_undeclared_macro(&symbol.export)),
+    ) {
         Ok(()) => Err(format!(
             "{DRIVER_SYMBOLS_PATH}: {} says header set {} does not declare it, but {} {} does: \
              remove `undeclared_in.{}`",

@@ -13,6 +13,7 @@ mod nolink;
 mod paths;
 mod process;
 mod python_env;
+mod symbol_proof;
 mod test;
 mod validate;
 
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
         "verify-determinism" => determinism::command(rest),
         "dist" => dist::command(rest),
         "test" => test::command(rest),
+        "symbol-proof" => symbol_proof::command(rest),
         "abi-check" => no_arguments("abi-check", rest).and_then(|()| headers::check()),
         "bench" => bench::command(rest),
         "demo" => demo::command(rest),

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use crate::paths::repo_root;
 use crate::process::run;
-use crate::{determinism, generate, headers, native, nolink, python_env, Result};
+use crate::{determinism, generate, headers, native, nolink, python_env, symbol_proof, Result};
 
 /// Cross targets whose platform-gated code is compile-checked when installed.
 const CROSS_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "x86_64-pc-windows-msvc"];
@@ -57,6 +57,9 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     })?;
     report.step("python: wheel, ruff, mypy, pytest", || {
         python_env::test(&artifacts)
+    })?;
+    report.step("add a driver symbol by one edit (symbol-proof)", || {
+        symbol_proof::command(&[])
     })?;
     for target in CROSS_TARGETS {
         if target_installed(target) {

@@ -29,6 +29,19 @@ fn with_input(inputs: &Inputs, path: &str, edit: impl FnOnce(&str) -> String) ->
     copy
 }
 
+/// `inputs` with the symbol list edited as JSON (whatever its formatting).
+fn with_list(inputs: &Inputs, edit: impl FnOnce(&mut serde_json::Value)) -> Inputs {
+    let mut list: serde_json::Value =
+        serde_json::from_slice(&inputs.files[DRIVER_SYMBOLS_PATH]).unwrap();
+    edit(&mut list);
+    let mut copy = inputs.clone();
+    copy.files.insert(
+        DRIVER_SYMBOLS_PATH.to_string(),
+        serde_json::to_vec_pretty(&list).unwrap(),
+    );
+    copy
+}
+
 fn render_error(inputs: &Inputs) -> String {
     render(inputs).expect_err("bad input must be refused")
 }
@@ -206,11 +219,10 @@ fn malformed_json_names_the_file_and_position() {
 
 #[test]
 fn unknown_c_type_is_refused() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        text.replacen("\"c_type\": \"size_t\"", "\"c_type\": \"long double\"", 1)
+    let inputs = with_list(&real_inputs(), |list| {
+        list["symbols"][13]["params"][1]["c_type"] = "long double".into();
     });
     let error = render_error(&inputs);
-    assert!(error.contains("templates/driver-symbols.json"), "{error}");
     assert!(error.contains("unknown C type `long double`"), "{error}");
     assert!(
         error.starts_with("templates/driver-symbols.json: symbols[13].params[1].c_type: "),
@@ -220,24 +232,38 @@ fn unknown_c_type_is_refused() {
 
 #[test]
 fn the_c_types_of_cuda_h_are_accepted() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        let entry = r#"{
-      "export": "cuTypesProbe_v2", "api": "cuTypesProbe", "abi_version": 3020, "since": 3020,
-      "returns": "CUresult",
-      "params": [
-        { "name": "a", "c_type": "void *" }, { "name": "b", "c_type": "const void *" },
-        { "name": "c", "c_type": "void **" }, { "name": "d", "c_type": "const char *" },
-        { "name": "e", "c_type": "size_t" }, { "name": "f", "c_type": "unsigned long long" },
-        { "name": "g", "c_type": "CUdeviceptr" }, { "name": "h", "c_type": "CUmodule *" },
-        { "name": "i", "c_type": "CUfunction" }, { "name": "j", "c_type": "CUevent" },
-        { "name": "k", "c_type": "CUgraph *" }, { "name": "l", "c_type": "CUdevice_attribute" },
-        { "name": "m", "c_type": "const char **" }, { "name": "n", "c_type": "CUdevice_attribute *" }
-      ],
-      "components": { "runtime": "optional" }
-    },
-    {"#;
-        text.replacen("\"types\": {},", "\"types\": { \"CUdevice_attribute\": { \"kind\": \"enum\", \"bits\": 32, \"doc\": \"A device attribute.\" } },", 1)
-            .replacen("\"symbols\": [\n    {", &format!("\"symbols\": [\n    {entry}"), 1)
+    let inputs = with_list(&real_inputs(), |list| {
+        list["types"]["CUdevice_attribute"] =
+            serde_json::json!({ "kind": "enum", "bits": 32, "doc": "A device attribute." });
+        let types = [
+            "void *",
+            "const void *",
+            "void **",
+            "const char *",
+            "size_t",
+            "unsigned long long",
+            "CUdeviceptr",
+            "CUmodule *",
+            "CUfunction",
+            "CUevent",
+            "CUgraph *",
+            "CUdevice_attribute",
+            "const char **",
+            "CUdevice_attribute *",
+        ];
+        let params: Vec<serde_json::Value> = types
+            .iter()
+            .zip('a'..)
+            .map(|(c_type, name)| serde_json::json!({ "name": name.to_string(), "c_type": c_type }))
+            .collect();
+        list["symbols"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "export": "cuTypesProbe_v2", "api": "cuTypesProbe", "abi_version": 3020,
+                "since": 3020, "returns": "CUresult", "params": params,
+                "components": { "runtime": "optional" }
+            }));
     });
     let outputs = render(&inputs).unwrap();
     let table = String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap();
@@ -275,38 +301,31 @@ fn the_c_types_of_cuda_h_are_accepted() {
 
 #[test]
 fn unknown_keys_are_refused_with_their_json_path() {
-    for (from, to, path) in [
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(Edit, &str); 5] = [
         (
-            "\"since\": 2000,",
-            "\"since\": 2000, \"sinze\": 1,",
+            |list| list["symbols"][0]["sinze"] = 1.into(),
             "symbols[0]: unknown field `sinze`",
         ),
         (
-            "\"name\": \"flags\",",
-            "\"name\": \"flags\", \"kind\": 1,",
+            |list| list["symbols"][0]["params"][0]["kind"] = 1.into(),
             "symbols[0].params[0]: unknown field `kind`",
         ),
         (
-            "\"schema_version\": 2,",
-            "\"schema_version\": 2, \"extra\": 1,",
+            |list| list["extra"] = 1.into(),
             "(top level): unknown field `extra`",
         ),
         (
-            "\"value\": 0,",
-            "\"value\": 0, \"bits\": 1,",
+            |list| list["constants"]["CUDA_SUCCESS"]["bits"] = 1.into(),
             "constants.CUDA_SUCCESS: unknown field `bits`",
         ),
         (
-            "\"runtime\": \"required\"",
-            "\"runtime\": \"sometimes\"",
+            |list| list["symbols"][0]["components"]["runtime"] = "sometimes".into(),
             "symbols[0].components.runtime: unknown tier `sometimes`",
         ),
-    ] {
-        let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-            assert!(text.contains(from), "{from}");
-            text.replacen(from, to, 1)
-        });
-        let error = render_error(&inputs);
+    ];
+    for (edit, path) in cases {
+        let error = render_error(&with_list(&real_inputs(), edit));
         assert!(
             error.starts_with(&format!("templates/driver-symbols.json: {path}")),
             "{error}"
@@ -320,10 +339,10 @@ fn a_refused_list_writes_nothing() {
     let scratch = ScratchDir::new("generate-refused").unwrap();
     for (path, bytes) in &inputs.files {
         let bytes = if path == DRIVER_SYMBOLS_PATH {
-            String::from_utf8(bytes.clone())
-                .unwrap()
-                .replacen("\"c_type\": \"size_t\"", "\"c_type\": \"wchar_t\"", 1)
-                .into_bytes()
+            let refused = with_list(&inputs, |list| {
+                list["symbols"][13]["params"][1]["c_type"] = "wchar_t".into();
+            });
+            refused.files[DRIVER_SYMBOLS_PATH].clone()
         } else {
             bytes.clone()
         };
@@ -342,12 +361,11 @@ fn a_refused_list_writes_nothing() {
 
 #[test]
 fn duplicate_export_name_is_refused() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        text.replacen(
-            "\"export\": \"cuMemFree_v2\",\n      \"api\": \"cuMemFree\"",
-            "\"export\": \"cuMemAlloc_v2\",\n      \"api\": \"cuMemAlloc\"",
-            1,
-        )
+    let inputs = with_list(&real_inputs(), |list| {
+        let last = &mut list["symbols"][14];
+        assert_eq!(last["export"], "cuMemFree_v2");
+        last["export"] = "cuMemAlloc_v2".into();
+        last["api"] = "cuMemAlloc".into();
     });
     let error = render_error(&inputs);
     assert_eq!(
@@ -358,8 +376,11 @@ fn duplicate_export_name_is_refused() {
 
 #[test]
 fn missing_fields_are_named() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        text.replacen("\"abi_version\": 2000,", "", 1)
+    let inputs = with_list(&real_inputs(), |list| {
+        list["symbols"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("abi_version");
     });
     let error = render_error(&inputs);
     assert!(error.contains("templates/driver-symbols.json"), "{error}");
