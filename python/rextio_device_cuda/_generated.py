@@ -1033,5 +1033,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "509f990fa85ab5f074979a126bb27a4d9bcce07618453367c2bf67194a7f84d8"
+    "ee84eb8cf9354b7588ddb12658b21a468e872db76d8323004216f6c46d069982"
 )

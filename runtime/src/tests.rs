@@ -513,7 +513,11 @@ fn a_missing_optional_export_still_loads() {
                 }
             })
         };
-        assert!(outcome.is_ok(), "{missing:?} is optional");
+        let api = outcome.expect("a missing optional export still loads");
+        let absent = api.unavailable();
+        let names: Vec<&str> = absent.iter().map(|absent| absent.export_name).collect();
+        assert_eq!(names, [missing.to_str().unwrap()]);
+        assert!(absent[0].to_string().contains(names[0]));
     }
 }
 

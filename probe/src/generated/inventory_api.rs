@@ -229,6 +229,11 @@ impl InventoryApi {
     pub fn image(&self) -> &dyn Any {
         &*self.image
     }
+    /// Every optional export this driver image lacks, in list order.
+    pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
+        let optional: [Option<SymbolUnavailable>; 0] = [];
+        optional.into_iter().flatten().collect()
+    }
     /// `cuInit` (driver API `cuInit`, ABI version 2000, since driver 2000, required).
     #[inline]
     pub fn cuInit(&self) -> unsafe extern "system" fn(flags: c_uint) -> CUresult {

@@ -178,6 +178,7 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         .iter()
         .map(|(_, tier)| *tier == Tier::Required)
         .collect();
+    let mut absent_checks = Vec::new();
     let mut names = Vec::new();
     let mut fields = Vec::new();
     let mut resolutions = Vec::new();
@@ -218,6 +219,11 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
             }
             Tier::Optional => {
                 fields.push(quote!(#field: Option<#signature>));
+                absent_checks.push(quote! {
+                    self.#field
+                        .is_none()
+                        .then_some(SymbolUnavailable { export_name: #export, since: #since })
+                });
                 resolutions.push(quote! {
                     #field: lookup_optional(&mut resolve, &image, #names_const[#index])
                 });
@@ -236,6 +242,7 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         }
     }
 
+    let optional_count = Literal::usize_unsuffixed(absent_checks.len());
     let tokens = quote! {
         //! CUDA Driver API types and symbol table, from `templates/driver-symbols.json`.
         //!
@@ -371,6 +378,12 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
             /// The driver image this table was resolved from.
             pub fn image(&self) -> &dyn Any {
                 &*self.image
+            }
+
+            /// Every optional export this driver image lacks, in list order.
+            pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
+                let optional: [Option<SymbolUnavailable>; #optional_count] = [#(#absent_checks),*];
+                optional.into_iter().flatten().collect()
             }
 
             #(#accessors)*
