@@ -3,10 +3,13 @@
 //! them (a default fake export for every symbol, for the runtime's and the
 //! probe's unit tests and for the simulated driver).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::visit_mut::{self, VisitMut};
 
 use super::inputs::DRIVER_SYMBOLS_PATH;
 use super::rust::{parse_file, print_file};
@@ -66,17 +69,6 @@ fn rust_type(c_type: &CType) -> TokenStream {
             }
         }
     }
-}
-
-/// `unsafe extern "system" fn(name: T, ...) -> CUresult`.
-fn signature(symbol: &Symbol) -> TokenStream {
-    let params = symbol.params.iter().map(|param| {
-        let name = ident(&param.name);
-        let ty = rust_type(&param.c_type);
-        quote!(#name: #ty)
-    });
-    let returns = rust_type(&symbol.returns);
-    quote!(unsafe extern "system" fn(#(#params),*) -> #returns)
 }
 
 /// The named types and constants, as Rust items.
@@ -178,6 +170,8 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         .iter()
         .map(|(_, tier)| *tier == Tier::Required)
         .collect();
+    let templates = TableTemplates::parse(&names_const)?;
+    let mut builder = Builder::default();
     let mut absent_checks = Vec::new();
     let mut names = Vec::new();
     let mut fields = Vec::new();
@@ -185,14 +179,13 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
     let mut accessors = Vec::new();
     for (index, (symbol, tier)) in selected.iter().enumerate() {
         let export = &symbol.export;
-        let field = ident(export);
         let c_name = std::ffi::CString::new(export.as_str())
             .map_err(|_| format!("{DRIVER_SYMBOLS_PATH}: an export name holds NUL"))?;
-        let c_name = syn::LitCStr::new(&c_name, Span::call_site());
-        names.push(quote!(#c_name));
-        let index = Literal::usize_unsuffixed(index);
-        let signature = signature(symbol);
-        let since = Literal::u32_unsuffixed(symbol.since);
+        names.push(syn::Expr::Lit(syn::ExprLit {
+            attrs: Vec::new(),
+            lit: syn::Lit::CStr(syn::LitCStr::new(&c_name, Span::call_site())),
+        }));
+        let signature = builder.signature(symbol)?;
         let described = format!(
             " `{export}` (driver API `{}`, ABI version {}, since driver {}, {}).",
             symbol.api,
@@ -203,44 +196,54 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
                 Tier::Optional => "optional",
             }
         );
-        match tier {
-            Tier::Required => {
-                fields.push(quote!(#field: #signature));
-                resolutions.push(quote! {
-                    #field: lookup(&mut resolve, &image, #names_const[#index], #export)?
-                });
-                accessors.push(quote! {
-                    #[doc = #described]
-                    #[inline]
-                    pub fn #field(&self) -> #signature {
-                        self.#field
-                    }
-                });
-            }
+        let mut substitute = Substitute {
+            name: ident(export),
+            export,
+            doc: &described,
+            since: symbol.since,
+            index,
+            signature: &signature,
+        };
+        let (field, resolution, accessor) = match tier {
+            Tier::Required => (
+                &templates.field_required,
+                &templates.resolution_required,
+                &templates.accessor_required,
+            ),
             Tier::Optional => {
-                fields.push(quote!(#field: Option<#signature>));
+                let field = ident(export);
+                let since = Literal::u32_unsuffixed(symbol.since);
                 absent_checks.push(quote! {
                     self.#field
                         .is_none()
                         .then_some(SymbolUnavailable { export_name: #export, since: #since })
                 });
-                resolutions.push(quote! {
-                    #field: lookup_optional(&mut resolve, &image, #names_const[#index])
-                });
-                accessors.push(quote! {
-                    #[doc = #described]
-                    ///
-                    /// # Errors
-                    ///
-                    /// [`SymbolUnavailable`] naming the export when this driver lacks it.
-                    #[inline]
-                    pub fn #field(&self) -> Result<#signature, SymbolUnavailable> {
-                        self.#field.ok_or(SymbolUnavailable { export_name: #export, since: #since })
-                    }
-                });
+                (
+                    &templates.field_optional,
+                    &templates.resolution_optional,
+                    &templates.accessor_optional,
+                )
             }
-        }
+        };
+        let mut field = field.clone();
+        substitute.visit_field_mut(&mut field);
+        fields.push(field);
+        let mut resolution = resolution.clone();
+        substitute.visit_field_value_mut(&mut resolution);
+        resolutions.push(resolution);
+        let mut accessor = accessor.clone();
+        substitute.visit_impl_item_fn_mut(&mut accessor);
+        accessors.push(accessor);
     }
+    let required: Vec<syn::Expr> = required
+        .into_iter()
+        .map(|value| {
+            syn::Expr::Lit(syn::ExprLit {
+                attrs: Vec::new(),
+                lit: syn::Lit::Bool(syn::LitBool::new(value, Span::call_site())),
+            })
+        })
+        .collect();
 
     let optional_count = Literal::usize_unsuffixed(absent_checks.len());
     let tokens = quote! {
@@ -259,11 +262,11 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         #types
 
         /// Ordered, NUL-terminated export names, in list order.
-        pub const #names_const: [&CStr; #count] = [#(#names),*];
+        pub const #names_const: [&CStr; #count] = [];
 
         /// Whether each export of the names above is required (its absence
         /// fails the load) or optional (it loads as absent).
-        pub const #required_const: [bool; #count] = [#(#required),*];
+        pub const #required_const: [bool; #count] = [];
 
         #[doc = #struct_doc]
         ///
@@ -274,7 +277,6 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         ///
         #[doc = #swap_doc]
         pub struct #struct_name {
-            #(#fields,)*
             /// The driver image owner; the last field, so it is dropped last.
             image: Box<dyn Any>,
         }
@@ -369,7 +371,6 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
             ) -> Result<Self, MissingSymbol> {
                 Ok(unsafe {
                     Self {
-                        #(#resolutions,)*
                         image: Box::new(image),
                     }
                 })
@@ -385,8 +386,6 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
                 let optional: [Option<SymbolUnavailable>; #optional_count] = [#(#absent_checks),*];
                 optional.into_iter().flatten().collect()
             }
-
-            #(#accessors)*
         }
 
         impl fmt::Debug for #struct_name {
@@ -398,8 +397,296 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
             }
         }
     };
-    let file = parse_file(tokens, kind.struct_name)?;
+    let mut file = parse_file(tokens, kind.struct_name)?;
+    fill_table(
+        &mut file,
+        kind,
+        TablePieces {
+            names,
+            required,
+            fields,
+            resolutions,
+            accessors,
+        },
+    )?;
     Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
+}
+
+/// The per-symbol parts of a table, put into its parsed scaffold.
+struct TablePieces {
+    names: Vec<syn::Expr>,
+    required: Vec<syn::Expr>,
+    fields: Vec<syn::Field>,
+    resolutions: Vec<syn::FieldValue>,
+    accessors: Vec<syn::ImplItemFn>,
+}
+
+/// Puts the arms into the one `match`, before its `_ =>` arm.
+struct FillMatch {
+    arms: Option<Vec<syn::Arm>>,
+}
+
+impl VisitMut for FillMatch {
+    fn visit_expr_match_mut(&mut self, expression: &mut syn::ExprMatch) {
+        if let Some(new) = self.arms.take() {
+            let fallback = expression.arms.pop();
+            expression.arms.extend(new);
+            expression.arms.extend(fallback);
+        }
+    }
+}
+
+fn fill_table(file: &mut syn::File, kind: &TableKind, pieces: TablePieces) -> Result<()> {
+    let required_const = kind.names_const.replace("_NAMES", "_REQUIRED");
+    let TablePieces {
+        names,
+        required,
+        fields,
+        resolutions,
+        accessors,
+    } = pieces;
+    let (mut names, mut required, mut fields, mut accessors) =
+        (Some(names), Some(required), Some(fields), Some(accessors));
+    for item in &mut file.items {
+        match item {
+            syn::Item::Const(constant) => {
+                let elements = if constant.ident == kind.names_const {
+                    names.take()
+                } else if constant.ident == required_const {
+                    required.take()
+                } else {
+                    None
+                };
+                if let (Some(elements), syn::Expr::Array(array)) = (elements, &mut *constant.expr) {
+                    array.elems.extend(elements);
+                }
+            }
+            syn::Item::Struct(structure) if structure.ident == kind.struct_name => {
+                if let (Some(new), syn::Fields::Named(named)) =
+                    (fields.take(), &mut structure.fields)
+                {
+                    let owner = named.named.pop().map(syn::punctuated::Pair::into_value);
+                    named.named.extend(new);
+                    named.named.extend(owner);
+                }
+            }
+            syn::Item::Impl(implementation) => {
+                let has_resolve = implementation.items.iter().any(
+                    |member| matches!(member, syn::ImplItem::Fn(function) if function.sig.ident == "resolve"),
+                );
+                if has_resolve {
+                    if let Some(new) = accessors.take() {
+                        implementation
+                            .items
+                            .extend(new.into_iter().map(syn::ImplItem::Fn));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut fill = FillSelfLiteral {
+        fields: Some(resolutions),
+    };
+    fill.visit_file_mut(file);
+    if names.is_some()
+        || required.is_some()
+        || fields.is_some()
+        || accessors.is_some()
+        || fill.fields.is_some()
+    {
+        return Err(format!(
+            "internal error: the {} scaffold lost a fill point",
+            kind.struct_name
+        ));
+    }
+    Ok(())
+}
+
+/// Puts the resolutions into `Self { image: ... }` in `resolve`, before `image`.
+struct FillSelfLiteral {
+    fields: Option<Vec<syn::FieldValue>>,
+}
+
+impl VisitMut for FillSelfLiteral {
+    fn visit_expr_struct_mut(&mut self, literal: &mut syn::ExprStruct) {
+        if literal.path.is_ident("Self") {
+            if let Some(new) = self.fields.take() {
+                let owner = literal.fields.pop().map(syn::punctuated::Pair::into_value);
+                literal.fields.extend(new);
+                literal.fields.extend(owner);
+            }
+        }
+        visit_mut::visit_expr_struct_mut(self, literal);
+    }
+}
+
+/// The per-symbol items of a table, parsed once with placeholders (`__NAME`,
+/// `__SIG`, `"__EXPORT"`, `"__DOC"`, index `999999`, since `888888`) and
+/// instantiated per symbol by [`Substitute`]: with thousands of symbols,
+/// parsing each item's tokens would dominate the run.
+struct TableTemplates {
+    field_required: syn::Field,
+    field_optional: syn::Field,
+    resolution_required: syn::FieldValue,
+    resolution_optional: syn::FieldValue,
+    accessor_required: syn::ImplItemFn,
+    accessor_optional: syn::ImplItemFn,
+}
+
+fn parse_template<T: syn::parse::Parse>(tokens: TokenStream) -> Result<T> {
+    syn::parse2(tokens).map_err(|error| format!("internal error: template: {error}"))
+}
+
+impl TableTemplates {
+    fn parse(names_const: &Ident) -> Result<Self> {
+        let field = |tokens: TokenStream| {
+            syn::Field::parse_named
+                .parse2(tokens)
+                .map_err(|error| format!("internal error: field template: {error}"))
+        };
+        Ok(Self {
+            field_required: field(quote!(__NAME: __SIG))?,
+            field_optional: field(quote!(__NAME: Option<__SIG>))?,
+            resolution_required: parse_template(quote! {
+                __NAME: lookup(&mut resolve, &image, #names_const[999999], "__EXPORT")?
+            })?,
+            resolution_optional: parse_template(quote! {
+                __NAME: lookup_optional(&mut resolve, &image, #names_const[999999])
+            })?,
+            accessor_required: parse_template(quote! {
+                #[doc = "__DOC"]
+                #[inline]
+                pub fn __NAME(&self) -> __SIG {
+                    self.__NAME
+                }
+            })?,
+            accessor_optional: parse_template(quote! {
+                #[doc = "__DOC"]
+                ///
+                /// # Errors
+                ///
+                /// [`SymbolUnavailable`] naming the export when this driver lacks it.
+                #[inline]
+                pub fn __NAME(&self) -> Result<__SIG, SymbolUnavailable> {
+                    self.__NAME.ok_or(SymbolUnavailable { export_name: "__EXPORT", since: 888888 })
+                }
+            })?,
+        })
+    }
+}
+
+/// Replaces a template's placeholders with one symbol's values.
+struct Substitute<'a> {
+    name: Ident,
+    export: &'a str,
+    doc: &'a str,
+    since: u32,
+    index: usize,
+    signature: &'a syn::Type,
+}
+
+impl VisitMut for Substitute<'_> {
+    fn visit_ident_mut(&mut self, ident: &mut Ident) {
+        if ident == "__NAME" {
+            *ident = self.name.clone();
+        }
+    }
+
+    fn visit_type_mut(&mut self, ty: &mut syn::Type) {
+        if let syn::Type::Path(path) = ty {
+            if path.qself.is_none() && path.path.is_ident("__SIG") {
+                *ty = self.signature.clone();
+                return;
+            }
+        }
+        visit_mut::visit_type_mut(self, ty);
+    }
+
+    fn visit_lit_mut(&mut self, lit: &mut syn::Lit) {
+        let span = Span::call_site();
+        match lit {
+            syn::Lit::Str(text) if text.value() == "__EXPORT" => {
+                *text = syn::LitStr::new(self.export, span);
+            }
+            syn::Lit::Str(text) if text.value() == "__DOC" => {
+                *text = syn::LitStr::new(self.doc, span);
+            }
+            syn::Lit::ByteStr(bytes) if bytes.value() == b"__EXPORT" => {
+                *bytes = syn::LitByteStr::new(self.export.as_bytes(), span);
+            }
+            syn::Lit::Int(number) if number.base10_digits() == "999999" => {
+                *number = syn::LitInt::new(&self.index.to_string(), span);
+            }
+            syn::Lit::Int(number) if number.base10_digits() == "888888" => {
+                *number = syn::LitInt::new(&self.since.to_string(), span);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Rust types of the list's C types, each parsed once.
+#[derive(Default)]
+struct Builder {
+    types: HashMap<CType, syn::Type>,
+}
+
+impl Builder {
+    fn ty(&mut self, c_type: &CType) -> Result<syn::Type> {
+        if let Some(parsed) = self.types.get(c_type) {
+            return Ok(parsed.clone());
+        }
+        let parsed: syn::Type = parse_template(rust_type(c_type))?;
+        self.types.insert(c_type.clone(), parsed.clone());
+        Ok(parsed)
+    }
+
+    /// `unsafe extern "system" fn(name: T, ...) -> CUresult`.
+    fn signature(&mut self, symbol: &Symbol) -> Result<syn::Type> {
+        let span = Span::call_site();
+        let mut inputs = Punctuated::new();
+        for param in &symbol.params {
+            inputs.push(syn::BareFnArg {
+                attrs: Vec::new(),
+                name: Some((Ident::new(&param.name, span), Default::default())),
+                ty: self.ty(&param.c_type)?,
+            });
+        }
+        Ok(syn::Type::BareFn(syn::TypeBareFn {
+            lifetimes: None,
+            unsafety: Some(Default::default()),
+            abi: Some(syn::Abi {
+                extern_token: Default::default(),
+                name: Some(syn::LitStr::new("system", span)),
+            }),
+            fn_token: Default::default(),
+            paren_token: Default::default(),
+            inputs,
+            variadic: None,
+            output: syn::ReturnType::Type(Default::default(), Box::new(self.ty(&symbol.returns)?)),
+        }))
+    }
+
+    /// `_name: T, ...`: a default export's (unused) parameters.
+    fn unused_args(&mut self, symbol: &Symbol) -> Result<Punctuated<syn::FnArg, syn::Token![,]>> {
+        let mut args = Punctuated::new();
+        for param in &symbol.params {
+            args.push(syn::FnArg::Typed(syn::PatType {
+                attrs: Vec::new(),
+                pat: Box::new(syn::Pat::Ident(syn::PatIdent {
+                    attrs: Vec::new(),
+                    by_ref: None,
+                    mutability: None,
+                    ident: format_ident!("_{}", param.name),
+                    subpat: None,
+                })),
+                colon_token: Default::default(),
+                ty: Box::new(self.ty(&param.c_type)?),
+            }));
+        }
+        Ok(args)
+    }
 }
 
 /// Default fake exports for a table's unit tests: for every symbol of the
@@ -412,24 +699,32 @@ pub fn unit_test_defaults(
     kind: &TableKind,
     types_path: TokenStream,
 ) -> Result<Vec<u8>> {
+    let function: syn::ItemFn = parse_template(quote! {
+        unsafe extern "system" fn __NAME<H: DefaultCall>() -> CUresult {
+            H::call("__EXPORT")
+        }
+    })?;
+    let arm: syn::Arm = parse_template(quote!(b"__EXPORT" => __NAME::<H> as *const ()))?;
+    let mut builder = Builder::default();
     let mut functions = Vec::new();
     let mut arms = Vec::new();
     for (symbol, _) in selected(symbols, kind) {
-        let name = ident(&symbol.export);
-        let export = &symbol.export;
-        let params = symbol.params.iter().map(|param| {
-            let name = format_ident!("_{}", param.name);
-            let ty = rust_type(&param.c_type);
-            quote!(#name: #ty)
-        });
-        let returns = rust_type(&symbol.returns);
-        functions.push(quote! {
-            unsafe extern "system" fn #name<H: DefaultCall>(#(#params),*) -> #returns {
-                H::call(#export)
-            }
-        });
-        let bytes = syn::LitByteStr::new(export.as_bytes(), Span::call_site());
-        arms.push(quote!(#bytes => #name::<H> as *const ()));
+        let signature = builder.signature(symbol)?;
+        let mut substitute = Substitute {
+            name: ident(&symbol.export),
+            export: &symbol.export,
+            doc: "",
+            since: symbol.since,
+            index: 0,
+            signature: &signature,
+        };
+        let mut item = function.clone();
+        substitute.visit_item_fn_mut(&mut item);
+        item.sig.inputs = builder.unused_args(symbol)?;
+        functions.push(syn::Item::Fn(item));
+        let mut item = arm.clone();
+        substitute.visit_arm_mut(&mut item);
+        arms.push(item);
     }
     let doc = format!(
         " Default fake exports for every symbol of `{}`, for unit tests.",
@@ -456,18 +751,24 @@ pub fn unit_test_defaults(
             fn call(export_name: &'static str) -> CUresult;
         }
 
-        #(#functions)*
-
         /// The default fake of export `name`, or `None` for an unlisted name.
         pub fn default_export<H: DefaultCall>(name: &CStr) -> Option<NonNull<c_void>> {
             let address = match name.to_bytes() {
-                #(#arms,)*
                 _ => return None,
             };
             NonNull::new(address.cast_mut().cast())
         }
     };
-    let file = parse_file(tokens, "unit test defaults")?;
+    let mut file = parse_file(tokens, "unit test defaults")?;
+    let mut fill = FillMatch { arms: Some(arms) };
+    fill.visit_file_mut(&mut file);
+    if fill.arms.is_some() {
+        return Err("internal error: the defaults scaffold lost its match".into());
+    }
+    // The functions go before `default_export`, the last item.
+    let last = file.items.pop();
+    file.items.extend(functions);
+    file.items.extend(last);
     Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
 }
 
@@ -479,31 +780,40 @@ pub fn sim_driver_defaults(
     symbols: &SymbolList,
     hand_written: &BTreeSet<String>,
 ) -> Result<Vec<u8>> {
+    let template: syn::ItemFn = parse_template(quote! {
+        #[doc = "__DOC"]
+        ///
+        /// # Safety
+        ///
+        /// Never dereferences its arguments.
+        #[no_mangle]
+        pub unsafe extern "system" fn __NAME() -> CUresult {
+            crate::default_call("__EXPORT")
+        }
+    })?;
+    let mut builder = Builder::default();
     let mut exports = Vec::new();
     for symbol in &symbols.symbols {
         if hand_written.contains(&symbol.export) {
             continue;
         }
-        let name = ident(&symbol.export);
-        let export = &symbol.export;
-        let params = symbol.params.iter().map(|param| {
-            let name = format_ident!("_{}", param.name);
-            let ty = rust_type(&param.c_type);
-            quote!(#name: #ty)
-        });
-        let returns = rust_type(&symbol.returns);
-        let doc = format!(" The default `{export}`: logged, returns the configured result.");
-        exports.push(quote! {
-            #[doc = #doc]
-            ///
-            /// # Safety
-            ///
-            /// Never dereferences its arguments.
-            #[no_mangle]
-            pub unsafe extern "system" fn #name(#(#params),*) -> #returns {
-                crate::default_call(#export)
-            }
-        });
+        let signature = builder.signature(symbol)?;
+        let doc = format!(
+            " The default `{}`: logged, returns the configured result.",
+            symbol.export
+        );
+        let mut substitute = Substitute {
+            name: ident(&symbol.export),
+            export: &symbol.export,
+            doc: &doc,
+            since: symbol.since,
+            index: 0,
+            signature: &signature,
+        };
+        let mut item = template.clone();
+        substitute.visit_item_fn_mut(&mut item);
+        item.sig.inputs = builder.unused_args(symbol)?;
+        exports.push(syn::Item::Fn(item));
     }
     let types = type_definitions(symbols);
     let tokens = quote! {
@@ -520,10 +830,9 @@ pub fn sim_driver_defaults(
 
         /// The hook every default calls (referenced even when `lib.rs` defines every export).
         const DEFAULT_CALL: fn(&'static str) -> CUresult = crate::default_call;
-
-        #(#exports)*
     };
-    let file = parse_file(tokens, "sim driver defaults")?;
+    let mut file = parse_file(tokens, "sim driver defaults")?;
+    file.items.extend(exports);
     Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
 }
 
