@@ -181,7 +181,8 @@ def test_probe_reports_a_missing_required_symbol(sim_host: SimulatedHost, tmp_pa
     assert calls == ()
     # stderr names the export the driver lacks (the report carries only the code).
     stderr = sim_host.run(layout, [sim_host.native.probe]).stderr
-    assert "REQUIRED_SYMBOL_MISSING" in stderr and "`cuDeviceGetName`" in stderr, stderr
+    assert "REQUIRED_SYMBOL_MISSING" in stderr, stderr
+    assert "`cuDeviceGetName`" in stderr, stderr
 
 
 @pytest.mark.parametrize(("major", "minor"), [(0, 0), (100, 0), (8, 100), (-1, 5)])
