@@ -3,8 +3,14 @@
 //! `lib.rs` does not implement by hand, with its listed signature.
 //! Each logs the call and returns the configured result
 //! (`crate::default_call`).
+//!
+//! # Safety
+//!
+//! Every export here is safe to call with any arguments: none is
+//! dereferenced.
 #![cfg_attr(rustfmt, rustfmt::skip)]
 #![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+#![allow(clippy::missing_safety_doc)]
 use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
 /// The driver's opaque `struct CUctx_st`; never constructed.
 #[repr(C)]

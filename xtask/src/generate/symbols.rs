@@ -479,8 +479,9 @@ fn at(json_path: &str, message: impl std::fmt::Display) -> String {
     format!("{DRIVER_SYMBOLS_PATH}: {json_path}: {message}")
 }
 
-/// Deserializes `value` (found at `json_path`) as `T`.
-fn typed<T: DeserializeOwned>(value: &Value, json_path: &str) -> Result<T> {
+/// Deserializes `value` (found at `json_path`) as `T`, consuming it (the
+/// symbol entries are never copied).
+fn typed<T: DeserializeOwned>(value: Value, json_path: &str) -> Result<T> {
     T::deserialize(value).map_err(|error| at(json_path, error))
 }
 
@@ -551,7 +552,7 @@ impl SymbolList {
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let value: Value = serde_json::from_slice(bytes)
             .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"))?;
-        let raw: RawList = typed(&value, "(top level)")?;
+        let raw: RawList = typed(value, "(top level)")?;
         if raw.schema_version != SCHEMA_VERSION {
             return Err(at(
                 "schema_version",
@@ -588,7 +589,7 @@ impl SymbolList {
                     "cuda.h's own typedef; the generator knows it already",
                 ));
             }
-            let raw_enum: RawEnum = typed(raw_type, &path)?;
+            let raw_enum: RawEnum = typed(raw_type.clone(), &path)?;
             if raw_enum.kind != "enum" {
                 return Err(at(
                     &format!("{path}.kind"),
@@ -619,7 +620,7 @@ impl SymbolList {
             if !is_identifier(name) {
                 return Err(at(&path, "the name is not an identifier"));
             }
-            let raw_constant: RawConstant = typed(raw_constant, &path)?;
+            let raw_constant: RawConstant = typed(raw_constant.clone(), &path)?;
             let c_type = parse_c_type(&raw_constant.c_type, &named).ok_or_else(|| {
                 at(
                     &format!("{path}.c_type"),
@@ -663,7 +664,7 @@ impl SymbolList {
         }
         let mut exports = BTreeSet::new();
         let mut symbols = Vec::new();
-        for (index, raw_symbol) in raw.symbols.iter().enumerate() {
+        for (index, raw_symbol) in raw.symbols.into_iter().enumerate() {
             let path = format!("symbols[{index}]");
             let symbol = parse_symbol(&path, raw_symbol, &named, &header_sets)?;
             if !exports.insert(symbol.export.clone()) {
@@ -718,7 +719,7 @@ fn parse_header_sets(raw: &BTreeMap<String, Value>) -> Result<Vec<HeaderSet>> {
         if !is_identifier(name) {
             return Err(at(&path, "the name is not an identifier"));
         }
-        let raw_set: RawHeaderSet = typed(value, &path)?;
+        let raw_set: RawHeaderSet = typed(value.clone(), &path)?;
         let plain = |text: &str| {
             !text.is_empty()
                 && text
@@ -759,7 +760,7 @@ fn parse_header_sets(raw: &BTreeMap<String, Value>) -> Result<Vec<HeaderSet>> {
 
 fn parse_symbol(
     path: &str,
-    value: &Value,
+    value: Value,
     named: &BTreeMap<String, NamedType>,
     header_sets: &[HeaderSet],
 ) -> Result<Symbol> {
@@ -801,7 +802,7 @@ fn parse_symbol(
         })?;
     let mut params = Vec::new();
     let mut names = BTreeSet::new();
-    for (index, value) in raw.params.iter().enumerate() {
+    for (index, value) in raw.params.into_iter().enumerate() {
         let param_path = format!("{path}.params[{index}]");
         let param: RawParam = typed(value, &param_path)?;
         if !is_identifier(&param.name) {
