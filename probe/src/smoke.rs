@@ -163,7 +163,10 @@ pub fn invalid_arguments() -> (SmokeRecord, u8) {
 /// the context before the table (and its image): explicitly on success, and
 /// by the runtime's `Drop` in reverse creation order when a step fails.
 fn lifetime_smoke(ordinal: u32) -> Result<(), SmokeFailure> {
-    let api = Rc::new(loader::load_driver_api()?);
+    let api = Rc::new(
+        loader::load_driver_api()
+            .inspect_err(|error| crate::inventory::name_missing_symbol_on_stderr(*error))?,
+    );
     initialize(&api).map_err(at_step(reason_codes::CU_INIT_FAILED))?;
     let ordinal = i32::try_from(ordinal).map_err(|_| SmokeFailure {
         reason_code: reason_codes::INVALID_ARGUMENTS,

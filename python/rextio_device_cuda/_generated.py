@@ -5,47 +5,125 @@ from typing import Any, Final
 
 DRIVER_SYMBOLS: Final[dict[str, Any]] = {
     "calling_convention": "system",
-    "schema_version": 1,
+    "constants": {
+        "CUDA_ERROR_CONTEXT_IS_DESTROYED": {
+            "c_type": "CUresult",
+            "doc": "The context the handle belongs to was destroyed.",
+            "value": 709,
+        },
+        "CUDA_ERROR_INVALID_CONTEXT": {
+            "c_type": "CUresult",
+            "doc": "No context is current, or the context handle is not valid.",
+            "value": 201,
+        },
+        "CUDA_ERROR_INVALID_DEVICE": {
+            "c_type": "CUresult",
+            "doc": "The device ordinal or handle is not valid.",
+            "value": 101,
+        },
+        "CUDA_ERROR_INVALID_HANDLE": {
+            "c_type": "CUresult",
+            "doc": "A resource handle is not valid.",
+            "value": 400,
+        },
+        "CUDA_ERROR_INVALID_VALUE": {
+            "c_type": "CUresult",
+            "doc": "An argument is out of range.",
+            "value": 1,
+        },
+        "CUDA_ERROR_NOT_INITIALIZED": {
+            "c_type": "CUresult",
+            "doc": "cuInit has not succeeded.",
+            "value": 3,
+        },
+        "CUDA_ERROR_NOT_SUPPORTED": {
+            "c_type": "CUresult",
+            "doc": "The operation is not supported.",
+            "value": 801,
+        },
+        "CUDA_ERROR_NO_DEVICE": {
+            "c_type": "CUresult",
+            "doc": "No CUDA-capable device is present (cuInit's answer on a host without a GPU).",
+            "value": 100,
+        },
+        "CUDA_ERROR_OUT_OF_MEMORY": {
+            "c_type": "CUresult",
+            "doc": "The allocation failed.",
+            "value": 2,
+        },
+        "CUDA_SUCCESS": {"c_type": "CUresult", "doc": "The call succeeded.", "value": 0},
+        "CU_CTX_SCHED_AUTO": {
+            "c_type": "unsigned int",
+            "doc": "cuCtxCreate flags: the driver chooses the scheduling policy.",
+            "value": 0,
+        },
+        "CU_STREAM_NON_BLOCKING": {
+            "c_type": "unsigned int",
+            "doc": (
+                "cuStreamCreate flags: no implicit synchronization with the legacy default stream."
+            ),
+            "value": 1,
+        },
+    },
+    "header_sets": {
+        "cuda12": {
+            "include_dir": "nvidia/cuda_runtime/include",
+            "package": "nvidia-cuda-runtime-cu12",
+            "version": "12.9.79",
+            "wheel_sha256": "25bba2dfb01d48a9b59ca474a1ac43c6ebf7011f1b0b8cc44f54eb6ac48a96c3",
+        },
+        "cuda13": {
+            "include_dir": "nvidia/cu13/include",
+            "package": "nvidia-cuda-runtime",
+            "version": "13.5.37",
+            "wheel_sha256": "df2b79a8852f10d1fef8c848489c49eebb5754051bf870202a862831412b179d",
+        },
+    },
+    "schema_version": 2,
     "symbols": [
         {
             "abi_version": 2000,
             "api": "cuInit",
-            "components": ["probe-inventory", "runtime"],
+            "components": {"probe-inventory": "required", "runtime": "required"},
             "export": "cuInit",
             "params": [{"c_type": "unsigned int", "name": "flags"}],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 2020,
             "api": "cuDriverGetVersion",
-            "components": ["probe-inventory"],
+            "components": {"probe-inventory": "required"},
             "export": "cuDriverGetVersion",
             "params": [{"c_type": "int *", "name": "driver_version"}],
             "returns": "CUresult",
+            "since": 2020,
         },
         {
             "abi_version": 2000,
             "api": "cuDeviceGetCount",
-            "components": ["probe-inventory"],
+            "components": {"probe-inventory": "required"},
             "export": "cuDeviceGetCount",
             "params": [{"c_type": "int *", "name": "count"}],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 2000,
             "api": "cuDeviceGet",
-            "components": ["probe-inventory", "runtime"],
+            "components": {"probe-inventory": "required", "runtime": "required"},
             "export": "cuDeviceGet",
             "params": [
                 {"c_type": "CUdevice *", "name": "device"},
                 {"c_type": "int", "name": "ordinal"},
             ],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 2000,
             "api": "cuDeviceGetName",
-            "components": ["probe-inventory"],
+            "components": {"probe-inventory": "required"},
             "export": "cuDeviceGetName",
             "params": [
                 {"c_type": "char *", "name": "name"},
@@ -53,11 +131,16 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
                 {"c_type": "CUdevice", "name": "device"},
             ],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 2000,
             "api": "cuDeviceComputeCapability",
-            "components": ["probe-inventory"],
+            "components": {"probe-inventory": "required"},
+            "deprecated": (
+                "Both header sets mark it deprecated in favour of cuDeviceGetAttribute; every "
+                "driver of the supported range still exports it with this ABI"
+            ),
             "export": "cuDeviceComputeCapability",
             "params": [
                 {"c_type": "int *", "name": "major"},
@@ -65,11 +148,12 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
                 {"c_type": "CUdevice", "name": "device"},
             ],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 3020,
             "api": "cuCtxCreate",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuCtxCreate_v2",
             "params": [
                 {"c_type": "CUcontext *", "name": "context"},
@@ -77,104 +161,98 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
                 {"c_type": "CUdevice", "name": "device"},
             ],
             "returns": "CUresult",
+            "since": 3020,
+            "undeclared_in": {
+                "cuda13": (
+                    "CUDA 13's cuda.h maps cuCtxCreate to cuCtxCreate_v4 and declares "
+                    "cuCtxCreate_v2 only for the driver's own build; the export and its "
+                    "PFN_cuCtxCreate_v3020 typedef remain"
+                ),
+            },
         },
         {
             "abi_version": 4000,
             "api": "cuCtxDestroy",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuCtxDestroy_v2",
             "params": [{"c_type": "CUcontext", "name": "context"}],
             "returns": "CUresult",
+            "since": 4000,
         },
         {
             "abi_version": 4000,
             "api": "cuCtxPushCurrent",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuCtxPushCurrent_v2",
             "params": [{"c_type": "CUcontext", "name": "context"}],
             "returns": "CUresult",
+            "since": 4000,
         },
         {
             "abi_version": 4000,
             "api": "cuCtxPopCurrent",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuCtxPopCurrent_v2",
             "params": [{"c_type": "CUcontext *", "name": "context"}],
             "returns": "CUresult",
+            "since": 4000,
         },
         {
             "abi_version": 2000,
             "api": "cuStreamCreate",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuStreamCreate",
             "params": [
                 {"c_type": "CUstream *", "name": "stream"},
                 {"c_type": "unsigned int", "name": "flags"},
             ],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 4000,
             "api": "cuStreamDestroy",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuStreamDestroy_v2",
             "params": [{"c_type": "CUstream", "name": "stream"}],
             "returns": "CUresult",
+            "since": 4000,
         },
         {
             "abi_version": 2000,
             "api": "cuStreamSynchronize",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuStreamSynchronize",
             "params": [{"c_type": "CUstream", "name": "stream"}],
             "returns": "CUresult",
+            "since": 2000,
         },
         {
             "abi_version": 3020,
             "api": "cuMemAlloc",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuMemAlloc_v2",
             "params": [
                 {"c_type": "CUdeviceptr *", "name": "device_pointer"},
                 {"c_type": "size_t", "name": "byte_size"},
             ],
             "returns": "CUresult",
+            "since": 3020,
         },
         {
             "abi_version": 3020,
             "api": "cuMemFree",
-            "components": ["runtime"],
+            "components": {"runtime": "required"},
             "export": "cuMemFree_v2",
             "params": [{"c_type": "CUdeviceptr", "name": "device_pointer"}],
             "returns": "CUresult",
+            "since": 3020,
         },
     ],
-    "types": {
-        "CUcontext": {
-            "c_type": "struct CUctx_st *",
-            "doc": "Opaque driver context handle.",
-            "rust": "opaque-pointer",
-        },
-        "CUdevice": {
-            "c_type": "int",
-            "doc": "Device handle returned by cuDeviceGet.",
-            "rust": "i32",
-        },
-        "CUdeviceptr": {
-            "c_type": "unsigned long long",
-            "doc": "Device address (the _v2 ABI is 64-bit).",
-            "rust": "u64",
-        },
-        "CUresult": {"c_type": "int", "doc": "Driver status code; 0 is success.", "rust": "i32"},
-        "CUstream": {
-            "c_type": "struct CUstream_st *",
-            "doc": "Opaque driver stream handle.",
-            "rust": "opaque-pointer",
-        },
-    },
+    "types": {},
 }
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "8e7c11882eb0c8168a1a62c414e5890c7533050b4e77764bd8102bda757a2958"
+    "ee84eb8cf9354b7588ddb12658b21a468e872db76d8323004216f6c46d069982"
 )

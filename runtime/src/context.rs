@@ -7,14 +7,14 @@ use core::ptr;
 use std::rc::Rc;
 
 use crate::current;
-use crate::driver_api::{CUcontext, CUdevice, DriverApi};
+use crate::driver_api::{CUcontext, CUdevice, DriverApi, CU_CTX_SCHED_AUTO};
 use crate::error::CudaError;
 use crate::memory::DeviceAllocation;
 use crate::operation;
 use crate::stream::Stream;
 
 /// Flags for `cuCtxCreate_v2`: the driver defaults (automatic scheduling).
-const CONTEXT_FLAGS: core::ffi::c_uint = 0;
+const CONTEXT_FLAGS: core::ffi::c_uint = CU_CTX_SCHED_AUTO;
 
 /// State shared by a [`Context`] and each of its children. The driver context
 /// is destroyed when this is dropped (when the last of them goes) unless
@@ -45,7 +45,7 @@ impl ContextShared {
         // SAFETY: the symbol has the listed signature and the image lives
         // while `self.api` does; the handle is this runtime's live context,
         // destroyed nowhere else (the flag above).
-        let result = unsafe { (self.api.cuCtxDestroy_v2)(self.handle) };
+        let result = unsafe { (self.api.cuCtxDestroy_v2())(self.handle) };
         CudaError::check(operation::CTX_DESTROY, result)
     }
 }
@@ -91,12 +91,12 @@ impl Context {
         let mut handle: CUcontext = ptr::null_mut();
         // SAFETY: the symbol has the listed signature and the image lives
         // while `api` does; `handle` is a valid place for one handle.
-        let result = unsafe { (api.cuCtxCreate_v2)(&mut handle, CONTEXT_FLAGS, device) };
+        let result = unsafe { (api.cuCtxCreate_v2())(&mut handle, CONTEXT_FLAGS, device) };
         CudaError::check(operation::CTX_CREATE, result)?;
         if let Err(error) = current::pop_expecting(&api, handle) {
             // SAFETY: as above; `handle` was just created and nothing else
             // holds it.
-            let _ = unsafe { (api.cuCtxDestroy_v2)(handle) };
+            let _ = unsafe { (api.cuCtxDestroy_v2())(handle) };
             return Err(error);
         }
         Ok(Self {

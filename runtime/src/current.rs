@@ -25,7 +25,7 @@ use crate::operation;
 fn push(api: &DriverApi, context: CUcontext) -> Result<(), CudaError> {
     // SAFETY: the symbol has the listed signature and the image lives while
     // `api` does; `context` is a live context this runtime created.
-    let result = unsafe { (api.cuCtxPushCurrent_v2)(context) };
+    let result = unsafe { (api.cuCtxPushCurrent_v2())(context) };
     CudaError::check(operation::CTX_PUSH, result)
 }
 
@@ -34,7 +34,7 @@ pub(crate) fn pop_expecting(api: &DriverApi, expected: CUcontext) -> Result<(), 
     let mut popped: CUcontext = ptr::null_mut();
     // SAFETY: as in `push`; `popped` is a valid place for the driver to write
     // one handle.
-    let result = unsafe { (api.cuCtxPopCurrent_v2)(&mut popped) };
+    let result = unsafe { (api.cuCtxPopCurrent_v2())(&mut popped) };
     CudaError::check(operation::CTX_POP, result)?;
     if popped == expected {
         Ok(())

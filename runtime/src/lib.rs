@@ -67,7 +67,7 @@ pub use stream::Stream;
 pub fn initialize(api: &DriverApi) -> Result<(), CudaError> {
     // SAFETY: the symbol has the listed signature and the image lives while
     // `api` does.
-    let result = unsafe { (api.cuInit)(0) };
+    let result = unsafe { (api.cuInit())(0) };
     CudaError::check(operation::INIT, result)
 }
 
@@ -76,7 +76,7 @@ pub fn device_get(api: &DriverApi, ordinal: i32) -> Result<CUdevice, CudaError> 
     let mut device: CUdevice = 0;
     // SAFETY: the symbol has the listed signature and the image lives while
     // `api` does; `device` is a valid place for one handle.
-    let result = unsafe { (api.cuDeviceGet)(&mut device, ordinal) };
+    let result = unsafe { (api.cuDeviceGet())(&mut device, ordinal) };
     CudaError::check(operation::DEVICE_GET, result).map(|()| device)
 }
 

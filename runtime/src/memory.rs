@@ -47,7 +47,7 @@ impl DeviceAllocation {
             // SAFETY: the symbol has the listed signature and the image lives
             // while `api` does; `device_pointer` is a valid place for one
             // address; the context is current.
-            let result = unsafe { (api.cuMemAlloc_v2)(&mut device_pointer, byte_size) };
+            let result = unsafe { (api.cuMemAlloc_v2())(&mut device_pointer, byte_size) };
             CudaError::check(operation::MEM_ALLOC, result).map(|()| device_pointer)
         };
         Ok(Self {
@@ -86,7 +86,7 @@ unsafe fn free(api: &DriverApi, device_pointer: CUdeviceptr) -> Result<(), CudaE
     // SAFETY: the symbol has the listed signature and the image lives while
     // `api` does; the caller guarantees the address is live, in the current
     // context, and freed nowhere else.
-    let result = unsafe { (api.cuMemFree_v2)(device_pointer) };
+    let result = unsafe { (api.cuMemFree_v2())(device_pointer) };
     CudaError::check(operation::MEM_FREE, result)
 }
 

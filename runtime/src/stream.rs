@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use crate::context::ContextShared;
 use crate::current::ContextChild;
-use crate::driver_api::{CUstream, DriverApi};
+use crate::driver_api::{CUstream, DriverApi, CU_STREAM_NON_BLOCKING};
 use crate::error::CudaError;
 use crate::operation;
 
@@ -15,7 +15,7 @@ use crate::operation;
 /// the legacy default stream, so other code using the default stream neither
 /// waits for nor is waited on by this runtime's work; ordering is explicit
 /// through [`Stream::synchronize`].
-const STREAM_FLAGS: core::ffi::c_uint = 1;
+const STREAM_FLAGS: core::ffi::c_uint = CU_STREAM_NON_BLOCKING;
 
 /// A stream created by [`Context::create_stream`](crate::Context::create_stream).
 ///
@@ -47,7 +47,7 @@ impl Stream {
             // SAFETY: the symbol has the listed signature and the image lives
             // while `api` does; `stream` is a valid place for one handle; the
             // context is current.
-            let result = unsafe { (api.cuStreamCreate)(&mut stream, STREAM_FLAGS) };
+            let result = unsafe { (api.cuStreamCreate())(&mut stream, STREAM_FLAGS) };
             CudaError::check(operation::STREAM_CREATE, result).map(|()| stream)
         };
         Ok(Self {
@@ -66,7 +66,7 @@ impl Stream {
             // SAFETY: the symbol has the listed signature and the image lives
             // while the context does; `stream` is this live stream; the
             // context is current.
-            let result = unsafe { (api.cuStreamSynchronize)(stream) };
+            let result = unsafe { (api.cuStreamSynchronize())(stream) };
             CudaError::check(operation::STREAM_SYNCHRONIZE, result)
         })
     }
@@ -95,7 +95,7 @@ unsafe fn destroy(api: &DriverApi, stream: CUstream) -> Result<(), CudaError> {
     // SAFETY: the symbol has the listed signature and the image lives while
     // `api` does; the caller guarantees `stream` is live, in the current
     // context, and released nowhere else.
-    let result = unsafe { (api.cuStreamDestroy_v2)(stream) };
+    let result = unsafe { (api.cuStreamDestroy_v2())(stream) };
     CudaError::check(operation::STREAM_DESTROY, result)
 }
 

@@ -192,10 +192,15 @@ def test_probe_reports_a_missing_required_symbol(sim_host: SimulatedHost, tmp_pa
     image = rename_export(
         sim_host.native.sim_driver, "cuDeviceGetName", tmp_path / "libcuda-no-name.so"
     )
-    record, calls = _probe(sim_host, DriverLayout(config=TWO_DEVICES, image=image))
+    layout = DriverLayout(config=TWO_DEVICES, image=image)
+    record, calls = _probe(sim_host, layout)
     assert record == _failure("unavailable", "REQUIRED_SYMBOL_MISSING")
     # Resolution fails before any driver function is called.
     assert calls == ()
+    # stderr names the export the driver lacks (the report carries only the code).
+    stderr = sim_host.run(layout, [sim_host.native.probe]).stderr
+    assert "REQUIRED_SYMBOL_MISSING" in stderr, stderr
+    assert "`cuDeviceGetName`" in stderr, stderr
 
 
 @pytest.mark.parametrize(("major", "minor"), [(0, 0), (100, 0), (8, 100), (-1, 5)])

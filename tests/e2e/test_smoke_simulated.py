@@ -209,6 +209,10 @@ def test_smoke_reports_a_missing_runtime_symbol(sim_host: SimulatedHost, tmp_pat
         None,
     )
     assert calls == ()
+    # stderr names the export the driver lacks (the record carries only the code).
+    stderr = sim_host.run(layout, [sim_host.native.smoke, "--device", "0"]).stderr
+    assert "REQUIRED_SYMBOL_MISSING" in stderr, stderr
+    assert "`cuMemAlloc_v2`" in stderr, stderr
     # The probe needs only the inventory exports, so the same image inventories.
     probe = sim_host.run(layout, [sim_host.native.probe]).record()
     assert probe["status"] == "probe-complete"

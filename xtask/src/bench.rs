@@ -137,10 +137,13 @@ pub fn with_synthetic_symbols(inputs: &Inputs, count: usize) -> Result<Inputs> {
         .map(|index| {
             let mut entry = real[index % real.len()].clone();
             if index >= real.len() {
-                for key in ["export", "api"] {
-                    let renamed = format!("{}_s{index}", entry[key].as_str().unwrap_or("cu"));
-                    entry[key] = Value::String(renamed);
-                }
+                // `cuCtxCreate_v2` -> api `cuCtxCreate_s16`, export `cuCtxCreate_s16_v2`.
+                let api = entry["api"].as_str().unwrap_or("cu").to_string();
+                let export = entry["export"].as_str().unwrap_or("cu").to_string();
+                let version = export.strip_prefix(&api).unwrap_or("");
+                let renamed = format!("{api}_s{index}");
+                entry["export"] = Value::String(format!("{renamed}{version}"));
+                entry["api"] = Value::String(renamed);
             }
             entry
         })

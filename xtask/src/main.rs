@@ -7,6 +7,7 @@ mod demo;
 mod determinism;
 mod dist;
 mod generate;
+mod headers;
 mod native;
 mod nolink;
 mod paths;
@@ -14,6 +15,7 @@ mod process;
 mod python_env;
 mod real_driver;
 mod stress;
+mod symbol_proof;
 mod test;
 mod validate;
 
@@ -30,6 +32,8 @@ commands:
   verify-determinism       regenerate under varied conditions and compare every byte
   dist                     check generated files, then build the wheel into target/dist/
   test                     run every check and test of the project
+  abi-check                compile the symbol list against NVIDIA's cuda.h (12.x and 13.x)
+  symbol-proof             add symbols to a copy of the repository; its generate and tests pass
   bench                    measure generate, verify-determinism, preflight and probe costs
   stress [--rounds N]      repeat the process/signal tests N times (default 200)
   demo                     show the whole chain on the simulated driver (no GPU needed)
@@ -49,6 +53,15 @@ pub fn usage_error(message: &str) -> ! {
     std::process::exit(EXIT_USAGE.into())
 }
 
+/// A usage error unless `args` is empty.
+fn no_arguments(command: &str, args: &[String]) {
+    if let Some(unexpected) = args.first() {
+        usage_error(&format!(
+            "{command} takes no arguments (got `{unexpected}`)"
+        ));
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
@@ -60,6 +73,11 @@ fn main() -> ExitCode {
         "verify-determinism" => determinism::command(rest),
         "dist" => dist::command(rest),
         "test" => test::command(rest),
+        "symbol-proof" => symbol_proof::command(rest),
+        "abi-check" => {
+            no_arguments("abi-check", rest);
+            headers::check()
+        }
         "bench" => bench::command(rest),
         "stress" => stress::command(rest),
         "demo" => demo::command(rest),

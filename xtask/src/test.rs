@@ -8,7 +8,9 @@ use std::process::Command;
 
 use crate::paths::repo_root;
 use crate::process::run;
-use crate::{determinism, generate, native, nolink, python_env, real_driver, Result};
+use crate::{
+    determinism, generate, headers, native, nolink, python_env, real_driver, symbol_proof, Result,
+};
 
 /// Cross targets whose platform-gated code is always compile-checked.
 const CROSS_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "x86_64-pc-windows-msvc"];
@@ -47,6 +49,7 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
         run(cargo().args(["test", "--workspace", "--locked"]))
     })?;
     report.step("generated files current", generate::check)?;
+    report.step("ABI against NVIDIA's headers (12.x, 13.x)", headers::check)?;
     report.step("determinism", determinism::verify)?;
     report.step("no link directive in sources", nolink::scan_sources)?;
     report.step("no cuda in runtime cdylib", nolink::check_runtime_cdylib)?;
@@ -70,6 +73,9 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     )?;
     report.step("real NVIDIA driver (libcuda1 535, 550, 555)", || {
         real_driver::test(&artifacts)
+    })?;
+    report.step("add a driver symbol by one edit (symbol-proof)", || {
+        symbol_proof::command(&[])
     })?;
     for target in CROSS_TARGETS {
         report.step(&format!("cross check {target}"), || {

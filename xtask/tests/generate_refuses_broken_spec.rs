@@ -15,6 +15,7 @@ const TREE: &[&str] = &[
     "runtime/src",
     "generated",
     "probe/src/generated",
+    "tests/sim-driver/src",
     "python/rextio_device_cuda/_generated.py",
     "python/rextio_device_cuda/_provider_spec.py",
 ];

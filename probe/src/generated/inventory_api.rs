@@ -4,9 +4,9 @@
 //! No link directive: the host loads one reviewed driver image and
 //! passes a resolver for its exports to the `resolve` constructor.
 #![cfg_attr(rustfmt, rustfmt::skip)]
-#![allow(non_camel_case_types, non_snake_case)]
+#![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
 use core::any::Any;
-use core::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void, CStr};
 use core::fmt;
 use core::ptr::NonNull;
 /// The driver's opaque `struct CUctx_st`; never constructed.
@@ -17,9 +17,9 @@ pub struct CUctx_st {
 /// Opaque driver context handle.
 pub type CUcontext = *mut CUctx_st;
 /// Device handle returned by cuDeviceGet.
-pub type CUdevice = i32;
+pub type CUdevice = c_int;
 /// Device address (the _v2 ABI is 64-bit).
-pub type CUdeviceptr = u64;
+pub type CUdeviceptr = c_ulonglong;
 /// Driver status code; 0 is success.
 pub type CUresult = i32;
 /// The driver's opaque `struct CUstream_st`; never constructed.
@@ -29,8 +29,30 @@ pub struct CUstream_st {
 }
 /// Opaque driver stream handle.
 pub type CUstream = *mut CUstream_st;
-/// The `CUresult` of a successful call.
+/// The context the handle belongs to was destroyed.
+pub const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
+/// No context is current, or the context handle is not valid.
+pub const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
+/// The device ordinal or handle is not valid.
+pub const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
+/// A resource handle is not valid.
+pub const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
+/// An argument is out of range.
+pub const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
+/// cuInit has not succeeded.
+pub const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
+/// The operation is not supported.
+pub const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
+/// No CUDA-capable device is present (cuInit's answer on a host without a GPU).
+pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
+/// The allocation failed.
+pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+/// The call succeeded.
 pub const CUDA_SUCCESS: CUresult = 0;
+/// cuCtxCreate flags: the driver chooses the scheduling policy.
+pub const CU_CTX_SCHED_AUTO: c_uint = 0;
+/// cuStreamCreate flags: no implicit synchronization with the legacy default stream.
+pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 /// Ordered, NUL-terminated export names, in list order.
 pub const INVENTORY_EXPORT_NAMES: [&CStr; 6] = [
     c"cuInit",
@@ -40,31 +62,37 @@ pub const INVENTORY_EXPORT_NAMES: [&CStr; 6] = [
     c"cuDeviceGetName",
     c"cuDeviceComputeCapability",
 ];
+/// Whether each export of the names above is required (its absence
+/// fails the load) or optional (it loads as absent).
+pub const INVENTORY_EXPORT_REQUIRED: [bool; 6] = [true, true, true, true, true, true];
 /// The CUDA Driver API functions (the `probe-inventory` symbols), resolved from one driver image.
 ///
-/// Holds the image, so the image outlives every function pointer taken from it.
+/// Holds the image, so the image outlives every function pointer taken
+/// from it. The pointers are private: only [`Self::resolve`] (unsafe)
+/// fills them, and each is read through its accessor, so safe code can
+/// never put one export's address in another's place:
+///
+/** ```compile_fail,E0616
+ fn swap(api: &mut rextio_cuda_probe::generated::inventory_api::InventoryApi) {
+     api.cuInit = api.cuDriverGetVersion;
+ }
+ ```*/
 pub struct InventoryApi {
-    /// `cuInit` (driver API `cuInit`, ABI version 2000).
-    pub cuInit: unsafe extern "system" fn(flags: c_uint) -> CUresult,
-    /// `cuDriverGetVersion` (driver API `cuDriverGetVersion`, ABI version 2020).
-    pub cuDriverGetVersion: unsafe extern "system" fn(
+    cuInit: unsafe extern "system" fn(flags: c_uint) -> CUresult,
+    cuDriverGetVersion: unsafe extern "system" fn(
         driver_version: *mut c_int,
     ) -> CUresult,
-    /// `cuDeviceGetCount` (driver API `cuDeviceGetCount`, ABI version 2000).
-    pub cuDeviceGetCount: unsafe extern "system" fn(count: *mut c_int) -> CUresult,
-    /// `cuDeviceGet` (driver API `cuDeviceGet`, ABI version 2000).
-    pub cuDeviceGet: unsafe extern "system" fn(
+    cuDeviceGetCount: unsafe extern "system" fn(count: *mut c_int) -> CUresult,
+    cuDeviceGet: unsafe extern "system" fn(
         device: *mut CUdevice,
         ordinal: c_int,
     ) -> CUresult,
-    /// `cuDeviceGetName` (driver API `cuDeviceGetName`, ABI version 2000).
-    pub cuDeviceGetName: unsafe extern "system" fn(
+    cuDeviceGetName: unsafe extern "system" fn(
         name: *mut c_char,
         len: c_int,
         device: CUdevice,
     ) -> CUresult,
-    /// `cuDeviceComputeCapability` (driver API `cuDeviceComputeCapability`, ABI version 2000).
-    pub cuDeviceComputeCapability: unsafe extern "system" fn(
+    cuDeviceComputeCapability: unsafe extern "system" fn(
         major: *mut c_int,
         minor: *mut c_int,
         device: CUdevice,
@@ -72,7 +100,7 @@ pub struct InventoryApi {
     /// The driver image owner; the last field, so it is dropped last.
     image: Box<dyn Any>,
 }
-/// A listed export that the driver image lacks.
+/// A required export that the driver image lacks: the table cannot be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MissingSymbol {
     /// The CUDA ABI export name, e.g. `cuCtxCreate_v2`.
@@ -81,42 +109,70 @@ pub struct MissingSymbol {
 impl fmt::Display for MissingSymbol {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
-            formatter, "the CUDA driver image lacks the export `{}`", self.export_name
+            formatter, "the CUDA driver image lacks the required export `{}`", self
+            .export_name
         )
     }
 }
 impl std::error::Error for MissingSymbol {}
-/// Resolves one export and reinterprets its address as the function
-/// pointer type `F` of the field it fills.
+/// An optional export that this driver image lacks: the table loaded,
+/// and only calls of this export fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymbolUnavailable {
+    /// The CUDA ABI export name.
+    pub export_name: &'static str,
+    /// The driver version (cuDriverGetVersion units) that introduced it.
+    pub since: u32,
+}
+impl fmt::Display for SymbolUnavailable {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            formatter,
+            "the CUDA driver image lacks the optional export `{}` (introduced in driver version {})",
+            self.export_name, self.since
+        )
+    }
+}
+impl std::error::Error for SymbolUnavailable {}
+/// Resolves one export as the function pointer type `F` of its field.
 ///
 /// # Safety
 ///
 /// As for `resolve`: the export must have exactly the signature `F`.
+unsafe fn lookup_optional<I, F: Copy>(
+    resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
+    image: &I,
+    name: &'static CStr,
+) -> Option<F> {
+    const {
+        if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+            panic!("a symbol field is not a function pointer");
+        }
+    }
+    let address = resolve(image, name)?;
+    Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
+}
+/// Resolves one required export; its absence is a [`MissingSymbol`].
+///
+/// # Safety
+///
+/// As for `lookup_optional`.
 unsafe fn lookup<I, F: Copy>(
     resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
     image: &I,
     name: &'static CStr,
     export_name: &'static str,
 ) -> Result<F, MissingSymbol> {
-    const {
-        if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
-            panic!("a symbol field is not a function pointer");
-        }
-    }
-    match resolve(image, name) {
-        Some(address) => {
-            Ok(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
-        }
-        None => Err(MissingSymbol { export_name }),
-    }
+    unsafe { lookup_optional(resolve, image, name) }.ok_or(MissingSymbol { export_name })
 }
 impl InventoryApi {
     /// Resolves every listed export of `image` through `resolve`, in
-    /// list order, and takes ownership of `image`.
+    /// list order, and takes ownership of `image`. An optional export
+    /// that is absent loads as absent.
     ///
     /// # Errors
     ///
-    /// The first export for which `resolve` returns `None`.
+    /// The first required export for which `resolve` returns `None`.
     ///
     /// # Safety
     ///
@@ -127,44 +183,104 @@ impl InventoryApi {
         image: I,
         mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
     ) -> Result<Self, MissingSymbol> {
-        Ok(Self {
-            cuInit: lookup(&mut resolve, &image, INVENTORY_EXPORT_NAMES[0], "cuInit")?,
-            cuDriverGetVersion: lookup(
-                &mut resolve,
-                &image,
-                INVENTORY_EXPORT_NAMES[1],
-                "cuDriverGetVersion",
-            )?,
-            cuDeviceGetCount: lookup(
-                &mut resolve,
-                &image,
-                INVENTORY_EXPORT_NAMES[2],
-                "cuDeviceGetCount",
-            )?,
-            cuDeviceGet: lookup(
-                &mut resolve,
-                &image,
-                INVENTORY_EXPORT_NAMES[3],
-                "cuDeviceGet",
-            )?,
-            cuDeviceGetName: lookup(
-                &mut resolve,
-                &image,
-                INVENTORY_EXPORT_NAMES[4],
-                "cuDeviceGetName",
-            )?,
-            cuDeviceComputeCapability: lookup(
-                &mut resolve,
-                &image,
-                INVENTORY_EXPORT_NAMES[5],
-                "cuDeviceComputeCapability",
-            )?,
-            image: Box::new(image),
+        Ok(unsafe {
+            Self {
+                cuInit: lookup(
+                    &mut resolve,
+                    &image,
+                    INVENTORY_EXPORT_NAMES[0],
+                    "cuInit",
+                )?,
+                cuDriverGetVersion: lookup(
+                    &mut resolve,
+                    &image,
+                    INVENTORY_EXPORT_NAMES[1],
+                    "cuDriverGetVersion",
+                )?,
+                cuDeviceGetCount: lookup(
+                    &mut resolve,
+                    &image,
+                    INVENTORY_EXPORT_NAMES[2],
+                    "cuDeviceGetCount",
+                )?,
+                cuDeviceGet: lookup(
+                    &mut resolve,
+                    &image,
+                    INVENTORY_EXPORT_NAMES[3],
+                    "cuDeviceGet",
+                )?,
+                cuDeviceGetName: lookup(
+                    &mut resolve,
+                    &image,
+                    INVENTORY_EXPORT_NAMES[4],
+                    "cuDeviceGetName",
+                )?,
+                cuDeviceComputeCapability: lookup(
+                    &mut resolve,
+                    &image,
+                    INVENTORY_EXPORT_NAMES[5],
+                    "cuDeviceComputeCapability",
+                )?,
+                image: Box::new(image),
+            }
         })
     }
     /// The driver image this table was resolved from.
     pub fn image(&self) -> &dyn Any {
         &*self.image
+    }
+    /// Every optional export this driver image lacks, in list order.
+    pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
+        let optional: [Option<SymbolUnavailable>; 0] = [];
+        optional.into_iter().flatten().collect()
+    }
+    /// `cuInit` (driver API `cuInit`, ABI version 2000, since driver 2000, required).
+    #[inline]
+    pub fn cuInit(&self) -> unsafe extern "system" fn(flags: c_uint) -> CUresult {
+        self.cuInit
+    }
+    /// `cuDriverGetVersion` (driver API `cuDriverGetVersion`, ABI version 2020, since driver 2020, required).
+    #[inline]
+    pub fn cuDriverGetVersion(
+        &self,
+    ) -> unsafe extern "system" fn(driver_version: *mut c_int) -> CUresult {
+        self.cuDriverGetVersion
+    }
+    /// `cuDeviceGetCount` (driver API `cuDeviceGetCount`, ABI version 2000, since driver 2000, required).
+    #[inline]
+    pub fn cuDeviceGetCount(
+        &self,
+    ) -> unsafe extern "system" fn(count: *mut c_int) -> CUresult {
+        self.cuDeviceGetCount
+    }
+    /// `cuDeviceGet` (driver API `cuDeviceGet`, ABI version 2000, since driver 2000, required).
+    #[inline]
+    pub fn cuDeviceGet(
+        &self,
+    ) -> unsafe extern "system" fn(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+        self.cuDeviceGet
+    }
+    /// `cuDeviceGetName` (driver API `cuDeviceGetName`, ABI version 2000, since driver 2000, required).
+    #[inline]
+    pub fn cuDeviceGetName(
+        &self,
+    ) -> unsafe extern "system" fn(
+        name: *mut c_char,
+        len: c_int,
+        device: CUdevice,
+    ) -> CUresult {
+        self.cuDeviceGetName
+    }
+    /// `cuDeviceComputeCapability` (driver API `cuDeviceComputeCapability`, ABI version 2000, since driver 2000, required).
+    #[inline]
+    pub fn cuDeviceComputeCapability(
+        &self,
+    ) -> unsafe extern "system" fn(
+        major: *mut c_int,
+        minor: *mut c_int,
+        device: CUdevice,
+    ) -> CUresult {
+        self.cuDeviceComputeCapability
     }
 }
 impl fmt::Debug for InventoryApi {

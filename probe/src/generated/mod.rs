@@ -3,4 +3,6 @@
 #![cfg_attr(rustfmt, rustfmt::skip)]
 #![allow(dead_code)]
 pub mod inventory_api;
+#[cfg(test)]
+pub mod inventory_defaults;
 pub mod spec;

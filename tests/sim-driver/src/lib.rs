@@ -35,11 +35,20 @@
 //! Destroying a context that still owns streams or allocations succeeds (as
 //! CUDA does) but the log line records them as `leaked_*`.
 //!
+//! Every listed symbol this file does not define by hand is exported by the
+//! generated `defaults.rs` with its listed signature: it logs its name and
+//! returns `fail=SYMBOL:RESULT` when configured, otherwise
+//! `CUDA_ERROR_NOT_SUPPORTED` (801), so adding a symbol to the list never
+//! needs an edit here.
+//!
 //! A missing export is simulated by the tests themselves: they copy this
 //! library and rename one name in its ELF `.dynstr` (same length), so the
 //! dynamic linker really cannot find it.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+
+/// Generated: a default export for every listed symbol not defined here.
+mod defaults;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,6 +78,7 @@ const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
 const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
 const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
 const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
+const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
 
 const DEFAULT_DRIVER_VERSION: c_int = 12040;
 const CONTEXT_HANDLE_BASE: usize = 0x1000_0000;
@@ -279,6 +289,12 @@ impl Call {
         }
         result
     }
+}
+
+/// What every generated default export does: logs the call; returns the
+/// configured result, or 801 (`CUDA_ERROR_NOT_SUPPORTED`) when none is.
+fn default_call(symbol: &'static str) -> CUresult {
+    Call::new(symbol).run(|| Err(CUDA_ERROR_NOT_SUPPORTED))
 }
 
 fn injected_failure(symbol: &str) -> Option<CUresult> {

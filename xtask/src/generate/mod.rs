@@ -2,6 +2,7 @@
 //! from `templates/` (and the runtime crate's hand-written sources for its
 //! tarball), then written atomically or checked against the tree.
 
+pub mod abi_check;
 pub mod fs;
 mod index;
 pub mod inputs;
@@ -10,6 +11,8 @@ mod manifest;
 mod python;
 mod rust;
 pub mod spec;
+pub mod symbols;
+mod tables;
 pub mod tarball;
 
 #[cfg(test)]
@@ -21,15 +24,20 @@ use serde_json::Value;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{Inputs, SymbolList, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
+use inputs::{
+    Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_TEST_DEFAULTS_PATH, SIM_DRIVER_LIB_PATH,
+};
 use python::PyValue;
 use spec::ProviderSpec;
+use symbols::SymbolList;
 
 pub use index::sha256_hex;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
 pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
 pub const PROBE_MODULE_PATH: &str = "probe/src/generated/mod.rs";
+pub const INVENTORY_DEFAULTS_PATH: &str = "probe/src/generated/inventory_defaults.rs";
+pub const SIM_DRIVER_DEFAULTS_PATH: &str = "tests/sim-driver/src/defaults.rs";
 pub const MANIFEST_PATH: &str = "generated/manifest.json";
 pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
 pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
@@ -52,52 +60,46 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 }
 
 /// Every generated file, a pure function of `inputs`, in a fixed order
-/// (the tarball before the Python module that holds its digest, the index last).
+/// (the tarball before the Python module that holds its digest, the index
+/// last). One thread: `cargo xtask bench` shows the 1,500-symbol case well
+/// under its target without threads.
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let symbols_bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
+    let symbols = SymbolList::parse(symbols_bytes)?;
+    let driver_symbols: Value = inputs::parse_json(DRIVER_SYMBOLS_PATH, symbols_bytes)?;
 
-    // Independent outputs render on their own threads; each thread's result
-    // lands in a fixed place, so scheduling never changes a byte. The
-    // symbol list is read twice, typed for the tables and as a JSON value
-    // for the Python module, on different threads. The inventory table
-    // reuses the runtime table's per-symbol items, so it follows it on one
-    // thread while the runtime tarball is compressed.
-    let spec = &spec;
-    let (tables, others) = std::thread::scope(|scope| {
-        let tables = scope.spawn(move || -> Result<_> {
-            let symbols = SymbolList::parse(symbols_bytes)?;
-            let mut runtime = rust::runtime_table(&symbols)?;
-            let driver_api = std::mem::take(&mut runtime.bytes);
-            let packaged = driver_api.clone();
-            let archive = scope.spawn(move || runtime_archive(inputs, spec, packaged));
-            let inventory = rust::inventory_table(&symbols, runtime);
-            let (archive_name, archive) = joined(archive)?;
-            Ok((driver_api, archive_name, archive, inventory?))
-        });
-        let others = (|| -> Result<_> {
-            let driver_symbols: Value = inputs::parse_json(DRIVER_SYMBOLS_PATH, symbols_bytes)?;
-            Ok((
-                rust::probe_spec(spec)?,
-                rust::probe_module()?,
-                json::to_python_json(&manifest::manifest_value(spec)?)?,
-                python::spec_module(&spec::python_classes(), &spec.expr()),
-                python::data_literals(&driver_symbols)?,
-            ))
-        })();
-        (joined(tables), others)
-    });
-    let (driver_api, archive_name, archive, inventory_api) = tables?;
-    let (probe_spec, probe_module, manifest, python_spec, python_literals) = others?;
-
+    let driver_api = tables::table(&symbols, &tables::RUNTIME_TABLE)?;
+    let runtime_defaults = tables::unit_test_defaults(
+        &symbols,
+        &tables::RUNTIME_TABLE,
+        quote::quote!(crate::driver_api),
+    )?;
+    let inventory_api = tables::table(&symbols, &tables::INVENTORY_TABLE)?;
+    let inventory_defaults = tables::unit_test_defaults(
+        &symbols,
+        &tables::INVENTORY_TABLE,
+        quote::quote!(super::inventory_api),
+    )?;
+    let sim_driver_defaults = sim_driver_defaults(inputs, &symbols)?;
+    let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api, &runtime_defaults)?;
     let archive_sha256 = sha256_hex(&archive);
+    let python_literals = python::data_literals(&driver_symbols)?;
+    let python_spec = python::spec_module(&spec::python_classes(), &spec.expr());
     let python_module = python::module(python_literals, &archive_name, &archive_sha256)?;
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
+        output(RUNTIME_TEST_DEFAULTS_PATH, runtime_defaults),
         output(INVENTORY_API_PATH, inventory_api),
-        output(PROBE_SPEC_PATH, probe_spec),
-        output(PROBE_MODULE_PATH, probe_module),
-        output(MANIFEST_PATH, manifest),
+        output(INVENTORY_DEFAULTS_PATH, inventory_defaults),
+        output(SIM_DRIVER_DEFAULTS_PATH, sim_driver_defaults),
+        output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
+        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
+        output(PROBE_MODULE_PATH, rust::probe_module()?),
+        output(
+            MANIFEST_PATH,
+            json::to_python_json(&manifest::manifest_value(&spec)?)?,
+        ),
         output(format!("generated/{archive_name}"), archive),
         output(PYTHON_MODULE_PATH, python_module),
         output(PYTHON_SPEC_PATH, python_spec),
@@ -107,10 +109,25 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     Ok(outputs)
 }
 
-fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
-    handle
-        .join()
-        .map_err(|_| "internal error: a generator thread panicked".to_string())?
+/// The simulated driver's defaults: every listed export its `lib.rs` does
+/// not define by hand. A hand-written export must take the listed number of
+/// parameters.
+fn sim_driver_defaults(inputs: &Inputs, symbols: &SymbolList) -> Result<Vec<u8>> {
+    let source = inputs.get(SIM_DRIVER_LIB_PATH)?;
+    let mut hand_written = std::collections::BTreeSet::new();
+    for (name, arity) in tables::hand_written_exports(SIM_DRIVER_LIB_PATH, source)? {
+        if let Some(symbol) = symbols.symbols.iter().find(|symbol| symbol.export == name) {
+            if symbol.params.len() != arity {
+                return Err(format!(
+                    "{SIM_DRIVER_LIB_PATH}: `{name}` takes {arity} parameters, \
+                     {DRIVER_SYMBOLS_PATH} lists {}",
+                    symbol.params.len()
+                ));
+            }
+        }
+        hand_written.insert(name);
+    }
+    tables::sim_driver_defaults(symbols, &hand_written)
 }
 
 /// The runtime crate's source tarball: its hand-written files, the license
@@ -118,7 +135,8 @@ fn joined<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> 
 fn runtime_archive(
     inputs: &Inputs,
     spec: &ProviderSpec,
-    driver_api: Vec<u8>,
+    driver_api: &[u8],
+    test_defaults: &[u8],
 ) -> Result<(String, Vec<u8>)> {
     let stem = spec.runtime_archive_stem();
     let mut packaged: Vec<(String, Vec<u8>)> = inputs
@@ -129,7 +147,8 @@ fn runtime_archive(
         "LICENSE".to_string(),
         inputs.get(inputs::LICENSE_PATH)?.to_vec(),
     ));
-    packaged.push(("src/driver_api.rs".to_string(), driver_api));
+    packaged.push(("src/driver_api.rs".to_string(), driver_api.to_vec()));
+    packaged.push(("src/tests/defaults.rs".to_string(), test_defaults.to_vec()));
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 

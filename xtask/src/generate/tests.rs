@@ -29,6 +29,19 @@ fn with_input(inputs: &Inputs, path: &str, edit: impl FnOnce(&str) -> String) ->
     copy
 }
 
+/// `inputs` with the symbol list edited as JSON (whatever its formatting).
+fn with_list(inputs: &Inputs, edit: impl FnOnce(&mut serde_json::Value)) -> Inputs {
+    let mut list: serde_json::Value =
+        serde_json::from_slice(&inputs.files[DRIVER_SYMBOLS_PATH]).unwrap();
+    edit(&mut list);
+    let mut copy = inputs.clone();
+    copy.files.insert(
+        DRIVER_SYMBOLS_PATH.to_string(),
+        serde_json::to_vec_pretty(&list).unwrap(),
+    );
+    copy
+}
+
 fn render_error(inputs: &Inputs) -> String {
     render(inputs).expect_err("bad input must be refused")
 }
@@ -118,6 +131,9 @@ fn changing_one_symbol_changes_exactly_its_dependents() {
         .collect();
     let expected: BTreeSet<&str> = [
         DRIVER_API_PATH,
+        "runtime/src/tests/defaults.rs",
+        "tests/sim-driver/src/defaults.rs",
+        "generated/driver-abi-check.c",
         PYTHON_MODULE_PATH,
         "generated/rextio-cuda-runtime-0.1.0.tar.gz",
         INDEX_PATH,
@@ -203,35 +219,168 @@ fn malformed_json_names_the_file_and_position() {
 
 #[test]
 fn unknown_c_type_is_refused() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        text.replacen("\"c_type\": \"size_t\"", "\"c_type\": \"long double\"", 1)
+    let inputs = with_list(&real_inputs(), |list| {
+        list["symbols"][13]["params"][1]["c_type"] = "long double".into();
     });
     let error = render_error(&inputs);
-    assert!(error.contains("templates/driver-symbols.json"), "{error}");
     assert!(error.contains("unknown C type `long double`"), "{error}");
-    assert!(error.contains("cuMemAlloc_v2"), "{error}");
-}
-
-#[test]
-fn duplicate_export_name_is_refused() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        text.replacen(
-            "\"export\": \"cuMemFree_v2\"",
-            "\"export\": \"cuMemAlloc_v2\"",
-            1,
-        )
-    });
-    let error = render_error(&inputs);
     assert!(
-        error.contains("duplicate export name `cuMemAlloc_v2`"),
+        error.starts_with("templates/driver-symbols.json: symbols[13].params[1].c_type: "),
         "{error}"
     );
 }
 
 #[test]
+fn the_c_types_of_cuda_h_are_accepted() {
+    let inputs = with_list(&real_inputs(), |list| {
+        list["types"]["CUdevice_attribute"] =
+            serde_json::json!({ "kind": "enum", "bits": 32, "doc": "A device attribute." });
+        let types = [
+            "void *",
+            "const void *",
+            "void **",
+            "const char *",
+            "size_t",
+            "unsigned long long",
+            "CUdeviceptr",
+            "CUmodule *",
+            "CUfunction",
+            "CUevent",
+            "CUgraph *",
+            "CUdevice_attribute",
+            "const char **",
+            "CUdevice_attribute *",
+        ];
+        let params: Vec<serde_json::Value> = types
+            .iter()
+            .zip('a'..)
+            .map(|(c_type, name)| serde_json::json!({ "name": name.to_string(), "c_type": c_type }))
+            .collect();
+        list["symbols"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "export": "cuTypesProbe_v2", "api": "cuTypesProbe", "abi_version": 3020,
+                "since": 3020, "returns": "CUresult", "params": params,
+                "components": { "runtime": "optional" }
+            }));
+    });
+    let outputs = render(&inputs).unwrap();
+    let table = String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap();
+    for rust in [
+        "a: *mut c_void",
+        "b: *const c_void",
+        "c: *mut *mut c_void",
+        "d: *const c_char",
+        "e: usize",
+        "f: c_ulonglong",
+        "g: CUdeviceptr",
+        "h: *mut CUmodule",
+        "i: CUfunction",
+        "j: CUevent",
+        "k: *mut CUgraph",
+        "l: CUdevice_attribute",
+        "m: *mut *const c_char",
+        "pub type CUdevice_attribute = i32;",
+        "pub type CUmodule = *mut CUmod_st;",
+        "Result<",
+    ] {
+        assert!(table.contains(rust), "{rust}");
+    }
+    let check = String::from_utf8(find(&outputs, "generated/driver-abi-check.c").to_vec()).unwrap();
+    for c in [
+        "const void * b",
+        "void ** c",
+        "const char ** m",
+        "sizeof(CUdevice_attribute) * CHAR_BIT == 32",
+        "__builtin_types_compatible_p(CUmodule, struct CUmod_st *)",
+    ] {
+        assert!(check.contains(c), "{c}");
+    }
+}
+
+#[test]
+fn unknown_keys_are_refused_with_their_json_path() {
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(Edit, &str); 5] = [
+        (
+            |list| list["symbols"][0]["sinze"] = 1.into(),
+            "symbols[0]: unknown field `sinze`",
+        ),
+        (
+            |list| list["symbols"][0]["params"][0]["kind"] = 1.into(),
+            "symbols[0].params[0]: unknown field `kind`",
+        ),
+        (
+            |list| list["extra"] = 1.into(),
+            "(top level): unknown field `extra`",
+        ),
+        (
+            |list| list["constants"]["CUDA_SUCCESS"]["bits"] = 1.into(),
+            "constants.CUDA_SUCCESS: unknown field `bits`",
+        ),
+        (
+            |list| list["symbols"][0]["components"]["runtime"] = "sometimes".into(),
+            "symbols[0].components.runtime: unknown tier `sometimes`",
+        ),
+    ];
+    for (edit, path) in cases {
+        let error = render_error(&with_list(&real_inputs(), edit));
+        assert!(
+            error.starts_with(&format!("templates/driver-symbols.json: {path}")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn a_refused_list_writes_nothing() {
+    let inputs = real_inputs();
+    let scratch = ScratchDir::new("generate-refused").unwrap();
+    for (path, bytes) in &inputs.files {
+        let bytes = if path == DRIVER_SYMBOLS_PATH {
+            let refused = with_list(&inputs, |list| {
+                list["symbols"][13]["params"][1]["c_type"] = "wchar_t".into();
+            });
+            refused.files[DRIVER_SYMBOLS_PATH].clone()
+        } else {
+            bytes.clone()
+        };
+        fs::write_atomic(&scratch.path().join(path), &bytes).unwrap();
+    }
+    let error = super::generate_into(scratch.path(), scratch.path()).unwrap_err();
+    assert!(error.contains("unknown C type `wchar_t`"), "{error}");
+    for output in render(&inputs).unwrap() {
+        assert!(
+            !scratch.path().join(&output.path).exists(),
+            "{} was written",
+            output.path
+        );
+    }
+}
+
+#[test]
+fn duplicate_export_name_is_refused() {
+    let inputs = with_list(&real_inputs(), |list| {
+        let last = &mut list["symbols"][14];
+        assert_eq!(last["export"], "cuMemFree_v2");
+        last["export"] = "cuMemAlloc_v2".into();
+        last["api"] = "cuMemAlloc".into();
+    });
+    let error = render_error(&inputs);
+    assert_eq!(
+        error,
+        "templates/driver-symbols.json: symbols[14].export: duplicate export name `cuMemAlloc_v2`"
+    );
+}
+
+#[test]
 fn missing_fields_are_named() {
-    let inputs = with_input(&real_inputs(), DRIVER_SYMBOLS_PATH, |text| {
-        text.replacen("\"abi_version\": 2000,", "", 1)
+    let inputs = with_list(&real_inputs(), |list| {
+        list["symbols"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("abi_version");
     });
     let error = render_error(&inputs);
     assert!(error.contains("templates/driver-symbols.json"), "{error}");
@@ -417,9 +566,8 @@ fn spec_mistyped_values_are_refused_with_their_path() {
 fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     // The probe's own codes.
     assert_refused(
-        "\n    \"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists at any reviewed system path.\", \
-         \"Install the NVIDIA driver, or run on a host that has one.\"],",
-        "",
+        "\"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists",
+        "\"LIBCUDA_SO_NOT_FOUND_RENAMED\": [\"No libcuda.so.1 exists",
         "probe_report.reason_codes[9]: the reason code `LIBCUDA_SO_NOT_FOUND` has no entry",
     );
     // The incompatible codes.
@@ -479,8 +627,8 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
         "manifest.architectures[7]: `sm_87` is listed twice",
     );
     assert_refused(
-        "\"option_allowlist\": [\"device_ordinal\", \"probe_executable\", \"sm\", \"toolkit_root\"]",
-        "\"option_allowlist\": [\"device_ordinal\", \"probe_executable\", \"sm\", \"toolkit\"]",
+        "\"probe_sha256\", \"sm\", \"toolkit_root\"]",
+        "\"probe_sha256\", \"sm\", \"toolkit\"]",
         "lanes.raw-driver.option_allowlist: `toolkit` is not one of the `option_keys`",
     );
     assert_refused(
