@@ -143,53 +143,50 @@ if hasattr(os, "register_at_fork"):
 class SupervisedChild:
     """One probe run by a supervisor: its stdout, its exit, its end.
 
-    The request is sent without waiting for the spawn's answer, so reading
-    the probe's output starts at once. The probe's pid is taken when its exit
-    is first awaited, and watched through a pidfd: the supervisor reaps it
-    only when ``finish`` ends the run.
+    The request is sent without waiting for an answer, so reading the
+    probe's output starts at once. The supervisor's answers say how the run
+    stands: over (``returncode``: the probe exited and nothing of it is
+    left), the probe exited but descendants remain (``exited``), or the spawn
+    failed.
     """
 
     def __init__(self, supervisor: _Supervisor, stdout: int) -> None:
         self._supervisor: _Supervisor | None = supervisor
         self.stdout = os.fdopen(stdout, "rb", buffering=0)
         self.spawn_failed = False
-        self._exit_fd: int | None = None
         self._exited = False
-        self._answered_pid = False
+        self._returncode: int | None = None
+        self._over = False
         self.group_exited = False
 
-    def _await_pid(self, deadline: float) -> bool:
-        """Take the spawn's answer; False when the supervisor failed."""
-        if self._answered_pid:
-            return True
+    def _take_answer(self, deadline: float) -> None:
         supervisor = self._supervisor
         if supervisor is None:
-            return False
+            return
         try:
-            pid = supervisor.receive(deadline).get("pid")
-            if pid is None:
-                self.spawn_failed = True
-            elif isinstance(pid, int):
-                self._exit_fd = os.pidfd_open(pid)
-            else:
-                raise SupervisorError("the supervisor sent no pid")
+            answer = supervisor.receive(deadline)
         except (OSError, SupervisorError, ValueError):
             self._drop_supervisor()
-            return False
-        self._answered_pid = True
-        return True
+            return
+        returncode = answer.get("returncode")
+        if answer.get("spawned") is False:
+            self.spawn_failed = self._exited = self._over = True
+        elif answer.get("exited") is True:
+            self._exited = True
+        elif isinstance(returncode, int):
+            self._returncode = returncode
+            self._exited = self._over = True
+        else:
+            self._drop_supervisor()
 
     def wait_exit(self, deadline: float) -> bool:
         """Wait until the probe exits (or its spawn failed), or ``deadline``."""
-        if self._exited:
-            return True
-        if not self._await_pid(deadline):
-            return False
-        if self._exit_fd is None:  # the spawn failed: nothing runs
-            self._exited = True
-            return True
-        self._exited = _wait_readable(self._exit_fd, deadline)
-        return self._exited
+        while not self._exited:
+            supervisor = self._supervisor
+            if supervisor is None or not _wait_readable(supervisor.channel.fileno(), deadline):
+                return False
+            self._take_answer(deadline)
+        return True
 
     def _drop_supervisor(self) -> None:
         if self._supervisor is not None:
@@ -203,27 +200,26 @@ class SupervisedChild:
         nothing of the run remains; None is returned when it did not within
         the bound, or when the spawn failed (``spawn_failed``).
         """
-        deadline = time.monotonic() + _REPLY_SECONDS
-        returncode: int | None = None
-        supervisor = self._supervisor
-        if self._await_pid(deadline) and not self.spawn_failed and supervisor is not None:
+        if not self._over and self._supervisor is not None:
+            deadline = time.monotonic() + _REPLY_SECONDS
             try:
-                supervisor.channel.send(b"end")
-                answer = supervisor.receive(deadline).get("returncode")
-                if not isinstance(answer, int):
-                    raise SupervisorError("the supervisor sent no exit status")
-                returncode = answer
-            except (OSError, SupervisorError, ValueError):
+                self._supervisor.channel.send(b"end")
+            except OSError:
                 self._drop_supervisor()
-        if self._exit_fd is not None:
-            os.close(self._exit_fd)
-            self._exit_fd = None
+            while not self._over and self._supervisor is not None:
+                if not _wait_readable(self._supervisor.channel.fileno(), deadline):
+                    self._drop_supervisor()
+                    break
+                self._take_answer(deadline)
         self.stdout.close()
-        self.group_exited = self._supervisor is not None
+        self.group_exited = self._over and self._supervisor is not None
         if self._supervisor is not None:
-            _POOL.give_back(self._supervisor)
+            if self._over:
+                _POOL.give_back(self._supervisor)
+            else:
+                self._drop_supervisor()
             self._supervisor = None
-        return returncode
+        return None if self.spawn_failed else self._returncode
 
 
 def start_supervised(

@@ -13,13 +13,16 @@ Protocol, one message per packet (JSON, UTF-8):
 - it first says ``{"subreaper": true}`` (or false, then exits);
 - a run request ``{"argv": [...], "env": {...}, "program_fd": bool}`` carries
   the write end of the probe's stdout and, when ``program_fd``, the open
-  program to execute through ``/proc/self/fd/N``; it answers ``{"pid": N}``,
-  or ``{"pid": null}`` when the spawn failed (and then nothing more);
-- the probe stays unreaped (so its pid cannot be reused while the host
-  watches it by pidfd) until the host's next packet, which ends the run: it
-  kills the probe's group, reaps the probe, kills and reaps every remaining
-  descendant, and answers ``{"returncode": N}`` when nothing of the run is
-  left;
+  program to execute through ``/proc/self/fd/N``; ``{"spawned": false}``
+  answers a spawn that failed;
+- when the probe exits and nothing else of the run remains, it reaps the
+  probe and answers ``{"returncode": N}``: the run is over;
+- when the probe exits and descendants remain, it answers
+  ``{"exited": true}`` and waits for the host;
+- a packet from the host ends the run (any time after the request): it kills
+  the probe's group (the probe is still unreaped, so the group id is still
+  its own), reaps the probe, kills and reaps every remaining descendant, and
+  answers ``{"returncode": N}`` when nothing of the run is left;
 - end of file on the socket ends the run the same way, then the supervisor.
 """
 
@@ -29,6 +32,7 @@ import contextlib
 import ctypes
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -36,6 +40,8 @@ import sys
 PR_SET_CHILD_SUBREAPER = 36
 MAX_REQUEST_BYTES = 1 << 20
 MAX_FDS = 2
+# Opened once (close-on-exec); each probe gets it as stdin and stderr.
+_DEVNULL = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
 
 
 def _become_subreaper() -> bool:
@@ -107,9 +113,9 @@ def _spawn(argv: list[str], env: dict[str, str], stdout: int, program_fd: int | 
             argv,
             env,
             file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, _DEVNULL, 0),
                 (os.POSIX_SPAWN_DUP2, stdout, 1),
-                (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_DUP2, _DEVNULL, 2),
             ],
             setsid=True,
         )
@@ -123,6 +129,23 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _children() -> set[int]:
+    """This process's children, zombies included (it is single-threaded)."""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as file:
+            return {int(pid) for pid in file.read().split()}
+    except OSError:  # a kernel without the file: every descendant is a child here
+        return {pid for pid in _descendants() if _parent_of(pid) == os.getpid()}
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            return int(file.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _run(channel: socket.socket, request: dict[str, object], fds: list[int]) -> bool:
     """One probe run; False when the host went away."""
     argv, env = request["argv"], request["env"]
@@ -133,14 +156,29 @@ def _run(channel: socket.socket, request: dict[str, object], fds: list[int]) -> 
     try:
         pid = _spawn(argv, env, stdout, program_fd)
     except (OSError, ValueError):
-        _send(channel, {"pid": None})
+        _send(channel, {"spawned": False})
         return True
     finally:
         for fd in fds:
             os.close(fd)
-    _send(channel, {"pid": pid})
-    # The probe stays unreaped until the host ends the run, so its pid and
-    # group id cannot be reused meanwhile: the host watches it by pidfd.
+    exit_fd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(exit_fd, select.POLLIN)
+    poller.register(channel.fileno(), select.POLLIN)
+    try:
+        ready = {fd for fd, _ in poller.poll()}
+    finally:
+        os.close(exit_fd)
+    if channel.fileno() not in ready and _children() == {pid}:
+        # The probe exited and left nothing behind: the run is over.
+        _, status = os.waitpid(pid, 0)
+        _send(channel, {"returncode": os.waitstatus_to_exitcode(status)})
+        return True
+    if channel.fileno() not in ready:
+        # Something of the run outlives the probe (it may hold stdout open):
+        # the host decides when the run ends. The probe stays unreaped, so
+        # its group id cannot be reused meanwhile.
+        _send(channel, {"exited": True})
     host_present = bool(channel.recv(MAX_REQUEST_BYTES))
     _kill_group(pid)
     _, status = os.waitpid(pid, 0)
@@ -170,7 +208,7 @@ def main(arguments: list[str]) -> int:
             # hold the stdout pipe except through its own fd 1.
             os.set_inheritable(fd, False)
         if not fds:
-            return 1  # not a run request: the host broke the protocol
+            continue  # an end that crossed the run's own end: nothing runs
         if not _run(channel, json.loads(message), list(fds)):
             sweep()
             return 0
