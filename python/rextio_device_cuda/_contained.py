@@ -80,6 +80,11 @@ class _Supervisor:
             self.discard()
             raise
 
+    @property
+    def pid(self) -> int:
+        """The supervisor's process id."""
+        return self._process.pid
+
     def receive(self, deadline: float) -> dict[str, object]:
         """The next message, or SupervisorError at ``deadline`` or end of file."""
         if not _wait_readable(self.channel.fileno(), deadline):
@@ -124,6 +129,11 @@ class _Pool:
             with self._lock:
                 self.unavailable = True
             return None
+
+    def idle(self) -> list[_Supervisor]:
+        """The idle supervisors this process started."""
+        with self._lock:
+            return [each for each in self._idle if each.owner_pid == os.getpid()]
 
     def give_back(self, supervisor: _Supervisor) -> None:
         with self._lock:

@@ -105,8 +105,24 @@ def main(probe: Path) -> None:
             check=True,
         )
 
-    floor_s, preflight_s, pinned_s = _interleaved_medians(
-        floor, lambda: provider.preflight(request), lambda: provider.preflight(pinned)
+    from rextio_device_cuda import _contained
+
+    supervised = _contained.start_supervised
+
+    def unsupervised() -> None:
+        # The same preflight with the probe spawned directly: only its
+        # process group contained (what a host without supervisors gets).
+        _contained.start_supervised = lambda *_: None
+        try:
+            provider.preflight(request)
+        finally:
+            _contained.start_supervised = supervised
+
+    floor_s, preflight_s, pinned_s, unsupervised_s = _interleaved_medians(
+        floor,
+        lambda: provider.preflight(request),
+        lambda: provider.preflight(pinned),
+        unsupervised,
     )
     print(
         f"probe spawn+read floor (median of {ROUNDS}, interleaved; runner's isolation flags: "
@@ -114,7 +130,12 @@ def main(probe: Path) -> None:
     )
     print(f"provider preflight     (median of {ROUNDS}): {preflight_s * 1e3:.3f} ms")
     print(f"pinned preflight       (median of {ROUNDS}, probe_sha256): {pinned_s * 1e3:.3f} ms")
+    print(
+        f"unsupervised preflight (median of {ROUNDS}, probe spawned directly, "
+        f"process group only): {unsupervised_s * 1e3:.3f} ms"
+    )
     print(f"ratio preflight/floor: {preflight_s / floor_s:.2f} (target <= 1.3)")
+    print(f"ratio unsupervised preflight/floor: {unsupervised_s / floor_s:.2f}")
     print(f"ratio pinned preflight/floor: {pinned_s / floor_s:.2f} (target <= 1.3)")
     size = 512 * 1024
     print(
