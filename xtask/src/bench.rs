@@ -23,9 +23,7 @@ const TARGET_FOR_LARGEST: Duration = Duration::from_millis(100);
 const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
 
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        crate::usage_error(&format!("bench takes no arguments (got `{unexpected}`)"));
-    }
+    crate::no_arguments("bench", args);
     // Timing unoptimized syn/prettyplease says nothing about the generator:
     // a debug xtask re-runs the bench from an optimized build of itself.
     if cfg!(debug_assertions) && std::env::var_os(OPTIMIZED_CHILD).is_none() {

@@ -23,9 +23,7 @@ const SELECTED_SM: &str = "sm_80";
 const CALL_LOG: &str = "/usr/local/nvidia/sim/calls.log";
 
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        crate::usage_error(&format!("demo takes no arguments (got `{unexpected}`)"));
-    }
+    crate::no_arguments("demo", args);
     println!("== building the probe, the smoke, the simulated driver and the wheel");
     let native = native::build(false)?;
     let python = python_env::ensure_venv()?;

@@ -17,11 +17,7 @@ use crate::process::describe;
 use crate::Result;
 
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        crate::usage_error(&format!(
-            "verify-determinism takes no arguments (got `{unexpected}`)"
-        ));
-    }
+    crate::no_arguments("verify-determinism", args);
     verify()
 }
 

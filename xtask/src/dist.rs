@@ -22,11 +22,7 @@ print(build_wheel(sys.argv[1]))
 ";
 
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        crate::usage_error(&format!(
-            "`cargo xtask dist` takes no arguments (got `{unexpected}`)"
-        ));
-    }
+    crate::no_arguments("dist", args);
     let wheel = build_wheel()?;
     println!("{}", wheel.display());
     println!("sha256 {}", sha256_file(&wheel)?);

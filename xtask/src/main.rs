@@ -54,7 +54,7 @@ pub fn usage_error(message: &str) -> ! {
 }
 
 /// A usage error unless `args` is empty.
-fn no_arguments(command: &str, args: &[String]) {
+pub fn no_arguments(command: &str, args: &[String]) {
     if let Some(unexpected) = args.first() {
         usage_error(&format!(
             "{command} takes no arguments (got `{unexpected}`)"

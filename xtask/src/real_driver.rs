@@ -57,11 +57,7 @@ fn manifest_path() -> PathBuf {
 /// `cargo xtask real-driver`: builds the probe, smoke and wheel, then runs
 /// this step alone.
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        return Err(format!(
-            "`cargo xtask real-driver` takes no arguments (got `{unexpected}`)"
-        ));
-    }
+    crate::no_arguments("real-driver", args);
     let native = crate::native::build(false)?;
     let python = python_env::ensure_venv()?;
     python_env::install_wheel(&python, &crate::dist::build_wheel()?)?;

@@ -39,11 +39,7 @@ const CHANGED_TOGETHER: [&str; 5] = [
 ];
 
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        return Err(format!(
-            "symbol-proof takes no arguments (got `{unexpected}`)"
-        ));
-    }
+    crate::no_arguments("symbol-proof", args);
     let base = target_dir().join("symbol-proof");
     let copy = base.join("repo");
     let copy_target = base.join("target");

@@ -19,11 +19,7 @@ const CROSS_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "x86_64-pc-window
 const CROSS_CHECKED_PACKAGES: [&str; 2] = ["rextio-cuda-runtime", "rextio-cuda-probe"];
 
 pub fn command(args: &[String]) -> Result<()> {
-    if let Some(unexpected) = args.first() {
-        crate::usage_error(&format!(
-            "`cargo xtask test` takes no arguments (got `{unexpected}`)"
-        ));
-    }
+    crate::no_arguments("test", args);
     let mut report = StepReport::default();
     let outcome = run_steps(&mut report);
     report.print();
