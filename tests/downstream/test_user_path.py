@@ -77,21 +77,44 @@ def _pin_probe(probe: Path) -> str:
     return digest
 
 
-def _project(root: Path, probe: Path, sm: str | None = None) -> Path:
+# What the README says to change for the TensorFlow route.
+TENSORFLOW_EDITS = (
+    ('enabled = ["rextio-torch"]', 'enabled = ["rextio-tensorflow"]'),
+    (
+        'device_capability = "cuda-libtorch-linux-x86_64"',
+        'device_capability = "cuda-tensorflow-tfe-linux-x86_64"',
+    ),
+)
+ROUTES = {
+    "libtorch": ("app/kernels.py", (), "cuda-libtorch-linux-x86_64", "libtorch"),
+    "tensorflow-tfe": (
+        "tensorflow/app/kernels.py",
+        TENSORFLOW_EDITS,
+        "cuda-tensorflow-tfe-linux-x86_64",
+        "tensorflow-tfe",
+    ),
+}
+
+
+def _project(root: Path, probe: Path, route: str = "libtorch", sm: str | None = None) -> Path:
     files = readme_files()
-    assert sorted(files) == ["app/kernels.py", "rextio.toml"], "the README's tested files"
+    assert sorted(files) == ["app/kernels.py", "rextio.toml", "tensorflow/app/kernels.py"]
+    kernels, edits, _, _ = ROUTES[route]
     config = files["rextio.toml"]
     assert config.count(PROBE_PLACEHOLDER) == 1
     assert config.count(DIGEST_PLACEHOLDER) == 1
     config = config.replace(PROBE_PLACEHOLDER, str(probe))
     config = config.replace(DIGEST_PLACEHOLDER, _pin_probe(probe))
+    for before, after in edits:
+        assert config.count(before) == 1, before
+        config = config.replace(before, after)
     if sm is not None:
         config = config.replace('sm = "sm_80"', f'sm = "{sm}"')
     root.mkdir()
     (root / "rextio.toml").write_text(config, encoding="utf-8")
     (root / "app").mkdir()
     (root / "app" / "__init__.py").write_text("", encoding="utf-8")
-    (root / "app" / "kernels.py").write_text(files["app/kernels.py"], encoding="utf-8")
+    (root / "app" / "kernels.py").write_text(files[kernels], encoding="utf-8")
     return root
 
 
@@ -101,18 +124,22 @@ def _rextio() -> Path:
     return executable
 
 
-def test_the_plugin_route_is_installed_without_torch() -> None:
+def test_the_plugin_routes_are_installed_without_their_frameworks() -> None:
     assert metadata.version("rextio-torch") == "0.1.3"
+    assert metadata.version("rextio-tensorflow") == "0.1.3"
     assert tuple(int(part) for part in metadata.version("rextio").split(".")) >= (0, 1, 7)
-    with pytest.raises(metadata.PackageNotFoundError):
-        metadata.version("torch")
+    for framework in ("torch", "tensorflow"):
+        with pytest.raises(metadata.PackageNotFoundError):
+            metadata.version(framework)
 
 
+@pytest.mark.parametrize("route", sorted(ROUTES))
 def test_the_readme_route_generates_a_path_free_lock(
-    sim_host: SimulatedHost, tmp_path: Path
+    route: str, sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
     probe = sim_host.native.probe.resolve()
-    project = _project(tmp_path / "project", probe)
+    project = _project(tmp_path / "project", probe, route)
+    _, _, capability, runtime = ROUTES[route]
 
     run = sim_host.run(
         DriverLayout(config=ONE_A100), [_rextio(), "generate", "--format", "json", project]
@@ -126,10 +153,7 @@ def test_the_readme_route_generates_a_path_free_lock(
     text = (project / LOCK).read_text(encoding="utf-8")
     lock = json.loads(text)
     plan = lock["device_provider"]
-    assert plan["selection"] == {
-        "provider_id": "rextio-device-cuda",
-        "capability_id": "cuda-libtorch-linux-x86_64",
-    }
+    assert plan["selection"] == {"provider_id": "rextio-device-cuda", "capability_id": capability}
     assert plan["preflight"]["status"] == "ready"
     observations = {item["key"]: item["value"] for item in plan["preflight"]["observations"]}
     assert observations["driver.version"] == "12040"
@@ -137,7 +161,7 @@ def test_the_readme_route_generates_a_path_free_lock(
     assert (observations["selected.device"], observations["selected.sm"]) == ("0", "sm_80")
     assert observations["probe.sha256"] == hashlib.sha256(probe.read_bytes()).hexdigest()
     [requirement] = plan["artifact_profile"]["device_requirements"]
-    assert (requirement["logical_device"], requirement["runtime"]) == ("gpu:0", "libtorch")
+    assert (requirement["logical_device"], requirement["runtime"]) == ("gpu:0", runtime)
     assert plan["contribution"]["package_references"] == []
     assert all(claim is False for claim in json_values(lock, "support_claim"))
     assert json_values(lock, "support_claim"), "the lock records no support_claim"
@@ -148,10 +172,11 @@ def test_the_readme_route_generates_a_path_free_lock(
     assert any(call.startswith("cuDeviceComputeCapability") for call in run.calls), run.calls
 
 
+@pytest.mark.parametrize("route", sorted(ROUTES))
 def test_a_wrong_sm_stops_generation_and_names_the_reason(
-    sim_host: SimulatedHost, tmp_path: Path
+    route: str, sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
-    project = _project(tmp_path / "project", sim_host.native.probe.resolve(), sm="sm_86")
+    project = _project(tmp_path / "project", sim_host.native.probe.resolve(), route, sm="sm_86")
 
     run = sim_host.run(DriverLayout(config=ONE_A100), [_rextio(), "generate", project])
 
