@@ -120,12 +120,20 @@ LOGGER: Final = logging.getLogger("rextio_device_cuda")
 
 def _log_refusal(reason_code: str) -> None:
     text = _codes.reason_text(reason_code)
-    explanation = text[0] if text is not None else "the probe reported this code."
+    if text is None:
+        # A code another probe reported: passed through, but not ours to explain.
+        LOGGER.warning(
+            "%s preflight refused: %s: reported by the probe; this provider has no "
+            "explanation for it.",
+            PROVIDER_ID,
+            reason_code,
+        )
+        return
     LOGGER.warning(
         "%s preflight refused: %s: %s Run `python -m rextio_device_cuda explain %s`.",
         PROVIDER_ID,
         reason_code,
-        explanation,
+        text[0],
         reason_code,
     )
 
