@@ -403,6 +403,15 @@ fn push_string_literal(out: &mut String, text: &str) {
         '"'
     };
     out.push(quote);
+    // Most text needs no escape: copy it whole (a UTF-8 continuation byte
+    // is never below 0x80, so the byte test sees only these characters).
+    let needs_escape =
+        |byte: u8| byte == b'\\' || byte == quote as u8 || byte < 0x20 || byte == 0x7f;
+    if !text.bytes().any(needs_escape) {
+        out.push_str(text);
+        out.push(quote);
+        return;
+    }
     for c in text.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
