@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::fs::{read_input, relative_files};
 use crate::Result;
 
@@ -70,9 +68,4 @@ impl Inputs {
             Some((relative, bytes.as_slice()))
         })
     }
-}
-
-/// Parses JSON, naming the file, line and column on failure.
-pub fn parse_json<T: for<'de> Deserialize<'de>>(path: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|error| format!("{path}: {error}"))
 }

@@ -20,8 +20,6 @@ mod tests;
 
 use std::path::Path;
 
-use serde_json::Value;
-
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{
@@ -66,8 +64,9 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let symbols_bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
-    let symbols = SymbolList::parse(symbols_bytes)?;
-    let driver_symbols: Value = inputs::parse_json(DRIVER_SYMBOLS_PATH, symbols_bytes)?;
+    // Parsed once: the Python module holds the list as written.
+    let driver_symbols = SymbolList::json(symbols_bytes)?;
+    let symbols = SymbolList::from_value(driver_symbols.clone())?;
 
     let driver_api = tables::table(&symbols, &tables::RUNTIME_TABLE)?;
     let runtime_defaults = tables::unit_test_defaults(

@@ -550,8 +550,17 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
 
 impl SymbolList {
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        let value: Value = serde_json::from_slice(bytes)
-            .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"))?;
+        Self::from_value(Self::json(bytes)?)
+    }
+
+    /// The list file as JSON, not yet validated.
+    pub fn json(bytes: &[u8]) -> Result<Value> {
+        serde_json::from_slice(bytes)
+            .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"))
+    }
+
+    /// Validates the list file's JSON.
+    pub fn from_value(value: Value) -> Result<Self> {
         let raw: RawList = typed(value, "(top level)")?;
         if raw.schema_version != SCHEMA_VERSION {
             return Err(at(
