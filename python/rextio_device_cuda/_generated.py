@@ -254,5 +254,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "ee84eb8cf9354b7588ddb12658b21a468e872db76d8323004216f6c46d069982"
+    "158d79c22a94dd70cc49dc795a9a518ecde701341c3dd6c672cbc33c82098a60"
 )

@@ -66,21 +66,24 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     // Parsed once: the Python module holds the list as written.
     let driver_symbols = SymbolList::json(symbols_bytes)?;
-    let symbols = SymbolList::from_value(driver_symbols.clone())?;
+    let symbols = SymbolList::from_value(&driver_symbols)?;
 
-    let driver_api = tables::table(&symbols, &tables::RUNTIME_TABLE)?;
+    let signatures = tables::Signatures::new(&symbols);
+    let driver_api = tables::table(&symbols, &signatures, &tables::RUNTIME_TABLE)?;
     let runtime_defaults = tables::unit_test_defaults(
         &symbols,
+        &signatures,
         &tables::RUNTIME_TABLE,
         quote::quote!(crate::driver_api),
     )?;
-    let inventory_api = tables::table(&symbols, &tables::INVENTORY_TABLE)?;
+    let inventory_api = tables::table(&symbols, &signatures, &tables::INVENTORY_TABLE)?;
     let inventory_defaults = tables::unit_test_defaults(
         &symbols,
+        &signatures,
         &tables::INVENTORY_TABLE,
         quote::quote!(super::inventory_api),
     )?;
-    let sim_driver_defaults = sim_driver_defaults(inputs, &symbols)?;
+    let sim_driver_defaults = sim_driver_defaults(inputs, &symbols, &signatures)?;
     let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api, &runtime_defaults)?;
     let archive_sha256 = sha256_hex(&archive);
     let python_literals = python::data_literals(&driver_symbols)?;
@@ -111,7 +114,11 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// The simulated driver's defaults: every listed export its `lib.rs` does
 /// not define by hand. A hand-written export must take the listed number of
 /// parameters.
-fn sim_driver_defaults(inputs: &Inputs, symbols: &SymbolList) -> Result<Vec<u8>> {
+fn sim_driver_defaults(
+    inputs: &Inputs,
+    symbols: &SymbolList,
+    signatures: &tables::Signatures,
+) -> Result<Vec<u8>> {
     let source = inputs.get(SIM_DRIVER_LIB_PATH)?;
     let mut hand_written = std::collections::BTreeSet::new();
     for (name, arity) in tables::hand_written_exports(SIM_DRIVER_LIB_PATH, source)? {
@@ -126,7 +133,7 @@ fn sim_driver_defaults(inputs: &Inputs, symbols: &SymbolList) -> Result<Vec<u8>>
         }
         hand_written.insert(name);
     }
-    tables::sim_driver_defaults(symbols, &hand_written)
+    tables::sim_driver_defaults(symbols, signatures, &hand_written)
 }
 
 /// The runtime crate's source tarball: its hand-written files, the license

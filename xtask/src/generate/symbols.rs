@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -420,10 +419,10 @@ pub struct SymbolList {
 struct RawList {
     schema_version: u32,
     calling_convention: String,
-    header_sets: BTreeMap<String, Value>,
-    types: BTreeMap<String, Value>,
-    constants: BTreeMap<String, Value>,
-    symbols: Vec<Value>,
+    header_sets: BTreeMap<String, RawHeaderSet>,
+    types: BTreeMap<String, RawEnum>,
+    constants: BTreeMap<String, RawConstant>,
+    symbols: Vec<RawSymbol>,
 }
 
 #[derive(Deserialize)]
@@ -459,7 +458,7 @@ struct RawSymbol {
     abi_version: u32,
     since: u32,
     returns: String,
-    params: Vec<Value>,
+    params: Vec<RawParam>,
     components: BTreeMap<String, String>,
     #[serde(default)]
     undeclared_in: BTreeMap<String, String>,
@@ -477,12 +476,6 @@ struct RawParam {
 /// An error at `json_path` of the list.
 fn at(json_path: &str, message: impl std::fmt::Display) -> String {
     format!("{DRIVER_SYMBOLS_PATH}: {json_path}: {message}")
-}
-
-/// Deserializes `value` (found at `json_path`) as `T`, consuming it (the
-/// symbol entries are never copied).
-fn typed<T: DeserializeOwned>(value: Value, json_path: &str) -> Result<T> {
-    T::deserialize(value).map_err(|error| at(json_path, error))
 }
 
 const RUST_KEYWORDS: &[&str] = &[
@@ -550,7 +543,7 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
 
 impl SymbolList {
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        Self::from_value(Self::json(bytes)?)
+        Self::from_value(&Self::json(bytes)?)
     }
 
     /// The list file as JSON, not yet validated.
@@ -559,9 +552,19 @@ impl SymbolList {
             .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"))
     }
 
-    /// Validates the list file's JSON.
-    pub fn from_value(value: Value) -> Result<Self> {
-        let raw: RawList = typed(value, "(top level)")?;
+    /// Validates the list file's JSON. A missing, unknown or mistyped key
+    /// is named by its JSON path.
+    pub fn from_value(value: &Value) -> Result<Self> {
+        // Tracking the path costs on every key: only a refused list pays it.
+        let raw = RawList::deserialize(value).or_else(|_| {
+            serde_path_to_error::deserialize(value).map_err(|error| {
+                let path = error.path().to_string();
+                at(
+                    if path == "." { "(top level)" } else { &path },
+                    error.inner(),
+                )
+            })
+        })?;
         if raw.schema_version != SCHEMA_VERSION {
             return Err(at(
                 "schema_version",
@@ -580,14 +583,14 @@ impl SymbolList {
                 ),
             ));
         }
-        let header_sets = parse_header_sets(&raw.header_sets)?;
+        let header_sets = parse_header_sets(raw.header_sets)?;
 
         let mut named: BTreeMap<String, NamedType> = BUILTIN_TYPES
             .iter()
             .filter_map(|entry| builtin(entry.0))
             .map(|named| (named.name.clone(), named))
             .collect();
-        for (name, raw_type) in &raw.types {
+        for (name, raw_enum) in &raw.types {
             let path = format!("types.{name}");
             if !is_identifier(name) {
                 return Err(at(&path, "the name is not an identifier"));
@@ -598,7 +601,6 @@ impl SymbolList {
                     "cuda.h's own typedef; the generator knows it already",
                 ));
             }
-            let raw_enum: RawEnum = typed(raw_type.clone(), &path)?;
             if raw_enum.kind != "enum" {
                 return Err(at(
                     &format!("{path}.kind"),
@@ -618,18 +620,17 @@ impl SymbolList {
                     kind: NamedKind::Enum {
                         bits: raw_enum.bits,
                     },
-                    doc: raw_enum.doc,
+                    doc: raw_enum.doc.clone(),
                 },
             );
         }
 
         let mut constants = Vec::new();
-        for (name, raw_constant) in &raw.constants {
+        for (name, raw_constant) in raw.constants {
             let path = format!("constants.{name}");
-            if !is_identifier(name) {
+            if !is_identifier(&name) {
                 return Err(at(&path, "the name is not an identifier"));
             }
-            let raw_constant: RawConstant = typed(raw_constant.clone(), &path)?;
             let c_type = parse_c_type(&raw_constant.c_type, &named).ok_or_else(|| {
                 at(
                     &format!("{path}.c_type"),
@@ -721,14 +722,13 @@ impl SymbolList {
     }
 }
 
-fn parse_header_sets(raw: &BTreeMap<String, Value>) -> Result<Vec<HeaderSet>> {
+fn parse_header_sets(raw: BTreeMap<String, RawHeaderSet>) -> Result<Vec<HeaderSet>> {
     let mut sets = Vec::new();
-    for (name, value) in raw {
+    for (name, raw_set) in raw {
         let path = format!("header_sets.{name}");
-        if !is_identifier(name) {
+        if !is_identifier(&name) {
             return Err(at(&path, "the name is not an identifier"));
         }
-        let raw_set: RawHeaderSet = typed(value.clone(), &path)?;
         let plain = |text: &str| {
             !text.is_empty()
                 && text
@@ -769,11 +769,10 @@ fn parse_header_sets(raw: &BTreeMap<String, Value>) -> Result<Vec<HeaderSet>> {
 
 fn parse_symbol(
     path: &str,
-    value: Value,
+    raw: RawSymbol,
     named: &BTreeMap<String, NamedType>,
     header_sets: &[HeaderSet],
 ) -> Result<Symbol> {
-    let raw: RawSymbol = typed(value, path)?;
     if !is_identifier(&raw.export) {
         return Err(at(&format!("{path}.export"), "not an identifier"));
     }
@@ -811,9 +810,8 @@ fn parse_symbol(
         })?;
     let mut params = Vec::new();
     let mut names = BTreeSet::new();
-    for (index, value) in raw.params.into_iter().enumerate() {
+    for (index, param) in raw.params.into_iter().enumerate() {
         let param_path = format!("{path}.params[{index}]");
-        let param: RawParam = typed(value, &param_path)?;
         if !is_identifier(&param.name) {
             return Err(at(&format!("{param_path}.name"), "not an identifier"));
         }
