@@ -675,11 +675,10 @@ impl SymbolList {
         let mut exports = BTreeSet::new();
         let mut symbols = Vec::new();
         for (index, raw_symbol) in raw.symbols.into_iter().enumerate() {
-            let path = format!("symbols[{index}]");
-            let symbol = parse_symbol(&path, raw_symbol, &named, &header_sets)?;
+            let symbol = parse_symbol(index, raw_symbol, &named, &header_sets)?;
             if !exports.insert(symbol.export.clone()) {
                 return Err(at(
-                    &format!("{path}.export"),
+                    &format!("symbols[{index}].export"),
                     format!("duplicate export name `{}`", symbol.export),
                 ));
             }
@@ -768,23 +767,25 @@ fn parse_header_sets(raw: BTreeMap<String, RawHeaderSet>) -> Result<Vec<HeaderSe
 }
 
 fn parse_symbol(
-    path: &str,
+    index: usize,
     raw: RawSymbol,
     named: &BTreeMap<String, NamedType>,
     header_sets: &[HeaderSet],
 ) -> Result<Symbol> {
+    // Paths are spelled only for an error.
+    let path = || format!("symbols[{index}]");
     if !is_identifier(&raw.export) {
-        return Err(at(&format!("{path}.export"), "not an identifier"));
+        return Err(at(&format!("{}.export", path()), "not an identifier"));
     }
     if !is_identifier(&raw.api) || !raw.export.starts_with(&raw.api) {
         return Err(at(
-            &format!("{path}.api"),
+            &format!("{}.api", path()),
             "not an identifier that starts the export name",
         ));
     }
     if raw.since < raw.abi_version {
         return Err(at(
-            &format!("{path}.since"),
+            &format!("{}.since", path()),
             format!(
                 "{} is older than the export's abi_version {}",
                 raw.since, raw.abi_version
@@ -793,37 +794,36 @@ fn parse_symbol(
     }
     if !(2000..100_000).contains(&raw.abi_version) {
         return Err(at(
-            &format!("{path}.abi_version"),
+            &format!("{}.abi_version", path()),
             "expected a cuDriverGetVersion value such as 2000 or 3020",
         ));
     }
     let returns = parse_c_type(&raw.returns, named)
-        .filter(|returns| *returns == CType::Named("CUresult".to_string()))
+        .filter(|returns| matches!(returns, CType::Named(name) if name == "CUresult"))
         .ok_or_else(|| {
             at(
-                &format!("{path}.returns"),
+                &format!("{}.returns", path()),
                 format!(
                     "`{}`: every Driver API function returns CUresult",
                     raw.returns
                 ),
             )
         })?;
-    let mut params = Vec::new();
-    let mut names = BTreeSet::new();
-    for (index, param) in raw.params.into_iter().enumerate() {
-        let param_path = format!("{path}.params[{index}]");
+    let mut params: Vec<Param> = Vec::with_capacity(raw.params.len());
+    for (param_index, param) in raw.params.into_iter().enumerate() {
+        let param_path = || format!("{}.params[{param_index}]", path());
         if !is_identifier(&param.name) {
-            return Err(at(&format!("{param_path}.name"), "not an identifier"));
+            return Err(at(&format!("{}.name", param_path()), "not an identifier"));
         }
-        if !names.insert(param.name.clone()) {
+        if params.iter().any(|earlier| earlier.name == param.name) {
             return Err(at(
-                &format!("{param_path}.name"),
+                &format!("{}.name", param_path()),
                 format!("duplicate parameter name `{}`", param.name),
             ));
         }
         let c_type = parse_c_type(&param.c_type, named).ok_or_else(|| {
             at(
-                &format!("{param_path}.c_type"),
+                &format!("{}.c_type", param_path()),
                 format!(
                     "parameter `{}` has unknown C type `{}` ({C_TYPE_HELP})",
                     param.name, param.c_type
@@ -836,11 +836,11 @@ fn parse_symbol(
         });
     }
     let mut components = BTreeMap::new();
-    for (component, tier) in &raw.components {
-        let component_path = format!("{path}.components.{component}");
+    for (component, tier) in raw.components {
+        let component_path = || format!("{}.components.{component}", path());
         if !COMPONENTS.contains(&component.as_str()) {
             return Err(at(
-                &component_path,
+                &component_path(),
                 format!(
                     "unknown component (expected one of {})",
                     COMPONENTS.join(", ")
@@ -852,28 +852,28 @@ fn parse_symbol(
             "optional" => Tier::Optional,
             other => {
                 return Err(at(
-                    &component_path,
+                    &component_path(),
                     format!("unknown tier `{other}` (expected required or optional)"),
                 ))
             }
         };
-        components.insert(component.clone(), tier);
+        components.insert(component, tier);
     }
     if components.is_empty() {
         return Err(at(
-            &format!("{path}.components"),
+            &format!("{}.components", path()),
             "no component uses this symbol",
         ));
     }
     for (set, why) in &raw.undeclared_in {
         if !header_sets.iter().any(|header_set| &header_set.name == set) {
             return Err(at(
-                &format!("{path}.undeclared_in.{set}"),
+                &format!("{}.undeclared_in.{set}", path()),
                 "not a header set of `header_sets`",
             ));
         }
         if why.trim().is_empty() {
-            return Err(at(&format!("{path}.undeclared_in.{set}"), "say why"));
+            return Err(at(&format!("{}.undeclared_in.{set}", path()), "say why"));
         }
     }
     if raw
@@ -881,7 +881,7 @@ fn parse_symbol(
         .as_ref()
         .is_some_and(|why| why.trim().is_empty())
     {
-        return Err(at(&format!("{path}.deprecated"), "say why"));
+        return Err(at(&format!("{}.deprecated", path()), "say why"));
     }
     Ok(Symbol {
         deprecated: raw.deprecated,
