@@ -254,5 +254,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "158d79c22a94dd70cc49dc795a9a518ecde701341c3dd6c672cbc33c82098a60"
+    "5e39877c422c60268db54362b16a0765e6512733702cf5ace3b7597feb159e41"
 )

@@ -15,10 +15,11 @@ pub trait DefaultCall {
     /// Logs the call of `export_name` and returns its configured result.
     fn call(export_name: &'static str) -> CUresult;
 }
-/// `default!(name, export(params))`: when `name` is `export`, returns
-/// the address of its default fake, which has the listed signature.
+/// `default!(name, export(parameter types))`: when `name` is `export`,
+/// returns the address of its default fake, which has the listed
+/// signature.
 macro_rules! default {
-    ($name:ident, $export:ident ($($param:ident : $type:ty),*)) => {
+    ($name:ident, $export:ident ($($type:ty),*)) => {
         if $name == stringify!($export) .as_bytes() { unsafe extern "system" fn $export <
         H : DefaultCall > ($(_ : $type),*) -> CUresult { H::call(stringify!($export)) }
         return NonNull::new($export :: < H > as * mut c_void); }
@@ -27,14 +28,11 @@ macro_rules! default {
 /// The default fake of export `name`, or `None` for an unlisted name.
 pub fn default_export<H: DefaultCall>(name: &CStr) -> Option<NonNull<c_void>> {
     let name = name.to_bytes();
-    default!(name, cuInit(flags : c_uint));
-    default!(name, cuDriverGetVersion(driver_version : * mut c_int));
-    default!(name, cuDeviceGetCount(count : * mut c_int));
-    default!(name, cuDeviceGet(device : * mut CUdevice, ordinal : c_int));
-    default!(name, cuDeviceGetName(name : * mut c_char, len : c_int, device : CUdevice));
-    default!(
-        name, cuDeviceComputeCapability(major : * mut c_int, minor : * mut c_int, device
-        : CUdevice)
-    );
+    default!(name, cuInit(c_uint));
+    default!(name, cuDriverGetVersion(* mut c_int));
+    default!(name, cuDeviceGetCount(* mut c_int));
+    default!(name, cuDeviceGet(* mut CUdevice, c_int));
+    default!(name, cuDeviceGetName(* mut c_char, c_int, CUdevice));
+    default!(name, cuDeviceComputeCapability(* mut c_int, * mut c_int, CUdevice));
     None
 }

@@ -15,10 +15,11 @@ pub trait DefaultCall {
     /// Logs the call of `export_name` and returns its configured result.
     fn call(export_name: &'static str) -> CUresult;
 }
-/// `default!(name, export(params))`: when `name` is `export`, returns
-/// the address of its default fake, which has the listed signature.
+/// `default!(name, export(parameter types))`: when `name` is `export`,
+/// returns the address of its default fake, which has the listed
+/// signature.
 macro_rules! default {
-    ($name:ident, $export:ident ($($param:ident : $type:ty),*)) => {
+    ($name:ident, $export:ident ($($type:ty),*)) => {
         if $name == stringify!($export) .as_bytes() { unsafe extern "system" fn $export <
         H : DefaultCall > ($(_ : $type),*) -> CUresult { H::call(stringify!($export)) }
         return NonNull::new($export :: < H > as * mut c_void); }
@@ -27,26 +28,20 @@ macro_rules! default {
 /// The default fake of export `name`, or `None` for an unlisted name.
 pub fn default_export<H: DefaultCall>(name: &CStr) -> Option<NonNull<c_void>> {
     let name = name.to_bytes();
-    default!(name, cuInit(flags : c_uint));
-    default!(name, cuDriverGetVersion(driver_version : * mut c_int));
-    default!(name, cuDeviceGetCount(count : * mut c_int));
-    default!(name, cuDeviceGet(device : * mut CUdevice, ordinal : c_int));
-    default!(name, cuDeviceGetName(name : * mut c_char, len : c_int, device : CUdevice));
-    default!(
-        name, cuDeviceComputeCapability(major : * mut c_int, minor : * mut c_int, device
-        : CUdevice)
-    );
-    default!(
-        name, cuCtxCreate_v2(context : * mut CUcontext, flags : c_uint, device :
-        CUdevice)
-    );
-    default!(name, cuCtxDestroy_v2(context : CUcontext));
-    default!(name, cuCtxPushCurrent_v2(context : CUcontext));
-    default!(name, cuCtxPopCurrent_v2(context : * mut CUcontext));
-    default!(name, cuStreamCreate(stream : * mut CUstream, flags : c_uint));
-    default!(name, cuStreamDestroy_v2(stream : CUstream));
-    default!(name, cuStreamSynchronize(stream : CUstream));
-    default!(name, cuMemAlloc_v2(device_pointer : * mut CUdeviceptr, byte_size : usize));
-    default!(name, cuMemFree_v2(device_pointer : CUdeviceptr));
+    default!(name, cuInit(c_uint));
+    default!(name, cuDriverGetVersion(* mut c_int));
+    default!(name, cuDeviceGetCount(* mut c_int));
+    default!(name, cuDeviceGet(* mut CUdevice, c_int));
+    default!(name, cuDeviceGetName(* mut c_char, c_int, CUdevice));
+    default!(name, cuDeviceComputeCapability(* mut c_int, * mut c_int, CUdevice));
+    default!(name, cuCtxCreate_v2(* mut CUcontext, c_uint, CUdevice));
+    default!(name, cuCtxDestroy_v2(CUcontext));
+    default!(name, cuCtxPushCurrent_v2(CUcontext));
+    default!(name, cuCtxPopCurrent_v2(* mut CUcontext));
+    default!(name, cuStreamCreate(* mut CUstream, c_uint));
+    default!(name, cuStreamDestroy_v2(CUstream));
+    default!(name, cuStreamSynchronize(CUstream));
+    default!(name, cuMemAlloc_v2(* mut CUdeviceptr, usize));
+    default!(name, cuMemFree_v2(CUdeviceptr));
     None
 }

@@ -58,10 +58,10 @@ pub const CU_CTX_SCHED_AUTO: c_uint = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 /// The hook every default calls (referenced even when `lib.rs` defines every export).
 const DEFAULT_CALL: fn(&'static str) -> CUresult = crate::default_call;
-/// `export!(export(params))`: the default export with the listed
-/// signature.
+/// `export!(export(parameter types))`: the default export with the
+/// listed signature.
 macro_rules! export {
-    ($export:ident ($($param:ident : $type:ty),*)) => {
+    ($export:ident ($($type:ty),*)) => {
         #[no_mangle] pub unsafe extern "system" fn $export ($(_ : $type),*) -> CUresult {
         crate ::default_call(stringify!($export)) }
     };

@@ -128,31 +128,43 @@ fn selected<'a>(symbols: &'a SymbolList, kind: &TableKind) -> Vec<(usize, &'a Sy
 }
 
 /// Every symbol's `export(name: T, ...)` (its export name and listed
-/// parameters), in list order: what every per-symbol macro line carries,
-/// built once for all the files that list it.
-pub struct Signatures(Vec<TokenStream>);
+/// parameters, for the tables) and `export(T, ...)` (the parameter types
+/// only, for the test doubles, which ignore their arguments), in list order:
+/// what the per-symbol macro lines carry, built once for all the files.
+pub struct Signatures {
+    named: Vec<TokenStream>,
+    typed: Vec<TokenStream>,
+}
 
 impl Signatures {
     pub fn new(symbols: &SymbolList) -> Self {
         let mut types: HashMap<&CType, TokenStream> = HashMap::new();
-        let mut signatures = Vec::with_capacity(symbols.symbols.len());
+        let mut named = Vec::with_capacity(symbols.symbols.len());
+        let mut typed = Vec::with_capacity(symbols.symbols.len());
         for symbol in &symbols.symbols {
             let export = ident(&symbol.export);
             let mut params = Vec::with_capacity(symbol.params.len());
+            let mut param_types = Vec::with_capacity(symbol.params.len());
             for param in &symbol.params {
                 let name = ident(&param.name);
                 let ty = types
                     .entry(&param.c_type)
                     .or_insert_with(|| rust_type(&param.c_type));
                 params.push(quote!(#name: #ty));
+                param_types.push(ty.clone());
             }
-            signatures.push(quote!(#export(#(#params),*)));
+            named.push(quote!(#export(#(#params),*)));
+            typed.push(quote!(#export(#(#param_types),*)));
         }
-        Self(signatures)
+        Self { named, typed }
     }
 
-    fn of(&self, index: usize) -> TokenStream {
-        self.0[index].clone()
+    fn named(&self, index: usize) -> TokenStream {
+        self.named[index].clone()
+    }
+
+    fn typed(&self, index: usize) -> TokenStream {
+        self.typed[index].clone()
     }
 }
 
@@ -439,7 +451,7 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
             symbol.since,
         ))));
         let index = Literal::usize_unsuffixed(index);
-        let signature = signatures.of(*list_index);
+        let signature = signatures.named(*list_index);
         let tier = match tier {
             Tier::Required => "required",
             Tier::Optional => "optional",
@@ -471,7 +483,7 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
 /// gives, for every symbol of the table, the address of an
 /// `extern "system"` function with its exact signature that calls
 /// `H::call(export_name)` (which logs the call and returns the configured
-/// result); one `default!` line per symbol. A test's own fakes take
+/// result); one `default!(name, export(parameter types));` line per symbol. A test's own fakes take
 /// precedence by matching first.
 pub fn unit_test_defaults(
     symbols: &SymbolList,
@@ -504,10 +516,11 @@ pub fn unit_test_defaults(
             fn call(export_name: &'static str) -> CUresult;
         }
 
-        /// `default!(name, export(params))`: when `name` is `export`, returns
-        /// the address of its default fake, which has the listed signature.
+        /// `default!(name, export(parameter types))`: when `name` is `export`,
+        /// returns the address of its default fake, which has the listed
+        /// signature.
         macro_rules! default {
-            ($name:ident, $export:ident($($param:ident: $type:ty),*)) => {
+            ($name:ident, $export:ident($($type:ty),*)) => {
                 if $name == stringify!($export).as_bytes() {
                     unsafe extern "system" fn $export<H: DefaultCall>($(_: $type),*) -> CUresult {
                         H::call(stringify!($export))
@@ -530,7 +543,7 @@ pub fn unit_test_defaults(
     // The defaults go before the closing `None`.
     let fallback = lookup.block.stmts.pop();
     for (list_index, _, _) in selected(symbols, kind) {
-        let signature = signatures.of(list_index);
+        let signature = signatures.typed(list_index);
         lookup.block.stmts.push(syn::Stmt::Macro(syn::StmtMacro {
             attrs: Vec::new(),
             mac: invocation("default", quote!(name, #signature)),
@@ -572,10 +585,10 @@ pub fn sim_driver_defaults(
         /// The hook every default calls (referenced even when `lib.rs` defines every export).
         const DEFAULT_CALL: fn(&'static str) -> CUresult = crate::default_call;
 
-        /// `export!(export(params))`: the default export with the listed
-        /// signature.
+        /// `export!(export(parameter types))`: the default export with the
+        /// listed signature.
         macro_rules! export {
-            ($export:ident($($param:ident: $type:ty),*)) => {
+            ($export:ident($($type:ty),*)) => {
                 #[no_mangle]
                 pub unsafe extern "system" fn $export($(_: $type),*) -> CUresult {
                     crate::default_call(stringify!($export))
@@ -591,7 +604,7 @@ pub fn sim_driver_defaults(
         file.items.push(syn::Item::Macro(syn::ItemMacro {
             attrs: Vec::new(),
             ident: None,
-            mac: invocation("export", signatures.of(index)),
+            mac: invocation("export", signatures.typed(index)),
             semi_token: Some(Default::default()),
         }));
     }
@@ -599,25 +612,43 @@ pub fn sim_driver_defaults(
 }
 
 /// The exports `lib.rs` of the simulated driver defines by hand: its
-/// `#[no_mangle]` functions, with their parameter counts.
+/// `#[no_mangle]` functions, with their parameter counts. Only signatures
+/// matter here: every function's body is skipped unparsed; other items are
+/// parsed whole.
 pub fn hand_written_exports(path: &str, source: &[u8]) -> Result<Vec<(String, usize)>> {
     let text = std::str::from_utf8(source).map_err(|_| format!("{path}: not UTF-8"))?;
-    let file = syn::parse_file(text).map_err(|error| format!("{path}: does not parse: {error}"))?;
-    let mut found = Vec::new();
-    for item in &file.items {
-        let syn::Item::Fn(function) = item else {
-            continue;
-        };
-        let exported = function.attrs.iter().any(|attribute| {
-            attribute.path().is_ident("no_mangle")
-                || (attribute.path().is_ident("unsafe")
-                    && attribute
-                        .parse_args::<syn::Path>()
-                        .is_ok_and(|inner| inner.is_ident("no_mangle")))
-        });
-        if exported {
-            found.push((function.sig.ident.to_string(), function.sig.inputs.len()));
+    let tokens: TokenStream = text
+        .parse()
+        .map_err(|error| format!("{path}: does not parse: {error}"))?;
+    let exports = |input: syn::parse::ParseStream| {
+        input.call(syn::Attribute::parse_inner)?;
+        let mut found = Vec::new();
+        while !input.is_empty() {
+            let attrs = input.call(syn::Attribute::parse_outer)?;
+            let ahead = input.fork();
+            let is_function = ahead.parse::<syn::Visibility>().is_ok()
+                && ahead.parse::<syn::Signature>().is_ok()
+                && ahead.peek(syn::token::Brace);
+            if !is_function {
+                input.parse::<syn::Item>()?;
+                continue;
+            }
+            input.parse::<syn::Visibility>()?;
+            let signature: syn::Signature = input.parse()?;
+            input.parse::<proc_macro2::Group>()?;
+            let exported = attrs.iter().any(|attribute| {
+                attribute.path().is_ident("no_mangle")
+                    || (attribute.path().is_ident("unsafe")
+                        && attribute
+                            .parse_args::<syn::Path>()
+                            .is_ok_and(|inner| inner.is_ident("no_mangle")))
+            });
+            if exported {
+                found.push((signature.ident.to_string(), signature.inputs.len()));
+            }
         }
-    }
-    Ok(found)
+        Ok(found)
+    };
+    syn::parse::Parser::parse2(exports, tokens)
+        .map_err(|error| format!("{path}: does not parse: {error}"))
 }

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use super::fs::ScratchDir;
-use super::inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH};
+use super::inputs::{
+    Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH, SIM_DRIVER_LIB_PATH,
+};
 use super::*;
 
 fn real_inputs() -> Inputs {
@@ -715,4 +717,43 @@ fn the_python_spec_module_holds_every_record() {
     assert!(text.contains("toolkit_version_floor=(12, 0),"), "{text}");
     assert!(text.contains("default_timeout_seconds=10.0,"), "{text}");
     assert!(text.lines().all(|line| line.chars().count() <= 100));
+}
+
+#[test]
+fn the_simulated_drivers_hand_written_exports_are_found_with_their_arity() {
+    let source = br#"
+        #![allow(dead_code)]
+        use core::ffi::c_int;
+        static HOOK: extern "C" fn() = hook;
+        extern "C" fn hook() {}
+        struct State { calls: u32 }
+        impl State { fn bump(&mut self) { self.calls += 1; } }
+        #[no_mangle]
+        pub unsafe extern "system" fn cuInit(flags: u32) -> c_int { let _ = flags; 0 }
+        fn helper(a: c_int, b: c_int) -> c_int { a + b }
+        #[unsafe(no_mangle)]
+        pub unsafe extern "system" fn cuDeviceGet(device: *mut c_int, ordinal: c_int) -> c_int {
+            if ordinal > 0 { return 1; }
+            unsafe { *device = ordinal };
+            0
+        }
+        thread_local! { static DEPTH: u32 = 0; }
+    "#;
+    assert_eq!(
+        tables::hand_written_exports("lib.rs", source).unwrap(),
+        [("cuInit".to_string(), 1), ("cuDeviceGet".to_string(), 2)]
+    );
+    let error = tables::hand_written_exports("lib.rs", b"fn broken( {").unwrap_err();
+    assert!(error.starts_with("lib.rs: does not parse: "), "{error}");
+
+    let inputs = real_inputs();
+    let exports = tables::hand_written_exports(
+        SIM_DRIVER_LIB_PATH,
+        inputs.get(SIM_DRIVER_LIB_PATH).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        exports.contains(&("cuMemAlloc_v2".to_string(), 2)),
+        "{exports:?}"
+    );
 }
