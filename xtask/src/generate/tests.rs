@@ -290,6 +290,12 @@ fn the_c_types_of_cuda_h_are_accepted() {
     // Macro arguments, spaced as prettyplease spaces tokens (and broken
     // across lines where long).
     let table = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The probe is the list's last symbol, so its index is the real list's length.
+    let real_symbols = SymbolList::parse(real_inputs().get(DRIVER_SYMBOLS_PATH).unwrap())
+        .unwrap()
+        .symbols
+        .len();
+    let accessor = format!("optional!( {real_symbols}, cuTypesProbe_v2(");
     for rust in [
         "a : * mut c_void",
         "b : * const c_void",
@@ -306,7 +312,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
         "m : * mut * const c_char",
         "pub type CUdevice_attribute = i32;",
         "pub type CUmodule = *mut CUmod_st;",
-        "optional!( 15, cuTypesProbe_v2(",
+        &accessor,
     ] {
         assert!(table.contains(rust), "{rust}");
     }
