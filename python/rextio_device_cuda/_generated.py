@@ -254,5 +254,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "5e39877c422c60268db54362b16a0765e6512733702cf5ace3b7597feb159e41"
+    "dc00b930a7e141ba81d4ec75378824d034d26bab4da847cecb5fc8fa6d555ab7"
 )

@@ -65,9 +65,9 @@ pub const INVENTORY_EXPORT_NAMES: [&CStr; 6] = [
 /// Whether each export of the names above is required (its absence
 /// fails the load) or optional (it loads as absent).
 pub const INVENTORY_EXPORT_REQUIRED: [bool; 6] = [true, true, true, true, true, true];
-/// The driver version (cuDriverGetVersion units) that introduced each
-/// export of the names above.
-const SINCE: [u32; 6] = [2000, 2020, 2000, 2000, 2000, 2000];
+/// The optional exports: (index in the names above, the driver
+/// version, in cuDriverGetVersion units, that introduced it).
+const OPTIONAL: [(usize, u32); 0] = [];
 /// The names above as text, checked to be UTF-8 when this compiles.
 const EXPORT_TEXT: [&str; 6] = {
     let mut text = [""; 6];
@@ -143,15 +143,17 @@ macro_rules! required {
         unsafe { self.get_required($index) } }
     };
 }
-/// `optional!(index, export(params))`: the accessor of the optional
-/// export at `index`; it returns [`SymbolUnavailable`] naming the
-/// export when this driver lacks it.
+/// `optional!(index, since, export(params))`: the accessor of the
+/// optional export at `index`, introduced in driver version `since`;
+/// it returns [`SymbolUnavailable`] naming the export when this
+/// driver lacks it.
 macro_rules! optional {
-    ($index:literal, $export:ident ($($param:ident : $type:ty),*)) => {
+    ($index:literal, $since:literal, $export:ident ($($param:ident : $type:ty),*)) => {
         #[doc = concat!("`", stringify!($export),
         "`, optional: [`SymbolUnavailable`] when absent.")] #[inline] pub fn $export (&
         self) -> Result < unsafe extern "system" fn ($($param : $type),*) -> CUresult,
-        SymbolUnavailable > { unsafe { self.get($index) } }
+        SymbolUnavailable > { unsafe { self.get($index) } .ok_or(SymbolUnavailable {
+        export_name : EXPORT_TEXT[$index], since : $since }) }
     };
 }
 impl InventoryApi {
@@ -192,36 +194,29 @@ impl InventoryApi {
     }
     /// Every optional export this driver image lacks, in list order.
     pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
-        (0..6)
-            .filter(|&index| self.pointers[index].is_none())
-            .map(Self::absent)
+        OPTIONAL
+            .into_iter()
+            .filter(|&(index, _)| self.pointers[index].is_none())
+            .map(|(index, since)| SymbolUnavailable {
+                export_name: EXPORT_TEXT[index],
+                since,
+            })
             .collect()
     }
-    fn absent(index: usize) -> SymbolUnavailable {
-        SymbolUnavailable {
-            export_name: EXPORT_TEXT[index],
-            since: SINCE[index],
-        }
-    }
-    /// The export at `index` as the function pointer type `F`.
+    /// The export at `index` as the function pointer type `F`
+    /// (`None`: an optional export this image lacks).
     ///
     /// # Safety
     ///
     /// `F` must be the listed signature of the export at `index`.
-    unsafe fn get<F: Copy>(&self, index: usize) -> Result<F, SymbolUnavailable> {
+    unsafe fn get<F: Copy>(&self, index: usize) -> Option<F> {
         const {
             if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
                 panic!("an accessor's type is not a function pointer");
             }
         }
-        match self.pointers[index] {
-            Some(address) => {
-                Ok(unsafe {
-                    core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr())
-                })
-            }
-            None => Err(Self::absent(index)),
-        }
+        let address = self.pointers[index]?;
+        Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
     }
     /// The required export at `index` as `F`: `resolve` loaded it.
     ///
@@ -230,9 +225,11 @@ impl InventoryApi {
     /// As for `get`.
     unsafe fn get_required<F: Copy>(&self, index: usize) -> F {
         match unsafe { self.get(index) } {
-            Ok(function) => function,
-            Err(absent) => {
-                unreachable!("`resolve` loads every required export: {absent}")
+            Some(function) => function,
+            None => {
+                unreachable!(
+                    "`resolve` loads every required export, not `{}`", EXPORT_TEXT[index]
+                )
             }
         }
     }

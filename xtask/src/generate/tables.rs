@@ -219,6 +219,12 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
     let names_const = ident(kind.names_const);
     let required_const = format_ident!("{}", kind.names_const.replace("_NAMES", "_REQUIRED"));
     let count = Literal::usize_unsuffixed(selected.len());
+    let optional_count = Literal::usize_unsuffixed(
+        selected
+            .iter()
+            .filter(|(_, _, tier)| *tier == Tier::Optional)
+            .count(),
+    );
     let types = type_definitions(symbols);
     let struct_doc = format!(
         " The CUDA Driver API functions ({}), resolved from one driver image.",
@@ -250,9 +256,9 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
         /// fails the load) or optional (it loads as absent).
         pub const #required_const: [bool; #count] = [];
 
-        /// The driver version (cuDriverGetVersion units) that introduced each
-        /// export of the names above.
-        const SINCE: [u32; #count] = [];
+        /// The optional exports: (index in the names above, the driver
+        /// version, in cuDriverGetVersion units, that introduced it).
+        const OPTIONAL: [(usize, u32); #optional_count] = [];
 
         /// The names above as text, checked to be UTF-8 when this compiles.
         const EXPORT_TEXT: [&str; #count] = {
@@ -333,15 +339,16 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
             };
         }
 
-        /// `optional!(index, export(params))`: the accessor of the optional
-        /// export at `index`; it returns [`SymbolUnavailable`] naming the
-        /// export when this driver lacks it.
+        /// `optional!(index, since, export(params))`: the accessor of the
+        /// optional export at `index`, introduced in driver version `since`;
+        /// it returns [`SymbolUnavailable`] naming the export when this
+        /// driver lacks it.
         macro_rules! optional {
-            ($index:literal, $export:ident($($param:ident: $type:ty),*)) => {
+            ($index:literal, $since:literal, $export:ident($($param:ident: $type:ty),*)) => {
                 #[doc = concat!("`", stringify!($export), "`, optional: [`SymbolUnavailable`] when absent.")]
                 #[inline]
                 pub fn $export(&self) -> Result<unsafe extern "system" fn($($param: $type),*) -> CUresult, SymbolUnavailable> {
-                    unsafe { self.get($index) }
+                    unsafe { self.get($index) }.ok_or(SymbolUnavailable { export_name: EXPORT_TEXT[$index], since: $since })
                 }
             };
         }
@@ -384,31 +391,27 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
 
             /// Every optional export this driver image lacks, in list order.
             pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
-                (0..#count)
-                    .filter(|&index| self.pointers[index].is_none())
-                    .map(Self::absent)
+                OPTIONAL
+                    .into_iter()
+                    .filter(|&(index, _)| self.pointers[index].is_none())
+                    .map(|(index, since)| SymbolUnavailable { export_name: EXPORT_TEXT[index], since })
                     .collect()
             }
 
-            fn absent(index: usize) -> SymbolUnavailable {
-                SymbolUnavailable { export_name: EXPORT_TEXT[index], since: SINCE[index] }
-            }
-
-            /// The export at `index` as the function pointer type `F`.
+            /// The export at `index` as the function pointer type `F`
+            /// (`None`: an optional export this image lacks).
             ///
             /// # Safety
             ///
             /// `F` must be the listed signature of the export at `index`.
-            unsafe fn get<F: Copy>(&self, index: usize) -> Result<F, SymbolUnavailable> {
+            unsafe fn get<F: Copy>(&self, index: usize) -> Option<F> {
                 const {
                     if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
                         panic!("an accessor's type is not a function pointer");
                     }
                 }
-                match self.pointers[index] {
-                    Some(address) => Ok(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) }),
-                    None => Err(Self::absent(index)),
-                }
+                let address = self.pointers[index]?;
+                Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
             }
 
             /// The required export at `index` as `F`: `resolve` loaded it.
@@ -418,8 +421,8 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
             /// As for `get`.
             unsafe fn get_required<F: Copy>(&self, index: usize) -> F {
                 match unsafe { self.get(index) } {
-                    Ok(function) => function,
-                    Err(absent) => unreachable!("`resolve` loads every required export: {absent}"),
+                    Some(function) => function,
+                    None => unreachable!("`resolve` loads every required export, not `{}`", EXPORT_TEXT[index]),
                 }
             }
         }
@@ -437,7 +440,7 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
 
     let mut names = Vec::with_capacity(selected.len());
     let mut required = Vec::with_capacity(selected.len());
-    let mut since = Vec::with_capacity(selected.len());
+    let mut optional = Vec::new();
     let mut accessors = Vec::with_capacity(selected.len());
     for (index, (list_index, symbol, tier)) in selected.iter().enumerate() {
         let name = std::ffi::CString::new(symbol.export.as_str())
@@ -447,24 +450,34 @@ pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) ->
             *tier == Tier::Required,
             Span::call_site(),
         )));
-        since.push(literal(syn::LitInt::from(Literal::u32_unsuffixed(
-            symbol.since,
-        ))));
         let index = Literal::usize_unsuffixed(index);
         let signature = signatures.named(*list_index);
-        let tier = match tier {
-            Tier::Required => "required",
-            Tier::Optional => "optional",
+        let mac = match tier {
+            Tier::Required => invocation("required", quote!(#index, #signature)),
+            Tier::Optional => {
+                let since = Literal::u32_unsuffixed(symbol.since);
+                optional.push(syn::Expr::Tuple(syn::ExprTuple {
+                    attrs: Vec::new(),
+                    paren_token: Default::default(),
+                    elems: [
+                        literal(syn::LitInt::from(index.clone())),
+                        literal(syn::LitInt::from(since.clone())),
+                    ]
+                    .into_iter()
+                    .collect(),
+                }));
+                invocation("optional", quote!(#index, #since, #signature))
+            }
         };
         accessors.push(syn::ImplItem::Macro(syn::ImplItemMacro {
             attrs: Vec::new(),
-            mac: invocation(tier, quote!(#index, #signature)),
+            mac,
             semi_token: Some(Default::default()),
         }));
     }
     array_mut(&mut file, kind.names_const)?.extend(names);
     array_mut(&mut file, &required_const.to_string())?.extend(required);
-    array_mut(&mut file, "SINCE")?.extend(since);
+    array_mut(&mut file, "OPTIONAL")?.extend(optional);
     let implementation = file
         .items
         .iter_mut()

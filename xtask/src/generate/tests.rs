@@ -295,7 +295,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
         .unwrap()
         .symbols
         .len();
-    let accessor = format!("optional!( {real_symbols}, cuTypesProbe_v2(");
+    let accessor = format!("optional!( {real_symbols}, 3020, cuTypesProbe_v2(");
     for rust in [
         "a : * mut c_void",
         "b : * const c_void",
