@@ -61,9 +61,10 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 /// (the tarball before the Python module that holds its digest, the index
 /// last). One thread, the plain code: each symbol is one macro line per
 /// generated Rust file. `cargo xtask bench` measured the 1,500-symbol case at
-/// a median of 70-120 ms on the shared 2-core development machine (around
-/// its 100 ms target, depending on load; linear), and 380-480 ms before the
-/// per-symbol lines; threads were not tried.
+/// a median of 63-117 ms on the shared 2-core development machine (under its
+/// 100 ms target when the machine is quiet, over it under load; linear in
+/// the symbols), against 320-530 ms in the same runs for the per-symbol syn
+/// items before; threads were not tried.
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let symbols_bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
