@@ -254,5 +254,5 @@ DRIVER_SYMBOLS: Final[dict[str, Any]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "ee84eb8cf9354b7588ddb12658b21a468e872db76d8323004216f6c46d069982"
+    "dc00b930a7e141ba81d4ec75378824d034d26bab4da847cecb5fc8fa6d555ab7"
 )

@@ -4,7 +4,7 @@
 //! No link directive: the host loads one reviewed driver image and
 //! passes a resolver for its exports to the `resolve` constructor.
 #![cfg_attr(rustfmt, rustfmt::skip)]
-#![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+#![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports, unused_macros)]
 use core::any::Any;
 use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void, CStr};
 use core::fmt;
@@ -77,6 +77,22 @@ pub const DRIVER_EXPORT_REQUIRED: [bool; 15] = [
     true, true, true, true, true, true, true, true, true, true, true, true, true, true,
     true,
 ];
+/// The optional exports: (index in the names above, the driver
+/// version, in cuDriverGetVersion units, that introduced it).
+const OPTIONAL: [(usize, u32); 0] = [];
+/// The names above as text, checked to be UTF-8 when this compiles.
+const EXPORT_TEXT: [&str; 15] = {
+    let mut text = [""; 15];
+    let mut index = 0;
+    while index < 15 {
+        text[index] = match DRIVER_EXPORT_NAMES[index].to_str() {
+            Ok(name) => name,
+            Err(_) => panic!("an export name is not UTF-8"),
+        };
+        index += 1;
+    }
+    text
+};
 /// The CUDA Driver API functions (every listed symbol), resolved from one driver image.
 ///
 /// Holds the image, so the image outlives every function pointer taken
@@ -86,48 +102,13 @@ pub const DRIVER_EXPORT_REQUIRED: [bool; 15] = [
 ///
 /** ```compile_fail,E0616
  fn swap(api: &mut rextio_cuda_runtime::DriverApi) {
-     api.cuStreamDestroy_v2 = api.cuStreamSynchronize;
+     api.pointers.swap(0, 1);
  }
  ```*/
 pub struct DriverApi {
-    cuInit: unsafe extern "system" fn(flags: c_uint) -> CUresult,
-    cuDriverGetVersion: unsafe extern "system" fn(
-        driver_version: *mut c_int,
-    ) -> CUresult,
-    cuDeviceGetCount: unsafe extern "system" fn(count: *mut c_int) -> CUresult,
-    cuDeviceGet: unsafe extern "system" fn(
-        device: *mut CUdevice,
-        ordinal: c_int,
-    ) -> CUresult,
-    cuDeviceGetName: unsafe extern "system" fn(
-        name: *mut c_char,
-        len: c_int,
-        device: CUdevice,
-    ) -> CUresult,
-    cuDeviceComputeCapability: unsafe extern "system" fn(
-        major: *mut c_int,
-        minor: *mut c_int,
-        device: CUdevice,
-    ) -> CUresult,
-    cuCtxCreate_v2: unsafe extern "system" fn(
-        context: *mut CUcontext,
-        flags: c_uint,
-        device: CUdevice,
-    ) -> CUresult,
-    cuCtxDestroy_v2: unsafe extern "system" fn(context: CUcontext) -> CUresult,
-    cuCtxPushCurrent_v2: unsafe extern "system" fn(context: CUcontext) -> CUresult,
-    cuCtxPopCurrent_v2: unsafe extern "system" fn(context: *mut CUcontext) -> CUresult,
-    cuStreamCreate: unsafe extern "system" fn(
-        stream: *mut CUstream,
-        flags: c_uint,
-    ) -> CUresult,
-    cuStreamDestroy_v2: unsafe extern "system" fn(stream: CUstream) -> CUresult,
-    cuStreamSynchronize: unsafe extern "system" fn(stream: CUstream) -> CUresult,
-    cuMemAlloc_v2: unsafe extern "system" fn(
-        device_pointer: *mut CUdeviceptr,
-        byte_size: usize,
-    ) -> CUresult,
-    cuMemFree_v2: unsafe extern "system" fn(device_pointer: CUdeviceptr) -> CUresult,
+    /// The address of each export of the names above (`None`: an
+    /// optional export this image lacks).
+    pointers: [Option<NonNull<c_void>>; 15],
     /// The driver image owner; the last field, so it is dropped last.
     image: Box<dyn Any>,
 }
@@ -165,36 +146,27 @@ impl fmt::Display for SymbolUnavailable {
     }
 }
 impl std::error::Error for SymbolUnavailable {}
-/// Resolves one export as the function pointer type `F` of its field.
-///
-/// # Safety
-///
-/// As for `resolve`: the export must have exactly the signature `F`.
-unsafe fn lookup_optional<I, F: Copy>(
-    resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
-    image: &I,
-    name: &'static CStr,
-) -> Option<F> {
-    const {
-        if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
-            panic!("a symbol field is not a function pointer");
-        }
-    }
-    let address = resolve(image, name)?;
-    Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
+/// `required!(index, export(params))`: the accessor of the required
+/// export at `index` of the names above, with its listed signature.
+macro_rules! required {
+    ($index:literal, $export:ident ($($param:ident : $type:ty),*)) => {
+        #[doc = concat!("`", stringify!($export), "`, required.")] #[inline] pub fn
+        $export (& self) -> unsafe extern "system" fn ($($param : $type),*) -> CUresult {
+        unsafe { self.get_required($index) } }
+    };
 }
-/// Resolves one required export; its absence is a [`MissingSymbol`].
-///
-/// # Safety
-///
-/// As for `lookup_optional`.
-unsafe fn lookup<I, F: Copy>(
-    resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
-    image: &I,
-    name: &'static CStr,
-    export_name: &'static str,
-) -> Result<F, MissingSymbol> {
-    unsafe { lookup_optional(resolve, image, name) }.ok_or(MissingSymbol { export_name })
+/// `optional!(index, since, export(params))`: the accessor of the
+/// optional export at `index`, introduced in driver version `since`;
+/// it returns [`SymbolUnavailable`] naming the export when this
+/// driver lacks it.
+macro_rules! optional {
+    ($index:literal, $since:literal, $export:ident ($($param:ident : $type:ty),*)) => {
+        #[doc = concat!("`", stringify!($export),
+        "`, optional: [`SymbolUnavailable`] when absent.")] #[inline] pub fn $export (&
+        self) -> Result < unsafe extern "system" fn ($($param : $type),*) -> CUresult,
+        SymbolUnavailable > { unsafe { self.get($index) } .ok_or(SymbolUnavailable {
+        export_name : EXPORT_TEXT[$index], since : $since }) }
+    };
 }
 impl DriverApi {
     /// Resolves every listed export of `image` through `resolve`, in
@@ -214,95 +186,18 @@ impl DriverApi {
         image: I,
         mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
     ) -> Result<Self, MissingSymbol> {
-        Ok(unsafe {
-            Self {
-                cuInit: lookup(&mut resolve, &image, DRIVER_EXPORT_NAMES[0], "cuInit")?,
-                cuDriverGetVersion: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[1],
-                    "cuDriverGetVersion",
-                )?,
-                cuDeviceGetCount: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[2],
-                    "cuDeviceGetCount",
-                )?,
-                cuDeviceGet: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[3],
-                    "cuDeviceGet",
-                )?,
-                cuDeviceGetName: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[4],
-                    "cuDeviceGetName",
-                )?,
-                cuDeviceComputeCapability: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[5],
-                    "cuDeviceComputeCapability",
-                )?,
-                cuCtxCreate_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[6],
-                    "cuCtxCreate_v2",
-                )?,
-                cuCtxDestroy_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[7],
-                    "cuCtxDestroy_v2",
-                )?,
-                cuCtxPushCurrent_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[8],
-                    "cuCtxPushCurrent_v2",
-                )?,
-                cuCtxPopCurrent_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[9],
-                    "cuCtxPopCurrent_v2",
-                )?,
-                cuStreamCreate: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[10],
-                    "cuStreamCreate",
-                )?,
-                cuStreamDestroy_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[11],
-                    "cuStreamDestroy_v2",
-                )?,
-                cuStreamSynchronize: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[12],
-                    "cuStreamSynchronize",
-                )?,
-                cuMemAlloc_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[13],
-                    "cuMemAlloc_v2",
-                )?,
-                cuMemFree_v2: lookup(
-                    &mut resolve,
-                    &image,
-                    DRIVER_EXPORT_NAMES[14],
-                    "cuMemFree_v2",
-                )?,
-                image: Box::new(image),
+        let mut pointers = [None; 15];
+        for (index, name) in DRIVER_EXPORT_NAMES.into_iter().enumerate() {
+            pointers[index] = resolve(&image, name);
+            if pointers[index].is_none() && DRIVER_EXPORT_REQUIRED[index] {
+                return Err(MissingSymbol {
+                    export_name: EXPORT_TEXT[index],
+                });
             }
+        }
+        Ok(Self {
+            pointers,
+            image: Box::new(image),
         })
     }
     /// The driver image this table was resolved from.
@@ -311,127 +206,65 @@ impl DriverApi {
     }
     /// Every optional export this driver image lacks, in list order.
     pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
-        let optional: [Option<SymbolUnavailable>; 0] = [];
-        optional.into_iter().flatten().collect()
+        OPTIONAL
+            .into_iter()
+            .filter(|&(index, _)| self.pointers[index].is_none())
+            .map(|(index, since)| SymbolUnavailable {
+                export_name: EXPORT_TEXT[index],
+                since,
+            })
+            .collect()
     }
-    /// `cuInit` (driver API `cuInit`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuInit(&self) -> unsafe extern "system" fn(flags: c_uint) -> CUresult {
-        self.cuInit
+    /// The export at `index` as the function pointer type `F`
+    /// (`None`: an optional export this image lacks).
+    ///
+    /// # Safety
+    ///
+    /// `F` must be the listed signature of the export at `index`.
+    unsafe fn get<F: Copy>(&self, index: usize) -> Option<F> {
+        const {
+            if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+                panic!("an accessor's type is not a function pointer");
+            }
+        }
+        let address = self.pointers[index]?;
+        Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
     }
-    /// `cuDriverGetVersion` (driver API `cuDriverGetVersion`, ABI version 2020, since driver 2020, required).
-    #[inline]
-    pub fn cuDriverGetVersion(
-        &self,
-    ) -> unsafe extern "system" fn(driver_version: *mut c_int) -> CUresult {
-        self.cuDriverGetVersion
+    /// The required export at `index` as `F`: `resolve` loaded it.
+    ///
+    /// # Safety
+    ///
+    /// As for `get`.
+    unsafe fn get_required<F: Copy>(&self, index: usize) -> F {
+        match unsafe { self.get(index) } {
+            Some(function) => function,
+            None => {
+                unreachable!(
+                    "`resolve` loads every required export, not `{}`", EXPORT_TEXT[index]
+                )
+            }
+        }
     }
-    /// `cuDeviceGetCount` (driver API `cuDeviceGetCount`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuDeviceGetCount(
-        &self,
-    ) -> unsafe extern "system" fn(count: *mut c_int) -> CUresult {
-        self.cuDeviceGetCount
-    }
-    /// `cuDeviceGet` (driver API `cuDeviceGet`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuDeviceGet(
-        &self,
-    ) -> unsafe extern "system" fn(device: *mut CUdevice, ordinal: c_int) -> CUresult {
-        self.cuDeviceGet
-    }
-    /// `cuDeviceGetName` (driver API `cuDeviceGetName`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuDeviceGetName(
-        &self,
-    ) -> unsafe extern "system" fn(
-        name: *mut c_char,
-        len: c_int,
-        device: CUdevice,
-    ) -> CUresult {
-        self.cuDeviceGetName
-    }
-    /// `cuDeviceComputeCapability` (driver API `cuDeviceComputeCapability`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuDeviceComputeCapability(
-        &self,
-    ) -> unsafe extern "system" fn(
-        major: *mut c_int,
-        minor: *mut c_int,
-        device: CUdevice,
-    ) -> CUresult {
-        self.cuDeviceComputeCapability
-    }
-    /// `cuCtxCreate_v2` (driver API `cuCtxCreate`, ABI version 3020, since driver 3020, required).
-    #[inline]
-    pub fn cuCtxCreate_v2(
-        &self,
-    ) -> unsafe extern "system" fn(
-        context: *mut CUcontext,
-        flags: c_uint,
-        device: CUdevice,
-    ) -> CUresult {
-        self.cuCtxCreate_v2
-    }
-    /// `cuCtxDestroy_v2` (driver API `cuCtxDestroy`, ABI version 4000, since driver 4000, required).
-    #[inline]
-    pub fn cuCtxDestroy_v2(
-        &self,
-    ) -> unsafe extern "system" fn(context: CUcontext) -> CUresult {
-        self.cuCtxDestroy_v2
-    }
-    /// `cuCtxPushCurrent_v2` (driver API `cuCtxPushCurrent`, ABI version 4000, since driver 4000, required).
-    #[inline]
-    pub fn cuCtxPushCurrent_v2(
-        &self,
-    ) -> unsafe extern "system" fn(context: CUcontext) -> CUresult {
-        self.cuCtxPushCurrent_v2
-    }
-    /// `cuCtxPopCurrent_v2` (driver API `cuCtxPopCurrent`, ABI version 4000, since driver 4000, required).
-    #[inline]
-    pub fn cuCtxPopCurrent_v2(
-        &self,
-    ) -> unsafe extern "system" fn(context: *mut CUcontext) -> CUresult {
-        self.cuCtxPopCurrent_v2
-    }
-    /// `cuStreamCreate` (driver API `cuStreamCreate`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuStreamCreate(
-        &self,
-    ) -> unsafe extern "system" fn(stream: *mut CUstream, flags: c_uint) -> CUresult {
-        self.cuStreamCreate
-    }
-    /// `cuStreamDestroy_v2` (driver API `cuStreamDestroy`, ABI version 4000, since driver 4000, required).
-    #[inline]
-    pub fn cuStreamDestroy_v2(
-        &self,
-    ) -> unsafe extern "system" fn(stream: CUstream) -> CUresult {
-        self.cuStreamDestroy_v2
-    }
-    /// `cuStreamSynchronize` (driver API `cuStreamSynchronize`, ABI version 2000, since driver 2000, required).
-    #[inline]
-    pub fn cuStreamSynchronize(
-        &self,
-    ) -> unsafe extern "system" fn(stream: CUstream) -> CUresult {
-        self.cuStreamSynchronize
-    }
-    /// `cuMemAlloc_v2` (driver API `cuMemAlloc`, ABI version 3020, since driver 3020, required).
-    #[inline]
-    pub fn cuMemAlloc_v2(
-        &self,
-    ) -> unsafe extern "system" fn(
-        device_pointer: *mut CUdeviceptr,
-        byte_size: usize,
-    ) -> CUresult {
-        self.cuMemAlloc_v2
-    }
-    /// `cuMemFree_v2` (driver API `cuMemFree`, ABI version 3020, since driver 3020, required).
-    #[inline]
-    pub fn cuMemFree_v2(
-        &self,
-    ) -> unsafe extern "system" fn(device_pointer: CUdeviceptr) -> CUresult {
-        self.cuMemFree_v2
-    }
+    required!(0, cuInit(flags : c_uint));
+    required!(1, cuDriverGetVersion(driver_version : * mut c_int));
+    required!(2, cuDeviceGetCount(count : * mut c_int));
+    required!(3, cuDeviceGet(device : * mut CUdevice, ordinal : c_int));
+    required!(4, cuDeviceGetName(name : * mut c_char, len : c_int, device : CUdevice));
+    required!(
+        5, cuDeviceComputeCapability(major : * mut c_int, minor : * mut c_int, device :
+        CUdevice)
+    );
+    required!(
+        6, cuCtxCreate_v2(context : * mut CUcontext, flags : c_uint, device : CUdevice)
+    );
+    required!(7, cuCtxDestroy_v2(context : CUcontext));
+    required!(8, cuCtxPushCurrent_v2(context : CUcontext));
+    required!(9, cuCtxPopCurrent_v2(context : * mut CUcontext));
+    required!(10, cuStreamCreate(stream : * mut CUstream, flags : c_uint));
+    required!(11, cuStreamDestroy_v2(stream : CUstream));
+    required!(12, cuStreamSynchronize(stream : CUstream));
+    required!(13, cuMemAlloc_v2(device_pointer : * mut CUdeviceptr, byte_size : usize));
+    required!(14, cuMemFree_v2(device_pointer : CUdeviceptr));
 }
 impl fmt::Debug for DriverApi {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {

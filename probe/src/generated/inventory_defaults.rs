@@ -15,49 +15,24 @@ pub trait DefaultCall {
     /// Logs the call of `export_name` and returns its configured result.
     fn call(export_name: &'static str) -> CUresult;
 }
-unsafe extern "system" fn cuInit<H: DefaultCall>(_flags: c_uint) -> CUresult {
-    H::call("cuInit")
-}
-unsafe extern "system" fn cuDriverGetVersion<H: DefaultCall>(
-    _driver_version: *mut c_int,
-) -> CUresult {
-    H::call("cuDriverGetVersion")
-}
-unsafe extern "system" fn cuDeviceGetCount<H: DefaultCall>(
-    _count: *mut c_int,
-) -> CUresult {
-    H::call("cuDeviceGetCount")
-}
-unsafe extern "system" fn cuDeviceGet<H: DefaultCall>(
-    _device: *mut CUdevice,
-    _ordinal: c_int,
-) -> CUresult {
-    H::call("cuDeviceGet")
-}
-unsafe extern "system" fn cuDeviceGetName<H: DefaultCall>(
-    _name: *mut c_char,
-    _len: c_int,
-    _device: CUdevice,
-) -> CUresult {
-    H::call("cuDeviceGetName")
-}
-unsafe extern "system" fn cuDeviceComputeCapability<H: DefaultCall>(
-    _major: *mut c_int,
-    _minor: *mut c_int,
-    _device: CUdevice,
-) -> CUresult {
-    H::call("cuDeviceComputeCapability")
+/// `default!(name, export(parameter types))`: when `name` is `export`,
+/// returns the address of its default fake, which has the listed
+/// signature.
+macro_rules! default {
+    ($name:ident, $export:ident ($($type:ty),*)) => {
+        if $name == stringify!($export) .as_bytes() { unsafe extern "system" fn $export <
+        H : DefaultCall > ($(_ : $type),*) -> CUresult { H::call(stringify!($export)) }
+        return NonNull::new($export :: < H > as * mut c_void); }
+    };
 }
 /// The default fake of export `name`, or `None` for an unlisted name.
 pub fn default_export<H: DefaultCall>(name: &CStr) -> Option<NonNull<c_void>> {
-    let address = match name.to_bytes() {
-        b"cuInit" => cuInit::<H> as *const (),
-        b"cuDriverGetVersion" => cuDriverGetVersion::<H> as *const (),
-        b"cuDeviceGetCount" => cuDeviceGetCount::<H> as *const (),
-        b"cuDeviceGet" => cuDeviceGet::<H> as *const (),
-        b"cuDeviceGetName" => cuDeviceGetName::<H> as *const (),
-        b"cuDeviceComputeCapability" => cuDeviceComputeCapability::<H> as *const (),
-        _ => return None,
-    };
-    NonNull::new(address.cast_mut().cast())
+    let name = name.to_bytes();
+    default!(name, cuInit(c_uint));
+    default!(name, cuDriverGetVersion(* mut c_int));
+    default!(name, cuDeviceGetCount(* mut c_int));
+    default!(name, cuDeviceGet(* mut CUdevice, c_int));
+    default!(name, cuDeviceGetName(* mut c_char, c_int, CUdevice));
+    default!(name, cuDeviceComputeCapability(* mut c_int, * mut c_int, CUdevice));
+    None
 }

@@ -15,107 +15,33 @@ pub trait DefaultCall {
     /// Logs the call of `export_name` and returns its configured result.
     fn call(export_name: &'static str) -> CUresult;
 }
-unsafe extern "system" fn cuInit<H: DefaultCall>(_flags: c_uint) -> CUresult {
-    H::call("cuInit")
-}
-unsafe extern "system" fn cuDriverGetVersion<H: DefaultCall>(
-    _driver_version: *mut c_int,
-) -> CUresult {
-    H::call("cuDriverGetVersion")
-}
-unsafe extern "system" fn cuDeviceGetCount<H: DefaultCall>(
-    _count: *mut c_int,
-) -> CUresult {
-    H::call("cuDeviceGetCount")
-}
-unsafe extern "system" fn cuDeviceGet<H: DefaultCall>(
-    _device: *mut CUdevice,
-    _ordinal: c_int,
-) -> CUresult {
-    H::call("cuDeviceGet")
-}
-unsafe extern "system" fn cuDeviceGetName<H: DefaultCall>(
-    _name: *mut c_char,
-    _len: c_int,
-    _device: CUdevice,
-) -> CUresult {
-    H::call("cuDeviceGetName")
-}
-unsafe extern "system" fn cuDeviceComputeCapability<H: DefaultCall>(
-    _major: *mut c_int,
-    _minor: *mut c_int,
-    _device: CUdevice,
-) -> CUresult {
-    H::call("cuDeviceComputeCapability")
-}
-unsafe extern "system" fn cuCtxCreate_v2<H: DefaultCall>(
-    _context: *mut CUcontext,
-    _flags: c_uint,
-    _device: CUdevice,
-) -> CUresult {
-    H::call("cuCtxCreate_v2")
-}
-unsafe extern "system" fn cuCtxDestroy_v2<H: DefaultCall>(
-    _context: CUcontext,
-) -> CUresult {
-    H::call("cuCtxDestroy_v2")
-}
-unsafe extern "system" fn cuCtxPushCurrent_v2<H: DefaultCall>(
-    _context: CUcontext,
-) -> CUresult {
-    H::call("cuCtxPushCurrent_v2")
-}
-unsafe extern "system" fn cuCtxPopCurrent_v2<H: DefaultCall>(
-    _context: *mut CUcontext,
-) -> CUresult {
-    H::call("cuCtxPopCurrent_v2")
-}
-unsafe extern "system" fn cuStreamCreate<H: DefaultCall>(
-    _stream: *mut CUstream,
-    _flags: c_uint,
-) -> CUresult {
-    H::call("cuStreamCreate")
-}
-unsafe extern "system" fn cuStreamDestroy_v2<H: DefaultCall>(
-    _stream: CUstream,
-) -> CUresult {
-    H::call("cuStreamDestroy_v2")
-}
-unsafe extern "system" fn cuStreamSynchronize<H: DefaultCall>(
-    _stream: CUstream,
-) -> CUresult {
-    H::call("cuStreamSynchronize")
-}
-unsafe extern "system" fn cuMemAlloc_v2<H: DefaultCall>(
-    _device_pointer: *mut CUdeviceptr,
-    _byte_size: usize,
-) -> CUresult {
-    H::call("cuMemAlloc_v2")
-}
-unsafe extern "system" fn cuMemFree_v2<H: DefaultCall>(
-    _device_pointer: CUdeviceptr,
-) -> CUresult {
-    H::call("cuMemFree_v2")
+/// `default!(name, export(parameter types))`: when `name` is `export`,
+/// returns the address of its default fake, which has the listed
+/// signature.
+macro_rules! default {
+    ($name:ident, $export:ident ($($type:ty),*)) => {
+        if $name == stringify!($export) .as_bytes() { unsafe extern "system" fn $export <
+        H : DefaultCall > ($(_ : $type),*) -> CUresult { H::call(stringify!($export)) }
+        return NonNull::new($export :: < H > as * mut c_void); }
+    };
 }
 /// The default fake of export `name`, or `None` for an unlisted name.
 pub fn default_export<H: DefaultCall>(name: &CStr) -> Option<NonNull<c_void>> {
-    let address = match name.to_bytes() {
-        b"cuInit" => cuInit::<H> as *const (),
-        b"cuDriverGetVersion" => cuDriverGetVersion::<H> as *const (),
-        b"cuDeviceGetCount" => cuDeviceGetCount::<H> as *const (),
-        b"cuDeviceGet" => cuDeviceGet::<H> as *const (),
-        b"cuDeviceGetName" => cuDeviceGetName::<H> as *const (),
-        b"cuDeviceComputeCapability" => cuDeviceComputeCapability::<H> as *const (),
-        b"cuCtxCreate_v2" => cuCtxCreate_v2::<H> as *const (),
-        b"cuCtxDestroy_v2" => cuCtxDestroy_v2::<H> as *const (),
-        b"cuCtxPushCurrent_v2" => cuCtxPushCurrent_v2::<H> as *const (),
-        b"cuCtxPopCurrent_v2" => cuCtxPopCurrent_v2::<H> as *const (),
-        b"cuStreamCreate" => cuStreamCreate::<H> as *const (),
-        b"cuStreamDestroy_v2" => cuStreamDestroy_v2::<H> as *const (),
-        b"cuStreamSynchronize" => cuStreamSynchronize::<H> as *const (),
-        b"cuMemAlloc_v2" => cuMemAlloc_v2::<H> as *const (),
-        b"cuMemFree_v2" => cuMemFree_v2::<H> as *const (),
-        _ => return None,
-    };
-    NonNull::new(address.cast_mut().cast())
+    let name = name.to_bytes();
+    default!(name, cuInit(c_uint));
+    default!(name, cuDriverGetVersion(* mut c_int));
+    default!(name, cuDeviceGetCount(* mut c_int));
+    default!(name, cuDeviceGet(* mut CUdevice, c_int));
+    default!(name, cuDeviceGetName(* mut c_char, c_int, CUdevice));
+    default!(name, cuDeviceComputeCapability(* mut c_int, * mut c_int, CUdevice));
+    default!(name, cuCtxCreate_v2(* mut CUcontext, c_uint, CUdevice));
+    default!(name, cuCtxDestroy_v2(CUcontext));
+    default!(name, cuCtxPushCurrent_v2(CUcontext));
+    default!(name, cuCtxPopCurrent_v2(* mut CUcontext));
+    default!(name, cuStreamCreate(* mut CUstream, c_uint));
+    default!(name, cuStreamDestroy_v2(CUstream));
+    default!(name, cuStreamSynchronize(CUstream));
+    default!(name, cuMemAlloc_v2(* mut CUdeviceptr, usize));
+    default!(name, cuMemFree_v2(CUdeviceptr));
+    None
 }

@@ -9,7 +9,7 @@
 //! Every export here is safe to call with any arguments: none is
 //! dereferenced.
 #![cfg_attr(rustfmt, rustfmt::skip)]
-#![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+#![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports, unused_macros)]
 #![allow(clippy::missing_safety_doc)]
 use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
 /// The driver's opaque `struct CUctx_st`; never constructed.
@@ -58,3 +58,11 @@ pub const CU_CTX_SCHED_AUTO: c_uint = 0;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 /// The hook every default calls (referenced even when `lib.rs` defines every export).
 const DEFAULT_CALL: fn(&'static str) -> CUresult = crate::default_call;
+/// `export!(export(parameter types))`: the default export with the
+/// listed signature.
+macro_rules! export {
+    ($export:ident ($($type:ty),*)) => {
+        #[no_mangle] pub unsafe extern "system" fn $export ($(_ : $type),*) -> CUresult {
+        crate ::default_call(stringify!($export)) }
+    };
+}

@@ -13,6 +13,8 @@
 //! `#line` names each check, so the compiler's message starts with the
 //! symbol (and parameter) that failed.
 
+use std::fmt::Write;
+
 use super::symbols::{NamedKind, SymbolList};
 use crate::Result;
 
@@ -29,6 +31,13 @@ pub fn expect_undeclared_macro(export: &str) -> String {
     format!("REXTIO_EXPECT_UNDECLARED_{export}")
 }
 
+/// Appends formatted text without a temporary `String`: the file grows by
+/// hundreds of bytes per symbol.
+fn push(out: &mut String, text: std::fmt::Arguments<'_>) {
+    // Writing to a `String` cannot fail.
+    let _ = out.write_fmt(text);
+}
+
 pub fn render(symbols: &SymbolList) -> Result<Vec<u8>> {
     let mut out = String::new();
     out.push_str(
@@ -43,29 +52,38 @@ pub fn render(symbols: &SymbolList) -> Result<Vec<u8>> {
     out.push_str("\n/* Named types. */\n");
     for named in &symbols.types {
         let name = &named.name;
-        out.push_str(&format!("#line 1 \"type {name}\"\n"));
+        push(&mut out, format_args!("#line 1 \"type {name}\"\n"));
         match &named.kind {
-            NamedKind::Handle { tag } => out.push_str(&format!(
-                "_Static_assert(__builtin_types_compatible_p({name}, struct {tag} *), \
+            NamedKind::Handle { tag } => push(
+                &mut out,
+                format_args!(
+                    "_Static_assert(__builtin_types_compatible_p({name}, struct {tag} *), \
                  \"{name} is struct {tag} *\");\n"
-            )),
+                ),
+            ),
             NamedKind::Integer(scalar) => {
                 let c_type = scalar.c_spelling();
-                out.push_str(&format!(
-                    "_Static_assert(__builtin_types_compatible_p({name}, {c_type}), \
+                push(
+                    &mut out,
+                    format_args!(
+                        "_Static_assert(__builtin_types_compatible_p({name}, {c_type}), \
                      \"{name} is {c_type}\");\n"
-                ));
+                    ),
+                );
             }
-            NamedKind::Enum { bits } => out.push_str(&format!(
+            NamedKind::Enum { bits } => push(
+                &mut out,
+                format_args!(
                 "_Static_assert(sizeof({name}) * CHAR_BIT == {bits}, \"{name} has {bits} bits\");\n"
-            )),
+            ),
+            ),
         }
     }
     out.push_str("\n/* Constants. */\n");
     for constant in &symbols.constants {
         let name = &constant.name;
         let value = constant.value;
-        out.push_str(&format!(
+        push(&mut out, format_args!(
             "#line 1 \"constant {name}\"\n_Static_assert({name} == {value}, \"{name} is {value}\");\n"
         ));
     }
@@ -73,10 +91,13 @@ pub fn render(symbols: &SymbolList) -> Result<Vec<u8>> {
     for symbol in &symbols.symbols {
         let export = &symbol.export;
         let list_type = format!("rextio_list_{export}");
-        out.push_str(&format!(
-            "#line 1 \"{export} signature\"\ntypedef {} (CUDAAPI *{list_type})(",
-            symbol.returns.c_spelling()
-        ));
+        push(
+            &mut out,
+            format_args!(
+                "#line 1 \"{export} signature\"\ntypedef {} (CUDAAPI *{list_type})(",
+                symbol.returns.c_spelling()
+            ),
+        );
         if symbol.params.is_empty() {
             out.push_str("void");
         }
@@ -86,27 +107,33 @@ pub fn render(symbols: &SymbolList) -> Result<Vec<u8>> {
             } else {
                 ""
             };
-            out.push_str(&format!(
-                "\n#line 1 \"{export} parameter {}\"\n    {} {}{separator}",
-                param.name,
-                param.c_type.c_spelling(),
-                param.name
-            ));
+            push(
+                &mut out,
+                format_args!(
+                    "\n#line 1 \"{export} parameter {}\"\n    {} {}{separator}",
+                    param.name,
+                    param.c_type.c_spelling(),
+                    param.name
+                ),
+            );
         }
         out.push_str(");\n");
-        out.push_str(&format!(
-            "#line 1 \"{export} abi_version {abi} (PFN_{api}_v{abi})\"\n\
+        push(
+            &mut out,
+            format_args!(
+                "#line 1 \"{export} abi_version {abi} (PFN_{api}_v{abi})\"\n\
              static REXTIO_UNUSED const {list_type} rextio_abi_{export} = (PFN_{api}_v{abi})0;\n",
-            abi = symbol.abi_version,
-            api = symbol.api,
-        ));
+                abi = symbol.abi_version,
+                api = symbol.api,
+            ),
+        );
         let guards: Vec<String> = symbol
             .undeclared_in
             .keys()
             .map(|set| format!("!defined({})", header_set_macro(set)))
             .collect();
         if !guards.is_empty() {
-            out.push_str(&format!("#if {}\n", guards.join(" && ")));
+            push(&mut out, format_args!("#if {}\n", guards.join(" && ")));
         }
         // A deprecated export: the list says why it is still used.
         let (quiet, loud) = if symbol.deprecated.is_some() {
@@ -117,13 +144,16 @@ pub fn render(symbols: &SymbolList) -> Result<Vec<u8>> {
         } else {
             ("", "")
         };
-        out.push_str(&format!(
-            "{quiet}#line 1 \"{export} prototype\"\n\
+        push(
+            &mut out,
+            format_args!(
+                "{quiet}#line 1 \"{export} prototype\"\n\
              static REXTIO_UNUSED const {list_type} rextio_prototype_{export} = &{export};\n{loud}"
-        ));
+            ),
+        );
         if !guards.is_empty() {
             out.push_str("#endif\n");
-            out.push_str(&format!(
+            push(&mut out, format_args!(
                 "#if defined({})\n#line 1 \"{export} expected undeclared\"\nstatic REXTIO_UNUSED const void *rextio_undeclared_{export} = (const void *)&{export};\n#endif\n",
                 expect_undeclared_macro(export)
             ));

@@ -18,7 +18,6 @@ pub enum PyExpr {
     /// An int or float literal, already spelled the Python way.
     Number(String),
     Str(String),
-    List(Vec<PyExpr>),
     Tuple(Vec<PyExpr>),
     /// String keys, written in the given order.
     Dict(Vec<(String, PyExpr)>),
@@ -103,33 +102,6 @@ impl<A: PyValue, B: PyValue> PyValue for (A, B) {
     }
 }
 
-impl PyExpr {
-    /// A JSON value as the Python literal `json.loads` would give (keys sorted).
-    pub fn from_json(value: &Value) -> Self {
-        match value {
-            Value::Null => Self::None,
-            Value::Bool(flag) => Self::Bool(*flag),
-            Value::Number(number) => {
-                let mut text = number.to_string();
-                if number.is_f64() && !text.contains(['.', 'e', 'E']) {
-                    text.push_str(".0");
-                }
-                Self::Number(text)
-            }
-            Value::String(text) => Self::Str(text.clone()),
-            Value::Array(items) => Self::List(items.iter().map(Self::from_json).collect()),
-            Value::Object(map) => {
-                let mut entries: Vec<_> = map
-                    .iter()
-                    .map(|(key, item)| (key.clone(), Self::from_json(item)))
-                    .collect();
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                Self::Dict(entries)
-            }
-        }
-    }
-}
-
 /// A frozen dataclass: its name, docstring and annotated fields.
 #[derive(Clone, Debug)]
 pub struct PyClass {
@@ -202,7 +174,7 @@ pub fn data_literals(driver_symbols: &Value) -> Result<String> {
         &mut out,
         0,
         "DRIVER_SYMBOLS: Final[dict[str, Any]] = ",
-        &PyExpr::from_json(driver_symbols),
+        driver_symbols,
         "",
     );
     out.push('\n');
@@ -250,44 +222,129 @@ fn push_label(out: &mut String, label: Label<'_>) {
 }
 
 /// How a container is written: `name` (a call's, else empty) and `open`,
-/// then the labelled items, then `close`.
+/// then the labelled items, then `close`; `empty` instead when it has no
+/// items and spells that differently (`frozenset()`).
 struct Container<'a, I> {
     name: &'a str,
     open: &'static str,
     close: &'static str,
+    empty: Option<&'static str>,
+    /// A one-item tuple: `(x,)`.
+    single_comma: bool,
     items: I,
 }
 
-/// The container form of `expr`; `None` for scalars. Allocates nothing: it
-/// runs for every one-line attempt.
-fn container(expr: &PyExpr) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &PyExpr)>>> {
-    let none: &[(String, PyExpr)] = &[];
-    let (name, open, close, plain, dict, call): (_, _, _, &[PyExpr], _, _) = match expr {
-        PyExpr::List(items) => ("", "[", "]", items, none, none),
-        PyExpr::Tuple(items) => ("", "(", ")", items, none, none),
-        PyExpr::FrozenSet(items) => ("", "frozenset({", "})", items, none, none),
-        PyExpr::Dict(entries) => ("", "{", "}", &[], entries.as_slice(), none),
-        PyExpr::Call(name, arguments) => (name.as_str(), "(", ")", &[], none, arguments.as_slice()),
-        _ => return None,
-    };
-    let items = plain
-        .iter()
-        .map(|item| (Label::Plain, item))
-        .chain(dict.iter().map(|(key, item)| (Label::DictKey(key), item)))
-        .chain(call.iter().map(|(key, item)| (Label::Keyword(key), item)));
-    Some(Container {
-        name,
-        open,
-        close,
-        items,
-    })
+/// A value the writer can spell as a Python literal: a generated
+/// [`PyExpr`], or JSON as `json.loads` would give it.
+trait Literal: Sized {
+    /// The container form; `None` for scalars. Allocates nothing: it runs
+    /// for every one-line attempt.
+    fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>>;
+    /// The text, for a string.
+    fn text(&self) -> Option<&str>;
+    /// Appends a scalar, Python spelling (containers are not scalars).
+    fn push_scalar(&self, out: &mut String);
+}
+
+impl Literal for PyExpr {
+    fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>> {
+        let none: &[(String, PyExpr)] = &[];
+        let (name, open, close, plain, dict, call): (_, _, _, &[PyExpr], _, _) = match self {
+            PyExpr::Tuple(items) => ("", "(", ")", items, none, none),
+            PyExpr::FrozenSet(items) => ("", "frozenset({", "})", items, none, none),
+            PyExpr::Dict(entries) => ("", "{", "}", &[], entries.as_slice(), none),
+            PyExpr::Call(name, arguments) => {
+                (name.as_str(), "(", ")", &[], none, arguments.as_slice())
+            }
+            _ => return None,
+        };
+        let items = plain
+            .iter()
+            .map(|item| (Label::Plain, item))
+            .chain(dict.iter().map(|(key, item)| (Label::DictKey(key), item)))
+            .chain(call.iter().map(|(key, item)| (Label::Keyword(key), item)));
+        Some(Container {
+            name,
+            open,
+            close,
+            empty: matches!(self, PyExpr::FrozenSet(_)).then_some("frozenset()"),
+            single_comma: matches!(self, PyExpr::Tuple(items) if items.len() == 1),
+            items,
+        })
+    }
+
+    fn text(&self) -> Option<&str> {
+        match self {
+            PyExpr::Str(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    fn push_scalar(&self, out: &mut String) {
+        match self {
+            PyExpr::None => out.push_str("None"),
+            PyExpr::Bool(true) => out.push_str("True"),
+            PyExpr::Bool(false) => out.push_str("False"),
+            PyExpr::Number(text) => out.push_str(text),
+            PyExpr::Str(text) => push_string_literal(out, text),
+            _ => {}
+        }
+    }
+}
+
+/// JSON as the Python literal `json.loads` would give (keys sorted, as
+/// `serde_json`'s map keeps them), written straight from the parsed value.
+impl Literal for Value {
+    fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>> {
+        let no_items: &[Value] = &[];
+        let (open, close, items, entries) = match self {
+            Value::Array(items) => ("[", "]", items.as_slice(), None),
+            Value::Object(map) => ("{", "}", no_items, Some(map.iter())),
+            _ => return None,
+        };
+        let items = items.iter().map(|item| (Label::Plain, item)).chain(
+            entries
+                .into_iter()
+                .flatten()
+                .map(|(key, item)| (Label::DictKey(key), item)),
+        );
+        Some(Container {
+            name: "",
+            open,
+            close,
+            empty: None,
+            single_comma: false,
+            items,
+        })
+    }
+
+    fn text(&self) -> Option<&str> {
+        self.as_str()
+    }
+
+    fn push_scalar(&self, out: &mut String) {
+        match self {
+            Value::Null => out.push_str("None"),
+            Value::Bool(true) => out.push_str("True"),
+            Value::Bool(false) => out.push_str("False"),
+            Value::Number(number) => {
+                let start = out.len();
+                out.push_str(&number.to_string());
+                if number.is_f64() && !out[start..].contains(['.', 'e', 'E']) {
+                    out.push_str(".0");
+                }
+            }
+            Value::String(text) => push_string_literal(out, text),
+            _ => {}
+        }
+    }
 }
 
 /// Writes `prefix` + `expr` + `suffix` as one or more lines at `depth`.
 ///
 /// Writes in place: the one-line form is tried straight into `out` and cut
 /// off again when it does not fit.
-fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffix: &str) {
+fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &impl Literal, suffix: &str) {
     let indent = INDENT.len() * depth;
     let budget = MAX_LINE.saturating_sub(indent + prefix.chars().count() + suffix.len());
     push_indent(out, depth);
@@ -297,7 +354,7 @@ fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffi
         out.push('\n');
         return;
     }
-    if let Some(parts) = container(expr) {
+    if let Some(parts) = expr.container() {
         out.push_str(parts.name);
         out.push_str(parts.open);
         out.push('\n');
@@ -309,7 +366,7 @@ fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffi
         }
         push_indent(out, depth);
         out.push_str(parts.close);
-    } else if let PyExpr::Str(text) = expr {
+    } else if let Some(text) = expr.text() {
         // Too long for one line: implicit concatenation inside parentheses.
         out.push_str("(\n");
         let inner = INDENT.len() * (depth + 1);
@@ -322,7 +379,7 @@ fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffi
         out.push(')');
     } else {
         // Scalars are short; an over-long line here is only its key's fault.
-        push_compact(out, expr);
+        expr.push_scalar(out);
     }
     out.push_str(suffix);
     out.push('\n');
@@ -331,18 +388,16 @@ fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffi
 /// Appends the expression on one line if that takes at most `budget`
 /// characters and returns true; otherwise leaves `out` as it was and
 /// returns false. Containers stop early once over budget.
-fn compact_within(out: &mut String, expr: &PyExpr, budget: usize) -> bool {
+fn compact_within(out: &mut String, expr: &impl Literal, budget: usize) -> bool {
     let start = out.len();
-    let fits = match container(expr) {
-        Some(_) if matches!(expr, PyExpr::FrozenSet(items) if items.is_empty()) => {
-            out.push_str("frozenset()");
-            true
-        }
+    let fits = match expr.container() {
         Some(parts) => {
             out.push_str(parts.name);
             out.push_str(parts.open);
             let mut fits = true;
+            let mut empty = true;
             for (index, (label, item)) in parts.items.enumerate() {
+                empty = false;
                 if index > 0 {
                     out.push_str(", ");
                 }
@@ -354,14 +409,18 @@ fn compact_within(out: &mut String, expr: &PyExpr, budget: usize) -> bool {
                     break;
                 }
             }
-            if matches!(expr, PyExpr::Tuple(items) if items.len() == 1) {
+            if parts.single_comma {
                 out.push(',');
             }
             out.push_str(parts.close);
+            if let (true, Some(spelling)) = (empty, parts.empty) {
+                out.truncate(start);
+                out.push_str(spelling);
+            }
             fits
         }
         None => {
-            push_compact(out, expr);
+            expr.push_scalar(out);
             true
         }
     };
@@ -370,20 +429,6 @@ fn compact_within(out: &mut String, expr: &PyExpr, budget: usize) -> bool {
     } else {
         out.truncate(start);
         false
-    }
-}
-
-/// Appends a scalar on one line, Python spelling.
-fn push_compact(out: &mut String, expr: &PyExpr) {
-    match expr {
-        PyExpr::None => out.push_str("None"),
-        PyExpr::Bool(true) => out.push_str("True"),
-        PyExpr::Bool(false) => out.push_str("False"),
-        PyExpr::Number(text) => out.push_str(text),
-        PyExpr::Str(text) => push_string_literal(out, text),
-        container => {
-            compact_within(out, container, usize::MAX);
-        }
     }
 }
 
@@ -470,9 +515,9 @@ fn split_for_width(text: &str, width: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn compact(expr: &PyExpr) -> String {
+    fn compact(expr: &impl Literal) -> String {
         let mut out = String::new();
-        push_compact(&mut out, expr);
+        assert!(compact_within(&mut out, expr, usize::MAX));
         out
     }
 
@@ -480,7 +525,7 @@ mod tests {
     fn literals_use_python_spelling() {
         let value: Value = serde_json::json!({"b": [null, true, false, 10.0, 3], "a": "x\"y"});
         assert_eq!(
-            compact(&PyExpr::from_json(&value)),
+            compact(&value),
             r#"{"a": 'x"y', "b": [None, True, False, 10.0, 3]}"#
         );
         let call = PyExpr::Call(

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -420,10 +419,10 @@ pub struct SymbolList {
 struct RawList {
     schema_version: u32,
     calling_convention: String,
-    header_sets: BTreeMap<String, Value>,
-    types: BTreeMap<String, Value>,
-    constants: BTreeMap<String, Value>,
-    symbols: Vec<Value>,
+    header_sets: BTreeMap<String, RawHeaderSet>,
+    types: BTreeMap<String, RawEnum>,
+    constants: BTreeMap<String, RawConstant>,
+    symbols: Vec<RawSymbol>,
 }
 
 #[derive(Deserialize)]
@@ -459,7 +458,7 @@ struct RawSymbol {
     abi_version: u32,
     since: u32,
     returns: String,
-    params: Vec<Value>,
+    params: Vec<RawParam>,
     components: BTreeMap<String, String>,
     #[serde(default)]
     undeclared_in: BTreeMap<String, String>,
@@ -477,12 +476,6 @@ struct RawParam {
 /// An error at `json_path` of the list.
 fn at(json_path: &str, message: impl std::fmt::Display) -> String {
     format!("{DRIVER_SYMBOLS_PATH}: {json_path}: {message}")
-}
-
-/// Deserializes `value` (found at `json_path`) as `T`, consuming it (the
-/// symbol entries are never copied).
-fn typed<T: DeserializeOwned>(value: Value, json_path: &str) -> Result<T> {
-    T::deserialize(value).map_err(|error| at(json_path, error))
 }
 
 const RUST_KEYWORDS: &[&str] = &[
@@ -550,7 +543,7 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
 
 impl SymbolList {
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        Self::from_value(Self::json(bytes)?)
+        Self::from_value(&Self::json(bytes)?)
     }
 
     /// The list file as JSON, not yet validated.
@@ -559,9 +552,19 @@ impl SymbolList {
             .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"))
     }
 
-    /// Validates the list file's JSON.
-    pub fn from_value(value: Value) -> Result<Self> {
-        let raw: RawList = typed(value, "(top level)")?;
+    /// Validates the list file's JSON. A missing, unknown or mistyped key
+    /// is named by its JSON path.
+    pub fn from_value(value: &Value) -> Result<Self> {
+        // Tracking the path costs on every key: only a refused list pays it.
+        let raw = RawList::deserialize(value).or_else(|_| {
+            serde_path_to_error::deserialize(value).map_err(|error| {
+                let path = error.path().to_string();
+                at(
+                    if path == "." { "(top level)" } else { &path },
+                    error.inner(),
+                )
+            })
+        })?;
         if raw.schema_version != SCHEMA_VERSION {
             return Err(at(
                 "schema_version",
@@ -580,14 +583,14 @@ impl SymbolList {
                 ),
             ));
         }
-        let header_sets = parse_header_sets(&raw.header_sets)?;
+        let header_sets = parse_header_sets(raw.header_sets)?;
 
         let mut named: BTreeMap<String, NamedType> = BUILTIN_TYPES
             .iter()
             .filter_map(|entry| builtin(entry.0))
             .map(|named| (named.name.clone(), named))
             .collect();
-        for (name, raw_type) in &raw.types {
+        for (name, raw_enum) in &raw.types {
             let path = format!("types.{name}");
             if !is_identifier(name) {
                 return Err(at(&path, "the name is not an identifier"));
@@ -598,7 +601,6 @@ impl SymbolList {
                     "cuda.h's own typedef; the generator knows it already",
                 ));
             }
-            let raw_enum: RawEnum = typed(raw_type.clone(), &path)?;
             if raw_enum.kind != "enum" {
                 return Err(at(
                     &format!("{path}.kind"),
@@ -618,18 +620,17 @@ impl SymbolList {
                     kind: NamedKind::Enum {
                         bits: raw_enum.bits,
                     },
-                    doc: raw_enum.doc,
+                    doc: raw_enum.doc.clone(),
                 },
             );
         }
 
         let mut constants = Vec::new();
-        for (name, raw_constant) in &raw.constants {
+        for (name, raw_constant) in raw.constants {
             let path = format!("constants.{name}");
-            if !is_identifier(name) {
+            if !is_identifier(&name) {
                 return Err(at(&path, "the name is not an identifier"));
             }
-            let raw_constant: RawConstant = typed(raw_constant.clone(), &path)?;
             let c_type = parse_c_type(&raw_constant.c_type, &named).ok_or_else(|| {
                 at(
                     &format!("{path}.c_type"),
@@ -674,11 +675,10 @@ impl SymbolList {
         let mut exports = BTreeSet::new();
         let mut symbols = Vec::new();
         for (index, raw_symbol) in raw.symbols.into_iter().enumerate() {
-            let path = format!("symbols[{index}]");
-            let symbol = parse_symbol(&path, raw_symbol, &named, &header_sets)?;
+            let symbol = parse_symbol(index, raw_symbol, &named, &header_sets)?;
             if !exports.insert(symbol.export.clone()) {
                 return Err(at(
-                    &format!("{path}.export"),
+                    &format!("symbols[{index}].export"),
                     format!("duplicate export name `{}`", symbol.export),
                 ));
             }
@@ -721,14 +721,13 @@ impl SymbolList {
     }
 }
 
-fn parse_header_sets(raw: &BTreeMap<String, Value>) -> Result<Vec<HeaderSet>> {
+fn parse_header_sets(raw: BTreeMap<String, RawHeaderSet>) -> Result<Vec<HeaderSet>> {
     let mut sets = Vec::new();
-    for (name, value) in raw {
+    for (name, raw_set) in raw {
         let path = format!("header_sets.{name}");
-        if !is_identifier(name) {
+        if !is_identifier(&name) {
             return Err(at(&path, "the name is not an identifier"));
         }
-        let raw_set: RawHeaderSet = typed(value.clone(), &path)?;
         let plain = |text: &str| {
             !text.is_empty()
                 && text
@@ -768,24 +767,25 @@ fn parse_header_sets(raw: &BTreeMap<String, Value>) -> Result<Vec<HeaderSet>> {
 }
 
 fn parse_symbol(
-    path: &str,
-    value: Value,
+    index: usize,
+    raw: RawSymbol,
     named: &BTreeMap<String, NamedType>,
     header_sets: &[HeaderSet],
 ) -> Result<Symbol> {
-    let raw: RawSymbol = typed(value, path)?;
+    // Paths are spelled only for an error.
+    let path = || format!("symbols[{index}]");
     if !is_identifier(&raw.export) {
-        return Err(at(&format!("{path}.export"), "not an identifier"));
+        return Err(at(&format!("{}.export", path()), "not an identifier"));
     }
     if !is_identifier(&raw.api) || !raw.export.starts_with(&raw.api) {
         return Err(at(
-            &format!("{path}.api"),
+            &format!("{}.api", path()),
             "not an identifier that starts the export name",
         ));
     }
     if raw.since < raw.abi_version {
         return Err(at(
-            &format!("{path}.since"),
+            &format!("{}.since", path()),
             format!(
                 "{} is older than the export's abi_version {}",
                 raw.since, raw.abi_version
@@ -794,38 +794,36 @@ fn parse_symbol(
     }
     if !(2000..100_000).contains(&raw.abi_version) {
         return Err(at(
-            &format!("{path}.abi_version"),
+            &format!("{}.abi_version", path()),
             "expected a cuDriverGetVersion value such as 2000 or 3020",
         ));
     }
     let returns = parse_c_type(&raw.returns, named)
-        .filter(|returns| *returns == CType::Named("CUresult".to_string()))
+        .filter(|returns| matches!(returns, CType::Named(name) if name == "CUresult"))
         .ok_or_else(|| {
             at(
-                &format!("{path}.returns"),
+                &format!("{}.returns", path()),
                 format!(
                     "`{}`: every Driver API function returns CUresult",
                     raw.returns
                 ),
             )
         })?;
-    let mut params = Vec::new();
-    let mut names = BTreeSet::new();
-    for (index, value) in raw.params.into_iter().enumerate() {
-        let param_path = format!("{path}.params[{index}]");
-        let param: RawParam = typed(value, &param_path)?;
+    let mut params: Vec<Param> = Vec::with_capacity(raw.params.len());
+    for (param_index, param) in raw.params.into_iter().enumerate() {
+        let param_path = || format!("{}.params[{param_index}]", path());
         if !is_identifier(&param.name) {
-            return Err(at(&format!("{param_path}.name"), "not an identifier"));
+            return Err(at(&format!("{}.name", param_path()), "not an identifier"));
         }
-        if !names.insert(param.name.clone()) {
+        if params.iter().any(|earlier| earlier.name == param.name) {
             return Err(at(
-                &format!("{param_path}.name"),
+                &format!("{}.name", param_path()),
                 format!("duplicate parameter name `{}`", param.name),
             ));
         }
         let c_type = parse_c_type(&param.c_type, named).ok_or_else(|| {
             at(
-                &format!("{param_path}.c_type"),
+                &format!("{}.c_type", param_path()),
                 format!(
                     "parameter `{}` has unknown C type `{}` ({C_TYPE_HELP})",
                     param.name, param.c_type
@@ -838,11 +836,11 @@ fn parse_symbol(
         });
     }
     let mut components = BTreeMap::new();
-    for (component, tier) in &raw.components {
-        let component_path = format!("{path}.components.{component}");
+    for (component, tier) in raw.components {
+        let component_path = || format!("{}.components.{component}", path());
         if !COMPONENTS.contains(&component.as_str()) {
             return Err(at(
-                &component_path,
+                &component_path(),
                 format!(
                     "unknown component (expected one of {})",
                     COMPONENTS.join(", ")
@@ -854,28 +852,28 @@ fn parse_symbol(
             "optional" => Tier::Optional,
             other => {
                 return Err(at(
-                    &component_path,
+                    &component_path(),
                     format!("unknown tier `{other}` (expected required or optional)"),
                 ))
             }
         };
-        components.insert(component.clone(), tier);
+        components.insert(component, tier);
     }
     if components.is_empty() {
         return Err(at(
-            &format!("{path}.components"),
+            &format!("{}.components", path()),
             "no component uses this symbol",
         ));
     }
     for (set, why) in &raw.undeclared_in {
         if !header_sets.iter().any(|header_set| &header_set.name == set) {
             return Err(at(
-                &format!("{path}.undeclared_in.{set}"),
+                &format!("{}.undeclared_in.{set}", path()),
                 "not a header set of `header_sets`",
             ));
         }
         if why.trim().is_empty() {
-            return Err(at(&format!("{path}.undeclared_in.{set}"), "say why"));
+            return Err(at(&format!("{}.undeclared_in.{set}", path()), "say why"));
         }
     }
     if raw
@@ -883,7 +881,7 @@ fn parse_symbol(
         .as_ref()
         .is_some_and(|why| why.trim().is_empty())
     {
-        return Err(at(&format!("{path}.deprecated"), "say why"));
+        return Err(at(&format!("{}.deprecated", path()), "say why"));
     }
     Ok(Symbol {
         deprecated: raw.deprecated,

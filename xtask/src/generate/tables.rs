@@ -7,9 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use proc_macro2::{Ident, Literal, Span, TokenStream};
 use quote::{format_ident, quote};
-use syn::parse::Parser;
 use syn::punctuated::Punctuated;
-use syn::visit_mut::{self, VisitMut};
 
 use super::inputs::DRIVER_SYMBOLS_PATH;
 use super::rust::{parse_file, print_file};
@@ -118,32 +116,98 @@ fn type_definitions(symbols: &SymbolList) -> TokenStream {
     items
 }
 
-/// The symbols of a table, in list order, with their tier in it.
-fn selected<'a>(symbols: &'a SymbolList, kind: &TableKind) -> Vec<(&'a Symbol, Tier)> {
+/// The symbols of a table, in list order: their index in the list, and
+/// their tier in this table.
+fn selected<'a>(symbols: &'a SymbolList, kind: &TableKind) -> Vec<(usize, &'a Symbol, Tier)> {
     symbols
         .symbols
         .iter()
-        .filter_map(|symbol| Some((symbol, symbol.tier(kind.component)?)))
+        .enumerate()
+        .filter_map(|(index, symbol)| Some((index, symbol, symbol.tier(kind.component)?)))
         .collect()
 }
 
-/// The two exports the swap doctest assigns: the issue's own example when
-/// the table has it, otherwise its first two symbols.
-fn swap_pair(selected: &[(&Symbol, Tier)]) -> (String, String) {
-    let has = |name: &str| selected.iter().any(|(symbol, _)| symbol.export == name);
-    if has("cuStreamDestroy_v2") && has("cuStreamSynchronize") {
-        return ("cuStreamDestroy_v2".into(), "cuStreamSynchronize".into());
+/// Every symbol's `export(name: T, ...)` (its export name and listed
+/// parameters, for the tables) and `export(T, ...)` (the parameter types
+/// only, for the test doubles, which ignore their arguments), in list order:
+/// what the per-symbol macro lines carry, built once for all the files.
+pub struct Signatures {
+    named: Vec<TokenStream>,
+    typed: Vec<TokenStream>,
+}
+
+impl Signatures {
+    pub fn new(symbols: &SymbolList) -> Self {
+        let mut types: HashMap<&CType, TokenStream> = HashMap::new();
+        let mut named = Vec::with_capacity(symbols.symbols.len());
+        let mut typed = Vec::with_capacity(symbols.symbols.len());
+        for symbol in &symbols.symbols {
+            let export = ident(&symbol.export);
+            let mut params = Vec::with_capacity(symbol.params.len());
+            let mut param_types = Vec::with_capacity(symbol.params.len());
+            for param in &symbol.params {
+                let name = ident(&param.name);
+                let ty = types
+                    .entry(&param.c_type)
+                    .or_insert_with(|| rust_type(&param.c_type));
+                params.push(quote!(#name: #ty));
+                param_types.push(ty.clone());
+            }
+            named.push(quote!(#export(#(#params),*)));
+            typed.push(quote!(#export(#(#param_types),*)));
+        }
+        Self { named, typed }
     }
-    let first = selected[0].0.export.clone();
-    let second = selected
-        .get(1)
-        .map_or(first.clone(), |(symbol, _)| symbol.export.clone());
-    (first, second)
+
+    fn named(&self, index: usize) -> TokenStream {
+        self.named[index].clone()
+    }
+
+    fn typed(&self, index: usize) -> TokenStream {
+        self.typed[index].clone()
+    }
+}
+
+/// `name!(tokens);`, built as a node: per-symbol lines are never parsed.
+fn invocation(name: &str, tokens: TokenStream) -> syn::Macro {
+    syn::Macro {
+        path: ident(name).into(),
+        bang_token: Default::default(),
+        delimiter: syn::MacroDelimiter::Paren(Default::default()),
+        tokens,
+    }
+}
+
+fn literal(lit: impl Into<syn::Lit>) -> syn::Expr {
+    syn::Expr::Lit(syn::ExprLit {
+        attrs: Vec::new(),
+        lit: lit.into(),
+    })
+}
+
+/// The elements of the array constant `name` of a parsed scaffold.
+fn array_mut<'a>(
+    file: &'a mut syn::File,
+    name: &str,
+) -> Result<&'a mut Punctuated<syn::Expr, syn::Token![,]>> {
+    file.items
+        .iter_mut()
+        .find_map(|item| match item {
+            syn::Item::Const(constant) if constant.ident == name => match &mut *constant.expr {
+                syn::Expr::Array(array) => Some(&mut array.elems),
+                _ => None,
+            },
+            _ => None,
+        })
+        .ok_or_else(|| format!("internal error: the scaffold lacks the array `{name}`"))
 }
 
 /// A symbol table file (`runtime/src/driver_api.rs` or the probe's
-/// `inventory_api.rs`).
-pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
+/// `inventory_api.rs`): the names, tiers and versions as arrays in list
+/// order, the pointers in one private array that `resolve` fills in a loop,
+/// and one `required!`/`optional!` line per export that expands to its
+/// accessor.
+pub fn table(symbols: &SymbolList, signatures: &Signatures, kind: &TableKind) -> Result<Vec<u8>> {
     let selected = selected(symbols, kind);
     if selected.is_empty() {
         return Err(format!(
@@ -153,106 +217,30 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
     }
     let struct_name = ident(kind.struct_name);
     let names_const = ident(kind.names_const);
+    let required_const = format_ident!("{}", kind.names_const.replace("_NAMES", "_REQUIRED"));
     let count = Literal::usize_unsuffixed(selected.len());
+    let optional_count = Literal::usize_unsuffixed(
+        selected
+            .iter()
+            .filter(|(_, _, tier)| *tier == Tier::Optional)
+            .count(),
+    );
     let types = type_definitions(symbols);
     let struct_doc = format!(
         " The CUDA Driver API functions ({}), resolved from one driver image.",
         kind.description
     );
-    let (swapped, swapped_in) = swap_pair(&selected);
     let swap_doc = format!(
-        " ```compile_fail,E0616\n fn swap(api: &mut {}) {{\n     api.{swapped} = api.{swapped_in};\n }}\n ```",
+        " ```compile_fail,E0616\n fn swap(api: &mut {}) {{\n     api.pointers.swap(0, 1);\n }}\n ```",
         kind.public_path
     );
-
-    let required_const = format_ident!("{}", kind.names_const.replace("_NAMES", "_REQUIRED"));
-    let required: Vec<bool> = selected
-        .iter()
-        .map(|(_, tier)| *tier == Tier::Required)
-        .collect();
-    let templates = TableTemplates::parse(&names_const)?;
-    let mut builder = Builder::default();
-    let mut absent_checks = Vec::new();
-    let mut names = Vec::new();
-    let mut fields = Vec::new();
-    let mut resolutions = Vec::new();
-    let mut accessors = Vec::new();
-    for (index, (symbol, tier)) in selected.iter().enumerate() {
-        let export = &symbol.export;
-        let c_name = std::ffi::CString::new(export.as_str())
-            .map_err(|_| format!("{DRIVER_SYMBOLS_PATH}: an export name holds NUL"))?;
-        names.push(syn::Expr::Lit(syn::ExprLit {
-            attrs: Vec::new(),
-            lit: syn::Lit::CStr(syn::LitCStr::new(&c_name, Span::call_site())),
-        }));
-        let signature = builder.signature(symbol)?;
-        let described = format!(
-            " `{export}` (driver API `{}`, ABI version {}, since driver {}, {}).",
-            symbol.api,
-            symbol.abi_version,
-            symbol.since,
-            match tier {
-                Tier::Required => "required",
-                Tier::Optional => "optional",
-            }
-        );
-        let mut substitute = Substitute {
-            name: ident(export),
-            export,
-            doc: &described,
-            since: symbol.since,
-            index,
-            signature: &signature,
-        };
-        let (field, resolution, accessor) = match tier {
-            Tier::Required => (
-                &templates.field_required,
-                &templates.resolution_required,
-                &templates.accessor_required,
-            ),
-            Tier::Optional => {
-                let field = ident(export);
-                let since = Literal::u32_unsuffixed(symbol.since);
-                absent_checks.push(quote! {
-                    self.#field
-                        .is_none()
-                        .then_some(SymbolUnavailable { export_name: #export, since: #since })
-                });
-                (
-                    &templates.field_optional,
-                    &templates.resolution_optional,
-                    &templates.accessor_optional,
-                )
-            }
-        };
-        let mut field = field.clone();
-        substitute.visit_field_mut(&mut field);
-        fields.push(field);
-        let mut resolution = resolution.clone();
-        substitute.visit_field_value_mut(&mut resolution);
-        resolutions.push(resolution);
-        let mut accessor = accessor.clone();
-        substitute.visit_impl_item_fn_mut(&mut accessor);
-        accessors.push(accessor);
-    }
-    let required: Vec<syn::Expr> = required
-        .into_iter()
-        .map(|value| {
-            syn::Expr::Lit(syn::ExprLit {
-                attrs: Vec::new(),
-                lit: syn::Lit::Bool(syn::LitBool::new(value, Span::call_site())),
-            })
-        })
-        .collect();
-
-    let optional_count = Literal::usize_unsuffixed(absent_checks.len());
     let tokens = quote! {
         //! CUDA Driver API types and symbol table, from `templates/driver-symbols.json`.
         //!
         //! No link directive: the host loads one reviewed driver image and
         //! passes a resolver for its exports to the `resolve` constructor.
         #![cfg_attr(rustfmt, rustfmt::skip)]
-        #![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+        #![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports, unused_macros)]
 
         use core::any::Any;
         use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void, CStr};
@@ -268,6 +256,24 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         /// fails the load) or optional (it loads as absent).
         pub const #required_const: [bool; #count] = [];
 
+        /// The optional exports: (index in the names above, the driver
+        /// version, in cuDriverGetVersion units, that introduced it).
+        const OPTIONAL: [(usize, u32); #optional_count] = [];
+
+        /// The names above as text, checked to be UTF-8 when this compiles.
+        const EXPORT_TEXT: [&str; #count] = {
+            let mut text = [""; #count];
+            let mut index = 0;
+            while index < #count {
+                text[index] = match #names_const[index].to_str() {
+                    Ok(name) => name,
+                    Err(_) => panic!("an export name is not UTF-8"),
+                };
+                index += 1;
+            }
+            text
+        };
+
         #[doc = #struct_doc]
         ///
         /// Holds the image, so the image outlives every function pointer taken
@@ -277,6 +283,9 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         ///
         #[doc = #swap_doc]
         pub struct #struct_name {
+            /// The address of each export of the names above (`None`: an
+            /// optional export this image lacks).
+            pointers: [Option<NonNull<c_void>>; #count],
             /// The driver image owner; the last field, so it is dropped last.
             image: Box<dyn Any>,
         }
@@ -318,37 +327,30 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
 
         impl std::error::Error for SymbolUnavailable {}
 
-        /// Resolves one export as the function pointer type `F` of its field.
-        ///
-        /// # Safety
-        ///
-        /// As for `resolve`: the export must have exactly the signature `F`.
-        unsafe fn lookup_optional<I, F: Copy>(
-            resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
-            image: &I,
-            name: &'static CStr,
-        ) -> Option<F> {
-            const {
-                if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
-                    panic!("a symbol field is not a function pointer");
+        /// `required!(index, export(params))`: the accessor of the required
+        /// export at `index` of the names above, with its listed signature.
+        macro_rules! required {
+            ($index:literal, $export:ident($($param:ident: $type:ty),*)) => {
+                #[doc = concat!("`", stringify!($export), "`, required.")]
+                #[inline]
+                pub fn $export(&self) -> unsafe extern "system" fn($($param: $type),*) -> CUresult {
+                    unsafe { self.get_required($index) }
                 }
-            }
-            let address = resolve(image, name)?;
-            Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
+            };
         }
 
-        /// Resolves one required export; its absence is a [`MissingSymbol`].
-        ///
-        /// # Safety
-        ///
-        /// As for `lookup_optional`.
-        unsafe fn lookup<I, F: Copy>(
-            resolve: &mut impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
-            image: &I,
-            name: &'static CStr,
-            export_name: &'static str,
-        ) -> Result<F, MissingSymbol> {
-            unsafe { lookup_optional(resolve, image, name) }.ok_or(MissingSymbol { export_name })
+        /// `optional!(index, since, export(params))`: the accessor of the
+        /// optional export at `index`, introduced in driver version `since`;
+        /// it returns [`SymbolUnavailable`] naming the export when this
+        /// driver lacks it.
+        macro_rules! optional {
+            ($index:literal, $since:literal, $export:ident($($param:ident: $type:ty),*)) => {
+                #[doc = concat!("`", stringify!($export), "`, optional: [`SymbolUnavailable`] when absent.")]
+                #[inline]
+                pub fn $export(&self) -> Result<unsafe extern "system" fn($($param: $type),*) -> CUresult, SymbolUnavailable> {
+                    unsafe { self.get($index) }.ok_or(SymbolUnavailable { export_name: EXPORT_TEXT[$index], since: $since })
+                }
+            };
         }
 
         impl #struct_name {
@@ -369,10 +371,16 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
                 image: I,
                 mut resolve: impl FnMut(&I, &'static CStr) -> Option<NonNull<c_void>>,
             ) -> Result<Self, MissingSymbol> {
-                Ok(unsafe {
-                    Self {
-                        image: Box::new(image),
+                let mut pointers = [None; #count];
+                for (index, name) in #names_const.into_iter().enumerate() {
+                    pointers[index] = resolve(&image, name);
+                    if pointers[index].is_none() && #required_const[index] {
+                        return Err(MissingSymbol { export_name: EXPORT_TEXT[index] });
                     }
+                }
+                Ok(Self {
+                    pointers,
+                    image: Box::new(image),
                 })
             }
 
@@ -383,8 +391,39 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
 
             /// Every optional export this driver image lacks, in list order.
             pub fn unavailable(&self) -> Vec<SymbolUnavailable> {
-                let optional: [Option<SymbolUnavailable>; #optional_count] = [#(#absent_checks),*];
-                optional.into_iter().flatten().collect()
+                OPTIONAL
+                    .into_iter()
+                    .filter(|&(index, _)| self.pointers[index].is_none())
+                    .map(|(index, since)| SymbolUnavailable { export_name: EXPORT_TEXT[index], since })
+                    .collect()
+            }
+
+            /// The export at `index` as the function pointer type `F`
+            /// (`None`: an optional export this image lacks).
+            ///
+            /// # Safety
+            ///
+            /// `F` must be the listed signature of the export at `index`.
+            unsafe fn get<F: Copy>(&self, index: usize) -> Option<F> {
+                const {
+                    if core::mem::size_of::<F>() != core::mem::size_of::<*mut c_void>() {
+                        panic!("an accessor's type is not a function pointer");
+                    }
+                }
+                let address = self.pointers[index]?;
+                Some(unsafe { core::mem::transmute_copy::<*mut c_void, F>(&address.as_ptr()) })
+            }
+
+            /// The required export at `index` as `F`: `resolve` loaded it.
+            ///
+            /// # Safety
+            ///
+            /// As for `get`.
+            unsafe fn get_required<F: Copy>(&self, index: usize) -> F {
+                match unsafe { self.get(index) } {
+                    Some(function) => function,
+                    None => unreachable!("`resolve` loads every required export, not `{}`", EXPORT_TEXT[index]),
+                }
             }
         }
 
@@ -398,334 +437,73 @@ pub fn table(symbols: &SymbolList, kind: &TableKind) -> Result<Vec<u8>> {
         }
     };
     let mut file = parse_file(tokens, kind.struct_name)?;
-    fill_table(
-        &mut file,
-        kind,
-        TablePieces {
-            names,
-            required,
-            fields,
-            resolutions,
-            accessors,
-        },
-    )?;
+
+    let mut names = Vec::with_capacity(selected.len());
+    let mut required = Vec::with_capacity(selected.len());
+    let mut optional = Vec::new();
+    let mut accessors = Vec::with_capacity(selected.len());
+    for (index, (list_index, symbol, tier)) in selected.iter().enumerate() {
+        let name = std::ffi::CString::new(symbol.export.as_str())
+            .map_err(|_| format!("{DRIVER_SYMBOLS_PATH}: an export name holds NUL"))?;
+        names.push(literal(syn::LitCStr::new(&name, Span::call_site())));
+        required.push(literal(syn::LitBool::new(
+            *tier == Tier::Required,
+            Span::call_site(),
+        )));
+        let index = Literal::usize_unsuffixed(index);
+        let signature = signatures.named(*list_index);
+        let mac = match tier {
+            Tier::Required => invocation("required", quote!(#index, #signature)),
+            Tier::Optional => {
+                let since = Literal::u32_unsuffixed(symbol.since);
+                optional.push(syn::Expr::Tuple(syn::ExprTuple {
+                    attrs: Vec::new(),
+                    paren_token: Default::default(),
+                    elems: [
+                        literal(syn::LitInt::from(index.clone())),
+                        literal(syn::LitInt::from(since.clone())),
+                    ]
+                    .into_iter()
+                    .collect(),
+                }));
+                invocation("optional", quote!(#index, #since, #signature))
+            }
+        };
+        accessors.push(syn::ImplItem::Macro(syn::ImplItemMacro {
+            attrs: Vec::new(),
+            mac,
+            semi_token: Some(Default::default()),
+        }));
+    }
+    array_mut(&mut file, kind.names_const)?.extend(names);
+    array_mut(&mut file, &required_const.to_string())?.extend(required);
+    array_mut(&mut file, "OPTIONAL")?.extend(optional);
+    let implementation = file
+        .items
+        .iter_mut()
+        .find_map(|item| match item {
+            syn::Item::Impl(implementation) if implementation.trait_.is_none() => {
+                Some(implementation)
+            }
+            _ => None,
+        })
+        .ok_or("internal error: the table scaffold lacks its impl")?;
+    implementation.items.extend(accessors);
     Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
 }
 
-/// The per-symbol parts of a table, put into its parsed scaffold.
-struct TablePieces {
-    names: Vec<syn::Expr>,
-    required: Vec<syn::Expr>,
-    fields: Vec<syn::Field>,
-    resolutions: Vec<syn::FieldValue>,
-    accessors: Vec<syn::ImplItemFn>,
-}
-
-/// Puts the arms into the one `match`, before its `_ =>` arm.
-struct FillMatch {
-    arms: Option<Vec<syn::Arm>>,
-}
-
-impl VisitMut for FillMatch {
-    fn visit_expr_match_mut(&mut self, expression: &mut syn::ExprMatch) {
-        if let Some(new) = self.arms.take() {
-            let fallback = expression.arms.pop();
-            expression.arms.extend(new);
-            expression.arms.extend(fallback);
-        }
-    }
-}
-
-fn fill_table(file: &mut syn::File, kind: &TableKind, pieces: TablePieces) -> Result<()> {
-    let required_const = kind.names_const.replace("_NAMES", "_REQUIRED");
-    let TablePieces {
-        names,
-        required,
-        fields,
-        resolutions,
-        accessors,
-    } = pieces;
-    let (mut names, mut required, mut fields, mut accessors) =
-        (Some(names), Some(required), Some(fields), Some(accessors));
-    for item in &mut file.items {
-        match item {
-            syn::Item::Const(constant) => {
-                let elements = if constant.ident == kind.names_const {
-                    names.take()
-                } else if constant.ident == required_const {
-                    required.take()
-                } else {
-                    None
-                };
-                if let (Some(elements), syn::Expr::Array(array)) = (elements, &mut *constant.expr) {
-                    array.elems.extend(elements);
-                }
-            }
-            syn::Item::Struct(structure) if structure.ident == kind.struct_name => {
-                if let (Some(new), syn::Fields::Named(named)) =
-                    (fields.take(), &mut structure.fields)
-                {
-                    let owner = named.named.pop().map(syn::punctuated::Pair::into_value);
-                    named.named.extend(new);
-                    named.named.extend(owner);
-                }
-            }
-            syn::Item::Impl(implementation) => {
-                let has_resolve = implementation.items.iter().any(
-                    |member| matches!(member, syn::ImplItem::Fn(function) if function.sig.ident == "resolve"),
-                );
-                if has_resolve {
-                    if let Some(new) = accessors.take() {
-                        implementation
-                            .items
-                            .extend(new.into_iter().map(syn::ImplItem::Fn));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut fill = FillSelfLiteral {
-        fields: Some(resolutions),
-    };
-    fill.visit_file_mut(file);
-    if names.is_some()
-        || required.is_some()
-        || fields.is_some()
-        || accessors.is_some()
-        || fill.fields.is_some()
-    {
-        return Err(format!(
-            "internal error: the {} scaffold lost a fill point",
-            kind.struct_name
-        ));
-    }
-    Ok(())
-}
-
-/// Puts the resolutions into `Self { image: ... }` in `resolve`, before `image`.
-struct FillSelfLiteral {
-    fields: Option<Vec<syn::FieldValue>>,
-}
-
-impl VisitMut for FillSelfLiteral {
-    fn visit_expr_struct_mut(&mut self, literal: &mut syn::ExprStruct) {
-        if literal.path.is_ident("Self") {
-            if let Some(new) = self.fields.take() {
-                let owner = literal.fields.pop().map(syn::punctuated::Pair::into_value);
-                literal.fields.extend(new);
-                literal.fields.extend(owner);
-            }
-        }
-        visit_mut::visit_expr_struct_mut(self, literal);
-    }
-}
-
-/// The per-symbol items of a table, parsed once with placeholders (`__NAME`,
-/// `__SIG`, `"__EXPORT"`, `"__DOC"`, index `999999`, since `888888`) and
-/// instantiated per symbol by [`Substitute`]: with thousands of symbols,
-/// parsing each item's tokens would dominate the run.
-struct TableTemplates {
-    field_required: syn::Field,
-    field_optional: syn::Field,
-    resolution_required: syn::FieldValue,
-    resolution_optional: syn::FieldValue,
-    accessor_required: syn::ImplItemFn,
-    accessor_optional: syn::ImplItemFn,
-}
-
-fn parse_template<T: syn::parse::Parse>(tokens: TokenStream) -> Result<T> {
-    syn::parse2(tokens).map_err(|error| format!("internal error: template: {error}"))
-}
-
-impl TableTemplates {
-    fn parse(names_const: &Ident) -> Result<Self> {
-        let field = |tokens: TokenStream| {
-            syn::Field::parse_named
-                .parse2(tokens)
-                .map_err(|error| format!("internal error: field template: {error}"))
-        };
-        Ok(Self {
-            field_required: field(quote!(__NAME: __SIG))?,
-            field_optional: field(quote!(__NAME: Option<__SIG>))?,
-            resolution_required: parse_template(quote! {
-                __NAME: lookup(&mut resolve, &image, #names_const[999999], "__EXPORT")?
-            })?,
-            resolution_optional: parse_template(quote! {
-                __NAME: lookup_optional(&mut resolve, &image, #names_const[999999])
-            })?,
-            accessor_required: parse_template(quote! {
-                #[doc = "__DOC"]
-                #[inline]
-                pub fn __NAME(&self) -> __SIG {
-                    self.__NAME
-                }
-            })?,
-            accessor_optional: parse_template(quote! {
-                #[doc = "__DOC"]
-                ///
-                /// # Errors
-                ///
-                /// [`SymbolUnavailable`] naming the export when this driver lacks it.
-                #[inline]
-                pub fn __NAME(&self) -> Result<__SIG, SymbolUnavailable> {
-                    self.__NAME.ok_or(SymbolUnavailable { export_name: "__EXPORT", since: 888888 })
-                }
-            })?,
-        })
-    }
-}
-
-/// Replaces a template's placeholders with one symbol's values.
-struct Substitute<'a> {
-    name: Ident,
-    export: &'a str,
-    doc: &'a str,
-    since: u32,
-    index: usize,
-    signature: &'a syn::Type,
-}
-
-impl VisitMut for Substitute<'_> {
-    fn visit_ident_mut(&mut self, ident: &mut Ident) {
-        if ident == "__NAME" {
-            *ident = self.name.clone();
-        }
-    }
-
-    fn visit_type_mut(&mut self, ty: &mut syn::Type) {
-        if let syn::Type::Path(path) = ty {
-            if path.qself.is_none() && path.path.is_ident("__SIG") {
-                *ty = self.signature.clone();
-                return;
-            }
-        }
-        visit_mut::visit_type_mut(self, ty);
-    }
-
-    fn visit_lit_mut(&mut self, lit: &mut syn::Lit) {
-        let span = Span::call_site();
-        match lit {
-            syn::Lit::Str(text) if text.value() == "__EXPORT" => {
-                *text = syn::LitStr::new(self.export, span);
-            }
-            syn::Lit::Str(text) if text.value() == "__DOC" => {
-                *text = syn::LitStr::new(self.doc, span);
-            }
-            syn::Lit::ByteStr(bytes) if bytes.value() == b"__EXPORT" => {
-                *bytes = syn::LitByteStr::new(self.export.as_bytes(), span);
-            }
-            syn::Lit::Int(number) if number.base10_digits() == "999999" => {
-                *number = syn::LitInt::new(&self.index.to_string(), span);
-            }
-            syn::Lit::Int(number) if number.base10_digits() == "888888" => {
-                *number = syn::LitInt::new(&self.since.to_string(), span);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Rust types of the list's C types, each parsed once.
-#[derive(Default)]
-struct Builder {
-    types: HashMap<CType, syn::Type>,
-}
-
-impl Builder {
-    fn ty(&mut self, c_type: &CType) -> Result<syn::Type> {
-        if let Some(parsed) = self.types.get(c_type) {
-            return Ok(parsed.clone());
-        }
-        let parsed: syn::Type = parse_template(rust_type(c_type))?;
-        self.types.insert(c_type.clone(), parsed.clone());
-        Ok(parsed)
-    }
-
-    /// `unsafe extern "system" fn(name: T, ...) -> CUresult`.
-    fn signature(&mut self, symbol: &Symbol) -> Result<syn::Type> {
-        let span = Span::call_site();
-        let mut inputs = Punctuated::new();
-        for param in &symbol.params {
-            inputs.push(syn::BareFnArg {
-                attrs: Vec::new(),
-                name: Some((Ident::new(&param.name, span), Default::default())),
-                ty: self.ty(&param.c_type)?,
-            });
-        }
-        Ok(syn::Type::BareFn(syn::TypeBareFn {
-            lifetimes: None,
-            unsafety: Some(Default::default()),
-            abi: Some(syn::Abi {
-                extern_token: Default::default(),
-                name: Some(syn::LitStr::new("system", span)),
-            }),
-            fn_token: Default::default(),
-            paren_token: Default::default(),
-            inputs,
-            variadic: None,
-            output: syn::ReturnType::Type(Default::default(), Box::new(self.ty(&symbol.returns)?)),
-        }))
-    }
-
-    /// `_name: T, ...`: a default export's (unused) parameters.
-    fn unused_args(&mut self, symbol: &Symbol) -> Result<Punctuated<syn::FnArg, syn::Token![,]>> {
-        let mut args = Punctuated::new();
-        for param in &symbol.params {
-            args.push(syn::FnArg::Typed(syn::PatType {
-                attrs: Vec::new(),
-                pat: Box::new(syn::Pat::Ident(syn::PatIdent {
-                    attrs: Vec::new(),
-                    by_ref: None,
-                    mutability: None,
-                    ident: format_ident!("_{}", param.name),
-                    subpat: None,
-                })),
-                colon_token: Default::default(),
-                ty: Box::new(self.ty(&param.c_type)?),
-            }));
-        }
-        Ok(args)
-    }
-}
-
-/// Default fake exports for a table's unit tests: for every symbol of the
-/// table, an `extern "system"` function with its exact signature that calls
+/// Default fake exports for a table's unit tests: `default_export::<H>(name)`
+/// gives, for every symbol of the table, the address of an
+/// `extern "system"` function with its exact signature that calls
 /// `H::call(export_name)` (which logs the call and returns the configured
-/// result), and `default_export::<H>(name)`, the address of that function.
-/// A test's own fakes take precedence by matching first.
+/// result); one `default!(name, export(parameter types));` line per symbol. A test's own fakes take
+/// precedence by matching first.
 pub fn unit_test_defaults(
     symbols: &SymbolList,
+    signatures: &Signatures,
     kind: &TableKind,
     types_path: TokenStream,
 ) -> Result<Vec<u8>> {
-    let function: syn::ItemFn = parse_template(quote! {
-        unsafe extern "system" fn __NAME<H: DefaultCall>() -> CUresult {
-            H::call("__EXPORT")
-        }
-    })?;
-    let arm: syn::Arm = parse_template(quote!(b"__EXPORT" => __NAME::<H> as *const ()))?;
-    let mut builder = Builder::default();
-    let mut functions = Vec::new();
-    let mut arms = Vec::new();
-    for (symbol, _) in selected(symbols, kind) {
-        let signature = builder.signature(symbol)?;
-        let mut substitute = Substitute {
-            name: ident(&symbol.export),
-            export: &symbol.export,
-            doc: "",
-            since: symbol.since,
-            index: 0,
-            signature: &signature,
-        };
-        let mut item = function.clone();
-        substitute.visit_item_fn_mut(&mut item);
-        item.sig.inputs = builder.unused_args(symbol)?;
-        functions.push(syn::Item::Fn(item));
-        let mut item = arm.clone();
-        substitute.visit_arm_mut(&mut item);
-        arms.push(item);
-    }
     let doc = format!(
         " Default fake exports for every symbol of `{}`, for unit tests.",
         kind.struct_name
@@ -751,61 +529,53 @@ pub fn unit_test_defaults(
             fn call(export_name: &'static str) -> CUresult;
         }
 
+        /// `default!(name, export(parameter types))`: when `name` is `export`,
+        /// returns the address of its default fake, which has the listed
+        /// signature.
+        macro_rules! default {
+            ($name:ident, $export:ident($($type:ty),*)) => {
+                if $name == stringify!($export).as_bytes() {
+                    unsafe extern "system" fn $export<H: DefaultCall>($(_: $type),*) -> CUresult {
+                        H::call(stringify!($export))
+                    }
+                    return NonNull::new($export::<H> as *mut c_void);
+                }
+            };
+        }
+
         /// The default fake of export `name`, or `None` for an unlisted name.
         pub fn default_export<H: DefaultCall>(name: &CStr) -> Option<NonNull<c_void>> {
-            let address = match name.to_bytes() {
-                _ => return None,
-            };
-            NonNull::new(address.cast_mut().cast())
+            let name = name.to_bytes();
+            None
         }
     };
     let mut file = parse_file(tokens, "unit test defaults")?;
-    let mut fill = FillMatch { arms: Some(arms) };
-    fill.visit_file_mut(&mut file);
-    if fill.arms.is_some() {
-        return Err("internal error: the defaults scaffold lost its match".into());
+    let Some(syn::Item::Fn(lookup)) = file.items.last_mut() else {
+        return Err("internal error: the defaults scaffold lacks `default_export`".into());
+    };
+    // The defaults go before the closing `None`.
+    let fallback = lookup.block.stmts.pop();
+    for (list_index, _, _) in selected(symbols, kind) {
+        let signature = signatures.typed(list_index);
+        lookup.block.stmts.push(syn::Stmt::Macro(syn::StmtMacro {
+            attrs: Vec::new(),
+            mac: invocation("default", quote!(name, #signature)),
+            semi_token: Some(Default::default()),
+        }));
     }
-    // The functions go before `default_export`, the last item.
-    let last = file.items.pop();
-    file.items.extend(functions);
-    file.items.extend(last);
+    lookup.block.stmts.extend(fallback);
     Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
 }
 
 /// The simulated driver's default exports (`tests/sim-driver/src/defaults.rs`):
-/// a `#[no_mangle]` export with the listed signature for every symbol that
-/// `hand_written` (the exports of the sim driver's `lib.rs`) lacks, each
-/// calling `crate::default_call(export_name)`.
+/// one `export!` line per symbol that `hand_written` (the exports of the sim
+/// driver's `lib.rs`) lacks, each a `#[no_mangle]` export with the listed
+/// signature calling `crate::default_call(export_name)`.
 pub fn sim_driver_defaults(
     symbols: &SymbolList,
+    signatures: &Signatures,
     hand_written: &BTreeSet<String>,
 ) -> Result<Vec<u8>> {
-    let template: syn::ItemFn = parse_template(quote! {
-        #[no_mangle]
-        pub unsafe extern "system" fn __NAME() -> CUresult {
-            crate::default_call("__EXPORT")
-        }
-    })?;
-    let mut builder = Builder::default();
-    let mut exports = Vec::new();
-    for symbol in &symbols.symbols {
-        if hand_written.contains(&symbol.export) {
-            continue;
-        }
-        let signature = builder.signature(symbol)?;
-        let mut substitute = Substitute {
-            name: ident(&symbol.export),
-            export: &symbol.export,
-            doc: "",
-            since: symbol.since,
-            index: 0,
-            signature: &signature,
-        };
-        let mut item = template.clone();
-        substitute.visit_item_fn_mut(&mut item);
-        item.sig.inputs = builder.unused_args(symbol)?;
-        exports.push(syn::Item::Fn(item));
-    }
     let types = type_definitions(symbols);
     let tokens = quote! {
         //! The simulated driver's default exports: every listed symbol that
@@ -818,7 +588,7 @@ pub fn sim_driver_defaults(
         //! Every export here is safe to call with any arguments: none is
         //! dereferenced.
         #![cfg_attr(rustfmt, rustfmt::skip)]
-        #![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports)]
+        #![allow(non_camel_case_types, non_snake_case, dead_code, unused_imports, unused_macros)]
         #![allow(clippy::missing_safety_doc)]
 
         use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
@@ -827,32 +597,71 @@ pub fn sim_driver_defaults(
 
         /// The hook every default calls (referenced even when `lib.rs` defines every export).
         const DEFAULT_CALL: fn(&'static str) -> CUresult = crate::default_call;
+
+        /// `export!(export(parameter types))`: the default export with the
+        /// listed signature.
+        macro_rules! export {
+            ($export:ident($($type:ty),*)) => {
+                #[no_mangle]
+                pub unsafe extern "system" fn $export($(_: $type),*) -> CUresult {
+                    crate::default_call(stringify!($export))
+                }
+            };
+        }
     };
     let mut file = parse_file(tokens, "sim driver defaults")?;
-    file.items.extend(exports);
+    for (index, symbol) in symbols.symbols.iter().enumerate() {
+        if hand_written.contains(&symbol.export) {
+            continue;
+        }
+        file.items.push(syn::Item::Macro(syn::ItemMacro {
+            attrs: Vec::new(),
+            ident: None,
+            mac: invocation("export", signatures.typed(index)),
+            semi_token: Some(Default::default()),
+        }));
+    }
     Ok(print_file(DRIVER_SYMBOLS_PATH, &file))
 }
 
 /// The exports `lib.rs` of the simulated driver defines by hand: its
-/// `#[no_mangle]` functions, with their parameter counts.
+/// `#[no_mangle]` functions, with their parameter counts. Only signatures
+/// matter here: every function's body is skipped unparsed; other items are
+/// parsed whole.
 pub fn hand_written_exports(path: &str, source: &[u8]) -> Result<Vec<(String, usize)>> {
     let text = std::str::from_utf8(source).map_err(|_| format!("{path}: not UTF-8"))?;
-    let file = syn::parse_file(text).map_err(|error| format!("{path}: does not parse: {error}"))?;
-    let mut found = Vec::new();
-    for item in &file.items {
-        let syn::Item::Fn(function) = item else {
-            continue;
-        };
-        let exported = function.attrs.iter().any(|attribute| {
-            attribute.path().is_ident("no_mangle")
-                || (attribute.path().is_ident("unsafe")
-                    && attribute
-                        .parse_args::<syn::Path>()
-                        .is_ok_and(|inner| inner.is_ident("no_mangle")))
-        });
-        if exported {
-            found.push((function.sig.ident.to_string(), function.sig.inputs.len()));
+    let tokens: TokenStream = text
+        .parse()
+        .map_err(|error| format!("{path}: does not parse: {error}"))?;
+    let exports = |input: syn::parse::ParseStream| {
+        input.call(syn::Attribute::parse_inner)?;
+        let mut found = Vec::new();
+        while !input.is_empty() {
+            let attrs = input.call(syn::Attribute::parse_outer)?;
+            let ahead = input.fork();
+            let is_function = ahead.parse::<syn::Visibility>().is_ok()
+                && ahead.parse::<syn::Signature>().is_ok()
+                && ahead.peek(syn::token::Brace);
+            if !is_function {
+                input.parse::<syn::Item>()?;
+                continue;
+            }
+            input.parse::<syn::Visibility>()?;
+            let signature: syn::Signature = input.parse()?;
+            input.parse::<proc_macro2::Group>()?;
+            let exported = attrs.iter().any(|attribute| {
+                attribute.path().is_ident("no_mangle")
+                    || (attribute.path().is_ident("unsafe")
+                        && attribute
+                            .parse_args::<syn::Path>()
+                            .is_ok_and(|inner| inner.is_ident("no_mangle")))
+            });
+            if exported {
+                found.push((signature.ident.to_string(), signature.inputs.len()));
+            }
         }
-    }
-    Ok(found)
+        Ok(found)
+    };
+    syn::parse::Parser::parse2(exports, tokens)
+        .map_err(|error| format!("{path}: does not parse: {error}"))
 }

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use super::fs::ScratchDir;
-use super::inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH};
+use super::inputs::{
+    Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH, SIM_DRIVER_LIB_PATH,
+};
 use super::*;
 
 fn real_inputs() -> Inputs {
@@ -67,28 +69,46 @@ fn driver_api_has_every_symbol_in_list_order() {
     let outputs = render(&real_inputs()).unwrap();
     let text = String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap();
     let file = syn::parse_file(text.split_once('\n').unwrap().1).unwrap();
-    let fields: Vec<String> = file
+    // One accessor line per symbol, `required!(index, export(params))`.
+    let accessors: Vec<(String, String)> = file
         .items
         .iter()
         .find_map(|item| match item {
-            syn::Item::Struct(item) if item.ident == "DriverApi" => Some(item),
+            syn::Item::Impl(item) if item.trait_.is_none() => Some(item),
             _ => None,
         })
         .unwrap()
-        .fields
+        .items
         .iter()
-        .map(|field| field.ident.as_ref().unwrap().to_string())
+        .filter_map(|item| match item {
+            syn::ImplItem::Macro(item) => {
+                let tokens: Vec<String> = item
+                    .mac
+                    .tokens
+                    .clone()
+                    .into_iter()
+                    .map(|token| token.to_string())
+                    .collect();
+                Some((tokens[0].clone(), tokens[2].clone()))
+            }
+            _ => None,
+        })
         .collect();
     let list: serde_json::Value =
         serde_json::from_slice(&real_inputs().files[DRIVER_SYMBOLS_PATH]).unwrap();
-    let mut expected: Vec<String> = list["symbols"]
+    let expected: Vec<(String, String)> = list["symbols"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|symbol| symbol["export"].as_str().unwrap().to_string())
+        .enumerate()
+        .map(|(index, symbol)| {
+            (
+                index.to_string(),
+                symbol["export"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    expected.push("image".to_string());
-    assert_eq!(fields, expected);
+    assert_eq!(accessors, expected);
     assert!(text.contains("c\"cuMemFree_v2\""));
 }
 
@@ -267,23 +287,32 @@ fn the_c_types_of_cuda_h_are_accepted() {
     });
     let outputs = render(&inputs).unwrap();
     let table = String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap();
+    // Macro arguments, spaced as prettyplease spaces tokens (and broken
+    // across lines where long).
+    let table = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The probe is the list's last symbol, so its index is the real list's length.
+    let real_symbols = SymbolList::parse(real_inputs().get(DRIVER_SYMBOLS_PATH).unwrap())
+        .unwrap()
+        .symbols
+        .len();
+    let accessor = format!("optional!( {real_symbols}, 3020, cuTypesProbe_v2(");
     for rust in [
-        "a: *mut c_void",
-        "b: *const c_void",
-        "c: *mut *mut c_void",
-        "d: *const c_char",
-        "e: usize",
-        "f: c_ulonglong",
-        "g: CUdeviceptr",
-        "h: *mut CUmodule",
-        "i: CUfunction",
-        "j: CUevent",
-        "k: *mut CUgraph",
-        "l: CUdevice_attribute",
-        "m: *mut *const c_char",
+        "a : * mut c_void",
+        "b : * const c_void",
+        "c : * mut * mut c_void",
+        "d : * const c_char",
+        "e : usize",
+        "f : c_ulonglong",
+        "g : CUdeviceptr",
+        "h : * mut CUmodule",
+        "i : CUfunction",
+        "j : CUevent",
+        "k : * mut CUgraph",
+        "l : CUdevice_attribute",
+        "m : * mut * const c_char",
         "pub type CUdevice_attribute = i32;",
         "pub type CUmodule = *mut CUmod_st;",
-        "Result<",
+        &accessor,
     ] {
         assert!(table.contains(rust), "{rust}");
     }
@@ -305,19 +334,19 @@ fn unknown_keys_are_refused_with_their_json_path() {
     let cases: [(Edit, &str); 5] = [
         (
             |list| list["symbols"][0]["sinze"] = 1.into(),
-            "symbols[0]: unknown field `sinze`",
+            "symbols[0].sinze: unknown field `sinze`",
         ),
         (
             |list| list["symbols"][0]["params"][0]["kind"] = 1.into(),
-            "symbols[0].params[0]: unknown field `kind`",
+            "symbols[0].params[0].kind: unknown field `kind`",
         ),
         (
             |list| list["extra"] = 1.into(),
-            "(top level): unknown field `extra`",
+            "extra: unknown field `extra`",
         ),
         (
             |list| list["constants"]["CUDA_SUCCESS"]["bits"] = 1.into(),
-            "constants.CUDA_SUCCESS: unknown field `bits`",
+            "constants.CUDA_SUCCESS.bits: unknown field `bits`",
         ),
         (
             |list| list["symbols"][0]["components"]["runtime"] = "sometimes".into(),
@@ -694,4 +723,43 @@ fn the_python_spec_module_holds_every_record() {
     assert!(text.contains("toolkit_version_floor=(12, 0),"), "{text}");
     assert!(text.contains("default_timeout_seconds=10.0,"), "{text}");
     assert!(text.lines().all(|line| line.chars().count() <= 100));
+}
+
+#[test]
+fn the_simulated_drivers_hand_written_exports_are_found_with_their_arity() {
+    let source = br#"
+        #![allow(dead_code)]
+        use core::ffi::c_int;
+        static HOOK: extern "C" fn() = hook;
+        extern "C" fn hook() {}
+        struct State { calls: u32 }
+        impl State { fn bump(&mut self) { self.calls += 1; } }
+        #[no_mangle]
+        pub unsafe extern "system" fn cuInit(flags: u32) -> c_int { let _ = flags; 0 }
+        fn helper(a: c_int, b: c_int) -> c_int { a + b }
+        #[unsafe(no_mangle)]
+        pub unsafe extern "system" fn cuDeviceGet(device: *mut c_int, ordinal: c_int) -> c_int {
+            if ordinal > 0 { return 1; }
+            unsafe { *device = ordinal };
+            0
+        }
+        thread_local! { static DEPTH: u32 = 0; }
+    "#;
+    assert_eq!(
+        tables::hand_written_exports("lib.rs", source).unwrap(),
+        [("cuInit".to_string(), 1), ("cuDeviceGet".to_string(), 2)]
+    );
+    let error = tables::hand_written_exports("lib.rs", b"fn broken( {").unwrap_err();
+    assert!(error.starts_with("lib.rs: does not parse: "), "{error}");
+
+    let inputs = real_inputs();
+    let exports = tables::hand_written_exports(
+        SIM_DRIVER_LIB_PATH,
+        inputs.get(SIM_DRIVER_LIB_PATH).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        exports.contains(&("cuMemAlloc_v2".to_string(), 2)),
+        "{exports:?}"
+    );
 }
