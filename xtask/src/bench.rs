@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
-use crate::generate::render;
+use crate::generate::{render_on, Threads};
 use crate::paths::repo_root;
 use crate::process::run;
 use crate::Result;
@@ -85,7 +85,7 @@ fn millis(duration: Duration) -> f64 {
 
 fn bench_generate() -> Result<()> {
     let root = repo_root();
-    let read_and_render = time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?;
+    let read_and_render = time_warm(|| render_on(&Inputs::read(&root)?, Threads::Two).map(|_| ()))?;
     println!(
         "generate (read inputs + render every output, in memory): median {:.2} ms of {WARM_RUNS}",
         millis(read_and_render)
@@ -95,11 +95,24 @@ fn bench_generate() -> Result<()> {
     let mut per_size = Vec::new();
     for size in SYNTHETIC_SIZES {
         let synthetic = with_synthetic_symbols(&inputs, size)?;
-        let elapsed = time_warm(|| render(&synthetic).map(|_| ()))?;
+        // Interleaved, so load drift hits both alike.
+        let (mut one, mut two) = (Vec::new(), Vec::new());
+        render_on(&synthetic, Threads::Two)?;
+        for _ in 0..WARM_RUNS {
+            for (threads, samples) in [(Threads::One, &mut one), (Threads::Two, &mut two)] {
+                let start = Instant::now();
+                render_on(&synthetic, threads)?;
+                samples.push(start.elapsed());
+            }
+        }
+        let (one, elapsed) = (median(one), median(two));
         let per_entry = elapsed.as_secs_f64() * 1e6 / size as f64;
         println!(
-            "generate, {size:>5} symbols: median {:>8.2} ms, {per_entry:>7.1} us per symbol",
-            millis(elapsed)
+            "generate, {size:>5} symbols: median {:>8.2} ms, {per_entry:>7.1} us per symbol \
+             (one thread: {:.2} ms, {:.2}x)",
+            millis(elapsed),
+            millis(one),
+            one.as_secs_f64() / elapsed.as_secs_f64()
         );
         per_size.push((size, elapsed));
     }

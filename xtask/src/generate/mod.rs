@@ -57,62 +57,150 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
     }
 }
 
+/// How many threads `render_on` uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Threads {
+    One,
+    Two,
+}
+
 /// Every generated file, a pure function of `inputs`, in a fixed order
 /// (the tarball before the Python module that holds its digest, the index
-/// last). One thread, the plain code: each symbol is one macro line per
-/// generated Rust file. `cargo xtask bench` measured the 1,500-symbol case at
-/// a median of 63-117 ms on the shared 2-core development machine (under its
-/// 100 ms target when the machine is quiet, over it under load; linear in
-/// the symbols), against 320-530 ms in the same runs for the per-symbol syn
-/// items before; threads were not tried.
+/// last), rendered on two threads: `cargo xtask bench` times one and two
+/// in the same run, and at 1,500 symbols one thread was at or over the
+/// 100 ms target on the 2-core development machine (71-108 ms) where two
+/// stayed under it (58-77 ms).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
-    let symbols_bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
-    let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
-    // Parsed once: the Python module holds the list as written.
-    let driver_symbols = SymbolList::json(symbols_bytes)?;
-    let symbols = SymbolList::from_value(&driver_symbols)?;
+    render_on(inputs, Threads::Two)
+}
 
-    let signatures = tables::Signatures::new(&symbols);
-    let driver_api = tables::table(&symbols, &signatures, &tables::RUNTIME_TABLE)?;
-    let runtime_defaults = tables::unit_test_defaults(
-        &symbols,
-        &signatures,
-        &tables::RUNTIME_TABLE,
-        quote::quote!(crate::driver_api),
+/// `render` on one thread or two. The work splits in two independent
+/// halves: the runtime crate's files and its tarball, and the rest; each
+/// half builds its own signature tokens (`proc_macro2` tokens stay on the
+/// thread that made them).
+pub fn render_on(inputs: &Inputs, threads: Threads) -> Result<Vec<Output>> {
+    let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
+    let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+
+    let runtime_half =
+        |signatures: &tables::Signatures| runtime_outputs(inputs, &spec, &symbols, signatures);
+    let other_half =
+        |signatures: &tables::Signatures| other_outputs(inputs, &spec, &symbols, signatures);
+    let (runtime, other) = match threads {
+        Threads::One => {
+            let signatures = tables::Signatures::new(&symbols);
+            (runtime_half(&signatures), other_half(&signatures))
+        }
+        Threads::Two => std::thread::scope(|scope| {
+            let other = scope.spawn(|| other_half(&tables::Signatures::new(&symbols)));
+            let runtime = runtime_half(&tables::Signatures::new(&symbols));
+            let other = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (runtime, other)
+        }),
+    };
+    let (runtime, other) = (runtime?, other?);
+    let archive_sha256 = sha256_hex(&runtime.archive);
+    let python_module = python::module(
+        other.python_literals,
+        &runtime.archive_name,
+        &archive_sha256,
     )?;
-    let inventory_api = tables::table(&symbols, &signatures, &tables::INVENTORY_TABLE)?;
-    let inventory_defaults = tables::unit_test_defaults(
-        &symbols,
-        &signatures,
-        &tables::INVENTORY_TABLE,
-        quote::quote!(super::inventory_api),
-    )?;
-    let sim_driver_defaults = sim_driver_defaults(inputs, &symbols, &signatures)?;
-    let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api, &runtime_defaults)?;
-    let archive_sha256 = sha256_hex(&archive);
-    let python_literals = python::data_literals(&driver_symbols)?;
-    let python_spec = python::spec_module(&spec::python_classes(), &spec.expr());
-    let python_module = python::module(python_literals, &archive_name, &archive_sha256)?;
     let mut outputs = vec![
-        output(DRIVER_API_PATH, driver_api),
-        output(RUNTIME_TEST_DEFAULTS_PATH, runtime_defaults),
-        output(INVENTORY_API_PATH, inventory_api),
-        output(INVENTORY_DEFAULTS_PATH, inventory_defaults),
-        output(SIM_DRIVER_DEFAULTS_PATH, sim_driver_defaults),
-        output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
-        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
-        output(PROBE_MODULE_PATH, rust::probe_module()?),
-        output(
-            MANIFEST_PATH,
-            json::to_python_json(&manifest::manifest_value(&spec)?)?,
-        ),
-        output(format!("generated/{archive_name}"), archive),
-        output(PYTHON_MODULE_PATH, python_module),
-        output(PYTHON_SPEC_PATH, python_spec),
+        output(DRIVER_API_PATH, runtime.driver_api),
+        output(RUNTIME_TEST_DEFAULTS_PATH, runtime.test_defaults),
     ];
+    outputs.extend(other.outputs);
+    outputs.extend([
+        output(
+            format!("generated/{}", runtime.archive_name),
+            runtime.archive,
+        ),
+        output(PYTHON_MODULE_PATH, python_module),
+        output(PYTHON_SPEC_PATH, other.python_spec),
+    ]);
     let index = index::index(&outputs)?;
     outputs.push(output(INDEX_PATH, index));
     Ok(outputs)
+}
+
+/// The runtime crate's generated files and its source tarball.
+struct RuntimeOutputs {
+    driver_api: Vec<u8>,
+    test_defaults: Vec<u8>,
+    archive_name: String,
+    archive: Vec<u8>,
+}
+
+fn runtime_outputs(
+    inputs: &Inputs,
+    spec: &ProviderSpec,
+    symbols: &SymbolList,
+    signatures: &tables::Signatures,
+) -> Result<RuntimeOutputs> {
+    let driver_api = tables::table(symbols, signatures, &tables::RUNTIME_TABLE)?;
+    let test_defaults = tables::unit_test_defaults(
+        symbols,
+        signatures,
+        &tables::RUNTIME_TABLE,
+        quote::quote!(crate::driver_api),
+    )?;
+    let (archive_name, archive) = runtime_archive(inputs, spec, &driver_api, &test_defaults)?;
+    Ok(RuntimeOutputs {
+        driver_api,
+        test_defaults,
+        archive_name,
+        archive,
+    })
+}
+
+/// Every other output: the probe's and the simulated driver's files, the
+/// C check, the manifest, and the Python module's parts.
+struct OtherOutputs {
+    /// In output order, from the inventory table to the manifest.
+    outputs: Vec<Output>,
+    python_literals: String,
+    python_spec: Vec<u8>,
+}
+
+fn other_outputs(
+    inputs: &Inputs,
+    spec: &ProviderSpec,
+    symbols: &SymbolList,
+    signatures: &tables::Signatures,
+) -> Result<OtherOutputs> {
+    let outputs = vec![
+        output(
+            INVENTORY_API_PATH,
+            tables::table(symbols, signatures, &tables::INVENTORY_TABLE)?,
+        ),
+        output(
+            INVENTORY_DEFAULTS_PATH,
+            tables::unit_test_defaults(
+                symbols,
+                signatures,
+                &tables::INVENTORY_TABLE,
+                quote::quote!(super::inventory_api),
+            )?,
+        ),
+        output(
+            SIM_DRIVER_DEFAULTS_PATH,
+            sim_driver_defaults(inputs, symbols, signatures)?,
+        ),
+        output(abi_check::ABI_CHECK_PATH, abi_check::render(symbols)?),
+        output(PROBE_SPEC_PATH, rust::probe_spec(spec)?),
+        output(PROBE_MODULE_PATH, rust::probe_module()?),
+        output(
+            MANIFEST_PATH,
+            json::to_python_json(&manifest::manifest_value(spec)?)?,
+        ),
+    ];
+    Ok(OtherOutputs {
+        outputs,
+        python_literals: python::data_literals(symbols),
+        python_spec: python::spec_module(&spec::python_classes(), &spec.expr()),
+    })
 }
 
 /// The simulated driver's defaults: every listed export its `lib.rs` does

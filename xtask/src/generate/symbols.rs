@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::inputs::DRIVER_SYMBOLS_PATH;
 use crate::Result;
@@ -349,6 +348,16 @@ pub enum Tier {
     Optional,
 }
 
+impl Tier {
+    /// The tier as the list spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Required => "required",
+            Tier::Optional => "optional",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Param {
     pub name: String,
@@ -542,22 +551,16 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
     an enum declared in `types`, or a pointer to any of these";
 
 impl SymbolList {
+    /// Parses and validates the list file. Bad JSON, and a missing,
+    /// unknown or mistyped key, are named by their place in the file.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        Self::from_value(&Self::json(bytes)?)
-    }
-
-    /// The list file as JSON, not yet validated.
-    pub fn json(bytes: &[u8]) -> Result<Value> {
-        serde_json::from_slice(bytes)
-            .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"))
-    }
-
-    /// Validates the list file's JSON. A missing, unknown or mistyped key
-    /// is named by its JSON path.
-    pub fn from_value(value: &Value) -> Result<Self> {
         // Tracking the path costs on every key: only a refused list pays it.
-        let raw = RawList::deserialize(value).or_else(|_| {
-            serde_path_to_error::deserialize(value).map_err(|error| {
+        let raw = serde_json::from_slice::<RawList>(bytes).or_else(|error| {
+            if error.is_syntax() || error.is_eof() {
+                return Err(format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"));
+            }
+            let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
                 let path = error.path().to_string();
                 at(
                     if path == "." { "(top level)" } else { &path },
@@ -565,6 +568,10 @@ impl SymbolList {
                 )
             })
         })?;
+        Self::from_raw(raw)
+    }
+
+    fn from_raw(raw: RawList) -> Result<Self> {
         if raw.schema_version != SCHEMA_VERSION {
             return Err(at(
                 "schema_version",
