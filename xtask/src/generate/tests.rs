@@ -763,3 +763,35 @@ fn the_simulated_drivers_hand_written_exports_are_found_with_their_arity() {
         "{exports:?}"
     );
 }
+
+#[test]
+fn one_thread_and_two_render_the_same_bytes() {
+    let real = real_inputs();
+    let larger = crate::bench::with_synthetic_symbols(&real, 150).unwrap();
+    for inputs in [&real, &larger] {
+        assert_eq!(
+            render_on(inputs, Threads::One).unwrap(),
+            render_on(inputs, Threads::Two).unwrap()
+        );
+    }
+}
+
+#[test]
+fn an_error_in_either_half_is_the_render_error() {
+    // The runtime half fails without the license it packages; the other half
+    // on a simulated-driver export whose arity disagrees with the list.
+    let mut no_license = real_inputs();
+    no_license.files.remove(inputs::LICENSE_PATH);
+    let bad_sim = with_input(&real_inputs(), SIM_DRIVER_LIB_PATH, |text| {
+        text.replacen(
+            "fn cuInit(flags: c_uint)",
+            "fn cuInit(flags: c_uint, extra: c_uint)",
+            1,
+        )
+    });
+    for (inputs, expected) in [(&no_license, "LICENSE"), (&bad_sim, "`cuInit` takes 2")] {
+        let one = render_on(inputs, Threads::One).unwrap_err();
+        assert!(one.contains(expected), "{one}");
+        assert_eq!(render_on(inputs, Threads::Two).unwrap_err(), one);
+    }
+}
