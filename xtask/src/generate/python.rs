@@ -2,8 +2,6 @@
 //! dataclasses) and `_generated.py` (each listed export's facts, and the
 //! runtime tarball's name and digest). Lines within 100 columns.
 
-use serde_json::Value;
-
 use super::symbols::SymbolList;
 use crate::Result;
 
@@ -254,19 +252,10 @@ struct Container<'a, I> {
     items: I,
 }
 
-/// A value the writer can spell as a Python literal: a generated
-/// [`PyExpr`], or JSON as `json.loads` would give it.
-trait Literal: Sized {
+/// How the writer spells a `PyExpr`.
+impl PyExpr {
     /// The container form; `None` for scalars. Allocates nothing: it runs
     /// for every one-line attempt.
-    fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>>;
-    /// The text, for a string.
-    fn text(&self) -> Option<&str>;
-    /// Appends a scalar, Python spelling (containers are not scalars).
-    fn push_scalar(&self, out: &mut String);
-}
-
-impl Literal for PyExpr {
     fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>> {
         let none: &[(String, PyExpr)] = &[];
         let (name, open, close, plain, dict, call): (_, _, _, &[PyExpr], _, _) = match self {
@@ -293,6 +282,7 @@ impl Literal for PyExpr {
         })
     }
 
+    /// The text, for a string.
     fn text(&self) -> Option<&str> {
         match self {
             PyExpr::Str(text) => Some(text),
@@ -300,6 +290,7 @@ impl Literal for PyExpr {
         }
     }
 
+    /// Appends a scalar, Python spelling (containers are not scalars).
     fn push_scalar(&self, out: &mut String) {
         match self {
             PyExpr::None => out.push_str("None"),
@@ -312,59 +303,11 @@ impl Literal for PyExpr {
     }
 }
 
-/// JSON as the Python literal `json.loads` would give (keys sorted, as
-/// `serde_json`'s map keeps them), written straight from the parsed value.
-impl Literal for Value {
-    fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>> {
-        let no_items: &[Value] = &[];
-        let (open, close, items, entries) = match self {
-            Value::Array(items) => ("[", "]", items.as_slice(), None),
-            Value::Object(map) => ("{", "}", no_items, Some(map.iter())),
-            _ => return None,
-        };
-        let items = items.iter().map(|item| (Label::Plain, item)).chain(
-            entries
-                .into_iter()
-                .flatten()
-                .map(|(key, item)| (Label::DictKey(key), item)),
-        );
-        Some(Container {
-            name: "",
-            open,
-            close,
-            empty: None,
-            single_comma: false,
-            items,
-        })
-    }
-
-    fn text(&self) -> Option<&str> {
-        self.as_str()
-    }
-
-    fn push_scalar(&self, out: &mut String) {
-        match self {
-            Value::Null => out.push_str("None"),
-            Value::Bool(true) => out.push_str("True"),
-            Value::Bool(false) => out.push_str("False"),
-            Value::Number(number) => {
-                let start = out.len();
-                out.push_str(&number.to_string());
-                if number.is_f64() && !out[start..].contains(['.', 'e', 'E']) {
-                    out.push_str(".0");
-                }
-            }
-            Value::String(text) => push_string_literal(out, text),
-            _ => {}
-        }
-    }
-}
-
 /// Writes `prefix` + `expr` + `suffix` as one or more lines at `depth`.
 ///
 /// Writes in place: the one-line form is tried straight into `out` and cut
 /// off again when it does not fit.
-fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &impl Literal, suffix: &str) {
+fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffix: &str) {
     let indent = INDENT.len() * depth;
     let budget = MAX_LINE.saturating_sub(indent + prefix.chars().count() + suffix.len());
     push_indent(out, depth);
@@ -408,7 +351,7 @@ fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &impl Literal,
 /// Appends the expression on one line if that takes at most `budget`
 /// characters and returns true; otherwise leaves `out` as it was and
 /// returns false. Containers stop early once over budget.
-fn compact_within(out: &mut String, expr: &impl Literal, budget: usize) -> bool {
+fn compact_within(out: &mut String, expr: &PyExpr, budget: usize) -> bool {
     let start = out.len();
     let fits = match expr.container() {
         Some(parts) => {
@@ -535,7 +478,7 @@ fn split_for_width(text: &str, width: usize) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn compact(expr: &impl Literal) -> String {
+    fn compact(expr: &PyExpr) -> String {
         let mut out = String::new();
         assert!(compact_within(&mut out, expr, usize::MAX));
         out
@@ -543,10 +486,21 @@ mod tests {
 
     #[test]
     fn literals_use_python_spelling() {
-        let value: Value = serde_json::json!({"b": [null, true, false, 10.0, 3], "a": "x\"y"});
+        let value = PyExpr::Dict(vec![
+            ("a".into(), PyExpr::Str("x\"y".into())),
+            (
+                "b".into(),
+                PyExpr::Tuple(vec![
+                    PyExpr::None,
+                    PyExpr::Bool(true),
+                    PyExpr::Bool(false),
+                    PyExpr::Number("3".into()),
+                ]),
+            ),
+        ]);
         assert_eq!(
             compact(&value),
-            r#"{"a": 'x"y', "b": [None, True, False, 10.0, 3]}"#
+            r#"{"a": 'x"y', "b": (None, True, False, 3)}"#
         );
         let call = PyExpr::Call(
             "Record".into(),
