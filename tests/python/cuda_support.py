@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -232,3 +233,15 @@ def json_strings(node: Any) -> list[str]:
     if isinstance(node, list):
         return [text for item in node for text in json_strings(item)]
     return []
+
+
+def run_cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m rextio_device_cuda ARGUMENTS`` in ``cwd``, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "rextio_device_cuda", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+    )

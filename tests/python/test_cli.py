@@ -10,31 +10,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_support import SPEC, ProbeFactory, report
+from cuda_support import SPEC, ProbeFactory, report, run_cli
 
 from rextio_device_cuda.cli import _parser, main
-
-
-def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rextio_device_cuda", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        check=False,
-    )
 
 
 def _preflight(
     probe: Path, *arguments: str, cwd: Path, capability: str = "cuda-linux-x86_64"
 ) -> subprocess.CompletedProcess[str]:
-    return _cli("preflight", "--capability", capability, "--probe", str(probe), *arguments, cwd=cwd)
+    return run_cli(
+        "preflight", "--capability", capability, "--probe", str(probe), *arguments, cwd=cwd
+    )
 
 
 def test_explain_prints_explanation_and_remedy(tmp_path: Path) -> None:
     for code, (explanation, remedy) in list(SPEC["reason_codes"].items())[:5]:
-        done = _cli("explain", code, cwd=tmp_path)
+        done = run_cli("explain", code, cwd=tmp_path)
         assert done.returncode == 0
         assert explanation in done.stdout
         assert remedy in done.stdout
@@ -51,17 +42,15 @@ def test_explain_every_code(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_explain_list_names_every_code_once(tmp_path: Path) -> None:
-    done = _cli("explain", "--list", cwd=tmp_path)
+    done = run_cli("explain", "--list", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    expected = [
-        f"{code}: {texts[0]}" for code, texts in sorted(SPEC["reason_codes"].items())
-    ]
+    expected = [f"{code}: {texts[0]}" for code, texts in sorted(SPEC["reason_codes"].items())]
     assert done.stdout.splitlines() == expected
 
 
 @pytest.mark.parametrize("arguments", [["explain"], ["explain", "--list", "CUDA_SM_MISMATCH"]])
 def test_explain_needs_exactly_one_of_code_or_list(arguments: list[str], tmp_path: Path) -> None:
-    done = _cli(*arguments, cwd=tmp_path)
+    done = run_cli(*arguments, cwd=tmp_path)
     assert done.returncode == 2
     assert "--list" in done.stderr
     assert done.stdout == ""
@@ -93,7 +82,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"]]
 )
 def test_help_is_plain_text(command: list[str], tmp_path: Path) -> None:
-    done = _cli(*command, "--help", cwd=tmp_path)
+    done = run_cli(*command, "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     for markup in ("``", ":func:", ":class:", "**"):
         assert markup not in done.stdout
@@ -119,7 +108,7 @@ def test_every_argument_has_help() -> None:
 
 
 def test_explain_unknown_code(tmp_path: Path) -> None:
-    done = _cli("explain", "NOT_A_CODE", cwd=tmp_path)
+    done = run_cli("explain", "NOT_A_CODE", cwd=tmp_path)
     assert done.returncode != 0
     assert "unknown reason code" in done.stderr
     assert "Traceback" not in done.stderr
@@ -201,16 +190,16 @@ def _preflight_arguments(capability: str, probe: str) -> list[str]:
     ],
 )
 def test_bad_input_never_tracebacks(arguments: list[str], tmp_path: Path) -> None:
-    done = _cli(*arguments, cwd=tmp_path)
+    done = run_cli(*arguments, cwd=tmp_path)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
 
 
 def test_runtime_source_command(tmp_path: Path) -> None:
-    assert _cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path).returncode == 0
-    again = _cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path)
+    assert run_cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path).returncode == 0
+    again = run_cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path)
     assert again.returncode == 0
     assert "already current" in again.stdout
-    missing = _cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
+    missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert missing.returncode == 1
     assert "Traceback" not in missing.stderr

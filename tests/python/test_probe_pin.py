@@ -7,13 +7,20 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 import test_rextio_generate as generate_fixture
-from cuda_support import CAPABILITIES, SPEC, ProbeFactory, ready_options, report, request_for
+from cuda_support import (
+    CAPABILITIES,
+    SPEC,
+    ProbeFactory,
+    ready_options,
+    report,
+    request_for,
+    run_cli,
+)
 from rextio.devices import DevicePreflightStatus
 
 from rextio_device_cuda import CudaDeviceProvider
@@ -245,22 +252,11 @@ def test_spec_names_the_new_codes_and_keys() -> None:
 # -- the command line ------------------------------------------------------------------
 
 
-def _cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "rextio_device_cuda", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        check=False,
-    )
-
-
 def test_pin_probe_prints_the_digest_and_the_lines_to_paste(
     probes: ProbeFactory, tmp_path: Path
 ) -> None:
     probe = probes.printing(report())
-    done = _cli("pin-probe", str(probe), cwd=tmp_path)
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == _digest(probe)
@@ -271,7 +267,7 @@ def test_pin_probe_prints_the_digest_and_the_lines_to_paste(
 
 def test_pin_probe_of_a_relative_path(probes: ProbeFactory) -> None:
     probe = probes.printing(report())
-    done = _cli("pin-probe", probe.name, cwd=probes.directory)
+    done = run_cli("pin-probe", probe.name, cwd=probes.directory)
     assert done.returncode == 0, done.stderr
     assert f'probe_executable = "{probe}"' in done.stdout.splitlines()
 
@@ -280,14 +276,14 @@ def test_pin_probe_of_a_relative_path(probes: ProbeFactory) -> None:
     ("name", "code"), [("missing", "PROBE_NOT_FOUND"), (".", "PROBE_NOT_EXECUTABLE")]
 )
 def test_pin_probe_refuses_with_a_code(name: str, code: str, probes: ProbeFactory) -> None:
-    done = _cli("pin-probe", name, cwd=probes.directory)
+    done = run_cli("pin-probe", name, cwd=probes.directory)
     assert done.returncode == 1
     assert code in done.stderr
     assert "Traceback" not in done.stderr
 
 
-def _preflight(probe: Path, pin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return _cli(
+def _preflight(probe: Path, pin: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli(
         "preflight",
         "--capability",
         "cuda-linux-x86_64",
@@ -299,14 +295,14 @@ def _preflight(probe: Path, pin: str, cwd: Path) -> subprocess.CompletedProcess[
         "sm_80",
         "--probe-sha256",
         pin,
-        "--json",
+        *extra,
         cwd=cwd,
     )
 
 
 def test_preflight_with_the_right_pin_observes_it(probes: ProbeFactory, tmp_path: Path) -> None:
     probe = probes.printing(report())
-    done = _preflight(probe, _digest(probe), tmp_path)
+    done = _preflight(probe, _digest(probe), tmp_path, "--json")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     observations = {item["key"]: item["value"] for item in plan["preflight"]["observations"]}
@@ -322,20 +318,7 @@ def test_preflight_with_a_wrong_pin_is_refused_unrun(
     pin: str, code: str, probes: ProbeFactory, tmp_path: Path
 ) -> None:
     probe = probes.printing(report())
-    done = _cli(
-        "preflight",
-        "--capability",
-        "cuda-linux-x86_64",
-        "--probe",
-        str(probe),
-        "--device",
-        "0",
-        "--sm",
-        "sm_80",
-        "--probe-sha256",
-        pin,
-        cwd=tmp_path,
-    )
+    done = _preflight(probe, pin, tmp_path)
     assert done.returncode == 1
     assert code in done.stderr
     assert "Traceback" not in done.stderr
