@@ -98,5 +98,5 @@ DRIVER_EXPORTS: Final[dict[str, dict[str, str | int | dict[str, str]]]] = {
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "dc00b930a7e141ba81d4ec75378824d034d26bab4da847cecb5fc8fa6d555ab7"
+    "27ed0c6bea56c9cd8d8631448f2df25bcdd4417b30a002442676263a423b861f"
 )

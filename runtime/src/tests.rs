@@ -471,24 +471,32 @@ fn fresh_stream() -> (Rc<DriverApi>, Context, Stream) {
 
 // The symbol table.
 
+/// The listed exports that are required (`true`) or optional (`false`).
+fn exports_of_tier(required: bool) -> impl Iterator<Item = &'static CStr> {
+    DRIVER_EXPORT_NAMES
+        .into_iter()
+        .zip(DRIVER_EXPORT_REQUIRED)
+        .filter_map(move |(name, tier)| (tier == required).then_some(name))
+}
+
+/// The table resolved from fakes for every export except `missing`.
+fn resolve_without(missing: &CStr) -> Result<DriverApi, MissingSymbol> {
+    // SAFETY: every resolved fake has exactly the listed signature.
+    unsafe {
+        DriverApi::resolve((), |_, name| {
+            if name == missing {
+                None
+            } else {
+                fake_symbol(name)
+            }
+        })
+    }
+}
+
 #[test]
 fn missing_symbol_names_the_missing_export() {
-    let required = DRIVER_EXPORT_NAMES
-        .iter()
-        .zip(DRIVER_EXPORT_REQUIRED)
-        .filter_map(|(name, required)| required.then_some(*name));
-    for missing in required {
-        // SAFETY: every resolved fake has exactly the listed signature.
-        let outcome = unsafe {
-            DriverApi::resolve((), |_, name| {
-                if name == missing {
-                    None
-                } else {
-                    fake_symbol(name)
-                }
-            })
-        };
-        let Err(error) = outcome else {
+    for missing in exports_of_tier(true) {
+        let Err(error) = resolve_without(missing) else {
             panic!("resolve succeeded without {missing:?}");
         };
         assert_eq!(error.export_name, missing.to_str().unwrap());
@@ -498,22 +506,8 @@ fn missing_symbol_names_the_missing_export() {
 
 #[test]
 fn a_missing_optional_export_still_loads() {
-    let optional = DRIVER_EXPORT_NAMES
-        .iter()
-        .zip(DRIVER_EXPORT_REQUIRED)
-        .filter_map(|(name, required)| (!required).then_some(*name));
-    for missing in optional {
-        // SAFETY: every resolved fake has exactly the listed signature.
-        let outcome = unsafe {
-            DriverApi::resolve((), |_, name| {
-                if name == missing {
-                    None
-                } else {
-                    fake_symbol(name)
-                }
-            })
-        };
-        let api = outcome.expect("a missing optional export still loads");
+    for missing in exports_of_tier(false) {
+        let api = resolve_without(missing).expect("a missing optional export still loads");
         let absent = api.unavailable();
         let names: Vec<&str> = absent.iter().map(|absent| absent.export_name).collect();
         assert_eq!(names, [missing.to_str().unwrap()]);
