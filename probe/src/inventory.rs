@@ -3,16 +3,18 @@
 //! Never creates a context, allocates or runs a kernel.
 
 use core::ffi::{c_char, c_int};
+use std::ffi::OsString;
+use std::path::PathBuf;
 
 use crate::generated::inventory_api::{CUdevice, CUresult, InventoryApi, CUDA_SUCCESS};
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
     DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
 };
-use crate::loader::{self, LoadError};
+use crate::loader::{self, DriverLocation, LoadError};
 use crate::name::sanitize_device_name;
 use crate::report::{
-    DeviceRow, Failure, ProbeReport, Target, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
+    DeviceRow, Failure, ProbeReport, Target, STATUS_ERROR, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
 
 /// Proof that the driver environment of contract §6 is set: no preloaded
@@ -24,8 +26,10 @@ pub struct DriverEnvironment {
 }
 
 impl DriverEnvironment {
-    /// Sets `CUDA_FORCE_PRELOAD_LIBRARIES=0` and `CUDA_DISABLE_JIT=1` for
-    /// this process (and so for the driver, which reads them in `cuInit`).
+    /// Sets `CUDA_FORCE_PRELOAD_LIBRARIES=0`, `CUDA_DISABLE_JIT=1` and
+    /// `CUDA_DEVICE_ORDER=PCI_BUS_ID` (ordinal N is the GPU `nvidia-smi`
+    /// numbers N, not the driver's fastest-first order) for this process,
+    /// and so for the driver, which reads them in `cuInit`.
     ///
     /// # Safety
     ///
@@ -42,13 +46,56 @@ impl DriverEnvironment {
     }
 }
 
+/// The probe's only option (contract §9.4).
+pub const DRIVER_ROOT_ARGUMENT: &str = "--driver-root";
+
+/// Where the arguments say to look for the driver, or the reason code of
+/// the error record they get instead (nothing is loaded then). The probe
+/// takes nothing, or exactly `--driver-root DIR` with DIR absolute (Linux).
+pub fn parse_arguments(arguments: &[OsString]) -> Result<DriverLocation, &'static str> {
+    match arguments {
+        [] => Ok(DriverLocation::Reviewed),
+        [flag, dir] if flag == DRIVER_ROOT_ARGUMENT && cfg!(target_os = "linux") => {
+            let dir = PathBuf::from(dir);
+            if dir.is_absolute() {
+                Ok(DriverLocation::Root(dir))
+            } else {
+                Err(reason_codes::DRIVER_ROOT_NOT_ABSOLUTE)
+            }
+        }
+        _ => Err(reason_codes::INVALID_ARGUMENTS),
+    }
+}
+
+/// The record for arguments the probe does not take: status `error`,
+/// nothing loaded.
+pub fn argument_error(reason_code: &'static str) -> ProbeReport {
+    ProbeReport::failed(
+        Target::host(),
+        Failure {
+            status: STATUS_ERROR,
+            reason_code,
+            platform_supported: loader::target_is_supported(),
+            driver_loaded: false,
+            driver_version: None,
+            device_count: None,
+            cuda_result: None,
+        },
+    )
+}
+
 /// Runs the whole probe and returns its report; never panics on driver data.
-pub fn probe(_environment: &DriverEnvironment) -> ProbeReport {
+pub fn probe(environment: &DriverEnvironment) -> ProbeReport {
+    probe_at(environment, &DriverLocation::Reviewed)
+}
+
+/// As [`probe`], looking for the driver only where `location` says.
+pub fn probe_at(_environment: &DriverEnvironment, location: &DriverLocation) -> ProbeReport {
     let target = Target::host();
     if !loader::target_is_supported() {
         return ProbeReport::failed(target, load_failure(LoadError::UnsupportedTarget));
     }
-    match loader::load_inventory_api() {
+    match loader::load_inventory_api_at(location) {
         Ok(api) => inventory(&api, target),
         Err(error) => {
             name_missing_symbol_on_stderr(error);
@@ -576,6 +623,47 @@ mod tests {
                 "{capability:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_probe_takes_nothing_or_exactly_an_absolute_driver_root() {
+        let args = |items: &[&str]| -> Vec<OsString> { items.iter().map(OsString::from).collect() };
+        assert_eq!(parse_arguments(&[]), Ok(DriverLocation::Reviewed));
+        assert_eq!(
+            parse_arguments(&args(&["--driver-root", "/usr/local/cuda/compat"])),
+            Ok(DriverLocation::Root(PathBuf::from(
+                "/usr/local/cuda/compat"
+            )))
+        );
+        for relative in ["usr/local/cuda/compat", "./compat", "", "~/compat"] {
+            assert_eq!(
+                parse_arguments(&args(&["--driver-root", relative])),
+                Err(reason_codes::DRIVER_ROOT_NOT_ABSOLUTE),
+                "{relative:?}"
+            );
+        }
+        for other in [
+            &["--driver-root"][..],
+            &["--driver-root=/usr/lib"],
+            &["--driver-root", "/a", "/b"],
+            &["--driver-root", "/a", "--driver-root", "/b"],
+            &["--device", "0"],
+            &["/usr/lib"],
+            &["--help"],
+            &[""],
+        ] {
+            assert_eq!(
+                parse_arguments(&args(other)),
+                Err(reason_codes::INVALID_ARGUMENTS),
+                "{other:?}"
+            );
+        }
+        let report = argument_error(reason_codes::INVALID_ARGUMENTS);
+        assert_schema_invariants(&report);
+        assert_eq!(
+            (report.status, report.reason_code, report.driver_loaded),
+            (STATUS_ERROR, Some(reason_codes::INVALID_ARGUMENTS), false)
+        );
     }
 
     #[test]

@@ -95,6 +95,7 @@ class OptionKeysSpec:
 
     probe: str
     toolkit: str
+    driver_root: str
     device: str
     sm: str
     probe_sha256: str
@@ -327,6 +328,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
     option_keys=OptionKeysSpec(
         probe="probe_executable",
         toolkit="toolkit_root",
+        driver_root="driver_root",
         device="device_ordinal",
         sm="sm",
         probe_sha256="probe_sha256",
@@ -383,6 +385,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             reason_prefix="LIBTORCH_",
             option_allowlist=frozenset({
                 "device_ordinal",
+                "driver_root",
                 "probe_executable",
                 "probe_sha256",
                 "sm",
@@ -448,6 +451,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             reason_prefix=None,
             option_allowlist=frozenset({
                 "device_ordinal",
+                "driver_root",
                 "probe_executable",
                 "probe_sha256",
                 "sm",
@@ -536,6 +540,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             reason_prefix="TENSORFLOW_TFE_",
             option_allowlist=frozenset({
                 "device_ordinal",
+                "driver_root",
                 "probe_executable",
                 "probe_sha256",
                 "sm",
@@ -624,7 +629,11 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         compute_minor_range=(0, 99),
         reason_code_pattern="^[A-Z][A-Z0-9_]{0,63}$",
         target_field_pattern="^[A-Za-z0-9_-]{1,32}$",
-        driver_environment={"CUDA_DISABLE_JIT": "1", "CUDA_FORCE_PRELOAD_LIBRARIES": "0"},
+        driver_environment={
+            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+            "CUDA_DISABLE_JIT": "1",
+            "CUDA_FORCE_PRELOAD_LIBRARIES": "0",
+        },
         reason_codes=(
             "CU_DEVICE_CAPABILITY_FAILED",
             "CU_DEVICE_COUNT_FAILED",
@@ -632,6 +641,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "CU_DEVICE_NAME_FAILED",
             "CU_DRIVER_VERSION_FAILED",
             "CU_INIT_FAILED",
+            "DRIVER_ROOT_NOT_ABSOLUTE",
+            "INVALID_ARGUMENTS",
             "INVALID_COMPUTE_CAPABILITY",
             "INVALID_DEVICE_COUNT",
             "LIBCUDA_SO_LOAD_FAILED",
@@ -783,6 +794,13 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "The selected device or architecture differs from the one the artifact requires.",
             "Make device_ordinal and sm agree with the domain plugin's requirement.",
         ),
+        "DRIVER_ROOT_NOT_ABSOLUTE": (
+            "The driver_root device option (the probe's --driver-root) is not an absolute path.",
+            (
+                "Set driver_root to the absolute directory that holds libcuda.so.1, for example "
+                "/usr/local/cuda/compat."
+            ),
+        ),
         "DRIVER_TOOLKIT_INCOMPATIBLE": (
             "The CUDA driver is older than the toolkit it would run.",
             "Upgrade the NVIDIA driver or use an older toolkit.",
@@ -811,8 +829,15 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Select the libtorch or TensorFlow TFE capability for framework reuse.",
         ),
         "INVALID_ARGUMENTS": (
-            "The smoke was not called with exactly --device N, N from 0 to 1023.",
-            "Run rextio-cuda-runtime-smoke --device 0.",
+            (
+                "The probe or the smoke was called with arguments it does not take: the probe "
+                "takes none or exactly --driver-root DIR, the smoke exactly --device N with N from "
+                "0 to 1023."
+            ),
+            (
+                "Run rextio-cuda-driver-probe alone or with --driver-root /absolute/dir, and "
+                "rextio-cuda-runtime-smoke --device 0."
+            ),
         ),
         "INVALID_COMPUTE_CAPABILITY": (
             "The driver reported a compute capability outside 1.0 to 99.99.",
@@ -827,23 +852,40 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Write the architecture as sm_ followed by two or three digits, for example sm_80.",
         ),
         "LIBCUDA_SO_LOAD_FAILED": (
-            "A libcuda.so.1 exists, but none passed the ownership and location checks and loaded.",
+            "A libcuda.so.1 exists, but none passed the loader's rules and loaded.",
             (
-                "Give the driver image and every directory above it to root, writable only by "
-                "root, with one hard link, as a regular file below a reviewed system root (run the "
-                "probe by hand: stderr says why each candidate was refused)."
+                "Run the probe by hand (with --driver-root DIR if driver_root is set): stderr "
+                "names, for each candidate, the rule that refused it. The rules: owner (the image, "
+                "every directory from / down to it and every link on its way are root's), mode "
+                "(the image has no group/other write bit), writable-directory (a directory on its "
+                "way, from /usr down, that group or others may write passes only when it is sticky "
+                "and root's and the entry below it is root's, as in the Nix store), links (one "
+                "hard link, unless the image lies on a read-only mount), location (it resolves "
+                "below a reviewed root or below driver_root), regular-file, resolution (no "
+                "dangling link or loop). Fix what the named rule requires; if every rule passes "
+                "and it still fails, the image did not load (a wrong architecture or a missing "
+                "library beside it)."
             ),
         ),
         "LIBCUDA_SO_NOT_FOUND": (
             (
-                "No libcuda.so.1 exists in any directory the probe searches, in this order: on "
-                "Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
-                "/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib; on Linux aarch64 "
-                "/usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/tegra, "
-                "/usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib (never PATH, LD_LIBRARY_PATH or "
-                "the environment)."
+                "No libcuda.so.1 exists where the probe looked: with driver_root set, only in that "
+                "directory; otherwise in each directory it searches, in this order: on Linux "
+                "x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
+                "/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, "
+                "/run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 "
+                "/usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
+                "/usr/lib/aarch64-linux-gnu/nvidia, /usr/lib/aarch64-linux-gnu/tegra, "
+                "/usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /run/opengl-driver/lib, "
+                "/.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the environment)."
             ),
-            "Install the NVIDIA driver, or run on a host that has one.",
+            (
+                "If the driver is installed elsewhere (NVIDIA's forward-compatibility package in "
+                "/usr/local/cuda/compat, Jetson Thor's /opt/nvidia/l4t-gpu-libs/openrm, a "
+                "container's own driver directory), set the device option driver_root to that "
+                "absolute directory; otherwise install the NVIDIA driver, or run where one is "
+                "visible (in a container, with the NVIDIA container runtime or --nv)."
+            ),
         ),
         "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED": (
             "The libtorch reuse capability accepts only host-extension artifacts.",
@@ -979,8 +1021,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "PROVIDER_OPTION_UNKNOWN": (
             "A device option name is not accepted by the selected capability.",
             (
-                "Use only probe_executable, device_ordinal, sm and (raw-driver capabilities only) "
-                "toolkit_root."
+                "Use only probe_executable, probe_sha256, device_ordinal, sm, driver_root and "
+                "(raw-driver capabilities only) toolkit_root."
             ),
         ),
         "REQUIRED_SYMBOL_MISSING": (

@@ -1,12 +1,14 @@
 //! `rextio-cuda-driver-probe`: prints one schema-1 JSON report and exits 0.
 //!
-//! When no driver candidate was usable, stderr says why for each one (the
+//! Takes nothing, or exactly `--driver-root DIR` (contract §9.4); any other
+//! argument gets one `error` record and nothing is loaded. When no driver
+//! candidate was usable, stderr names the rule that refused each one (the
 //! provider discards stderr; it is for a person running the probe by hand).
 
 use std::io::Write;
 
 use rextio_cuda_probe::generated::spec::reason_codes;
-use rextio_cuda_probe::inventory::DriverEnvironment;
+use rextio_cuda_probe::inventory::{self, DriverEnvironment};
 use rextio_cuda_probe::report_out::ReportOut;
 
 fn main() {
@@ -16,13 +18,21 @@ fn main() {
     let environment = unsafe { DriverEnvironment::set() };
     // Before the driver loads: whatever it prints goes to stderr.
     let mut out = ReportOut::divert_stdout();
-    let report = rextio_cuda_probe::inventory::probe(&environment);
+    let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let location = match inventory::parse_arguments(&arguments) {
+        Ok(location) => location,
+        Err(reason_code) => {
+            let _ = out.write_line(&inventory::argument_error(reason_code).to_json());
+            return;
+        }
+    };
+    let report = inventory::probe_at(&environment, &location);
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
     let _ = out.write_line(&report.to_json());
     if report.reason_code == Some(reason_codes::LIBCUDA_SO_LOAD_FAILED) {
         let mut stderr = std::io::stderr().lock();
-        for line in rextio_cuda_probe::loader::candidate_diagnostics() {
+        for line in rextio_cuda_probe::loader::candidate_diagnostics_at(&location) {
             let _ = writeln!(stderr, "{line}");
         }
     }

@@ -51,6 +51,8 @@ pub mod reason_codes {
     pub const DEVICE_ORDINAL_NOT_CONFIGURED: &str = "DEVICE_ORDINAL_NOT_CONFIGURED";
     /// The selected device or architecture differs from the one the artifact requires.
     pub const DEVICE_REQUIREMENT_MISMATCH: &str = "DEVICE_REQUIREMENT_MISMATCH";
+    /// The driver_root device option (the probe's --driver-root) is not an absolute path.
+    pub const DRIVER_ROOT_NOT_ABSOLUTE: &str = "DRIVER_ROOT_NOT_ABSOLUTE";
     /// The CUDA driver is older than the toolkit it would run.
     pub const DRIVER_TOOLKIT_INCOMPATIBLE: &str = "DRIVER_TOOLKIT_INCOMPATIBLE";
     /// The CUDA driver is older than the required floor.
@@ -63,7 +65,7 @@ pub mod reason_codes {
     pub const EXPLICIT_SM_REQUIRED: &str = "EXPLICIT_SM_REQUIRED";
     /// A raw-driver capability cannot reuse a framework's runtime.
     pub const FRAMEWORK_RUNTIME_REUSE_UNSUPPORTED: &str = "FRAMEWORK_RUNTIME_REUSE_UNSUPPORTED";
-    /// The smoke was not called with exactly --device N, N from 0 to 1023.
+    /// The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023.
     pub const INVALID_ARGUMENTS: &str = "INVALID_ARGUMENTS";
     /// The driver reported a compute capability outside 1.0 to 99.99.
     pub const INVALID_COMPUTE_CAPABILITY: &str = "INVALID_COMPUTE_CAPABILITY";
@@ -71,9 +73,9 @@ pub mod reason_codes {
     pub const INVALID_DEVICE_COUNT: &str = "INVALID_DEVICE_COUNT";
     /// An architecture is not spelled sm_NN or sm_NNN.
     pub const INVALID_SM: &str = "INVALID_SM";
-    /// A libcuda.so.1 exists, but none passed the ownership and location checks and loaded.
+    /// A libcuda.so.1 exists, but none passed the loader's rules and loaded.
     pub const LIBCUDA_SO_LOAD_FAILED: &str = "LIBCUDA_SO_LOAD_FAILED";
-    /// No libcuda.so.1 exists in any directory the probe searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib (never PATH, LD_LIBRARY_PATH or the environment).
+    /// No libcuda.so.1 exists where the probe looked: with driver_root set, only in that directory; otherwise in each directory it searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, /run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/nvidia, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /run/opengl-driver/lib, /.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the environment).
     pub const LIBCUDA_SO_NOT_FOUND: &str = "LIBCUDA_SO_NOT_FOUND";
     /// The libtorch reuse capability accepts only host-extension artifacts.
     pub const LIBTORCH_ARTIFACT_KIND_UNSUPPORTED: &str = "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED";
@@ -307,6 +309,11 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
         "Make device_ordinal and sm agree with the domain plugin's requirement.",
     ),
     (
+        "DRIVER_ROOT_NOT_ABSOLUTE",
+        "The driver_root device option (the probe's --driver-root) is not an absolute path.",
+        "Set driver_root to the absolute directory that holds libcuda.so.1, for example /usr/local/cuda/compat.",
+    ),
+    (
         "DRIVER_TOOLKIT_INCOMPATIBLE",
         "The CUDA driver is older than the toolkit it would run.",
         "Upgrade the NVIDIA driver or use an older toolkit.",
@@ -338,8 +345,8 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     ),
     (
         "INVALID_ARGUMENTS",
-        "The smoke was not called with exactly --device N, N from 0 to 1023.",
-        "Run rextio-cuda-runtime-smoke --device 0.",
+        "The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023.",
+        "Run rextio-cuda-driver-probe alone or with --driver-root /absolute/dir, and rextio-cuda-runtime-smoke --device 0.",
     ),
     (
         "INVALID_COMPUTE_CAPABILITY",
@@ -358,13 +365,13 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     ),
     (
         "LIBCUDA_SO_LOAD_FAILED",
-        "A libcuda.so.1 exists, but none passed the ownership and location checks and loaded.",
-        "Give the driver image and every directory above it to root, writable only by root, with one hard link, as a regular file below a reviewed system root (run the probe by hand: stderr says why each candidate was refused).",
+        "A libcuda.so.1 exists, but none passed the loader's rules and loaded.",
+        "Run the probe by hand (with --driver-root DIR if driver_root is set): stderr names, for each candidate, the rule that refused it. The rules: owner (the image, every directory from / down to it and every link on its way are root's), mode (the image has no group/other write bit), writable-directory (a directory on its way, from /usr down, that group or others may write passes only when it is sticky and root's and the entry below it is root's, as in the Nix store), links (one hard link, unless the image lies on a read-only mount), location (it resolves below a reviewed root or below driver_root), regular-file, resolution (no dangling link or loop). Fix what the named rule requires; if every rule passes and it still fails, the image did not load (a wrong architecture or a missing library beside it).",
     ),
     (
         "LIBCUDA_SO_NOT_FOUND",
-        "No libcuda.so.1 exists in any directory the probe searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib (never PATH, LD_LIBRARY_PATH or the environment).",
-        "Install the NVIDIA driver, or run on a host that has one.",
+        "No libcuda.so.1 exists where the probe looked: with driver_root set, only in that directory; otherwise in each directory it searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, /run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/nvidia, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /run/opengl-driver/lib, /.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the environment).",
+        "If the driver is installed elsewhere (NVIDIA's forward-compatibility package in /usr/local/cuda/compat, Jetson Thor's /opt/nvidia/l4t-gpu-libs/openrm, a container's own driver directory), set the device option driver_root to that absolute directory; otherwise install the NVIDIA driver, or run where one is visible (in a container, with the NVIDIA container runtime or --nv).",
     ),
     (
         "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED",
@@ -509,7 +516,7 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     (
         "PROVIDER_OPTION_UNKNOWN",
         "A device option name is not accepted by the selected capability.",
-        "Use only probe_executable, device_ordinal, sm and (raw-driver capabilities only) toolkit_root.",
+        "Use only probe_executable, probe_sha256, device_ordinal, sm, driver_root and (raw-driver capabilities only) toolkit_root.",
     ),
     (
         "REQUIRED_SYMBOL_MISSING",
@@ -656,6 +663,7 @@ pub const PROBE_STATUSES: &[&str] = &[
 ];
 /// Environment set before `cuInit`, as `(name, value)`, sorted by name.
 pub const DRIVER_ENVIRONMENT: &[(&str, &str)] = &[
+    ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
     ("CUDA_DISABLE_JIT", "1"),
     ("CUDA_FORCE_PRELOAD_LIBRARIES", "0"),
 ];

@@ -63,21 +63,41 @@ pub const fn target_is_supported() -> bool {
     ))
 }
 
+/// Where the driver is looked for: contract §9.4's list, or only an explicit
+/// driver directory (`--driver-root DIR`, Linux only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverLocation {
+    /// The reviewed candidates of this target.
+    Reviewed,
+    /// Only `DIR/libcuda.so.1`, DIR absolute (canonicalized before use).
+    Root(std::path::PathBuf),
+}
+
 /// Why each existing driver candidate of this target was or was not usable,
-/// one line per candidate, for a person (stderr), never for a record: the
-/// lines hold paths.
+/// one line per candidate naming the rule that refused it, for a person
+/// (stderr), never for a record: the lines hold paths.
 pub fn candidate_diagnostics() -> Vec<String> {
-    platform::candidate_diagnostics()
+    platform::candidate_diagnostics(&DriverLocation::Reviewed)
+}
+
+/// As [`candidate_diagnostics`], for `location`.
+pub fn candidate_diagnostics_at(location: &DriverLocation) -> Vec<String> {
+    platform::candidate_diagnostics(location)
 }
 
 /// Opens the reviewed driver image and resolves the probe's inventory table.
 pub fn load_inventory_api() -> Result<InventoryApi, LoadError> {
-    inventory_api_from(platform::open_driver_image()?)
+    load_inventory_api_at(&DriverLocation::Reviewed)
+}
+
+/// As [`load_inventory_api`], looking only where `location` says.
+pub fn load_inventory_api_at(location: &DriverLocation) -> Result<InventoryApi, LoadError> {
+    inventory_api_from(platform::open_driver_image_at(location)?)
 }
 
 /// Opens the reviewed driver image and resolves the runtime's full table.
 pub fn load_driver_api() -> Result<DriverApi, LoadError> {
-    driver_api_from(platform::open_driver_image()?)
+    driver_api_from(platform::open_driver_image_at(&DriverLocation::Reviewed)?)
 }
 
 /// As [`load_driver_api`], searching `search` instead of contract §6's
@@ -135,7 +155,7 @@ mod platform {
     use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 
     use super::reviewed::{self, ReviewedImage, Search, SearchFailure, Verdict};
-    use super::LoadError;
+    use super::{DriverLocation, LoadError};
 
     pub type DriverImage = Library;
 
@@ -144,8 +164,18 @@ mod platform {
     #[cfg(target_arch = "aarch64")]
     const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_AARCH64_CANDIDATE_DIRS;
 
-    pub fn open_driver_image() -> Result<DriverImage, LoadError> {
-        open_driver_image_from(&Search::production(CANDIDATE_DIRS))
+    /// The search for `location`; None when the driver root cannot be
+    /// resolved (nothing exists there).
+    fn search(location: &DriverLocation) -> Option<Search> {
+        match location {
+            DriverLocation::Reviewed => Some(Search::production(CANDIDATE_DIRS)),
+            DriverLocation::Root(dir) => Search::driver_root(dir).ok(),
+        }
+    }
+
+    pub fn open_driver_image_at(location: &DriverLocation) -> Result<DriverImage, LoadError> {
+        let search = search(location).ok_or(LoadError::DriverNotFound)?;
+        open_driver_image_from(&search)
     }
 
     pub fn open_driver_image_from(search: &Search) -> Result<DriverImage, LoadError> {
@@ -161,8 +191,10 @@ mod platform {
         })
     }
 
-    pub fn candidate_diagnostics() -> Vec<String> {
-        let search = Search::production(CANDIDATE_DIRS);
+    pub fn candidate_diagnostics(location: &DriverLocation) -> Vec<String> {
+        let Some(search) = search(location) else {
+            return vec!["the driver root cannot be resolved: nothing is there".to_string()];
+        };
         search
             .candidates
             .iter()
@@ -170,9 +202,11 @@ mod platform {
                 let shown = candidate.display();
                 match reviewed::review_candidate(candidate, &search.roots, &search.floor) {
                     Verdict::Absent => None,
-                    Verdict::Rejected(rejection) => {
-                        Some(format!("refused {shown}: {}", rejection.explanation()))
-                    }
+                    Verdict::Rejected(rejection) => Some(format!(
+                        "refused {shown}: rule `{}`: {}",
+                        rejection.rule(),
+                        rejection.explanation()
+                    )),
                     Verdict::Accepted(image) => Some(format!(
                         "{shown} passed review as {}; loading it may still fail",
                         image.path().display()
@@ -217,7 +251,7 @@ mod platform {
 
     use libloading::os::windows::{Library, LOAD_LIBRARY_SEARCH_SYSTEM32};
 
-    use super::LoadError;
+    use super::{DriverLocation, LoadError};
 
     /// The loaded module, pinned: it is never freed while the process lives
     /// (unloading the driver after `cuInit` is a known crash source), so its
@@ -227,11 +261,13 @@ mod platform {
     /// Only this file name, and only from System32.
     const NVCUDA_DLL: &str = "nvcuda.dll";
 
-    pub fn candidate_diagnostics() -> Vec<String> {
+    pub fn candidate_diagnostics(_location: &DriverLocation) -> Vec<String> {
         vec![format!("only {NVCUDA_DLL} from System32 is ever loaded")]
     }
 
-    pub fn open_driver_image() -> Result<DriverImage, LoadError> {
+    /// Only System32's image: the probe refuses `--driver-root` here before
+    /// loading anything.
+    pub fn open_driver_image_at(_location: &DriverLocation) -> Result<DriverImage, LoadError> {
         // SAFETY: LOAD_LIBRARY_SEARCH_SYSTEM32 restricts the search to
         // System32, so only the installed display driver's nvcuda.dll runs
         // its initializers.
@@ -260,16 +296,16 @@ mod platform {
     use core::ffi::{c_void, CStr};
     use core::ptr::NonNull;
 
-    use super::LoadError;
+    use super::{DriverLocation, LoadError};
 
     /// No image can exist on an unsupported target.
     pub enum DriverImage {}
 
-    pub fn candidate_diagnostics() -> Vec<String> {
+    pub fn candidate_diagnostics(_location: &DriverLocation) -> Vec<String> {
         vec!["this target has no reviewed driver location".to_string()]
     }
 
-    pub fn open_driver_image() -> Result<DriverImage, LoadError> {
+    pub fn open_driver_image_at(_location: &DriverLocation) -> Result<DriverImage, LoadError> {
         Err(LoadError::UnsupportedTarget)
     }
 

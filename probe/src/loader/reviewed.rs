@@ -37,7 +37,7 @@ use std::path::{Component, Path, PathBuf};
 /// The driver image's file name in every Linux candidate directory.
 pub const LINUX_DRIVER_FILE_NAME: &str = "libcuda.so.1";
 
-/// Candidate directories on Linux x86_64, tried in this order.
+/// Candidate directories on Linux x86_64, tried in this order (contract §9.4).
 pub const LINUX_X86_64_CANDIDATE_DIRS: &[&str] = &[
     "/usr/lib/wsl/lib",
     "/usr/local/nvidia/lib64",
@@ -45,24 +45,35 @@ pub const LINUX_X86_64_CANDIDATE_DIRS: &[&str] = &[
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib64",
     "/usr/lib",
+    "/usr/lib64-nvidia",
+    "/run/opengl-driver/lib",
+    "/.singularity.d/libs",
 ];
 
-/// Candidate directories on Linux AArch64, tried in this order.
+/// Candidate directories on Linux AArch64, tried in this order (contract §9.4).
 pub const LINUX_AARCH64_CANDIDATE_DIRS: &[&str] = &[
     "/usr/local/nvidia/lib64",
     "/usr/local/nvidia/lib",
+    "/usr/lib/aarch64-linux-gnu/nvidia",
     "/usr/lib/aarch64-linux-gnu/tegra",
     "/usr/lib/aarch64-linux-gnu",
     "/usr/lib64",
     "/usr/lib",
+    "/run/opengl-driver/lib",
+    "/.singularity.d/libs",
 ];
 
 /// A candidate's resolved path must lie strictly below one of these.
+/// `/run/opengl-driver/lib` is a candidate but no root: NixOS makes it a
+/// link into `/nix/store`, where the image really lies.
 pub const REVIEWED_ROOTS: &[&str] = &[
     "/usr/lib",
     "/usr/lib64",
+    "/usr/lib64-nvidia",
     "/usr/local/nvidia/lib",
     "/usr/local/nvidia/lib64",
+    "/nix/store",
+    "/.singularity.d/libs",
 ];
 
 /// Every directory walked must be writable only by its owner, except the
@@ -75,6 +86,10 @@ pub const MAX_LINKS: usize = 40;
 
 /// Group and other write permission bits.
 const GROUP_OR_OTHER_WRITE: u32 = 0o022;
+
+/// The sticky bit: in such a directory only an entry's owner (or the
+/// directory's owner, or root) may rename or unlink the entry.
+const STICKY: u32 = 0o1000;
 
 /// The only owner of a trusted image, directory or link.
 const ROOT_UID: u32 = 0;
@@ -89,13 +104,31 @@ pub struct Search {
 }
 
 impl Search {
-    /// Contract §6's candidates (for `candidate_dirs`), roots and floor.
+    /// Contract §9.4's candidates (for `candidate_dirs`), roots and floor.
     pub fn production(candidate_dirs: &[&str]) -> Self {
         Self {
             candidates: candidate_paths(candidate_dirs),
             roots: reviewed_roots(),
             floor: PathBuf::from(ANCESTOR_CHECK_FLOOR),
         }
+    }
+
+    /// An explicit driver directory (contract §9.4, `--driver-root DIR`):
+    /// only `DIR/libcuda.so.1` is tried, and the canonical DIR is a reviewed
+    /// root beside the production ones. DIR is canonicalized first because
+    /// it is often reached through links (`/usr/local/cuda` ->
+    /// `/etc/alternatives/cuda` -> `/usr/local/cuda-12.8`); the walk then
+    /// checks every component of the canonical path from `/` down like any
+    /// other candidate. Fails when DIR cannot be resolved (nothing there).
+    pub fn driver_root(dir: &Path) -> io::Result<Self> {
+        let canonical = std::fs::canonicalize(dir)?;
+        let mut roots = reviewed_roots();
+        roots.push(canonical.clone());
+        Ok(Self {
+            candidates: vec![canonical.join(LINUX_DRIVER_FILE_NAME)],
+            roots,
+            floor: PathBuf::from(ANCESTOR_CHECK_FLOOR),
+        })
     }
 }
 
@@ -129,27 +162,57 @@ pub enum Rejection {
     ImageHasOtherLinks,
     /// A directory walked, or a link followed, is not owned by root.
     AncestorNotOwnedByRoot,
-    /// A directory walked has a group or other write bit.
+    /// A directory walked has a group or other write bit and is not both
+    /// sticky and root-owned.
     AncestorWritableByOthers,
+    /// A directory walked is group- or other-writable (sticky and root's),
+    /// and the entry below it is not owned by root.
+    EntryBelowWritableDirectoryNotOwnedByRoot,
 }
 
 impl Rejection {
+    /// The loader rule that refused the image (docs/interfaces.md gives each
+    /// rule its reason), as the probe's stderr and the remedy name it.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Self::Unresolvable => "resolution",
+            Self::OutsideReviewedRoots => "location",
+            Self::NotRegularFile => "regular-file",
+            Self::ImageNotOwnedByRoot | Self::AncestorNotOwnedByRoot => "owner",
+            Self::ImageWritableByOthers => "mode",
+            Self::AncestorWritableByOthers | Self::EntryBelowWritableDirectoryNotOwnedByRoot => {
+                "writable-directory"
+            }
+            Self::ImageHasOtherLinks => "links",
+        }
+    }
+
     /// One plain sentence for a person reading the probe's stderr.
     pub fn explanation(&self) -> &'static str {
         match self {
             Self::Unresolvable => {
                 "the path cannot be resolved (dangling link, loop, too many links or no access)"
             }
-            Self::OutsideReviewedRoots => "it resolves outside the reviewed driver directories",
+            Self::OutsideReviewedRoots => {
+                "it resolves outside the reviewed driver directories (and outside driver_root)"
+            }
             Self::NotRegularFile => "it is not a regular file",
             Self::ImageNotOwnedByRoot => "the image is not owned by root",
             Self::ImageWritableByOthers => "the image is writable by group or others",
-            Self::ImageHasOtherLinks => "the image has more than one hard link",
+            Self::ImageHasOtherLinks => {
+                "the image has more than one hard link on a writable mount \
+                 (a second link passes only on a read-only mount)"
+            }
             Self::AncestorNotOwnedByRoot => {
                 "a directory above it, or a link on its way, is not owned by root"
             }
             Self::AncestorWritableByOthers => {
-                "a directory on its way (from /usr down) is writable by group or others"
+                "a directory on its way is writable by group or others and not both sticky \
+                 and owned by root"
+            }
+            Self::EntryBelowWritableDirectoryNotOwnedByRoot => {
+                "a directory on its way is writable by group or others (sticky, owned by \
+                 root), but the entry below it is not owned by root"
             }
         }
     }
@@ -236,6 +299,9 @@ struct Status {
 struct Directory {
     file: OwnedFd,
     path: PathBuf,
+    /// Group- or other-writable (and so sticky and root's, or refused):
+    /// every entry below it must be root's.
+    writable_by_others: bool,
 }
 
 struct Walk<'a> {
@@ -285,6 +351,11 @@ impl Walk<'_> {
                 Err(_) => return Err(Rejection::Unresolvable.into()),
             };
             let status = status_of(&file).map_err(|_| Rejection::Unresolvable)?;
+            // In a sticky directory others may write, only the entry's owner
+            // (besides root) can rename or unlink it: the entry must be root's.
+            if parent.writable_by_others && status.uid != ROOT_UID {
+                refuse(Rejection::EntryBelowWritableDirectoryNotOwnedByRoot);
+            }
             match status.kind {
                 libc::S_IFLNK => {
                     if status.uid != ROOT_UID {
@@ -311,7 +382,12 @@ impl Walk<'_> {
                     if let Err(rejection) = self.check_directory(&status, &path) {
                         refuse(rejection);
                     }
-                    stack.push(Directory { file, path });
+                    let writable_by_others = status.mode & GROUP_OR_OTHER_WRITE != 0;
+                    stack.push(Directory {
+                        file,
+                        path,
+                        writable_by_others,
+                    });
                 }
                 _ if !pending.is_empty() => {
                     // A file where a directory should be: ENOTDIR.
@@ -334,7 +410,11 @@ impl Walk<'_> {
         let status = status_of(&file).map_err(|_| Rejection::Unresolvable)?;
         let path = PathBuf::from("/");
         self.check_directory(&status, &path)?;
-        Ok(Directory { file, path })
+        Ok(Directory {
+            file,
+            path,
+            writable_by_others: status.mode & GROUP_OR_OTHER_WRITE != 0,
+        })
     }
 
     fn check_directory(&self, status: &Status, path: &Path) -> Result<(), Rejection> {
@@ -342,7 +422,11 @@ impl Walk<'_> {
             return Err(Rejection::AncestorNotOwnedByRoot);
         }
         let above_floor = self.floor.starts_with(path) && self.floor != path;
-        if !above_floor && status.mode & GROUP_OR_OTHER_WRITE != 0 {
+        // A writable directory passes only as the Nix store does
+        // (`root:nixbld 1775`): sticky and root's; the walk then requires
+        // the entry below it to be root's too.
+        let sticky_and_roots = status.mode & STICKY != 0;
+        if !above_floor && status.mode & GROUP_OR_OTHER_WRITE != 0 && !sticky_and_roots {
             return Err(Rejection::AncestorWritableByOthers);
         }
         Ok(())
@@ -358,7 +442,7 @@ impl Walk<'_> {
             .roots
             .iter()
             .any(|root| path.starts_with(root) && path != *root);
-        if !under_a_root || !path.starts_with(self.floor) {
+        if !under_a_root {
             return Err(Rejection::OutsideReviewedRoots.into());
         }
         if status.kind != libc::S_IFREG {
@@ -370,7 +454,9 @@ impl Walk<'_> {
         if status.mode & GROUP_OR_OTHER_WRITE != 0 {
             return Err(Rejection::ImageWritableByOthers.into());
         }
-        if status.links != 1 {
+        // Nobody can add a link on a read-only mount (OSTree's `/usr`, a
+        // read-only Nix store); on a writable one a second link is refused.
+        if status.links != 1 && !on_read_only_mount(&file) {
             return Err(Rejection::ImageHasOtherLinks.into());
         }
         Ok(ReviewedImage { file, path })
@@ -431,6 +517,20 @@ fn status_of(file: &OwnedFd) -> io::Result<Status> {
         mode: stat.st_mode & 0o7777,
         links: u64::from(stat.st_nlink),
     })
+}
+
+/// Whether the mount holding this open file is read-only (`ST_RDONLY` of
+/// `fstatvfs` on the descriptor, so it is the checked file's own mount).
+/// Any failure counts as writable.
+fn on_read_only_mount(file: &OwnedFd) -> bool {
+    // SAFETY: an all-zero `statvfs` is a valid value of this plain C struct.
+    let mut stat: libc::statvfs = unsafe { core::mem::zeroed() };
+    // SAFETY: the descriptor is open (O_PATH descriptors take fstatfs since
+    // Linux 3.12) and `stat` is a live, writable struct.
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut stat) } != 0 {
+        return false;
+    }
+    stat.f_flag & libc::ST_RDONLY != 0
 }
 
 /// The target of the link this `O_PATH | O_NOFOLLOW` descriptor names.
@@ -695,7 +795,6 @@ mod tests {
             sandbox.floor.join("lib/nvidia"),
             sandbox.floor.join("lib"),
             sandbox.floor.clone(),
-            sandbox.base(),
         ] {
             owner(&dir, USER_UID);
             assert_eq!(
@@ -706,6 +805,15 @@ mod tests {
             );
             owner(&dir, 0);
         }
+        // The base lies in the sticky, world-writable temporary directory:
+        // the entry below a writable directory must be root's, and that rule
+        // names the refusal first.
+        owner(&sandbox.base(), USER_UID);
+        assert_eq!(
+            sandbox.review(&image),
+            Err(Rejection::EntryBelowWritableDirectoryNotOwnedByRoot)
+        );
+        owner(&sandbox.base(), 0);
         assert_eq!(sandbox.review(&image), Ok(Some(image)));
     }
 
@@ -737,7 +845,14 @@ mod tests {
     fn refuses_a_writable_ancestor_at_every_level_from_the_floor_down() {
         let sandbox = Sandbox::new();
         let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
-        for (dir, mode) in [("lib/nvidia", 0o775), ("lib", 0o757), ("", 0o1777)] {
+        // Writable and not sticky, at each level (0o1777 passes: see
+        // `a_sticky_root_owned_writable_directory_passes_only_above_root_entries`).
+        for (dir, mode) in [
+            ("lib/nvidia", 0o775),
+            ("lib", 0o757),
+            ("", 0o0777),
+            ("lib", 0o0770),
+        ] {
             let dir = sandbox.floor.join(dir);
             set_mode(&dir, mode);
             assert_eq!(
@@ -749,6 +864,125 @@ mod tests {
             set_mode(&dir, 0o755);
         }
         assert_eq!(sandbox.review(&image), Ok(Some(image)));
+    }
+
+    #[test]
+    fn a_sticky_root_owned_writable_directory_passes_only_above_root_entries() {
+        let sandbox = Sandbox::new();
+        let image = sandbox.image("lib/nvidia/libcuda.so.1", 0o644);
+        let store = sandbox.floor.join("lib");
+        // The Nix store's own mode (`root:nixbld 1775`) and /tmp's.
+        for mode in [0o1775, 0o1777, 0o1757] {
+            set_mode(&store, mode);
+            assert_eq!(sandbox.review(&image), Ok(Some(image.clone())), "{mode:o}");
+        }
+        // A foreign entry below it (a directory, or a link) is refused, and
+        // the writable-directory rule says why.
+        let below = sandbox.floor.join("lib/nvidia");
+        owner(&below, USER_UID);
+        assert_eq!(
+            sandbox.review(&image),
+            Err(Rejection::EntryBelowWritableDirectoryNotOwnedByRoot)
+        );
+        owner(&below, 0);
+        let link = store.join("alias");
+        symlink("nvidia/libcuda.so.1", &link).unwrap();
+        assert_eq!(sandbox.review(&link), Ok(Some(image.clone())));
+        owner(&link, USER_UID);
+        assert_eq!(
+            sandbox.review(&link),
+            Err(Rejection::EntryBelowWritableDirectoryNotOwnedByRoot)
+        );
+        // The image itself right below a writable sticky directory.
+        let direct = sandbox.image("lib/libcuda.so.1", 0o644);
+        assert_eq!(sandbox.review(&direct), Ok(Some(direct.clone())));
+        owner(&direct, USER_UID);
+        assert_eq!(
+            sandbox.review(&direct),
+            Err(Rejection::EntryBelowWritableDirectoryNotOwnedByRoot)
+        );
+        // Sticky but not root's: refused by its owner.
+        set_mode(&store, 0o1775);
+        owner(&store, USER_UID);
+        assert_eq!(
+            sandbox.review(&image),
+            Err(Rejection::AncestorNotOwnedByRoot)
+        );
+        owner(&store, 0);
+        set_mode(&store, 0o755);
+    }
+
+    #[test]
+    fn a_driver_root_is_canonicalized_and_is_the_only_candidate() {
+        let sandbox = Sandbox::new();
+        let real = sandbox.image("lib/nvidia/libcuda.so.550.54", 0o644);
+        symlink(
+            "libcuda.so.550.54",
+            sandbox.floor.join("lib/nvidia/libcuda.so.1"),
+        )
+        .unwrap();
+        // Reached through a link, as /usr/local/cuda -> /etc/alternatives/cuda is.
+        let alias = sandbox.floor.join("local/compat");
+        symlink(sandbox.floor.join("lib/nvidia"), &alias).unwrap();
+        let search = Search::driver_root(&alias).unwrap();
+        let canonical = sandbox.floor.join("lib/nvidia");
+        assert_eq!(search.candidates, [canonical.join("libcuda.so.1")]);
+        assert_eq!(search.roots.last(), Some(&canonical));
+        assert_eq!(&search.roots[..REVIEWED_ROOTS.len()], reviewed_roots());
+        let open = |image: &ReviewedImage| Some(image.path().to_path_buf());
+        let opened = open_first_accepted(&search.candidates, &search.roots, &search.floor, open);
+        assert_eq!(opened, Ok(real.clone()));
+        // Every other check still applies: a foreign directory on the way.
+        owner(&sandbox.floor.join("lib"), USER_UID);
+        let refused = open_first_accepted(&search.candidates, &search.roots, &search.floor, open);
+        assert_eq!(refused, Err(SearchFailure::NoneAcceptedAndOpened));
+        owner(&sandbox.floor.join("lib"), 0);
+        // A link out of DIR (and out of every reviewed root) is refused.
+        let outside = sandbox.image("local/outside/libcuda.so.1", 0o644);
+        sandbox.dir("lib/escape");
+        symlink(&outside, sandbox.floor.join("lib/escape/libcuda.so.1")).unwrap();
+        let escape = Search::driver_root(&sandbox.floor.join("lib/escape")).unwrap();
+        assert_eq!(
+            summary(review_candidate(
+                &escape.candidates[0],
+                &escape.roots,
+                &escape.floor
+            )),
+            Err(Rejection::OutsideReviewedRoots)
+        );
+        // Nothing there: the directory cannot be resolved.
+        assert!(Search::driver_root(&sandbox.floor.join("lib/missing")).is_err());
+    }
+
+    #[test]
+    fn every_rejection_names_its_rule() {
+        let rules = [
+            (Rejection::Unresolvable, "resolution"),
+            (Rejection::OutsideReviewedRoots, "location"),
+            (Rejection::NotRegularFile, "regular-file"),
+            (Rejection::ImageNotOwnedByRoot, "owner"),
+            (Rejection::AncestorNotOwnedByRoot, "owner"),
+            (Rejection::ImageWritableByOthers, "mode"),
+            (Rejection::ImageHasOtherLinks, "links"),
+            (Rejection::AncestorWritableByOthers, "writable-directory"),
+            (
+                Rejection::EntryBelowWritableDirectoryNotOwnedByRoot,
+                "writable-directory",
+            ),
+        ];
+        let spec: serde_json::Value =
+            serde_json::from_str(include_str!("../../../templates/provider-spec.json")).unwrap();
+        let remedy = spec["reason_codes"]["LIBCUDA_SO_LOAD_FAILED"][1]
+            .as_str()
+            .unwrap();
+        for (rejection, rule) in rules {
+            assert_eq!(rejection.rule(), rule);
+            // The remedy explains every rule stderr can name.
+            assert!(
+                remedy.contains(&format!("{rule} (")) || remedy.contains(&format!("{rule},")),
+                "{rule}"
+            );
+        }
     }
 
     #[test]
@@ -924,44 +1158,60 @@ mod tests {
 
     #[test]
     fn production_lists_match_the_contract() {
-        // Contract §6, exactly and in order.
-        let x86_64: Vec<PathBuf> = [
-            "/usr/lib/wsl/lib/libcuda.so.1",
-            "/usr/local/nvidia/lib64/libcuda.so.1",
-            "/usr/local/nvidia/lib/libcuda.so.1",
-            "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-            "/usr/lib64/libcuda.so.1",
-            "/usr/lib/libcuda.so.1",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+        // Contract §9.4, exactly and in order.
+        let paths = |dirs: &[&str]| -> Vec<PathBuf> {
+            dirs.iter()
+                .map(|dir| PathBuf::from(format!("{dir}/libcuda.so.1")))
+                .collect()
+        };
+        let x86_64 = paths(&[
+            "/usr/lib/wsl/lib",
+            "/usr/local/nvidia/lib64",
+            "/usr/local/nvidia/lib",
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            "/usr/lib64-nvidia",
+            "/run/opengl-driver/lib",
+            "/.singularity.d/libs",
+        ]);
         assert_eq!(candidate_paths(LINUX_X86_64_CANDIDATE_DIRS), x86_64);
-        let aarch64: Vec<PathBuf> = [
-            "/usr/local/nvidia/lib64/libcuda.so.1",
-            "/usr/local/nvidia/lib/libcuda.so.1",
-            "/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
-            "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
-            "/usr/lib64/libcuda.so.1",
-            "/usr/lib/libcuda.so.1",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
+        let aarch64 = paths(&[
+            "/usr/local/nvidia/lib64",
+            "/usr/local/nvidia/lib",
+            "/usr/lib/aarch64-linux-gnu/nvidia",
+            "/usr/lib/aarch64-linux-gnu/tegra",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            "/run/opengl-driver/lib",
+            "/.singularity.d/libs",
+        ]);
         assert_eq!(candidate_paths(LINUX_AARCH64_CANDIDATE_DIRS), aarch64);
         let roots: Vec<PathBuf> = [
             "/usr/lib",
             "/usr/lib64",
+            "/usr/lib64-nvidia",
             "/usr/local/nvidia/lib",
             "/usr/local/nvidia/lib64",
+            "/nix/store",
+            "/.singularity.d/libs",
         ]
         .iter()
         .map(PathBuf::from)
         .collect();
         assert_eq!(reviewed_roots(), roots);
         assert_eq!(ANCESTOR_CHECK_FLOOR, "/usr");
+        // Every candidate lies below a root, except NixOS's, which is a link
+        // into the store.
         for candidate in x86_64.iter().chain(&aarch64) {
-            assert!(roots.iter().any(|root| candidate.starts_with(root)));
+            let below_a_root = roots.iter().any(|root| candidate.starts_with(root));
+            assert_eq!(
+                below_a_root,
+                !candidate.starts_with("/run/opengl-driver"),
+                "{}",
+                candidate.display()
+            );
         }
     }
 }

@@ -270,6 +270,7 @@ record! {
     pub struct OptionKeysSpec {
         pub probe: String,
         pub toolkit: String,
+        pub driver_root: String,
         pub device: String,
         pub sm: String,
         pub probe_sha256: String,
@@ -607,6 +608,7 @@ impl ProviderSpec {
         let option_names: BTreeSet<&str> = [
             &self.option_keys.probe,
             &self.option_keys.toolkit,
+            &self.option_keys.driver_root,
             &self.option_keys.device,
             &self.option_keys.sm,
             &self.option_keys.probe_sha256,
