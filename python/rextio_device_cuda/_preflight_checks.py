@@ -48,6 +48,9 @@ _BACKEND = PROVIDER_SPEC.manifest.backend
 _ARCHITECTURES = PROVIDER_SPEC.manifest.architectures
 _SM_PATTERN = re.compile(PROVIDER_SPEC.policy.sm_pattern, re.ASCII)
 _DEVICE_ORDINAL_MAX = PROVIDER_SPEC.policy.device_ordinal_max
+# The probe's one option (contract section 9.4): look only in this directory.
+_DRIVER_ROOT_ARGUMENT = "--driver-root"
+_MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
 # Bounds the memo tables below; requests name very few distinct devices/probes.
 _MEMO_SIZE = 256
 
@@ -75,10 +78,13 @@ def _expected_target(target_triple: str) -> ProbeTarget:
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
-def _subprocess_runner(probe_path: str, probe_sha256: str | None) -> SubprocessProbeRunner:
+def _subprocess_runner(
+    probe_path: str, probe_sha256: str | None, driver_root: str | None = None
+) -> SubprocessProbeRunner:
     # A runner holds only its validated, immutable settings; every run resolves
     # and checks the executable again (and hashes it again when pinned).
-    return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256)
+    arguments = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
+    return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256, arguments=arguments)
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,7 @@ class _Selection:
     probe_path: str | None
     toolkit_root: str | None
     probe_sha256: str | None = None
+    driver_root: str | None = None
 
 
 def _lane(capability: CapabilitySpec) -> LaneSpec:
@@ -162,7 +169,21 @@ def _options(request: DevicePreflightRequest, lane: LaneSpec) -> dict[str, str]:
     pin = values.get(_OPTION.probe_sha256)
     if pin is not None and not is_probe_sha256(pin):
         raise _unavailable(_codes.PROBE_SHA256_INVALID)
+    driver_root = values.get(_OPTION.driver_root)
+    if driver_root is not None and not _is_absolute_directory_argument(driver_root):
+        raise _unavailable(_codes.DRIVER_ROOT_NOT_ABSOLUTE)
     return {key: value for key, value in values.items() if value is not None}
+
+
+def _is_absolute_directory_argument(text: str) -> bool:
+    # Checked before anything runs, like the pin: a relative directory would
+    # be resolved against whatever the probe's working directory is. A NUL
+    # or an overlong value cannot be an absolute path the probe can be given.
+    return (
+        "\0" not in text
+        and len(text) <= _MAX_ARGUMENT_CHARS
+        and Path(text).is_absolute()
+    )
 
 
 # -- step 7-8: the device requirement ----------------------------------------------
@@ -347,6 +368,7 @@ def _selection(
         probe_path=probe,
         toolkit_root=toolkit,
         probe_sha256=pin,
+        driver_root=options.get(_OPTION.driver_root),
     )
 
 
@@ -365,13 +387,14 @@ def _probe_report(
         if selection.probe_path is None:
             raise _unavailable(_codes.PROBE_NOT_CONFIGURED)
         # The subprocess runner calls on_probe_start while the probe runs.
-        run = partial(
-            _subprocess_runner(selection.probe_path, selection.probe_sha256).run_overlapping,
-            on_probe_start,
+        runner_for_selection = _subprocess_runner(
+            selection.probe_path, selection.probe_sha256, selection.driver_root
         )
+        run = partial(runner_for_selection.run_overlapping, on_probe_start)
     else:
-        if selection.probe_sha256 is not None:
-            # An injected runner decides itself what runs: a pin cannot bind it.
+        if selection.probe_sha256 is not None or selection.driver_root is not None:
+            # An injected runner decides itself what runs and where it looks:
+            # neither a pin nor a driver root can bind it.
             raise _unavailable(_codes.PROBE_CONFIGURATION_CONFLICT)
         on_probe_start()
         run = runner.run

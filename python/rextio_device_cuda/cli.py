@@ -162,6 +162,8 @@ def _preflight(arguments: argparse.Namespace) -> int:
         option_pairs.append((keys.toolkit, arguments.toolkit_root))
     if arguments.probe_sha256 is not None:
         option_pairs.append((keys.probe_sha256, arguments.probe_sha256))
+    if arguments.driver_root is not None:
+        option_pairs.append((keys.driver_root, arguments.driver_root))
     try:
         options = DeviceProviderOptions(tuple(option_pairs))
         selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
@@ -320,6 +322,11 @@ def _parser() -> _Parser:
         "--toolkit-root",
         metavar="DIR",
         help="absolute CUDA toolkit root to validate (raw-driver capabilities only)",
+    )
+    preflight.add_argument(
+        "--driver-root",
+        metavar="DIR",
+        help="absolute directory whose libcuda.so.1 is the only driver the probe tries",
     )
     preflight.add_argument(
         "--json", action="store_true", help="print the plan or the refusal as JSON"

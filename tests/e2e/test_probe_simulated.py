@@ -20,7 +20,10 @@ TWO_DEVICES = (
     "device=NVIDIA Simulated L4|8|9",
 )
 VERSION_OK = "cuDriverGetVersion -> 0 version=12040"
-CU_INIT_OK = "cuInit flags=0 CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
+CU_INIT_OK = (
+    "cuInit flags=0 CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_DISABLE_JIT=1 "
+    "CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
+)
 INVENTORY_SYMBOLS = {
     "cuInit",
     "cuDriverGetVersion",
@@ -113,10 +116,29 @@ def test_probe_inventories_two_configured_devices(sim_host: SimulatedHost, insta
 
 
 def test_probe_sets_the_driver_environment_whatever_it_inherits(sim_host: SimulatedHost) -> None:
-    inherited = {"CUDA_DISABLE_JIT": "0", "CUDA_FORCE_PRELOAD_LIBRARIES": "1"}
+    inherited = {
+        "CUDA_DEVICE_ORDER": "FASTEST_FIRST",
+        "CUDA_DISABLE_JIT": "0",
+        "CUDA_FORCE_PRELOAD_LIBRARIES": "1",
+    }
     run = sim_host.run(DriverLayout(config=TWO_DEVICES), [sim_host.native.probe], inherited)
     assert run.record()["status"] == "probe-complete"
     assert run.calls[:2] == (VERSION_OK, CU_INIT_OK)
+
+
+def test_probe_numbers_devices_in_pci_bus_order_as_nvidia_smi_does(
+    sim_host: SimulatedHost,
+) -> None:
+    # Contract §9.4: CUDA_DEVICE_ORDER=PCI_BUS_ID is what cuInit sees, even
+    # when the caller asked for the driver's default (fastest first) order;
+    # and the probe asks nothing of a device before cuInit has seen it.
+    inherited = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    run = sim_host.run(DriverLayout(config=TWO_DEVICES), [sim_host.native.probe], inherited)
+    assert run.record()["status"] == "probe-complete"
+    init = [index for index, call in enumerate(run.calls) if call.startswith("cuInit ")]
+    assert len(init) == 1, run.calls
+    assert " CUDA_DEVICE_ORDER=PCI_BUS_ID " in run.calls[init[0]], run.calls
+    assert all(call.startswith("cuDriverGetVersion") for call in run.calls[: init[0]]), run.calls
 
 
 def test_probe_ignores_library_search_environment(sim_host: SimulatedHost, tmp_path: Path) -> None:

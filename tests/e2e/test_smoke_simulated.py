@@ -112,7 +112,10 @@ def test_smoke_completes_and_releases_everything_once_in_order(sim_host: Simulat
     assert _resource_calls(calls) == RESOURCE_ORDER
     _assert_balanced_and_released_once(calls)
     # The driver environment is set before cuInit (§6 loader rules apply to the smoke).
-    assert calls[0] == "cuInit flags=0 CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
+    assert calls[0] == (
+        "cuInit flags=0 CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_DISABLE_JIT=1 "
+        "CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"
+    )
     assert (
         "cuMemAlloc_v2 bytes=4096" in calls[[_fields(c)[0] for c in calls].index("cuMemAlloc_v2")]
     )

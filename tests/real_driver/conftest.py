@@ -37,12 +37,15 @@ def real_drivers() -> dict[str, RealDriver]:
             package_version=entry["package_version"],
             image_version=entry["image_version"],
             image=Path(entry["image"]),
+            deb=Path(entry["deb"]),
+            alternative_deb=Path(entry["alternative_deb"]),
         )
         for entry in entries
     }
     for driver in drivers.values():
-        if not driver.image.is_file():
-            pytest.fail(f"the {driver.series} image {driver.image} is missing")
+        for path in (driver.image, driver.deb, driver.alternative_deb):
+            if not path.is_file():
+                pytest.fail(f"the {driver.series} driver's {path} is missing")
     return drivers
 
 

@@ -7,13 +7,20 @@ from pathlib import Path
 
 # Names the manifest (JSON) written by xtask/src/real_driver.rs.
 MANIFEST_ENV = "REXTIO_REAL_LIBCUDA"
+# What cuDriverGetVersion returned for each series when these checks were
+# first run against the real libraries (CUDA 12.2, 12.4 and 12.5).
+OBSERVED_CUDA_VERSION = {"535": 12020, "550": 12040, "555": 12050}
 
 
 @dataclass(frozen=True)
 class RealDriver:
-    """One fetched libcuda1: its series, versions and extracted image."""
+    """One fetched libcuda1: its series, versions, extracted image and the
+    packages themselves (libcuda1, and nvidia-alternative, whose postinst
+    makes Debian's alternatives chain)."""
 
     series: str
     package_version: str
     image_version: str
     image: Path
+    deb: Path
+    alternative_deb: Path

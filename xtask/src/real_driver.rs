@@ -31,6 +31,10 @@ const ADDED_SUITES: [&str; 2] = ["sid", "experimental"];
 /// The component NVIDIA's driver lives in.
 const NON_FREE: &str = "non-free";
 const PACKAGE: &str = "libcuda1";
+/// The package whose postinst (trigger) makes Debian's alternatives chain
+/// `/usr/lib/<triplet>/libcuda.so.1` -> `/etc/alternatives/...` -> the image;
+/// the platform-layout tests run that postinst in a private root.
+const ALTERNATIVE_PACKAGE: &str = "nvidia-alternative";
 /// The test tree that runs the probe, smoke and preflight against the images.
 const TEST_DIR: &str = "tests/real_driver";
 /// Where the test finds the manifest.
@@ -44,6 +48,11 @@ pub struct RealDriver {
     /// The image's own version, `libcuda.so.<version>` (e.g. `550.163.01`).
     pub image_version: String,
     pub image: PathBuf,
+    /// The `.deb` files themselves (`dpkg-deb -x` / `-e` by the tests).
+    #[serde(default)]
+    pub deb: PathBuf,
+    #[serde(default)]
+    pub alternative_deb: PathBuf,
 }
 
 fn cache_dir() -> PathBuf {
@@ -123,7 +132,9 @@ fn cached_drivers(manifest: &Path) -> Option<Vec<RealDriver>> {
         && SERIES
             .iter()
             .all(|series| drivers.iter().any(|driver| driver.series == *series))
-        && drivers.iter().all(|driver| driver.image.is_file());
+        && drivers.iter().all(|driver| {
+            driver.image.is_file() && driver.deb.is_file() && driver.alternative_deb.is_file()
+        });
     complete.then_some(drivers)
 }
 
@@ -141,7 +152,11 @@ fn fetch_all() -> Result<Vec<RealDriver>> {
                 format!("no {PACKAGE} of series {series} is offered (offered: {available:?})")
             })?;
             let deb = apt.download(PACKAGE, &version, &downloads)?;
-            extract(series, &version, &deb)
+            let alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &version, &downloads)?;
+            Ok(RealDriver {
+                alternative_deb,
+                ..extract(series, &version, &deb)?
+            })
         })
         .collect()
 }
@@ -184,6 +199,8 @@ fn extract(series: &str, package_version: &str, deb: &Path) -> Result<RealDriver
         package_version: package_version.to_owned(),
         image_version,
         image: image.clone(),
+        deb: deb.to_path_buf(),
+        alternative_deb: PathBuf::new(),
     })
 }
 

@@ -25,7 +25,8 @@
 //! thread's current context, and the result, e.g.
 //! `cuMemAlloc_v2 bytes=4096 current=0x10000100 -> 0 pointer=0x700000010000`.
 //! `cuInit` also logs the driver environment it sees
-//! (`CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0`, `unset` if absent).
+//! (`CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_DISABLE_JIT=1 CUDA_FORCE_PRELOAD_LIBRARIES=0`,
+//! `unset` if absent).
 //!
 //! Handles are distinct, non-null fake values; every thread has a real
 //! context stack, so push/pop/create/destroy behave as the CUDA driver's do:
@@ -358,7 +359,11 @@ fn environment_value(name: &str) -> String {
 pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
     // The driver environment as cuInit sees it (contract §6).
     let mut call = Call::new("cuInit").arg("flags", flags);
-    for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
+    for name in [
+        "CUDA_DEVICE_ORDER",
+        "CUDA_DISABLE_JIT",
+        "CUDA_FORCE_PRELOAD_LIBRARIES",
+    ] {
         call = call.arg(name, environment_value(name));
     }
     call.run(|| {
