@@ -272,9 +272,15 @@ def test_probe_sanitizes_hostile_device_names(sim_host: SimulatedHost) -> None:
             DriverLayout(config=TWO_DEVICES, modes={"/usr/local/nvidia/lib64": 0o757}),
             id="world-writable-parent",
         ),
+        # Contract §9.4: a sticky, root-owned writable directory passes only
+        # above root-owned entries (test_loader_attacks shows it passing).
         pytest.param(
-            DriverLayout(config=TWO_DEVICES, modes={"/usr/local": 0o1777}),
-            id="sticky-world-writable-usr-local",
+            DriverLayout(
+                config=TWO_DEVICES,
+                modes={"/usr/local": 0o1777},
+                extra_steps=("chown 1000 /usr/local/nvidia",),
+            ),
+            id="sticky-world-writable-usr-local-above-a-users-directory",
         ),
         pytest.param(
             DriverLayout(config=TWO_DEVICES, install="link-to-tmp"), id="link-escaping-to-tmp"
@@ -350,6 +356,6 @@ def test_probe_tells_a_person_why_each_candidate_was_refused(sim_host: Simulated
     # Paths appear only on stderr, which the provider discards; never in the report.
     assert "/usr/local" not in run.stdout
     assert run.stderr.splitlines() == [
-        "refused /usr/local/nvidia/lib64/libcuda.so.1: a directory on its way (from /usr down) "
-        "is writable by group or others"
+        "refused /usr/local/nvidia/lib64/libcuda.so.1: rule `writable-directory`: a directory "
+        "on its way is writable by group or others and not both sticky and owned by root"
     ]

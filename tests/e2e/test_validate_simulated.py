@@ -87,7 +87,7 @@ def test_validate_nvidia_explains_a_missing_driver_on_this_host(
     )
     assert run.returncode == 1
     # The explanation names the fixed directories searched.
-    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists in any directory" in run.stderr
+    assert "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists where the probe looked" in run.stderr
     assert "/usr/local/nvidia/lib64, /usr/local/nvidia/lib" in run.stderr
     evidence = _evidence(output)
     assert evidence["validated"] is False

@@ -325,6 +325,11 @@ CASES: list[Case] = [
     Case("PROVIDER_OPTION_UNKNOWN", _plain(TORCH, options=_with(toolkit_root="/opt/cuda")), False),
     Case("PROBE_SHA256_INVALID", _plain(options=_with(probe_sha256="0" * 63)), False),
     Case("PROBE_SHA256_INVALID", _plain(TFE, options=_with(probe_sha256="F" * 64)), False),
+    # driver_root (contract section 9.4, every lane): an absolute directory.
+    Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(options=_with(driver_root="usr/local/cuda")), False),
+    Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(TORCH, options=_with(driver_root="compat")), False),
+    Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(TFE, options=_with(driver_root="~/compat")), False),
+    Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(WINDOWS, options=_with(driver_root="./c")), False),
     Case(
         "LIBTORCH_TOOLKIT_ROOT_UNSUPPORTED",
         _plain(TORCH, config=lambda ctx: CudaProviderConfig(toolkit_root=ctx.tmp)),
@@ -412,6 +417,15 @@ CASES: list[Case] = [
         _plain(
             options=_with(probe_sha256="0" * 64),
             config=lambda ctx: CudaProviderConfig(probe_sha256="1" * 64),
+        ),
+        False,
+    ),
+    # An injected runner decides where it looks: a driver root cannot bind it.
+    Case(
+        "PROBE_CONFIGURATION_CONFLICT",
+        _plain(
+            options=lambda ctx: {"device_ordinal": "0", "sm": "sm_80", "driver_root": "/opt/x"},
+            runner=lambda ctx: SubprocessProbeRunner(ctx.probe()),
         ),
         False,
     ),
@@ -701,3 +715,30 @@ def test_repeated_outcomes_give_equal_results(probes: ProbeFactory) -> None:
     assert first == second
     assert first.status is DevicePreflightStatus.READY
     assert first.to_dict() == second.to_dict()
+
+
+@pytest.mark.parametrize("capability", sorted(CAPABILITIES))
+def test_a_driver_root_becomes_the_probes_only_argument(
+    probes: ProbeFactory, capability: str
+) -> None:
+    # Contract section 9.4: `driver_root` (every lane) runs the probe as
+    # `rextio-cuda-driver-probe --driver-root DIR`; without it, no argument.
+    seen = probes.directory / "argv.json"
+    target = TARGETS[CAPABILITIES[capability]["target_triple"]]
+    body = (
+        "import json, sys\n"
+        f"open({str(seen)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"print({json.dumps(report(target=target))!r})\n"
+    )
+    probe = probes.python(body)
+    directory = "/opt/nvidia/l4t-gpu-libs/openrm"
+    given = CudaDeviceProvider().preflight(
+        request_for(capability, ready_options(probe, driver_root=directory))
+    )
+    plain = CudaDeviceProvider().preflight(request_for(capability, ready_options(probe)))
+    assert given.status is DevicePreflightStatus.READY, given.reason_codes
+    assert plain.status is DevicePreflightStatus.READY, plain.reason_codes
+    runs = [json.loads(line) for line in seen.read_text(encoding="utf-8").splitlines()]
+    assert runs == [["--driver-root", directory], []]
+    # The directory is never observed.
+    assert directory not in json.dumps(given.to_dict())
