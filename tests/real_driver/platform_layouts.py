@@ -271,6 +271,13 @@ def debian(driver: RealDriver) -> Layout:
     )
 
 
+def ubuntu(driver: RealDriver) -> Layout:
+    directory = "/usr/lib/x86_64-linux-gnu"
+    return Layout(
+        steps=(*_versioned(directory, driver), f"ln -s libcuda.so.1 $R{directory}/libcuda.so")
+    )
+
+
 def rhel(driver: RealDriver) -> Layout:
     return Layout(steps=_versioned("/usr/lib64", driver, "0755"))
 
@@ -415,6 +422,12 @@ PLATFORMS = (
         "libcuda1 and nvidia-alternative of the series (dpkg-deb -x), and nvidia-alternative's "
         "postinst run as dpkg's trigger runs it",
         debian,
+    ),
+    Platform(
+        "ubuntu",
+        "libnvidia-compute-NNN(-server): /usr/lib/x86_64-linux-gnu/libcuda.so.<version> with "
+        "libcuda.so.1 and libcuda.so beside it (packages.ubuntu.com file lists)",
+        ubuntu,
     ),
     Platform("rhel", "/usr/lib64/libcuda.so.<version> and the libcuda.so.1 link", rhel),
     Platform(
