@@ -45,6 +45,10 @@ HOST_CANDIDATES = (
     "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
     "/usr/lib64/libcuda.so.1",
     "/usr/lib/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/nvidia/libcuda.so.1",
+    "/usr/lib64-nvidia/libcuda.so.1",
+    "/run/opengl-driver/lib/libcuda.so.1",
+    "/.singularity.d/libs/libcuda.so.1",
 )
 # A private mount namespace (nothing mounted inside reaches the host) and a
 # PID namespace whose init is the script: if the test times out, killing

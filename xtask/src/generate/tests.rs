@@ -597,7 +597,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists",
         "\"LIBCUDA_SO_NOT_FOUND_RENAMED\": [\"No libcuda.so.1 exists",
-        "probe_report.reason_codes[9]: the reason code `LIBCUDA_SO_NOT_FOUND` has no entry",
+        "probe_report.reason_codes[11]: the reason code `LIBCUDA_SO_NOT_FOUND` has no entry",
     );
     // The incompatible codes.
     assert_refused(
