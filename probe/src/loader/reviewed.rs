@@ -194,7 +194,8 @@ impl Rejection {
                 "the path cannot be resolved (dangling link, loop, too many links or no access)"
             }
             Self::OutsideReviewedRoots => {
-                "it resolves outside the reviewed driver directories (and outside driver_root)"
+                "it resolves outside the reviewed driver directories \
+                 (and outside driver_root, when set)"
             }
             Self::NotRegularFile => "it is not a regular file",
             Self::ImageNotOwnedByRoot => "the image is not owned by root",
