@@ -115,7 +115,7 @@ fn a_broken_spec_fails_naming_file_and_path_and_writes_nothing() {
         (
             "\"NO_CUDA_DEVICES\": [",
             "\"NO_GPU\": [",
-            "probe_report.reason_codes[10]: the reason code `NO_CUDA_DEVICES` has no entry",
+            "probe_report.reason_codes[12]: the reason code `NO_CUDA_DEVICES` has no entry",
         ),
         // A broken cross-reference.
         (
