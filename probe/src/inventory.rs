@@ -4,7 +4,8 @@
 
 use core::ffi::{c_char, c_int};
 
-use crate::generated::inventory_api::{CUdevice, CUresult, InventoryApi, CUDA_SUCCESS};
+use crate::generated::inventory_api::InventoryApi;
+use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_SUCCESS};
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
     DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
@@ -236,7 +237,7 @@ mod tests {
     use core::ffi::{c_uint, c_void, CStr};
     use core::ptr::NonNull;
 
-    use crate::generated::inventory_defaults;
+    use crate::generated::inventory_api::defaults as inventory_defaults;
     use crate::generated::spec::PROBE_COMPLETE_STATUS;
 
     /// What the fake driver of this thread answers.

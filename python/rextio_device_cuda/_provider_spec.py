@@ -266,6 +266,7 @@ class SmokeSpec:
     allocation_bytes: int
     complete_status: str
     failure_status: str
+    reason_codes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -676,6 +677,18 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         allocation_bytes=4096,
         complete_status="smoke-complete",
         failure_status="unavailable",
+        reason_codes=(
+            "CONTEXT_CREATE_OR_DETACH_FAILED",
+            "CONTEXT_DESTROY_FAILED",
+            "CU_DEVICE_GET_FAILED",
+            "CU_INIT_FAILED",
+            "DEVICE_ALLOCATION_FAILED",
+            "DEVICE_FREE_FAILED",
+            "INVALID_ARGUMENTS",
+            "STREAM_CREATE_FAILED",
+            "STREAM_DESTROY_FAILED",
+            "STREAM_SYNCHRONIZE_FAILED",
+        ),
     ),
     runtime_package=RuntimePackageSpec(
         crate_name="rextio-cuda-runtime",

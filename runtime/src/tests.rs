@@ -14,7 +14,6 @@ use std::rc::Rc;
 
 use crate::*;
 
-mod defaults;
 
 const INVALID_CONTEXT: CUresult = CUDA_ERROR_INVALID_CONTEXT;
 const INVALID_HANDLE: CUresult = CUDA_ERROR_INVALID_HANDLE;

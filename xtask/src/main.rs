@@ -3,6 +3,7 @@
 //! Each command lives in its own module; this file only dispatches.
 
 mod bench;
+mod cuda_header;
 mod demo;
 mod determinism;
 mod dist;

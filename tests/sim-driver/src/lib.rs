@@ -47,12 +47,13 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-/// Generated: a default export for every listed symbol not defined here.
-mod defaults;
-
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{c_char, c_int, c_uint};
+#[allow(unused_imports)]
+use std::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+
+#[allow(unused_imports)]
+use rextio_cuda_runtime::*;
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -62,23 +63,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 pub const CONFIG_PATH: &str = "/usr/local/nvidia/sim/config";
 /// Where every call is appended.
 pub const CALL_LOG_PATH: &str = "/usr/local/nvidia/sim/calls.log";
-
-type CUresult = c_int;
-type CUdevice = c_int;
-type CUdeviceptr = u64;
-/// Opaque handles: the driver hands out addresses it never dereferences.
-type CUcontext = *mut core::ffi::c_void;
-type CUstream = *mut core::ffi::c_void;
-
-const CUDA_SUCCESS: CUresult = 0;
-const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
-const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
-const CUDA_ERROR_NO_DEVICE: CUresult = 100;
-const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
-const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
-const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
-const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
-const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
 
 const DEFAULT_DRIVER_VERSION: c_int = 12040;
 const CONTEXT_HANDLE_BASE: usize = 0x1000_0000;
@@ -352,10 +336,47 @@ fn environment_value(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| "unset".to_owned())
 }
 
+/// The simulated exports, one per listed symbol: `#[no_mangle]` functions
+/// with the listed signatures, each calling `Sim`'s method of its name. The
+/// trait's default method logs the call and returns the configured result
+/// (`default_call`), so a symbol added to the list needs no edit here; the
+/// methods `Sim` defines are the hand-written behaviour, and the compiler
+/// checks their signatures against the list.
+macro_rules! sim_exports {
+    ($($tier:ident $since:literal $export:ident($($param:ident: $type:ty),*);)*) => {
+        /// Every listed export's behaviour.
+        #[allow(non_snake_case, unused_variables, clippy::missing_safety_doc)]
+        trait Exports {
+            $(
+                /// # Safety
+                /// Called like the driver's export of this name.
+                unsafe fn $export($($param: $type),*) -> CUresult {
+                    default_call(stringify!($export))
+                }
+            )*
+        }
+
+        $(
+            /// # Safety
+            /// Called by the loader like the driver's export of this name.
+            #[no_mangle]
+            pub unsafe extern "system" fn $export($($param: $type),*) -> CUresult {
+                unsafe { <Sim as Exports>::$export($($param),*) }
+            }
+        )*
+    };
+}
+
+rextio_cuda_runtime::with_driver_symbols!(sim_exports! {});
+
+/// The hand-written exports.
+struct Sim;
+
+#[allow(non_snake_case)]
+impl Exports for Sim {
 /// # Safety
 /// Called by the loader like the real `cuInit`.
-#[no_mangle]
-pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
+unsafe fn cuInit(flags: c_uint) -> CUresult {
     // The driver environment as cuInit sees it (contract §6).
     let mut call = Call::new("cuInit").arg("flags", flags);
     for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
@@ -377,8 +398,7 @@ pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
 
 /// # Safety
 /// `driver_version` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDriverGetVersion(driver_version: *mut c_int) -> CUresult {
+unsafe fn cuDriverGetVersion(driver_version: *mut c_int) -> CUresult {
     Call::new("cuDriverGetVersion").run(|| {
         require_non_null(driver_version)?;
         let version = config().driver_version.unwrap_or(DEFAULT_DRIVER_VERSION);
@@ -390,8 +410,7 @@ pub unsafe extern "system" fn cuDriverGetVersion(driver_version: *mut c_int) -> 
 
 /// # Safety
 /// `count` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
+unsafe fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
     Call::new("cuDeviceGetCount").run(|| {
         require_initialized()?;
         require_non_null(count)?;
@@ -406,8 +425,7 @@ pub unsafe extern "system" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
 
 /// # Safety
 /// `device` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+unsafe fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
     Call::new("cuDeviceGet").arg("ordinal", ordinal).run(|| {
         require_initialized()?;
         require_non_null(device)?;
@@ -420,8 +438,7 @@ pub unsafe extern "system" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int)
 
 /// # Safety
 /// `name` must be null or valid for `len` bytes of writes.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceGetName(
+unsafe fn cuDeviceGetName(
     name: *mut c_char,
     len: c_int,
     device: CUdevice,
@@ -451,8 +468,7 @@ pub unsafe extern "system" fn cuDeviceGetName(
 
 /// # Safety
 /// `major` and `minor` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceComputeCapability(
+unsafe fn cuDeviceComputeCapability(
     major: *mut c_int,
     minor: *mut c_int,
     device: CUdevice,
@@ -476,8 +492,7 @@ pub unsafe extern "system" fn cuDeviceComputeCapability(
 
 /// # Safety
 /// `context` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxCreate_v2(
+unsafe fn cuCtxCreate_v2(
     context: *mut CUcontext,
     flags: c_uint,
     device: CUdevice,
@@ -502,8 +517,7 @@ pub unsafe extern "system" fn cuCtxCreate_v2(
 
 /// # Safety
 /// Called like the real `cuCtxDestroy_v2`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
+unsafe fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
     let handle = context as usize;
     let call = Call::new("cuCtxDestroy_v2")
         .handle("context", handle)
@@ -534,8 +548,7 @@ pub unsafe extern "system" fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
 
 /// # Safety
 /// Called like the real `cuCtxPushCurrent_v2`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresult {
+unsafe fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresult {
     let handle = context as usize;
     let call = Call::new("cuCtxPushCurrent_v2")
         .handle("context", handle)
@@ -549,8 +562,7 @@ pub unsafe extern "system" fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresul
 
 /// # Safety
 /// `context` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxPopCurrent_v2(context: *mut CUcontext) -> CUresult {
+unsafe fn cuCtxPopCurrent_v2(context: *mut CUcontext) -> CUresult {
     Call::new("cuCtxPopCurrent_v2").current().run(|| {
         let handle = CONTEXT_STACK
             .with(|stack| stack.borrow_mut().pop())
@@ -565,8 +577,7 @@ pub unsafe extern "system" fn cuCtxPopCurrent_v2(context: *mut CUcontext) -> CUr
 
 /// # Safety
 /// `stream` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CUresult {
+unsafe fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CUresult {
     Call::new("cuStreamCreate")
         .arg("flags", flags)
         .current()
@@ -584,8 +595,7 @@ pub unsafe extern "system" fn cuStreamCreate(stream: *mut CUstream, flags: c_uin
 
 /// # Safety
 /// Called like the real `cuStreamDestroy_v2`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
+unsafe fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
     let handle = stream as usize;
     let call = Call::new("cuStreamDestroy_v2")
         .handle("stream", handle)
@@ -598,8 +608,7 @@ pub unsafe extern "system" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
 
 /// # Safety
 /// Called like the real `cuStreamSynchronize`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuStreamSynchronize(stream: CUstream) -> CUresult {
+unsafe fn cuStreamSynchronize(stream: CUstream) -> CUresult {
     let handle = stream as usize;
     let call = Call::new("cuStreamSynchronize")
         .handle("stream", handle)
@@ -612,8 +621,7 @@ pub unsafe extern "system" fn cuStreamSynchronize(stream: CUstream) -> CUresult 
 
 /// # Safety
 /// `device_pointer` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuMemAlloc_v2(
+unsafe fn cuMemAlloc_v2(
     device_pointer: *mut CUdeviceptr,
     byte_size: usize,
 ) -> CUresult {
@@ -636,8 +644,7 @@ pub unsafe extern "system" fn cuMemAlloc_v2(
 
 /// # Safety
 /// Called like the real `cuMemFree_v2`; the pointer is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuMemFree_v2(device_pointer: CUdeviceptr) -> CUresult {
+unsafe fn cuMemFree_v2(device_pointer: CUdeviceptr) -> CUresult {
     let call = Call::new("cuMemFree_v2")
         .handle("pointer", device_pointer)
         .current();
@@ -648,6 +655,7 @@ pub unsafe extern "system" fn cuMemFree_v2(device_pointer: CUdeviceptr) -> CUres
             None => Err(CUDA_ERROR_INVALID_VALUE),
         }
     })
+}
 }
 
 #[cfg(test)]

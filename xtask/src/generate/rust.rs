@@ -22,24 +22,6 @@ pub(super) fn print_file(source: &str, file: &syn::File) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `probe/src/generated/mod.rs`: declares the generated probe modules.
-pub fn probe_module() -> Result<Vec<u8>> {
-    let tokens = quote! {
-        //! Generated tables for the probe and smoke; see `templates/`.
-        #![cfg_attr(rustfmt, rustfmt::skip)]
-        #![allow(dead_code)]
-
-        pub mod inventory_api;
-        #[cfg(test)]
-        pub mod inventory_defaults;
-        pub mod spec;
-    };
-    Ok(print_file(
-        "templates/",
-        &parse_file(tokens, "probe module")?,
-    ))
-}
-
 /// `/// doc` then `pub const NAME: ty = value;`.
 fn constant(name: &str, doc: &str, ty: TokenStream, value: TokenStream) -> TokenStream {
     let ident = Ident::new(name, Span::call_site());
@@ -96,12 +78,6 @@ fn spec_constants(spec: &ProviderSpec) -> Vec<TokenStream> {
             &report.complete_status,
         ),
         int_const(
-            "MAX_OUTPUT_BYTES",
-            "The most bytes of probe output a reader accepts.",
-            "usize",
-            report.max_output_bytes,
-        ),
-        int_const(
             "MAX_DEVICES",
             "The largest device count a report may hold.",
             "i32",
@@ -141,16 +117,6 @@ fn spec_constants(spec: &ProviderSpec) -> Vec<TokenStream> {
             report.compute_minor_range,
         ),
         str_const(
-            "REASON_CODE_PATTERN",
-            "The pattern every reason code matches.",
-            &report.reason_code_pattern,
-        ),
-        str_const(
-            "TARGET_FIELD_PATTERN",
-            "The pattern of the report's target fields.",
-            &report.target_field_pattern,
-        ),
-        str_const(
             "SMOKE_NAME",
             "The lifetime smoke's report name and binary name.",
             &smoke.probe,
@@ -179,47 +145,43 @@ fn spec_constants(spec: &ProviderSpec) -> Vec<TokenStream> {
     ]
 }
 
-/// `probe/src/generated/spec.rs`: reason codes, their texts, and the probe
-/// and smoke constants.
+/// `probe/src/generated/spec.rs`: the reason codes the probe and the smoke
+/// report, and their constants.
 pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
-    let mut code_consts = Vec::new();
-    let mut texts = Vec::new();
-    for (code, (explanation, remedy)) in spec.reason_codes.iter() {
-        code_consts.push(str_const(code, explanation, code));
-        texts.push(quote!((#code, #explanation, #remedy)));
-    }
+    let mut codes: Vec<&String> = spec
+        .probe_report
+        .reason_codes
+        .iter()
+        .chain(&spec.smoke.reason_codes)
+        .collect();
+    codes.sort();
+    codes.dedup();
+    let code_consts = codes.into_iter().map(|code| {
+        let (explanation, _) = spec.reason_codes.get(code).map_or(("", ""), |(e, r)| (e.as_str(), r.as_str()));
+        str_const(code, explanation, code)
+    });
     let statuses = &spec.probe_report.statuses;
     let environment_pairs = spec
         .probe_report
         .driver_environment
         .iter()
         .map(|(name, value)| quote!((#name, #value)));
-    let targets = spec.probe_targets.iter().map(|(triple, target)| {
-        let (os, arch, environment) = (&target.os, &target.arch, &target.environment);
-        quote!((#triple, #os, #arch, #environment))
-    });
     let constants = spec_constants(spec);
 
     let tokens = quote! {
-        //! Reason codes and probe/smoke constants, from `templates/provider-spec.json`.
+        //! The probe's and smoke's reason codes and constants, from `templates/provider-spec.json`.
         #![cfg_attr(rustfmt, rustfmt::skip)]
 
-        /// Every stable reason code, one constant each.
+        /// The reason codes the probe and the smoke report, one constant each.
         pub mod reason_codes {
             #(#code_consts)*
         }
-
-        /// `(code, explanation, remedy)` for every reason code, sorted by code.
-        pub const REASON_TEXT: &[(&str, &str, &str)] = &[#(#texts),*];
 
         /// Every report status.
         pub const PROBE_STATUSES: &[&str] = &[#(#statuses),*];
 
         /// Environment set before `cuInit`, as `(name, value)`, sorted by name.
         pub const DRIVER_ENVIRONMENT: &[(&str, &str)] = &[#(#environment_pairs),*];
-
-        /// `(target triple, os, arch, environment)` of every supported target.
-        pub const PROBE_TARGETS: &[(&str, &str, &str, &str)] = &[#(#targets),*];
 
         #(#constants)*
     };

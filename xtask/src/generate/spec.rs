@@ -449,6 +449,8 @@ record! {
         pub allocation_bytes: u64,
         pub complete_status: String,
         pub failure_status: String,
+        /// The codes the smoke itself reports.
+        pub reason_codes: Vec<String>,
     }
 }
 
@@ -556,6 +558,7 @@ impl ProviderSpec {
         }
         let lists = [
             ("probe_report.reason_codes", &self.probe_report.reason_codes),
+            ("smoke.reason_codes", &self.smoke.reason_codes),
             ("incompatible_reason_codes", &self.incompatible_reason_codes),
         ];
         for (list_path, codes) in lists {
