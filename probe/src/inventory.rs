@@ -5,7 +5,6 @@
 use core::ffi::{c_char, c_int};
 
 use crate::generated::inventory_api::InventoryApi;
-use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_SUCCESS};
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
     DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
@@ -15,6 +14,7 @@ use crate::name::sanitize_device_name;
 use crate::report::{
     DeviceRow, Failure, ProbeReport, Target, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
+use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_SUCCESS};
 
 /// Proof that the driver environment of contract §6 is set: no preloaded
 /// libraries, no JIT. Only [`DriverEnvironment::set`] makes one, so every

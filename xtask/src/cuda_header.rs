@@ -30,7 +30,13 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
         .iter()
         .map(|entry| entry.0.to_string())
         .collect();
-    known.extend(list["types"].as_object().into_iter().flatten().map(|(name, _)| name.clone()));
+    known.extend(
+        list["types"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(name, _)| name.clone()),
+    );
     let mut exports: BTreeSet<String> = list["symbols"]
         .as_array()
         .into_iter()
@@ -55,7 +61,8 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
         }));
     }
     for name in new_types.into_keys() {
-        list["types"][name.as_str()] = json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
+        list["types"][name.as_str()] =
+            json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
     }
     let symbols = list["symbols"]
         .as_array_mut()
@@ -91,7 +98,9 @@ fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
         rest = &rest[start + marker.len()..];
         let Some(open) = rest.find('(') else { break };
         let api = rest[..open].trim().to_string();
-        let Some(close) = rest[open..].find(')') else { break };
+        let Some(close) = rest[open..].find(')') else {
+            break;
+        };
         let params = &rest[open + 1..open + close];
         rest = &rest[open + close..];
         if !is_word(&api) {
@@ -180,7 +189,9 @@ fn strip_comments(text: &str) -> String {
         match (block, line) {
             (Some(b), l) if l.is_none_or(|l| b < l) => {
                 out.push_str(&rest[..b]);
-                rest = rest[b + 2..].find("*/").map_or("", |end| &rest[b + 2 + end + 2..]);
+                rest = rest[b + 2..]
+                    .find("*/")
+                    .map_or("", |end| &rest[b + 2 + end + 2..]);
             }
             (_, Some(l)) => {
                 out.push_str(&rest[..l]);

@@ -27,11 +27,7 @@ impl Inputs {
     /// library sources under `root`.
     pub fn read(root: &Path) -> Result<Self> {
         let mut files = BTreeMap::new();
-        for path in [
-            DRIVER_SYMBOLS_PATH,
-            PROVIDER_SPEC_PATH,
-            LICENSE_PATH,
-        ] {
+        for path in [DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH, LICENSE_PATH] {
             files.insert(path.to_string(), read_input(root, path)?);
         }
         for path in ["runtime/Cargo.toml", "runtime/README.md"] {
@@ -39,7 +35,8 @@ impl Inputs {
         }
         for path in relative_files(root, "runtime/src")? {
             // The unit tests (`src/tests.rs`, `src/tests/`) are not packaged.
-            let unit_test = path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
+            let unit_test =
+                path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
             if path.ends_with(".rs") && path != DRIVER_API_PATH && !unit_test {
                 let bytes = read_input(root, &path)?;
                 files.insert(path, bytes);

@@ -157,7 +157,10 @@ pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
     codes.sort();
     codes.dedup();
     let code_consts = codes.into_iter().map(|code| {
-        let (explanation, _) = spec.reason_codes.get(code).map_or(("", ""), |(e, r)| (e.as_str(), r.as_str()));
+        let (explanation, _) = spec
+            .reason_codes
+            .get(code)
+            .map_or(("", ""), |(e, r)| (e.as_str(), r.as_str()));
         str_const(code, explanation, code)
     });
     let statuses = &spec.probe_report.statuses;
