@@ -17,8 +17,9 @@ use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
 use crate::generate::symbols::{SymbolList, BUILTIN_TYPES};
 use crate::Result;
 
-const SCALAR_WORDS: [&str; 8] = [
-    "void", "char", "int", "unsigned", "long", "size_t", "float", "double",
+/// The words a C scalar type is spelt with (never a parameter's name).
+const SCALAR_WORDS: [&str; 10] = [
+    "void", "char", "short", "int", "unsigned", "signed", "long", "size_t", "float", "double",
 ];
 
 /// A copy of `inputs` whose symbol list also holds every export `cuda_h`
@@ -130,7 +131,10 @@ fn list_type(
         .filter(|word| !word.starts_with('[') && *word != "struct" && *word != "enum")
         .collect();
     // The last word is the parameter's name unless the declaration is a bare type.
-    if words.len() > 1 && is_word(words[words.len() - 1]) && words[words.len() - 2] != "unsigned" {
+    if words.len() > 1
+        && is_word(words[words.len() - 1])
+        && !SCALAR_WORDS.contains(&words[words.len() - 1])
+    {
         words.pop();
     }
     let stars = words.iter().filter(|word| **word == "*").count();
@@ -140,8 +144,10 @@ fn list_type(
         .filter(|word| *word != "*" && *word != "const")
         .collect();
     let mut base = base.join(" ");
-    let scalar = base.split(' ').all(|word| SCALAR_WORDS.contains(&word));
-    let supported_scalar = [
+    if base == "unsigned" {
+        base = "unsigned int".to_string();
+    }
+    let supported = [
         "void",
         "char",
         "int",
@@ -153,12 +159,14 @@ fn list_type(
         "double",
     ]
     .contains(&base.as_str());
-    if scalar && !supported_scalar {
-        // `unsigned char`, `short`, ...: stand-ins like any other unknown type.
-        base = format!("cu_{}", base.replace(' ', "_"));
-    }
-    if (!scalar || !supported_scalar) && !known.contains(&base) {
-        new_types.insert(base.clone(), ());
+    if !supported {
+        // `unsigned char`, `short`, `cuuint64_t`, ...: stand-ins like any other unknown type.
+        if base.starts_with(|c: char| c.is_ascii_lowercase()) {
+            base = format!("cu_{}", base.replace(' ', "_"));
+        }
+        if !known.contains(&base) {
+            new_types.insert(base.clone(), ());
+        }
     }
     if base == "void" && stars == 0 {
         return "int".to_string();
@@ -204,4 +212,57 @@ fn strip_comments(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_become_list_entries() {
+        let header = "#define cuMemAlloc cuMemAlloc_v2\n\
+            /* a comment CUresult CUDAAPI cuHidden(int x); */\n\
+            CUresult CUDAAPI cuInit(unsigned int Flags);\n\
+            CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize); // trailing\n\
+            __CUDA_DEPRECATED CUresult CUDAAPI cuOld(void);\n\
+            CUresult CUDAAPI cuCopy(const CUDA_MEMCPY2D *pCopy, unsigned numChannels,\n\
+                unsigned char *bytes);\n";
+        let found = declarations(header);
+        let names: Vec<(&str, &str)> = found
+            .iter()
+            .map(|(api, export, _)| (api.as_str(), export.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("cuInit", "cuInit"),
+                ("cuMemAlloc", "cuMemAlloc_v2"),
+                ("cuOld", "cuOld"),
+                ("cuCopy", "cuCopy")
+            ]
+        );
+        assert!(found[2].2.is_empty());
+        let known = BTreeSet::from(["CUdeviceptr".to_string()]);
+        let mut new_types = BTreeMap::new();
+        let types: Vec<String> = found[1]
+            .2
+            .iter()
+            .chain(&found[3].2)
+            .map(|param| list_type(param, &known, &mut new_types))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "CUdeviceptr *",
+                "size_t",
+                "const CUDA_MEMCPY2D *",
+                "unsigned int",
+                "cu_unsigned_char *"
+            ]
+        );
+        assert_eq!(
+            new_types.into_keys().collect::<Vec<_>>(),
+            ["CUDA_MEMCPY2D", "cu_unsigned_char"]
+        );
+    }
 }
