@@ -394,8 +394,10 @@ def _check_report(
         raise _refused(_codes.PROBE_TARGET_MISMATCH)
     if report.status != PROVIDER_SPEC.probe_report.complete_status:
         # Step 16: the report's own code passes through, whatever schema-valid
-        # code it is (another or a newer probe may say more than ours does).
-        raise _refused(report.reason_code or _codes.PROBE_NOT_READY)
+        # code it is (another or a newer probe may say more than ours does),
+        # and the probe only ever reports the driver unavailable.
+        code = report.reason_code or _codes.PROBE_NOT_READY
+        raise _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
     if report.driver_version is None:
         raise _refused(_codes.DRIVER_VERSION_UNAVAILABLE)
     if report.driver_version < config.minimum_driver_version:

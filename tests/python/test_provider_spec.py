@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 
@@ -50,7 +51,13 @@ def _same(record: object, source: object, path: str) -> None:
 
 
 def test_generated_records_hold_exactly_the_spec() -> None:
-    _same(PROVIDER_SPEC, SPEC, "spec")
+    # The version is written once, in `distribution`; the manifest's follows it.
+    version = SPEC["distribution"]["version"]
+    source = copy.deepcopy(SPEC)
+    source["manifest"]["display_name"] += f" {version}"
+    source["manifest"]["provider_version"] = version
+    _same(PROVIDER_SPEC, source, "spec")
+    assert PROVIDER_SPEC.manifest.provider_version == version
     assert list(CAPABILITIES) == [item["id"] for item in SPEC["capabilities"]]
 
 

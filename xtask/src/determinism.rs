@@ -9,11 +9,12 @@ use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 
-use crate::generate::fs::{write_atomic, ScratchDir};
+use crate::generate::fs::write_atomic;
 use crate::generate::inputs::Inputs;
 use crate::generate::{drift, render, Drift, Output};
 use crate::paths::repo_root;
 use crate::process::describe;
+use crate::scratch::ScratchDir;
 use crate::Result;
 
 pub fn command(args: &[String]) -> Result<()> {

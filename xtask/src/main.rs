@@ -15,6 +15,7 @@ mod paths;
 mod process;
 mod python_env;
 mod real_driver;
+mod scratch;
 mod stress;
 mod symbol_proof;
 mod test;

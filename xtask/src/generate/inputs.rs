@@ -9,6 +9,8 @@ use crate::Result;
 
 pub const DRIVER_SYMBOLS_PATH: &str = "templates/driver-symbols.json";
 pub const PROVIDER_SPEC_PATH: &str = "templates/provider-spec.json";
+/// `python/pyproject.toml` with `{{key}}` where a distribution fact of the spec goes.
+pub const PYPROJECT_TEMPLATE_PATH: &str = "templates/pyproject.toml";
 pub const LICENSE_PATH: &str = "LICENSE";
 /// Written by the generator, so never read as an input.
 pub const DRIVER_API_PATH: &str = "runtime/src/driver_api.rs";
@@ -27,7 +29,12 @@ impl Inputs {
     /// library sources under `root`.
     pub fn read(root: &Path) -> Result<Self> {
         let mut files = BTreeMap::new();
-        for path in [DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH, LICENSE_PATH] {
+        for path in [
+            DRIVER_SYMBOLS_PATH,
+            PROVIDER_SPEC_PATH,
+            PYPROJECT_TEMPLATE_PATH,
+            LICENSE_PATH,
+        ] {
             files.insert(path.to_string(), read_input(root, path)?);
         }
         for path in ["runtime/Cargo.toml", "runtime/README.md"] {

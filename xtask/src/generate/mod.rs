@@ -34,6 +34,8 @@ pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
 pub const MANIFEST_PATH: &str = "generated/manifest.json";
 pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
 pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
+pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
+pub const PYTHON_CODES_PATH: &str = "python/rextio_device_cuda/_reason_codes.py";
 pub const INDEX_PATH: &str = "generated/index.json";
 /// Directories that hold only generated files: anything else there is unexpected.
 pub const OWNED_DIRS: [&str; 2] = ["generated", "probe/src/generated"];
@@ -73,6 +75,15 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(
             PYTHON_MODULE_PATH,
             python::module(&archive_name, &sha256_hex(&archive)),
+        ),
+        output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
+        output(
+            PYPROJECT_PATH,
+            python::pyproject(
+                inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?,
+                &spec,
+                &archive_name,
+            )?,
         ),
         output(format!("generated/{archive_name}"), archive),
         output(

@@ -231,7 +231,10 @@ record! {
     /// The passive provider manifest.
     pub struct ManifestSpec {
         pub provider_id: String,
+        /// Written in the spec without the version, which follows it here.
         pub display_name: String,
+        /// Not in the spec: `distribution.version`.
+        #[serde(skip_deserializing)]
         pub provider_version: String,
         pub backend: String,
         pub api_version: String,
@@ -501,17 +504,22 @@ impl ProviderSpec {
     /// Parses and checks the spec; every error names the file and the JSON path.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let spec: Self = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            if path == "." {
-                format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
-            } else {
-                refuse(path, error.inner())
-            }
-        })?;
+        let mut spec: Self =
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+                let path = error.path().to_string();
+                if path == "." {
+                    format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
+                } else {
+                    refuse(path, error.inner())
+                }
+            })?;
         deserializer
             .end()
             .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {error}"))?;
+        // The version is written once, in `distribution`.
+        let (manifest, version) = (&mut spec.manifest, &spec.distribution.version);
+        manifest.provider_version = version.clone();
+        manifest.display_name = format!("{} {version}", manifest.display_name);
         spec.check()?;
         Ok(spec)
     }

@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use super::fs::ScratchDir;
 use super::inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH};
 use super::*;
+use crate::scratch::ScratchDir;
 
 fn real_inputs() -> Inputs {
     Inputs::read(&repo_root()).expect("the repository's inputs are readable")
