@@ -120,17 +120,17 @@ const SPEC_HEADER: &str = "\
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
+
+from rextio_device_cuda._record import Record
 ";
 
-/// `_spec.py`: one dataclass per spec record, `PROVIDER_SPEC`, and the
+/// `_provider_spec.py`: one record class per spec record, `PROVIDER_SPEC`, and the
 /// capabilities by id.
 pub fn spec_module(classes: &[PyClass], spec: &PyExpr) -> Vec<u8> {
     let mut out = String::from(SPEC_HEADER);
     for class in classes {
-        out.push_str("\n\n@dataclass(frozen=True)\n");
-        out.push_str(&format!("class {}:\n", class.name));
+        out.push_str(&format!("\n\nclass {}(Record):\n", class.name));
         match class.doc.as_slice() {
             [line] => out.push_str(&format!("{INDENT}\"\"\"{line}\"\"\"\n\n")),
             lines => {
