@@ -549,12 +549,13 @@ impl ProviderSpec {
     }
 
     fn check_reason_codes(&self) -> Result<()> {
+        let codes = self.code_pattern()?;
         for (code, (explanation, remedy)) in self.reason_codes.iter() {
             let path = format!("reason_codes.{code}");
-            if !is_reason_code(code) {
+            if !codes.is_match(code) {
                 return Err(refuse(
                     path,
-                    "the code does not match ^[A-Z][A-Z0-9_]{0,63}$",
+                    format!("the code does not match {}", codes.as_str()),
                 ));
             }
             if explanation.trim().is_empty() || remedy.trim().is_empty() {
@@ -594,12 +595,20 @@ impl ProviderSpec {
         }
     }
 
+    /// `probe_report.reason_code_pattern`: every reason code matches it.
+    fn code_pattern(&self) -> Result<regex_lite::Regex> {
+        let text = &self.probe_report.reason_code_pattern;
+        pattern("probe_report.reason_code_pattern", text)
+    }
+
     fn check_vocabulary(&self) -> Result<()> {
+        let sms = pattern("policy.sm_pattern", &self.policy.sm_pattern)?;
         let mut seen = BTreeSet::new();
         for (index, sm) in self.manifest.architectures.iter().enumerate() {
             let path = format!("manifest.architectures[{index}]");
-            if !is_sm(sm) {
-                return Err(refuse(path, format!("`{sm}` is not sm_NN or sm_NNN")));
+            if !sms.is_match(sm) {
+                let message = format!("`{sm}` does not match `policy.sm_pattern` {}", sms.as_str());
+                return Err(refuse(path, message));
             }
             if !seen.insert(sm) {
                 return Err(refuse(path, format!("`{sm}` is listed twice")));
@@ -707,7 +716,7 @@ impl ProviderSpec {
                 "missing field `reason_prefix` (a framework reuse lane needs one)",
             ));
         };
-        if !is_reason_code(prefix) || !prefix.ends_with('_') {
+        if !self.code_pattern()?.is_match(prefix) || !prefix.ends_with('_') {
             return Err(refuse(
                 format!("{path}.reason_prefix"),
                 format!("`{prefix}` is not an upper-case code prefix ending in `_`"),
@@ -911,18 +920,12 @@ impl ProviderSpec {
     }
 }
 
-/// `^[A-Z][A-Z0-9_]{0,63}$`.
-fn is_reason_code(code: &str) -> bool {
-    code.len() <= 64
-        && code.starts_with(|c: char| c.is_ascii_uppercase())
-        && code
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// `^sm_[0-9]{2,3}$`.
-fn is_sm(text: &str) -> bool {
-    text.strip_prefix("sm_").is_some_and(|digits| {
-        (2..=3).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
+/// The spec's pattern at `path`, which Python's `re` reads too.
+fn pattern(path: &str, text: &str) -> Result<regex_lite::Regex> {
+    regex_lite::Regex::new(text).map_err(|error| {
+        refuse(
+            path,
+            format!("`{text}` is not a regular expression: {error}"),
+        )
     })
 }

@@ -689,7 +689,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"sm_86\", \"sm_87\"",
         "\"sm_8\", \"sm_87\"",
-        "manifest.architectures[6]: `sm_8` is not sm_NN or sm_NNN",
+        "manifest.architectures[6]: `sm_8` does not match `policy.sm_pattern` ^sm_[0-9]{2,3}$",
     );
     assert_refused(
         "\"sm_86\", \"sm_87\"",
@@ -773,4 +773,24 @@ fn a_missing_packaged_input_is_the_render_error() {
     no_license.files.remove(inputs::LICENSE_PATH);
     let error = render(&no_license).unwrap_err();
     assert!(error.contains("LICENSE"), "{error}");
+}
+
+#[test]
+fn the_specs_own_patterns_decide_which_sms_and_codes_it_accepts() {
+    let inputs = real_inputs();
+    let edited = with_input(&inputs, PROVIDER_SPEC_PATH, |text| {
+        text.replacen("\"sm_86\", \"sm_87\"", "\"sm_8\", \"sm_87\"", 1)
+            .replacen("^sm_[0-9]{2,3}$", "^sm_[0-9]{1,3}$", 1)
+    });
+    render(&edited).expect("the widened pattern accepts sm_8");
+    assert_refused(
+        "\"sm_pattern\": \"^sm_[0-9]{2,3}$\"",
+        "\"sm_pattern\": \"^sm_[0-9{2,3}$\"",
+        "policy.sm_pattern: `^sm_[0-9{2,3}$` is not a regular expression",
+    );
+    assert_refused(
+        "\"reason_code_pattern\": \"^[A-Z][A-Z0-9_]{0,63}$\"",
+        "\"reason_code_pattern\": \"^[A-Z]{0,8}$\"",
+        "reason_codes.AT_MOST_ONE_SM_ALLOWED: the code does not match ^[A-Z]{0,8}$",
+    );
 }
