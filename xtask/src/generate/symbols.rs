@@ -34,8 +34,10 @@ pub enum Scalar {
     Double,
 }
 
-/// (C spelling, Rust spelling, value range of an integer) of every scalar.
-const SCALARS: [(&str, &str, Scalar, Option<(i128, i128)>); 9] = [
+/// A scalar's C spelling, Rust spelling, and value range if an integer.
+type ScalarEntry = (&'static str, &'static str, Scalar, Option<(i128, i128)>);
+
+const SCALARS: [ScalarEntry; 9] = [
     ("void", "c_void", Scalar::Void, None),
     ("char", "c_char", Scalar::Char, None),
     (
@@ -73,7 +75,7 @@ const SCALARS: [(&str, &str, Scalar, Option<(i128, i128)>); 9] = [
 ];
 
 impl Scalar {
-    fn entry(self) -> &'static (&'static str, &'static str, Scalar, Option<(i128, i128)>) {
+    fn entry(self) -> &'static ScalarEntry {
         SCALARS
             .iter()
             .find(|entry| entry.2 == self)

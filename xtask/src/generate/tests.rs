@@ -321,8 +321,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
         .unwrap()
         .symbols
         .len();
-    let exports =
-        table_exports(&String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap());
+    let exports = table_exports(core::str::from_utf8(find(&outputs, DRIVER_API_PATH)).unwrap());
     assert_eq!(exports.len(), real_symbols + 1);
     assert_eq!(exports.last().map(String::as_str), Some("cuTypesProbe_v2"));
     let accessor = "optional 3020 cuTypesProbe_v2(".to_string();
