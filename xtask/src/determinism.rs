@@ -558,8 +558,12 @@ mod tests {
             .files
             .get_mut(crate::generate::inputs::PROVIDER_SPEC_PATH)
             .unwrap();
-        let at = spec.windows(9).position(|w| w == b"Check the").unwrap();
-        spec[at] = b'c';
+        // A probe code's explanation: spec.rs holds it too, as its doc.
+        let at = spec
+            .windows(22)
+            .position(|w| w == b"No libcuda.so.1 exists")
+            .unwrap();
+        spec[at] = b'n';
         let report = compare_outputs(&baseline, &render(&perturbed).unwrap()).join("\n");
         assert!(
             report.contains("probe/src/generated/spec.rs: line "),
