@@ -7,7 +7,6 @@ pub mod fs;
 mod index;
 pub mod inputs;
 mod json;
-mod manifest;
 mod python;
 mod rust;
 pub mod spec;
@@ -31,7 +30,6 @@ pub use index::sha256_hex;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
 pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
-pub const MANIFEST_PATH: &str = "generated/manifest.json";
 pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
 pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
 pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
@@ -68,10 +66,6 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
         output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
-        output(
-            MANIFEST_PATH,
-            json::to_python_json(&manifest::manifest_value(&spec)?)?,
-        ),
         output(
             PYTHON_MODULE_PATH,
             python::module(&archive_name, &sha256_hex(&archive)),

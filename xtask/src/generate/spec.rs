@@ -523,6 +523,11 @@ fn pattern(path: &str, text: &str) -> Result<regex_lite::Regex> {
     })
 }
 
+/// Core's canonical form of a string list: trimmed, de-duplicated, sorted.
+fn sorted(items: &[String]) -> BTreeSet<&str> {
+    items.iter().map(|item| item.trim()).collect()
+}
+
 /// Fails at `path` when `items` holds an entry twice.
 fn unique<'a>(path: &str, items: impl IntoIterator<Item = &'a String>) -> Result<()> {
     let mut seen = BTreeSet::new();
@@ -631,6 +636,21 @@ impl ProviderSpec {
             })?;
         }
         unique("manifest.architectures", architectures)?;
+        // Core keeps one runtime requirement per name: a second must be the same.
+        let pins = &self.manifest.runtime_requirements;
+        for (index, pin) in pins.iter().enumerate() {
+            let name = pin.name.trim();
+            let same = |other: &RuntimePin| {
+                other.version.trim() == pin.version.trim()
+                    && sorted(&other.features) == sorted(&pin.features)
+            };
+            let earlier = pins[..index]
+                .iter()
+                .filter(|other| other.name.trim() == name);
+            let message = || format!("conflicting runtime requirements for `{name}`");
+            let path = || format!("manifest.runtime_requirements[{index}]");
+            ensure(earlier.clone().all(same), || (path(), message()))?;
+        }
         let path = "manifest.architectures";
         ensure(!architectures.is_empty(), || {
             (path, "the SM vocabulary is empty")
@@ -717,6 +737,13 @@ impl ProviderSpec {
             (
                 prefix_path(),
                 format!("no reason code starts with `{prefix}`"),
+            )
+        })?;
+        let device = requirement.logical_device.trim().is_empty();
+        ensure(!device, || {
+            (
+                format!("{path}.requirement.logical_device"),
+                "the device is empty",
             )
         })?;
         let pinned = !lane.runtime_pins.is_empty();

@@ -219,7 +219,7 @@ fn drift_names_stale_missing_and_unexpected_files() {
     assert_eq!(written.len(), outputs.len());
     assert!(drift(scratch.path(), &outputs).unwrap().is_empty());
 
-    std::fs::write(scratch.path().join(MANIFEST_PATH), "{}\n").unwrap();
+    std::fs::write(scratch.path().join(PYTHON_MODULE_PATH), "x = 1\n").unwrap();
     std::fs::remove_file(scratch.path().join(PROBE_SPEC_PATH)).unwrap();
     std::fs::write(scratch.path().join("generated/stray.txt"), "x").unwrap();
     let found = drift(scratch.path(), &outputs).unwrap();
@@ -227,13 +227,13 @@ fn drift_names_stale_missing_and_unexpected_files() {
         found,
         [
             Drift::Missing(PROBE_SPEC_PATH.to_string()),
-            Drift::Stale(MANIFEST_PATH.to_string()),
+            Drift::Stale(PYTHON_MODULE_PATH.to_string()),
             Drift::Unexpected("generated/stray.txt".to_string()),
         ]
     );
     let report = drift_report(&found);
     assert!(
-        report.contains("generated/manifest.json: stale"),
+        report.contains("python/rextio_device_cuda/_generated.py: stale"),
         "{report}"
     );
     assert!(
@@ -791,5 +791,29 @@ fn the_specs_own_patterns_decide_which_sms_and_codes_it_accepts() {
         "\"reason_code_pattern\": \"^[A-Z][A-Z0-9_]{0,63}$\"",
         "\"reason_code_pattern\": \"^[A-Z]{0,8}$\"",
         "reason_codes.AT_MOST_ONE_SM_ALLOWED: the code does not match ^[A-Z]{0,8}$",
+    );
+}
+
+#[test]
+fn spec_facts_the_manifest_relies_on_are_checked() {
+    // Core keeps one runtime requirement per name; a second must be the same.
+    assert_refused(
+        "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
+        "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }, \
+         { \"name\": \"nvidia-cuda-driver\", \"version\": \">=13.0\", \"features\": [] }",
+        "manifest.runtime_requirements[1]: conflicting runtime requirements for `nvidia-cuda-driver`",
+    );
+    let spec = std::str::from_utf8(&real_inputs().files[PROVIDER_SPEC_PATH])
+        .unwrap()
+        .to_string();
+    let edited = spec.replacen(
+        "\"logical_device\": \"gpu:0\"",
+        "\"logical_device\": \" \"",
+        1,
+    );
+    let error = render_error(&with_input(&real_inputs(), PROVIDER_SPEC_PATH, |_| edited));
+    assert!(
+        error.ends_with("lanes.libtorch.requirement.logical_device: the device is empty"),
+        "{error}"
     );
 }
