@@ -5,5 +5,5 @@ from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
 RUNTIME_SOURCE_SHA256: Final[str] = (
-    "304ef272e2a504a806e7d171a30501e45be696caf38c8dfef90532d39bb050c3"
+    "71c51c96b000dcbc7a403ad34878297bca5aa231dce7cbfe79980acd52799b28"
 )
