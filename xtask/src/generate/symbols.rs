@@ -356,11 +356,11 @@ fn at(json_path: &str, message: impl std::fmt::Display) -> String {
 }
 
 /// `Err(at(path, message))` unless `ok`.
-fn ensure(ok: bool, path: impl FnOnce() -> String, message: impl std::fmt::Display) -> Result<()> {
+fn ensure(ok: bool, path: impl std::fmt::Display, message: impl std::fmt::Display) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(at(&path(), message))
+        Err(at(&path.to_string(), message))
     }
 }
 
@@ -429,7 +429,7 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
 fn doc_present(doc: &str, path: &str) -> Result<()> {
     ensure(
         !doc.trim().is_empty(),
-        || format!("{path}.doc"),
+        format!("{path}.doc"),
         "the doc text is empty",
     )
 }
@@ -457,17 +457,11 @@ impl SymbolList {
 
     fn from_raw(raw: RawList) -> Result<Self> {
         let version = raw.schema_version;
-        ensure(
-            version == SCHEMA_VERSION,
-            || "schema_version".into(),
-            format!("{version} is not supported (expected {SCHEMA_VERSION})"),
-        )?;
+        let message = format!("{version} is not supported (expected {SCHEMA_VERSION})");
+        ensure(version == SCHEMA_VERSION, "schema_version", message)?;
         let convention = &raw.calling_convention;
-        ensure(
-            convention == "system",
-            || "calling_convention".into(),
-            format!("`{convention}` is not supported (expected `system`)"),
-        )?;
+        let message = format!("`{convention}` is not supported (expected `system`)");
+        ensure(convention == "system", "calling_convention", message)?;
         let header_sets = parse_header_sets(raw.header_sets)?;
 
         let mut named: BTreeMap<String, NamedType> = BUILTIN_TYPES
@@ -485,25 +479,15 @@ impl SymbolList {
             .collect();
         for (name, raw_enum) in &raw.types {
             let path = format!("types.{name}");
-            ensure(
-                is_identifier(name),
-                || path.clone(),
-                "the name is not an identifier",
-            )?;
-            ensure(
-                !named.contains_key(name),
-                || path.clone(),
-                "cuda.h's own typedef; the generator knows it already",
-            )?;
+            ensure(is_identifier(name), &path, "the name is not an identifier")?;
+            let message = "cuda.h's own typedef; the generator knows it already";
+            ensure(!named.contains_key(name), &path, message)?;
             let kind = &raw_enum.kind;
-            ensure(
-                kind == "enum",
-                || format!("{path}.kind"),
-                format!("`{kind}` is not supported (expected `enum`)"),
-            )?;
+            let message = format!("`{kind}` is not supported (expected `enum`)");
+            ensure(kind == "enum", format!("{path}.kind"), message)?;
             ensure(
                 [8, 16, 32, 64].contains(&raw_enum.bits),
-                || format!("{path}.bits"),
+                format!("{path}.bits"),
                 "expected 8, 16, 32 or 64",
             )?;
             doc_present(&raw_enum.doc, &path)?;
@@ -523,11 +507,7 @@ impl SymbolList {
         let mut constants = Vec::new();
         for (name, raw_constant) in raw.constants {
             let path = format!("constants.{name}");
-            ensure(
-                is_identifier(&name),
-                || path.clone(),
-                "the name is not an identifier",
-            )?;
+            ensure(is_identifier(&name), &path, "the name is not an identifier")?;
             let c_type = parse_c_type(&raw_constant.c_type, &named).ok_or_else(|| {
                 at(
                     &format!("{path}.c_type"),
@@ -548,7 +528,7 @@ impl SymbolList {
             let value = i128::from(raw_constant.value);
             ensure(
                 (range.0..=range.1).contains(&value),
-                || format!("{path}.value"),
+                format!("{path}.value"),
                 "out of range for its C type",
             )?;
             doc_present(&raw_constant.doc, &path)?;
@@ -562,11 +542,11 @@ impl SymbolList {
         let has_success = constants
             .iter()
             .any(|constant| constant.name == "CUDA_SUCCESS");
-        ensure(has_success, || "constants".into(), "lacks `CUDA_SUCCESS`")?;
+        ensure(has_success, "constants", "lacks `CUDA_SUCCESS`")?;
 
         ensure(
             !raw.symbols.is_empty(),
-            || "symbols".into(),
+            "symbols",
             "the symbol list is empty",
         )?;
         let mut exports = BTreeSet::new();
@@ -574,17 +554,17 @@ impl SymbolList {
         for (index, raw_symbol) in raw.symbols.into_iter().enumerate() {
             let symbol = parse_symbol(index, raw_symbol, &named, &header_sets)?;
             let export = &symbol.export;
-            ensure(
+            let (new, message) = (
                 exports.insert(export.clone()),
-                || format!("symbols[{index}].export"),
                 format!("duplicate export name `{export}`"),
-            )?;
+            );
+            ensure(new, format!("symbols[{index}].export"), message)?;
             symbols.push(symbol);
         }
         for constant in &constants {
             ensure(
                 !exports.contains(&constant.name),
-                || format!("constants.{}", constant.name),
+                format!("constants.{}", constant.name),
                 "the name is also an export",
             )?;
         }
@@ -619,11 +599,7 @@ fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>>
     let mut sets = Vec::new();
     for (name, mut set) in raw {
         let path = format!("header_sets.{name}");
-        ensure(
-            is_identifier(&name),
-            || path.clone(),
-            "the name is not an identifier",
-        )?;
+        ensure(is_identifier(&name), &path, "the name is not an identifier")?;
         let plain = |text: &str| {
             !text.is_empty()
                 && text
@@ -634,7 +610,7 @@ fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>>
         let plain_names = plain(&set.package) && plain(&set.version) && plain(&set.include_dir);
         ensure(
             plain_names,
-            || path.clone(),
+            &path,
             "package, version and include_dir must be plain names",
         )?;
         let digest = &set.wheel_sha256;
@@ -644,7 +620,7 @@ fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>>
                 .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
         ensure(
             digest_ok,
-            || format!("{path}.wheel_sha256"),
+            format!("{path}.wheel_sha256"),
             "expected 64 lowercase hex digits",
         )?;
         set.name = name;
@@ -652,7 +628,7 @@ fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>>
     }
     ensure(
         !sets.is_empty(),
-        || "header_sets".into(),
+        "header_sets",
         "no header set to check the list against",
     )?;
     Ok(sets)
@@ -668,26 +644,20 @@ fn parse_symbol(
     let path = |key: &str| format!("symbols[{index}].{key}");
     ensure(
         is_identifier(&raw.export),
-        || path("export"),
+        path("export"),
         "not an identifier",
     )?;
     let api_ok = is_identifier(&raw.api) && raw.export.starts_with(&raw.api);
     ensure(
         api_ok,
-        || path("api"),
+        path("api"),
         "not an identifier that starts the export name",
     )?;
     let (since, abi) = (raw.since, raw.abi_version);
-    ensure(
-        since >= abi,
-        || path("since"),
-        format!("{since} is older than the export's abi_version {abi}"),
-    )?;
-    ensure(
-        (2000..100_000).contains(&abi),
-        || path("abi_version"),
-        "expected a cuDriverGetVersion value such as 2000 or 3020",
-    )?;
+    let message = format!("{since} is older than the export's abi_version {abi}");
+    ensure(since >= abi, path("since"), message)?;
+    let message = "expected a cuDriverGetVersion value such as 2000 or 3020";
+    ensure((2000..100_000).contains(&abi), path("abi_version"), message)?;
     let returns = parse_c_type(&raw.returns, named)
         .filter(|returns| matches!(returns, CType::Named(name) if name == "CUresult"))
         .ok_or_else(|| {
@@ -704,13 +674,13 @@ fn parse_symbol(
         let param_path = |key: &str| path(&format!("params[{param_index}].{key}"));
         ensure(
             is_identifier(&param.name),
-            || param_path("name"),
+            param_path("name"),
             "not an identifier",
         )?;
         let unique = !params.iter().any(|earlier| earlier.name == param.name);
         ensure(
             unique,
-            || param_path("name"),
+            param_path("name"),
             format!("duplicate parameter name `{}`", param.name),
         )?;
         let c_type = parse_c_type(&param.c_type, named).ok_or_else(|| {
@@ -729,14 +699,11 @@ fn parse_symbol(
     for (component, tier) in raw.components {
         let component_path = || path(&format!("components.{component}"));
         let known = COMPONENTS.contains(&component.as_str());
-        ensure(
-            known,
-            component_path,
-            format!(
-                "unknown component (expected one of {})",
-                COMPONENTS.join(", ")
-            ),
-        )?;
+        let message = format!(
+            "unknown component (expected one of {})",
+            COMPONENTS.join(", ")
+        );
+        ensure(known, component_path(), message)?;
         let tier = match tier.as_str() {
             "required" => Tier::Required,
             "optional" => Tier::Optional,
@@ -751,20 +718,20 @@ fn parse_symbol(
     }
     ensure(
         !components.is_empty(),
-        || path("components"),
+        path("components"),
         "no component uses this symbol",
     )?;
     for (set, why) in &raw.undeclared_in {
         let set_path = || path(&format!("undeclared_in.{set}"));
         let known = header_sets.iter().any(|header_set| &header_set.name == set);
-        ensure(known, set_path, "not a header set of `header_sets`")?;
-        ensure(!why.trim().is_empty(), set_path, "say why")?;
+        ensure(known, set_path(), "not a header set of `header_sets`")?;
+        ensure(!why.trim().is_empty(), set_path(), "say why")?;
     }
     let deprecated_ok = !raw
         .deprecated
         .as_ref()
         .is_some_and(|why| why.trim().is_empty());
-    ensure(deprecated_ok, || path("deprecated"), "say why")?;
+    ensure(deprecated_ok, path("deprecated"), "say why")?;
     Ok(Symbol {
         deprecated: raw.deprecated,
         export: raw.export,
