@@ -284,7 +284,48 @@ fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
             )?;
         }
     }
+    ensure_wheelhouse(&python, &sdists)?;
     Ok((python, sdists))
+}
+
+/// Where the fresh-venv test installs from without an index: wheels of
+/// Core `NEWEST_CORE` and of the plugins (built once from their pinned sdists).
+fn wheelhouse() -> PathBuf {
+    paths::target_dir().join("wheelhouse")
+}
+
+fn ensure_wheelhouse(python: &Path, sdists: &Path) -> Result<()> {
+    let dir = wheelhouse();
+    let wanted: Vec<String> = std::iter::once(("rextio", NEWEST_CORE))
+        .chain(
+            DOWNSTREAM
+                .iter()
+                .map(|plugin| (plugin.name, plugin.version)),
+        )
+        .map(|(name, version)| format!("{}-{version}-", name.replace('-', "_")))
+        .collect();
+    let present: Vec<String> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if wanted
+        .iter()
+        .all(|prefix| present.iter().any(|name| name.starts_with(prefix)))
+    {
+        return Ok(());
+    }
+    let mut build = pip(python);
+    build
+        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
+        .arg(&dir)
+        .arg(format!("rextio=={NEWEST_CORE}"));
+    for plugin in DOWNSTREAM {
+        build.arg(sdists.join(plugin.sdist));
+    }
+    process::run(&mut build)
 }
 
 /// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
@@ -303,7 +344,7 @@ pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
     mypy(
         Venv::Floor,
         &[
-            &["python/rextio_device_cuda", "tests/python"],
+            &["python/rextio_device_cuda", "python/hatch_build.py", "tests/python"],
             &["tests/e2e"],
         ],
     )?;
@@ -357,9 +398,12 @@ fn pytest(
         .env("REXTIO_CUDA_PROBE", &native.probe)
         .env("REXTIO_CUDA_SMOKE", &native.smoke)
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
-        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"));
+        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"))
+        .env("REXTIO_DIST_DIR", paths::target_dir().join("dist"));
     if let Some(sdists) = sdists {
-        pytest.env("REXTIO_DOWNSTREAM_SDISTS", sdists);
+        pytest
+            .env("REXTIO_DOWNSTREAM_SDISTS", sdists)
+            .env("REXTIO_WHEELHOUSE", wheelhouse());
     }
     // importlib mode: the rootdir is not put on sys.path, so only the
     // installed wheel can satisfy `import rextio_device_cuda`.
