@@ -344,7 +344,11 @@ pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
     mypy(
         Venv::Floor,
         &[
-            &["python/rextio_device_cuda", "python/hatch_build.py", "tests/python"],
+            &[
+                "python/rextio_device_cuda",
+                "python/hatch_build.py",
+                "tests/python",
+            ],
             &["tests/e2e"],
         ],
     )?;
