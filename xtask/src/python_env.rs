@@ -296,36 +296,20 @@ fn wheelhouse() -> PathBuf {
 
 fn ensure_wheelhouse(python: &Path, sdists: &Path) -> Result<()> {
     let dir = wheelhouse();
-    let wanted: Vec<String> = std::iter::once(("rextio", NEWEST_CORE))
-        .chain(
-            DOWNSTREAM
-                .iter()
-                .map(|plugin| (plugin.name, plugin.version)),
-        )
-        .map(|(name, version)| format!("{}-{version}-", name.replace('-', "_")))
-        .collect();
-    let present: Vec<String> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    if wanted
-        .iter()
-        .all(|prefix| present.iter().any(|name| name.starts_with(prefix)))
-    {
+    if dir.is_dir() {
         return Ok(());
     }
+    // Built aside and renamed, so a wheelhouse that exists is complete.
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
     let mut build = pip(python);
     build
         .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
-        .arg(&dir)
-        .arg(format!("rextio=={NEWEST_CORE}"));
-    for plugin in DOWNSTREAM {
-        build.arg(sdists.join(plugin.sdist));
-    }
-    process::run(&mut build)
+        .arg(&partial)
+        .arg(format!("rextio=={NEWEST_CORE}"))
+        .args(DOWNSTREAM.iter().map(|plugin| sdists.join(plugin.sdist)));
+    process::run(&mut build)?;
+    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))
 }
 
 /// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
@@ -403,7 +387,8 @@ fn pytest(
         .env("REXTIO_CUDA_SMOKE", &native.smoke)
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
         .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"))
-        .env("REXTIO_DIST_DIR", paths::target_dir().join("dist"));
+        .env("REXTIO_DIST_DIR", paths::target_dir().join("dist"))
+        .env("REXTIO_DIST_TOOLS", ensure_dist_tools()?);
     if let Some(sdists) = sdists {
         pytest
             .env("REXTIO_DOWNSTREAM_SDISTS", sdists)
