@@ -241,11 +241,14 @@ fn compare_dist_builds() -> Result<Vec<String>> {
         .zip(&second.binaries)
         .chain(first.artifacts.iter().zip(&second.artifacts));
     for (a, b) in pairs {
-        let shown = |path: &Path| {
-            path.strip_prefix(repo_root())
-                .unwrap_or(path)
-                .display()
-                .to_string()
+        // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
+        let shown = |path: &Path| match path.strip_prefix(repo_root()) {
+            Ok(relative) => relative.display().to_string(),
+            Err(_) => path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
         };
         let read = |path: &Path| {
             std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
