@@ -76,7 +76,6 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
             python::pyproject(
                 inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?,
                 &spec,
-                &archive_name,
             )?,
         ),
         output(format!("generated/{archive_name}"), archive),
