@@ -73,10 +73,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(
             PYPROJECT_PATH,
-            python::pyproject(
-                inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?,
-                &spec,
-            )?,
+            python::pyproject(inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?, &spec)?,
         ),
         output(format!("generated/{archive_name}"), archive),
         output(
