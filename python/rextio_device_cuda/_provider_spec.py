@@ -282,7 +282,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
     distribution=DistributionSpec(
         name="rextio-device-cuda",
         import_name="rextio_device_cuda",
-        version="0.1.0",
+        version="0.2.0",
         requires_python=">=3.11",
         dependencies=("rextio>=0.1.6,<0.2",),
         license="MIT",
@@ -294,8 +294,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
     ),
     manifest=ManifestSpec(
         provider_id="rextio-device-cuda",
-        display_name="Rextio NVIDIA CUDA provider 0.1.0",
-        provider_version="0.1.0",
+        display_name="Rextio NVIDIA CUDA provider 0.2.0",
+        provider_version="0.2.0",
         backend="cuda",
         api_version="1.0",
         runtime_requirements=(

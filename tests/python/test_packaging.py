@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
 import json
 import os
+import shutil
 import subprocess
+import sys
 import sysconfig
 import tomllib
 from importlib import metadata
@@ -91,3 +95,78 @@ def test_the_wheel_is_built_in_an_environment_holding_only_its_build_backend() -
     installed = set(listed.stdout.split())
     assert "hatchling" in installed
     assert installed.isdisjoint({"rextio", "pytest", "ruff", "mypy", "rextio-device-cuda"})
+
+
+def _probe_command(*, pythonpath: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"]}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    return subprocess.run(
+        [sys.executable, "-m", "rextio_device_cuda", "probe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
+def test_probe_prints_the_installed_probe_its_digest_and_the_lines_to_paste() -> None:
+    installed = Path(rextio_device_cuda.__file__).resolve().parent / "_bin"
+    shipped = installed / SPEC["probe_report"]["probe"]
+    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()
+    recorded = (installed / "SHA256SUMS").read_text(encoding="ascii")
+    assert f"{digest}  {shipped.name}\n" in recorded
+    # pip's RECORD lists it too, with the same digest (urlsafe base64).
+    record = metadata.distribution(SPEC["distribution"]["name"]).files or []
+    [entry] = [item for item in record if str(item).endswith(f"_bin/{shipped.name}")]
+    assert entry.hash is not None
+    assert base64.urlsafe_b64decode(entry.hash.value + "=") == bytes.fromhex(digest)
+
+    done = _probe_command()
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"probe: {shipped}"
+    assert lines[1].startswith(f"sha256: {digest} ")
+    pasted = tomllib.loads("\n".join(lines[2:]))
+    assert pasted == {"probe_executable": str(shipped), "probe_sha256": digest}
+    assert Path(pasted["probe_executable"]).is_absolute()
+    # It is the real probe for this host: it runs and prints its report.
+    report = subprocess.run([shipped], capture_output=True, timeout=60, check=False, env={})
+    assert report.returncode == 0
+    assert json.loads(report.stdout)["probe"] == SPEC["probe_report"]["probe"]
+
+
+def _package_copy(tmp_path: Path) -> Path:
+    """A copy of the installed package that PYTHONPATH puts first."""
+    copy = tmp_path / "site" / "rextio_device_cuda"
+    shutil.copytree(Path(rextio_device_cuda.__file__).resolve().parent, copy)
+    return copy
+
+
+def test_probe_refuses_a_probe_whose_bytes_are_not_the_recorded_ones(tmp_path: Path) -> None:
+    copy = _package_copy(tmp_path)
+    shipped = copy / "_bin" / SPEC["probe_report"]["probe"]
+    data = bytearray(shipped.read_bytes())
+    data[-1] ^= 0xFF
+    shipped.write_bytes(bytes(data))
+
+    done = _probe_command(pythonpath=copy.parent)
+
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "not the" in done.stderr and "reinstall the wheel" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_probe_without_shipped_binaries_says_how_to_build_one(tmp_path: Path) -> None:
+    copy = _package_copy(tmp_path)
+    shutil.rmtree(copy / "_bin")
+
+    done = _probe_command(pythonpath=copy.parent)
+
+    assert (done.returncode, done.stdout) == (1, "")
+    assert "no probe ships for this platform" in done.stderr
+    assert "cargo build --release --locked -p rextio-cuda-probe" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -4,6 +4,9 @@
 //! PyPI, created once and reused while every pin is satisfied:
 //!
 //! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
+//! - `target/venv-dist`: `dist`'s other tools: zig (`ziglang`) and
+//!   cargo-zigbuild for the shipped binaries, auditwheel, twine and
+//!   check-wheel-contents for the artifacts' checks.
 //! - `target/venv`: Rextio Core `FLOOR_CORE` (0.1.6, the lowest Core the
 //!   package supports) and every tool (pytest, ruff, mypy, hatchling).
 //!   `demo`, `bench` and `validate-nvidia` use it.
@@ -42,6 +45,15 @@ const TOOL_PINS: &[(&str, &str)] = &[
 /// The wheel's build backend, pinned exactly.
 const HATCHLING: &str = "1.33.0";
 
+/// `dist`'s tools besides hatchling, pinned exactly.
+const DIST_TOOL_PINS: &[(&str, &str)] = &[
+    ("ziglang", "0.17.0"),
+    ("cargo-zigbuild", "0.24.0"),
+    ("auditwheel", "6.8.2"),
+    ("twine", "7.0.0"),
+    ("check-wheel-contents", "0.6.3"),
+];
+
 /// A companion plugin whose own code runs against our wheel: its sdist (the
 /// file name PyPI serves and its SHA-256) is installed with `--no-deps`.
 struct Downstream {
@@ -79,11 +91,13 @@ for pin in sys.argv[1:]:
         sys.exit(1)
 ";
 
-/// One of the two environments.
+/// One of the environments.
 #[derive(Clone, Copy)]
 enum Venv {
     /// `target/venv-build`: the build backend alone.
     Build,
+    /// `target/venv-dist`: `dist`'s tools.
+    Dist,
     /// `target/venv`: Core `FLOOR_CORE` and every tool.
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
@@ -94,6 +108,7 @@ impl Venv {
     fn dir(self) -> PathBuf {
         match self {
             Venv::Build => paths::target_dir().join("venv-build"),
+            Venv::Dist => paths::target_dir().join("venv-dist"),
             Venv::Floor => paths::target_dir().join("venv"),
             Venv::Newest => paths::target_dir().join(format!("venv-core-{NEWEST_CORE}")),
         }
@@ -110,6 +125,12 @@ impl Venv {
     fn pins(self) -> Vec<String> {
         let core = match self {
             Venv::Build => return vec![format!("hatchling=={HATCHLING}")],
+            Venv::Dist => {
+                return DIST_TOOL_PINS
+                    .iter()
+                    .map(|(name, version)| format!("{name}=={version}"))
+                    .collect()
+            }
             Venv::Floor => FLOOR_CORE,
             Venv::Newest => NEWEST_CORE,
         };
@@ -184,6 +205,14 @@ pub fn ensure_venv() -> Result<PathBuf> {
 /// Creates or reuses `target/venv-build` (the build backend only); returns its python.
 pub fn ensure_build_venv() -> Result<PathBuf> {
     Venv::Build.ensure()
+}
+
+/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
+pub fn ensure_dist_tools() -> Result<PathBuf> {
+    Venv::Dist.ensure()?;
+    Ok(Venv::Dist
+        .dir()
+        .join(if cfg!(windows) { "Scripts" } else { "bin" }))
 }
 
 /// `python -m pip install`, quiet, with pip's download cache inside target/
