@@ -227,7 +227,8 @@ NVCUDA = "nvcuda.dll"
 # Wine's options for an unattended prefix: no debug noise, and no Mono or
 # Gecko installer prompts.
 WINE_QUIET = {"WINEDEBUG": "-all", "WINEDLLOVERRIDES": "mscoree,mshtml="}
-# Written once the prefix is complete; a prefix without it is made again.
+# Written once the prefix is complete, naming the Wine that made it; a prefix
+# without it, or made by another Wine, is made again.
 PREFIX_READY = "rextio-prefix-ready"
 WINE_TIMEOUT_SECONDS = 180
 
@@ -267,9 +268,22 @@ class WinePrefix:
             environment["WINEPATH"] = winepath
         return environment
 
+    def _version(self) -> str:
+        completed = subprocess.run(
+            [str(self.wine), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=WINE_TIMEOUT_SECONDS,
+            check=True,
+        )
+        return completed.stdout.strip()
+
     def ensure(self) -> None:
-        """Creates the prefix once (``wineboot --init``, then waits for its server)."""
-        if (self.prefix / PREFIX_READY).exists():
+        """Creates the prefix once per Wine version (``wineboot --init``, then
+        waits for its server to save it)."""
+        version = self._version()
+        ready = self.prefix / PREFIX_READY
+        if ready.exists() and ready.read_text(encoding="utf-8") == version:
             return
         if self.prefix.exists():
             shutil.rmtree(self.prefix)
@@ -288,7 +302,7 @@ class WinePrefix:
                 pytest.fail(f"creating the Wine prefix failed: {argv}: {completed.stderr}")
         if not self.system32.is_dir():
             pytest.fail(f"wineboot made no {self.system32}")
-        (self.prefix / PREFIX_READY).write_text("", encoding="utf-8")
+        ready.write_text(version, encoding="utf-8")
 
     def _wineserver(self) -> Path:
         # Debian installs the server beside the loader (/usr/lib/wine/).

@@ -11,8 +11,9 @@
 //! fetches `libcuda1` (a private apt configuration on the machine's own
 //! archive, `apt-get download`, `dpkg-deb -x`; see real_driver.rs), never
 //! installed, and cached under `target/emulated/`. The emulator runs
-//! explicitly (no binfmt registration). The build tools (Debian's cross gcc,
-//! mingw-w64) and Wine are Debian packages installed with apt-get when
+//! explicitly (no binfmt registration). The aarch64 binaries are the shipped
+//! ones (`native::build_shipped`, exactly what the aarch64 wheel carries).
+//! mingw-w64 and Wine are Debian packages installed with apt-get when
 //! missing; the step fails, saying why, when they cannot be.
 
 use std::fs;
@@ -21,7 +22,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::native::cargo;
+use crate::native::{self, cargo};
 use crate::paths::{repo_root, target_dir};
 use crate::real_driver::{self, PrivateApt, RealDriver};
 use crate::{process, python_env, Result};
@@ -37,14 +38,12 @@ const QEMU_BINARY: &str = "usr/bin/qemu-aarch64";
 /// The arm64 userland the binaries and the driver need.
 const USERLAND: [&str; 2] = ["libc6", "libgcc-s1"];
 const ARM64: &str = "arm64";
-const AARCH64_TARGET: &str = "aarch64-unknown-linux-gnu";
+const AARCH64_TRIPLE: &str = "aarch64-unknown-linux-gnu";
 const WINDOWS_TARGET: &str = "x86_64-pc-windows-gnu";
 /// Debian's path of the 64-bit Wine loader (package `wine64`).
 const WINE: &str = "/usr/lib/wine/wine64";
 /// What each step needs on the host: a file and the Debian package with it.
-const HOST_TOOLS: [(&str, &str); 4] = [
-    ("/usr/bin/aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"),
-    ("/usr/aarch64-linux-gnu/lib/crt1.o", "libc6-dev-arm64-cross"),
+const HOST_TOOLS: [(&str, &str); 2] = [
     (
         "/usr/bin/x86_64-w64-mingw32-gcc",
         "gcc-mingw-w64-x86-64-posix",
@@ -53,7 +52,7 @@ const HOST_TOOLS: [(&str, &str); 4] = [
 ];
 const TEST_DIR: &str = "tests/emulated";
 
-/// The release aarch64 binaries the emulated tests run.
+/// The aarch64 binaries the emulated tests run.
 pub struct Aarch64Binaries {
     pub probe: PathBuf,
     pub smoke: PathBuf,
@@ -84,7 +83,7 @@ fn cache_dir() -> PathBuf {
 pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("emulated", args);
     python_env::ensure_venv()?;
-    test(&build_aarch64()?)
+    test(&shipped_aarch64()?)
 }
 
 /// Builds what the step needs, then runs tests/emulated against `aarch64`.
@@ -157,24 +156,14 @@ fn ensure_host_tools() -> Result<()> {
     }
 }
 
-/// The release probe and smoke for aarch64, linked by Debian's cross gcc.
-pub fn build_aarch64() -> Result<Aarch64Binaries> {
-    ensure_host_tools()?;
-    crate::test::ensure_target(AARCH64_TARGET)?;
-    process::run(
-        cargo()
-            .env(
-                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER",
-                "aarch64-linux-gnu-gcc",
-            )
-            .args(["build", "--release", "--locked", "--target", AARCH64_TARGET])
-            .args(["--package", "rextio-cuda-probe"]),
-    )?;
-    let dir = target_dir().join(AARCH64_TARGET).join("release");
-    Ok(Aarch64Binaries {
-        probe: dir.join("rextio-cuda-driver-probe"),
-        smoke: dir.join("rextio-cuda-runtime-smoke"),
-    })
+/// The aarch64 probe and smoke exactly as the aarch64 wheel ships them.
+pub fn shipped_aarch64() -> Result<Aarch64Binaries> {
+    let target = native::SHIPPED_TARGETS
+        .iter()
+        .find(|target| target.triple == AARCH64_TRIPLE)
+        .ok_or("no shipped target is aarch64")?;
+    let [probe, smoke] = native::build_shipped(&repo_root(), target)?;
+    Ok(Aarch64Binaries { probe, smoke })
 }
 
 /// The Windows probe, smoke and simulated driver (mingw-w64 links them).

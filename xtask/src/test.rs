@@ -71,7 +71,10 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     report.step("real NVIDIA driver (libcuda1 535, 550, 555)", || {
         real_driver::test(&artifacts)
     })?;
-    let aarch64 = report.step("aarch64 release build (cross gcc)", emulated::build_aarch64)?;
+    let aarch64 = report.step(
+        "aarch64 probe and smoke as shipped (cargo-zigbuild)",
+        emulated::shipped_aarch64,
+    )?;
     report.step(
         "emulated: aarch64 under qemu (libcuda1 535, 550), the Windows loader under Wine",
         || emulated::test(&aarch64),
