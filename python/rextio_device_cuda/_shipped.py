@@ -28,7 +28,7 @@ class ShippedBinaryError(Exception):
     """The installed package carries no such binary, or not the one it recorded."""
 
 
-class NoShippedBinaries(ShippedBinaryError):
+class NoShippedBinariesError(ShippedBinaryError):
     """This installation carries no binaries at all: the pure wheel."""
 
 
@@ -70,9 +70,10 @@ def _recorded_digests(digests: Path) -> dict[str, str]:
     try:
         text = digests.read_text(encoding="ascii")
     except FileNotFoundError as error:
-        raise NoShippedBinaries("this installation ships no binaries") from error
+        raise NoShippedBinariesError("this installation ships no binaries") from error
     except (OSError, UnicodeDecodeError) as error:
-        raise ShippedBinaryError(f"{BIN_DIR}/{DIGESTS} cannot be read; reinstall the wheel") from error
+        message = f"{BIN_DIR}/{DIGESTS} cannot be read; reinstall the wheel"
+        raise ShippedBinaryError(message) from error
     recorded: dict[str, str] = {}
     for line in text.splitlines():
         match = _LINE.fullmatch(line)

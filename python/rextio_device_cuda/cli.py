@@ -37,7 +37,7 @@ from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
-from rextio_device_cuda._shipped import NoShippedBinaries, ShippedBinaryError, shipped_binary
+from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
 from rextio_device_cuda.provider import LOGGER
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
@@ -282,7 +282,7 @@ _NO_SHIPPED_PROBE: Final = (
 def _probe(arguments: argparse.Namespace) -> int:
     try:
         shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
-    except NoShippedBinaries:
+    except NoShippedBinariesError:
         print(f"error: {_NO_SHIPPED_PROBE}", file=sys.stderr)
         return EXIT_NOT_READY
     except ShippedBinaryError as error:

@@ -1,8 +1,8 @@
-"""What `cargo xtask dist` wrote (contract section 9.1): four artifacts, the
-binaries and their recorded digests in the platform wheels, the metadata, and
-an sdist that builds the pure wheel again. `cargo xtask test` names the
-directory in REXTIO_DIST_DIR; `dist` itself already refused to finish unless
-`auditwheel show`, `twine check --strict` and `check-wheel-contents` passed.
+"""What `cargo xtask dist` wrote (contract section 9.1): four artifacts that
+`auditwheel show`, `twine check --strict` and `check-wheel-contents` accept,
+the binaries and their recorded digests in the platform wheels, the metadata,
+and an sdist that builds the pure wheel again. `cargo xtask test` names the
+directory in REXTIO_DIST_DIR and the pinned tools' in REXTIO_DIST_TOOLS.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import email
 import hashlib
 import os
+import re
 import subprocess
 import tarfile
 import zipfile
@@ -34,8 +35,25 @@ def _dist() -> Path:
     return Path(value)
 
 
+def _tool(name: str, *arguments: str | Path) -> subprocess.CompletedProcess[str]:
+    tools = os.environ.get("REXTIO_DIST_TOOLS")
+    assert tools, "REXTIO_DIST_TOOLS is not set: run the tests through `cargo xtask test`"
+    return subprocess.run(
+        [Path(tools) / name, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": os.environ["PATH"], "NO_COLOR": "1"},
+        check=False,
+    )
+
+
+def _wheel_path(tag: str) -> Path:
+    return _dist() / f"{NAME}-{VERSION}-py3-none-{tag}.whl"
+
+
 def _wheel(tag: str) -> zipfile.ZipFile:
-    return zipfile.ZipFile(_dist() / f"{NAME}-{VERSION}-py3-none-{tag}.whl")
+    return zipfile.ZipFile(_wheel_path(tag))
 
 
 def _metadata(wheel: zipfile.ZipFile) -> tuple[Message, str]:
@@ -52,6 +70,30 @@ def test_dist_wrote_exactly_the_four_artifacts() -> None:
             *(f"{NAME}-{VERSION}-py3-none-{tag}.whl" for tag in PLATFORMS),
         ]
     )
+
+
+@pytest.mark.parametrize("tag", sorted(PLATFORMS))
+def test_auditwheel_confirms_the_platform_tag(tag: str) -> None:
+    shown = _tool("auditwheel", "show", _wheel_path(tag))
+    assert shown.returncode == 0, shown.stderr
+    # auditwheel wraps its lines; compare with the whitespace collapsed.
+    words = " ".join(shown.stdout.split())
+    assert f'is consistent with the following platform tag: "{tag}"' in words, shown.stdout
+    # The glibc floor: no symbol version newer than 2.17 is referenced.
+    versions = re.findall(r"GLIBC_(\d+)\.(\d+)", words)
+    assert versions, shown.stdout
+    assert max((int(major), int(minor)) for major, minor in versions) <= (2, 17)
+
+
+def test_twine_check_strict_and_check_wheel_contents_pass() -> None:
+    artifacts = sorted(_dist().iterdir())
+    checked = _tool("twine", "check", "--strict", *artifacts)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == len(artifacts) == 4, checked.stdout
+    wheels = [path for path in artifacts if path.suffix == ".whl"]
+    contents = _tool("check-wheel-contents", *wheels)
+    assert contents.returncode == 0, contents.stdout + contents.stderr
+    assert contents.stdout.count(": OK") == len(wheels) == 3, contents.stdout
 
 
 @pytest.mark.parametrize("tag", sorted(PLATFORMS))

@@ -156,7 +156,8 @@ def test_probe_refuses_a_probe_whose_bytes_are_not_the_recorded_ones(tmp_path: P
 
     assert done.returncode == 1
     assert done.stdout == ""
-    assert "not the" in done.stderr and "reinstall the wheel" in done.stderr
+    assert "not the" in done.stderr
+    assert "reinstall the wheel" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -269,7 +269,7 @@ fn compare_dist_builds() -> Result<Vec<String>> {
         } else {
             println!(
                 "verify-determinism: {} sha256 {} from both paths",
-                a.file_name().unwrap_or_default().to_string_lossy(),
+                shown(a),
                 crate::generate::sha256_hex(&a_bytes)
             );
         }

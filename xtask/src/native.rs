@@ -364,6 +364,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_shipped_target_is_a_capability_target_of_the_spec() {
+        let root = repo_root();
+        let inputs = crate::generate::inputs::Inputs::read(&root).unwrap();
+        let spec = crate::generate::spec::ProviderSpec::parse(
+            inputs
+                .get(crate::generate::inputs::PROVIDER_SPEC_PATH)
+                .unwrap(),
+        )
+        .unwrap();
+        for target in &SHIPPED_TARGETS {
+            assert!(
+                spec.capabilities
+                    .iter()
+                    .any(|capability| capability.target_triple == target.triple),
+                "{}",
+                target.triple
+            );
+            let arch = target.triple.split('-').next().unwrap();
+            let floor = GLIBC_FLOOR.replace('.', "_");
+            assert_eq!(target.platform_tag, format!("manylinux_{floor}_{arch}"));
+        }
+    }
+
+    #[test]
     fn median_ignores_noise_and_picks_the_middle() {
         assert_eq!(
             median_of_lines("5\n1\nx\n3\n").unwrap(),

@@ -284,7 +284,32 @@ fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
             )?;
         }
     }
+    ensure_wheelhouse(&python, &sdists)?;
     Ok((python, sdists))
+}
+
+/// Where the fresh-venv test installs from without an index: wheels of
+/// Core `NEWEST_CORE` and of the plugins (built once from their pinned sdists).
+fn wheelhouse() -> PathBuf {
+    paths::target_dir().join("wheelhouse")
+}
+
+fn ensure_wheelhouse(python: &Path, sdists: &Path) -> Result<()> {
+    let dir = wheelhouse();
+    if dir.is_dir() {
+        return Ok(());
+    }
+    // Built aside and renamed, so a wheelhouse that exists is complete.
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let mut build = pip(python);
+    build
+        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
+        .arg(&partial)
+        .arg(format!("rextio=={NEWEST_CORE}"))
+        .args(DOWNSTREAM.iter().map(|plugin| sdists.join(plugin.sdist)));
+    process::run(&mut build)?;
+    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))
 }
 
 /// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
@@ -303,7 +328,11 @@ pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
     mypy(
         Venv::Floor,
         &[
-            &["python/rextio_device_cuda", "tests/python"],
+            &[
+                "python/rextio_device_cuda",
+                "python/hatch_build.py",
+                "tests/python",
+            ],
             &["tests/e2e"],
         ],
     )?;
@@ -357,9 +386,13 @@ fn pytest(
         .env("REXTIO_CUDA_PROBE", &native.probe)
         .env("REXTIO_CUDA_SMOKE", &native.smoke)
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
-        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"));
+        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"))
+        .env("REXTIO_DIST_DIR", paths::target_dir().join("dist"))
+        .env("REXTIO_DIST_TOOLS", ensure_dist_tools()?);
     if let Some(sdists) = sdists {
-        pytest.env("REXTIO_DOWNSTREAM_SDISTS", sdists);
+        pytest
+            .env("REXTIO_DOWNSTREAM_SDISTS", sdists)
+            .env("REXTIO_WHEELHOUSE", wheelhouse());
     }
     // importlib mode: the rootdir is not put on sys.path, so only the
     // installed wheel can satisfy `import rextio_device_cuda`.
