@@ -267,6 +267,8 @@ fn fetch() -> Result<Manifest> {
     fs::rename(tree.join(QEMU_BINARY), &qemu)
         .map_err(|error| format!("{} holds no {QEMU_BINARY}: {error}", deb.display()))?;
     fs::remove_dir_all(&tree).map_err(|error| format!("{}: {error}", tree.display()))?;
+    // 63 MB for the 14 MB kept: not worth a cache's space.
+    fs::remove_file(&deb).map_err(|error| format!("{}: {error}", deb.display()))?;
 
     let mut userland = Vec::new();
     for package in USERLAND {
