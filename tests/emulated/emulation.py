@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
 import pytest
-from real_libcuda import RealDriver
 from sim_namespace import RUN_TIMEOUT_SECONDS, SETUP_FAILED, UNSHARE_FLAGS, NamespaceRun
 
 # What xtask/src/emulated.rs sets.
@@ -49,13 +48,23 @@ BINARY_DIR_IN_CHROOT = "/opt/rextio"
 
 
 @dataclass(frozen=True)
+class Arm64Driver:
+    """One fetched arm64 libcuda1: its series, versions and extracted image."""
+
+    series: str
+    package_version: str
+    image_version: str
+    image: Path
+
+
+@dataclass(frozen=True)
 class Emulated:
     """What `cargo xtask test` fetched for the arm64 chroot."""
 
     qemu: Path
     qemu_package_version: str
     userland: tuple[Path, ...]
-    drivers: dict[str, RealDriver]
+    drivers: dict[str, Arm64Driver]
 
 
 def _env_path(name: str, what: str) -> Path:
@@ -73,7 +82,7 @@ def emulated_from_env() -> Emulated:
     manifest = _env_path(MANIFEST_ENV, "it fetches the arm64 userland, driver and qemu")
     entries = json.loads(manifest.read_text(encoding="utf-8"))
     drivers = {
-        entry["series"]: RealDriver(
+        entry["series"]: Arm64Driver(
             series=entry["series"],
             package_version=entry["package_version"],
             image_version=entry["image_version"],
@@ -144,7 +153,7 @@ class Arm64Chroot:
         self._chroot = _tool("chroot")
         self._env = _tool("env")
 
-    def run(self, driver: RealDriver | None, binary: Path, args: Sequence[str]) -> ChrootRun:
+    def run(self, driver: Arm64Driver | None, binary: Path, args: Sequence[str]) -> ChrootRun:
         """Runs ``binary args`` with ``driver`` laid out (none when ``None``)."""
         self._runs += 1
         scratch = self._workdir / f"chroot-{self._runs}"
@@ -171,7 +180,7 @@ class Arm64Chroot:
     def _script(
         self,
         root: Path,
-        driver: RealDriver | None,
+        driver: Arm64Driver | None,
         binary: Path,
         args: Sequence[str],
         dev_list: Path,
