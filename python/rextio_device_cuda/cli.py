@@ -1,4 +1,4 @@
-"""python -m rextio_device_cuda: explain codes, run a preflight, install runtime source.
+"""python -m rextio_device_cuda: explain codes, run a preflight, install the runtime, pin a probe.
 
 Bad input gets a message and a non-zero exit, never a traceback: 0 success /
 ready, 1 not ready or refused, 2 unusable input.
@@ -310,7 +310,8 @@ def _parser() -> _Parser:
         prog="python -m rextio_device_cuda",
         description=(
             "Explain the provider's reason codes, run one preflight through Rextio Core, "
-            "or install the packaged runtime source into a project. "
+            "install the packaged runtime source into a project, or print the pin of the "
+            "installed (or a built) probe. "
             "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
         ),
     )

@@ -12,6 +12,12 @@
 //! SOURCE_DATE_EPOCH fixed: same tree, same bytes (`verify-determinism` builds
 //! a second time from a copy at another path). tests/python/test_dist.py runs
 //! `auditwheel show`, `twine check --strict` and `check-wheel-contents` on them.
+//!
+//! Why hatchling and not maturin: maturin's `bin` bindings put a crate's
+//! binaries in the wheel's scripts directory, which pip installs onto PATH;
+//! ours belong inside the package (`_bin/`, found by absolute path, never on
+//! PATH), and the same project also makes the pure wheel and an sdist that
+//! need no Rust. The glibc 2.17 link is cargo-zigbuild's either way.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -105,15 +111,19 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
     Ok(dist)
 }
 
-/// A copy of `python/` (without bytecode) plus README.md, LICENSE and the
-/// generated runtime tarball in the package's `_data/`, fresh each time.
+/// The project files of `python/` (its build files, the package's sources and
+/// `py.typed`; no bytecode, caches or leftovers) plus README.md, LICENSE and
+/// the generated runtime tarball in the package's `_data/`, fresh each time.
 fn stage_python(root: &Path) -> Result<PathBuf> {
     let stage = native::ship_dir(root).join("python");
     let _ = fs::remove_dir_all(&stage);
     let python = root.join("python");
     for relative in generate::fs::relative_files(&python, "")? {
         let relative = relative.trim_start_matches('/');
-        if !relative.contains("__pycache__") && !relative.ends_with(".pyc") {
+        let source = relative.starts_with("rextio_device_cuda/")
+            && !relative.contains("__pycache__")
+            && (relative.ends_with(".py") || relative.ends_with("/py.typed"));
+        if source || relative == "pyproject.toml" || relative == "hatch_build.py" {
             copy(&python.join(relative), &stage.join(relative))?;
         }
     }
