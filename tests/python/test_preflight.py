@@ -277,6 +277,19 @@ def _toolkit(**kwargs: Any) -> Callable[[Context], dict[str, str]]:
     return lambda ctx: ready_options(ctx.probe(), toolkit_root=str(ctx.make_toolkit(**kwargs)))
 
 
+def _architecture(
+    sm: str, driver_version: int, toolkit: str | None = None, device_sm: str | None = None
+) -> Build:
+    """Selects ``sm`` on a driver of ``driver_version``, optionally with a toolkit."""
+
+    def options(ctx: Context) -> dict[str, str]:
+        probe = ctx.probe(report(sms=(device_sm or sm,), driver_version=driver_version))
+        extra = {} if toolkit is None else {"toolkit_root": str(ctx.make_toolkit(toolkit))}
+        return ready_options(probe, sm=sm, **extra)
+
+    return _plain(options=options, requirements=(raw_requirement(sm=sm),))
+
+
 def _escaping_toolkit(ctx: Context) -> dict[str, str]:
     root = ctx.make_toolkit(components=False)
     (root / "include" / "cuda.h").write_text("/* header */\n")
@@ -588,6 +601,13 @@ CASES: list[Case] = [
         _plain(options=_probe_options(lambda ctx: ctx.probe(report(sms=("sm_86",))))),
         True,
     ),
+    # After step 17 (contract 9.5): an RTX 5090 on a 12.4 driver, before the SM check.
+    Case("CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_120", 12040), True),
+    Case("CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_107", 13030), True),
+    Case(
+        "CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_120", 12060, device_sm="sm_80"), True
+    ),
+    Case("CUDA_SM_MISMATCH", _architecture("sm_120", 12080, device_sm="sm_80"), True),
     # 19: the toolkit (raw lanes).
     Case("TOOLKIT_PATH_NOT_ABSOLUTE", _plain(options=_with(toolkit_root="relative/cuda")), True),
     Case(
@@ -620,6 +640,16 @@ CASES: list[Case] = [
         True,
     ),
     Case("DRIVER_TOOLKIT_INCOMPATIBLE", _plain(options=_toolkit(version="12.9")), True),
+    Case("DRIVER_TOOLKIT_INCOMPATIBLE", _architecture("sm_70", 12090, toolkit="13.0.1"), True),
+    # Last in step 19 (contract 9.5): the toolkit's release cannot compile the SM.
+    *(
+        Case("TOOLKIT_ARCHITECTURE_UNSUPPORTED", _architecture(sm, driver, toolkit=toolkit), True)
+        for sm, driver, toolkit in (
+            ("sm_70", 13000, "13.0.1"),
+            ("sm_120", 12080, "12.6.3"),
+            ("sm_101", 13000, "13.0"),
+        )
+    ),
 ]
 
 # Codes only the Rust probe (section 6) or the lifetime smoke (section 8) emit;

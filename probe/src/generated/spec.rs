@@ -11,6 +11,8 @@ pub mod reason_codes {
     pub const CONTEXT_CREATE_OR_DETACH_FAILED: &str = "CONTEXT_CREATE_OR_DETACH_FAILED";
     /// Destroying the raw context failed.
     pub const CONTEXT_DESTROY_FAILED: &str = "CONTEXT_DESTROY_FAILED";
+    /// The CUDA driver is older than the first CUDA release that knows the selected architecture.
+    pub const CUDA_ARCHITECTURE_DRIVER_TOO_OLD: &str = "CUDA_ARCHITECTURE_DRIVER_TOO_OLD";
     /// The architecture is not in this provider's SM vocabulary.
     pub const CUDA_ARCHITECTURE_UNSUPPORTED: &str = "CUDA_ARCHITECTURE_UNSUPPORTED";
     /// The selected device ordinal is not among the devices the probe found.
@@ -167,6 +169,8 @@ pub mod reason_codes {
     pub const TENSORFLOW_TFE_RUNTIME_REUSE_REQUIRED: &str = "TENSORFLOW_TFE_RUNTIME_REUSE_REQUIRED";
     /// The TensorFlow TFE reuse capability does not inspect a standalone CUDA toolkit.
     pub const TENSORFLOW_TFE_TOOLKIT_ROOT_UNSUPPORTED: &str = "TENSORFLOW_TFE_TOOLKIT_ROOT_UNSUPPORTED";
+    /// The CUDA toolkit's release cannot compile the selected architecture.
+    pub const TOOLKIT_ARCHITECTURE_UNSUPPORTED: &str = "TOOLKIT_ARCHITECTURE_UNSUPPORTED";
     /// A toolkit component resolves outside the toolkit root or is not a regular file.
     pub const TOOLKIT_COMPONENT_INVALID: &str = "TOOLKIT_COMPONENT_INVALID";
     /// A required toolkit file (header, runtime library or import library) is missing.
@@ -211,9 +215,14 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
         "Check the device for errors (nvidia-smi).",
     ),
     (
+        "CUDA_ARCHITECTURE_DRIVER_TOO_OLD",
+        "The CUDA driver is older than the first CUDA release that knows the selected architecture.",
+        "Install an NVIDIA driver of at least that CUDA release (12.0: sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.8: sm_100, sm_101, sm_120; 12.9: sm_103, sm_121; 13.0: sm_88, sm_110; 13.4: sm_107), or select the architecture the device reports.",
+    ),
+    (
         "CUDA_ARCHITECTURE_UNSUPPORTED",
         "The architecture is not in this provider's SM vocabulary.",
-        "Use one of sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90.",
+        "Use one of sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_88, sm_89, sm_90, sm_100, sm_101, sm_103, sm_107, sm_110, sm_120, sm_121.",
     ),
     (
         "CUDA_DEVICE_NOT_FOUND",
@@ -414,7 +423,7 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     (
         "NO_CUDA_DEVICES",
         "The driver loaded but reports no CUDA devices.",
-        "Check that a GPU is present and visible (CUDA_VISIBLE_DEVICES, container runtime).",
+        "Check that the GPU is present and that nvidia-smi lists it; in a container, pass the GPU in (the NVIDIA Container Toolkit, docker --gpus). The probe runs with an empty environment, so no CUDA environment variable hides devices from it.",
     ),
     (
         "NVCUDA_DLL_NOT_FOUND",
@@ -595,6 +604,11 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
         "TENSORFLOW_TFE_TOOLKIT_ROOT_UNSUPPORTED",
         "The TensorFlow TFE reuse capability does not inspect a standalone CUDA toolkit.",
         "Remove toolkit_root from the provider configuration.",
+    ),
+    (
+        "TOOLKIT_ARCHITECTURE_UNSUPPORTED",
+        "The CUDA toolkit's release cannot compile the selected architecture.",
+        "Point toolkit_root at a CUDA toolkit whose release compiles it (12.0 or newer: sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.0 to 12.9: sm_60, sm_61, sm_70, sm_72; 12.8 or newer: sm_100, sm_120; 12.8 to 12.9: sm_101; 12.9 or newer: sm_103, sm_121; 13.0 or newer: sm_88, sm_110; 13.4 or newer: sm_107).",
     ),
     (
         "TOOLKIT_COMPONENT_INVALID",

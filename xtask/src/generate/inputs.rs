@@ -34,6 +34,7 @@ impl Inputs {
         for path in [
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
+            super::results::CUDA_RESULTS_PATH,
             LICENSE_PATH,
             SIM_DRIVER_LIB_PATH,
         ] {

@@ -88,7 +88,7 @@ fn device_requirement(
 pub fn manifest_value(spec: &ProviderSpec) -> Result<Value> {
     let manifest = &spec.manifest;
     let backend = manifest.backend.trim().to_lowercase();
-    let architectures = sorted_strings(&manifest.architectures);
+    let architectures = sorted_strings(manifest.architectures.iter().map(|item| &item.sm));
     let evidence = sorted_strings(&manifest.evidence_references);
     let tier = &manifest.certification_tier;
 

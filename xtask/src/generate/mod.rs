@@ -9,6 +9,7 @@ pub mod inputs;
 mod json;
 mod manifest;
 mod python;
+pub mod results;
 mod rust;
 pub mod spec;
 pub mod symbols;
@@ -81,6 +82,8 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 pub fn render_on(inputs: &Inputs, threads: Threads) -> Result<Vec<Output>> {
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+    let cuda_results =
+        results::CudaResults::parse(inputs.get(results::CUDA_RESULTS_PATH)?, &symbols)?;
 
     let runtime_half =
         |signatures: &tables::Signatures| runtime_outputs(inputs, &spec, &symbols, signatures);
@@ -112,6 +115,10 @@ pub fn render_on(inputs: &Inputs, threads: Threads) -> Result<Vec<Output>> {
         output(RUNTIME_TEST_DEFAULTS_PATH, runtime.test_defaults),
     ];
     outputs.extend(other.outputs);
+    outputs.extend([
+        output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
+        output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
+    ]);
     outputs.extend([
         output(
             format!("generated/{}", runtime.archive_name),

@@ -236,10 +236,24 @@ record! {
         pub backend: String,
         pub api_version: String,
         pub runtime_requirements: Vec<RuntimePin>,
-        /// The SM vocabulary, `sm_NN` or `sm_NNN`.
-        pub architectures: Vec<String>,
+        /// The SM vocabulary, oldest first, with the CUDA releases that know each.
+        pub architectures: Vec<ArchitectureSpec>,
         pub evidence_references: Vec<String>,
         pub certification_tier: String,
+    }
+}
+
+record! {
+    /// One architecture of the SM vocabulary, as NVIDIA's compilers measure it
+    /// (contract 9.5; `tests/python/test_compiler_architectures.py` re-reads them).
+    pub struct ArchitectureSpec {
+        /// `sm_NN` or `sm_NNN`.
+        pub sm: String,
+        /// `(major, minor)` of the first CUDA release at or above the toolkit
+        /// floor that knows it (the floor itself: that release or an earlier one).
+        pub first: (u32, u32),
+        /// The last CUDA release that compiles it; null: every release since `first`.
+        pub last: Option<(u32, u32)>,
     }
 }
 
@@ -470,6 +484,7 @@ pub fn python_classes() -> Vec<PyClass> {
         DistributionSpec::class(),
         EntryPointSpec::class(),
         ManifestSpec::class(),
+        ArchitectureSpec::class(),
         RuntimePin::class(),
         PolicySpec::class(),
         OptionKeysSpec::class(),
@@ -499,19 +514,77 @@ impl ProviderSpec {
     /// Parses and checks the spec; every error names the file and the JSON path.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let spec: Self = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            if path == "." {
-                format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
-            } else {
-                refuse(path, error.inner())
-            }
-        })?;
+        let mut spec: Self =
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+                let path = error.path().to_string();
+                if path == "." {
+                    format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
+                } else {
+                    refuse(path, error.inner())
+                }
+            })?;
         deserializer
             .end()
             .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {error}"))?;
         spec.check()?;
+        spec.expand_reason_texts()?;
         Ok(spec)
+    }
+
+    /// Reason texts name the SM facts through placeholders, so each fact stays
+    /// written once in `manifest.architectures`: `{architectures}` (the
+    /// vocabulary), `{architecture_first_releases}` (release: SMs it first
+    /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
+    fn expand_reason_texts(&mut self) -> Result<()> {
+        let items = &self.manifest.architectures;
+        let mut first: BTreeMap<(u32, u32), Vec<&str>> = BTreeMap::new();
+        let mut compile: BTreeMap<((u32, u32), Option<(u32, u32)>), Vec<&str>> = BTreeMap::new();
+        for item in items {
+            first.entry(item.first).or_default().push(&item.sm);
+            compile
+                .entry((item.first, item.last))
+                .or_default()
+                .push(&item.sm);
+        }
+        let release = |(major, minor): (u32, u32)| format!("{major}.{minor}");
+        let first = first
+            .iter()
+            .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let compile = compile
+            .iter()
+            .map(|((from, last), sms)| match last {
+                Some(last) => format!(
+                    "{} to {}: {}",
+                    release(*from),
+                    release(*last),
+                    sms.join(", ")
+                ),
+                None => format!("{} or newer: {}", release(*from), sms.join(", ")),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let placeholders = [
+            ("{architectures}", self.architecture_names().join(", ")),
+            ("{architecture_first_releases}", first),
+            ("{architecture_compile_releases}", compile),
+        ];
+        for (code, (explanation, remedy)) in self.reason_codes.0.iter_mut() {
+            for text in [explanation, remedy] {
+                for (name, value) in &placeholders {
+                    *text = text.replace(name, value);
+                }
+                if text.contains(['{', '}']) {
+                    return Err(refuse(
+                        format!("reason_codes.{code}"),
+                        "an unknown placeholder; the known ones are {architectures}, \
+                         {architecture_first_releases} and {architecture_compile_releases}",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
@@ -583,15 +656,48 @@ impl ProviderSpec {
         }
     }
 
+    /// The SM vocabulary's names, in spec order.
+    pub fn architecture_names(&self) -> Vec<&str> {
+        self.manifest
+            .architectures
+            .iter()
+            .map(|item| item.sm.as_str())
+            .collect()
+    }
+
     fn check_vocabulary(&self) -> Result<()> {
         let mut seen = BTreeSet::new();
-        for (index, sm) in self.manifest.architectures.iter().enumerate() {
+        let floor = self.policy.toolkit_version_floor;
+        for (index, item) in self.manifest.architectures.iter().enumerate() {
             let path = format!("manifest.architectures[{index}]");
+            let sm = &item.sm;
             if !is_sm(sm) {
-                return Err(refuse(path, format!("`{sm}` is not sm_NN or sm_NNN")));
+                return Err(refuse(
+                    format!("{path}.sm"),
+                    format!("`{sm}` is not sm_NN or sm_NNN"),
+                ));
             }
             if !seen.insert(sm) {
-                return Err(refuse(path, format!("`{sm}` is listed twice")));
+                return Err(refuse(
+                    format!("{path}.sm"),
+                    format!("`{sm}` is listed twice"),
+                ));
+            }
+            // Releases below the floor are never distinguished: the floor is the earliest.
+            if item.first < floor {
+                return Err(refuse(
+                    format!("{path}.first"),
+                    format!(
+                        "{}.{} is below the toolkit floor {}.{}",
+                        item.first.0, item.first.1, floor.0, floor.1
+                    ),
+                ));
+            }
+            if item.last.is_some_and(|last| last < item.first) {
+                return Err(refuse(
+                    format!("{path}.last"),
+                    format!("`{sm}` is last compiled before its first release"),
+                ));
             }
         }
         if seen.is_empty() {
@@ -718,8 +824,9 @@ impl ProviderSpec {
                 "a framework reuse lane pins at least one runtime",
             ));
         }
+        let vocabulary = self.architecture_names();
         for (index, sm) in requirement.architectures.iter().enumerate() {
-            if !self.manifest.architectures.contains(sm) {
+            if !vocabulary.contains(&sm.as_str()) {
                 return Err(refuse(
                     format!("{path}.requirement.architectures[{index}]"),
                     format!("`{sm}` is not in `manifest.architectures`"),
