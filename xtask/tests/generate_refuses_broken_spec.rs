@@ -18,6 +18,7 @@ const TREE: &[&str] = &[
     "tests/sim-driver/src",
     "python/rextio_device_cuda/_generated.py",
     "python/rextio_device_cuda/_provider_spec.py",
+    "python/rextio_device_cuda/_cuda_results.py",
 ];
 
 const SPEC: &str = "templates/provider-spec.json";

@@ -538,7 +538,8 @@ impl ProviderSpec {
     fn expand_reason_texts(&mut self) -> Result<()> {
         let items = &self.manifest.architectures;
         let mut first: BTreeMap<(u32, u32), Vec<&str>> = BTreeMap::new();
-        let mut compile: BTreeMap<((u32, u32), Option<(u32, u32)>), Vec<&str>> = BTreeMap::new();
+        type Range = ((u32, u32), Option<(u32, u32)>);
+        let mut compile: BTreeMap<Range, Vec<&str>> = BTreeMap::new();
         for item in items {
             first.entry(item.first).or_default().push(&item.sm);
             compile
