@@ -381,7 +381,8 @@ def _selection(
     sm = _sm(sm_text)
     device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
     if device.index != ordinal or any(item != sm for item in requirement.architectures):
-        required = ", ".join((f"device {device.index}", *requirement.architectures))
+        index = "no device index" if device.index is None else f"device {device.index}"
+        required = ", ".join((index, *requirement.architectures))
         raise _unavailable(
             _codes.DEVICE_REQUIREMENT_MISMATCH,
             f"the artifact requires {required}; device {ordinal}, {sm} was selected",

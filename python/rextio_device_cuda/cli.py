@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -50,6 +51,9 @@ _VALIDATION: Final = PROVIDER_SPEC.validation_requirement
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _BACKEND: Final = PROVIDER_SPEC.manifest.backend
 _ARCHITECTURES: Final = tuple(item.sm for item in PROVIDER_SPEC.manifest.architectures)
+
+
+_RESULT_TEXT: Final = re.compile(r"-?[0-9]{1,10}", re.ASCII)
 
 
 class _UsageError(Exception):
@@ -104,10 +108,8 @@ def _cuda_result(text: str | None) -> int | None:
     """A CUresult as the probe reports it: a decimal int32."""
     if text is None:
         return None
-    try:
-        value = int(text, 10)
-    except ValueError:
-        value = None
+    # Plain ASCII digits only (int() would also take spaces, "+" and "_").
+    value = int(text) if _RESULT_TEXT.fullmatch(text) else None
     if value is None or not -(2**31) <= value < 2**31:
         raise _UsageError("--cuda-result takes a decimal CUDA result, e.g. 304")
     return value

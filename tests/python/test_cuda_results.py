@@ -112,6 +112,8 @@ def test_explain_no_devices_with_100(tmp_path: Path) -> None:
     "arguments",
     [
         ["explain", "CU_INIT_FAILED", "--cuda-result", "abc"],
+        ["explain", "CU_INIT_FAILED", "--cuda-result", "3_04"],
+        ["explain", "CU_INIT_FAILED", "--cuda-result", " 304"],
         ["explain", "CU_INIT_FAILED", "--cuda-result", "4294967296"],
         ["explain", "DEVICE_ORDINAL_INVALID", "--cuda-result", "304"],
     ],
