@@ -136,7 +136,7 @@ def _driver_release(version: int) -> tuple[int, int]:
 
 
 def _target_text(target: ProbeTarget) -> str:
-    return f"{target.os}/{target.arch}/{target.environment}"
+    return f"({target.os}, {target.arch}, {target.environment})"
 
 
 def _device_text(ordinal: int, report: CudaProbeReport) -> str:

@@ -708,6 +708,34 @@ def test_reason_code(
     assert probes.marker().exists() is case.ran
     with pytest.raises(DeviceProviderError, match="requires successful preflight"):
         provider.build_contribution(request)
+    # A refusal decided by what the probe, driver or toolkit reported says what that was.
+    _, refusal = provider._preflight_outcome(request)
+    assert refusal is not None
+    assert refusal.reason_code == case.code
+    if case.code in OBSERVED_CODES:
+        assert refusal.facts, case.code
+    if refusal.facts is not None:
+        assert str(tmp_path) not in refusal.facts
+        assert "/" not in refusal.facts, refusal.facts
+
+
+# The codes whose refusal is decided by an observation (contract 9.6: the human
+# lines state it): the probe's report, the driver, the device and the toolkit.
+OBSERVED_CODES = {
+    "CUDA_ARCHITECTURE_UNSUPPORTED",
+    "DEVICE_REQUIREMENT_MISMATCH",
+    "PROBE_TARGET_MISMATCH",
+    "NO_CUDA_DEVICES",
+    "LIBCUDA_SO_NOT_FOUND",
+    "DRIVER_VERSION_TOO_OLD",
+    "CUDA_ARCHITECTURE_DRIVER_TOO_OLD",
+    "CUDA_DEVICE_NOT_FOUND",
+    "CUDA_SM_MISMATCH",
+    # (TOOLKIT_VERSION_TOO_OLD below 12.0 is the toolkit record's own refusal,
+    # raised before its version reaches the provider: no facts to state.)
+    "DRIVER_TOOLKIT_INCOMPATIBLE",
+    "TOOLKIT_ARCHITECTURE_UNSUPPORTED",
+}
 
 
 def test_a_refusal_before_the_probe_runs_still_revokes(probes: ProbeFactory) -> None:
