@@ -454,6 +454,8 @@ def _check_report(
             if report.driver_loaded
             else "the probe loaded no driver"
         )
+        if report.device_count is not None:
+            loaded += f"; the driver counted {report.device_count} devices"
         raise _unavailable(
             report.reason_code or _codes.PROBE_NOT_READY, loaded, report.cuda_result
         )

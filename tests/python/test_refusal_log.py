@@ -128,7 +128,7 @@ def test_no_devices_names_cuinit_s_answer_and_not_cuda_visible_devices(
     codes, [line] = _logged(probes, caplog, none)
     assert codes == ("NO_CUDA_DEVICES",)
     assert "The driver returned 100 (CUDA_ERROR_NO_DEVICE)." in line
-    assert "Observed: the probe loaded driver 12.8 (12080)." in line
+    assert "Observed: the probe loaded driver 12.8 (12080); the driver counted 0 devices." in line
     assert "CUDA_VISIBLE_DEVICES" not in " ".join(SPEC["reason_codes"]["NO_CUDA_DEVICES"])
 
 
