@@ -16,7 +16,7 @@ from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 EXPLAIN_COMMAND: Final = "python -m rextio_device_cuda explain"
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _NAMES: Final[dict[int, str]] = {value: name for name, value in CUDA_RESULTS.items()}
-NO_CUDA_DEVICES: Final = _codes.known_code("NO_CUDA_DEVICES")
+NO_CUDA_DEVICES: Final = _codes.NO_CUDA_DEVICES
 # The probe's codes whose report carries the driver's CUDA result (contract 6).
 RESULT_CODES: Final[frozenset[str]] = frozenset(
     code
