@@ -58,7 +58,7 @@ def _capability(spec: CapabilitySpec) -> TargetCapability:
         accelerator_backends=(manifest.backend,),
         minimum_runtime_version=spec.minimum_runtime_version,
         minimum_driver_version=spec.minimum_driver_version,
-        architectures=manifest.architectures,
+        architectures=tuple(item.sm for item in manifest.architectures),
         device_requirements=_framework_requirement(spec),
         certification_tier=CertificationTier(manifest.certification_tier),
         evidence_references=manifest.evidence_references,

@@ -45,7 +45,8 @@ _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys
 _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
 _BACKEND = PROVIDER_SPEC.manifest.backend
-_ARCHITECTURES = PROVIDER_SPEC.manifest.architectures
+# The SM vocabulary with each architecture's CUDA releases (contract 9.5).
+_ARCHITECTURES = {item.sm: item for item in PROVIDER_SPEC.manifest.architectures}
 _SM_PATTERN = re.compile(PROVIDER_SPEC.policy.sm_pattern, re.ASCII)
 _DEVICE_ORDINAL_MAX = PROVIDER_SPEC.policy.device_ordinal_max
 # The probe's one option (contract section 9.4): look only in this directory.
@@ -89,10 +90,17 @@ def _subprocess_runner(
 
 @dataclass(frozen=True)
 class Refusal:
-    """A failed preflight: exactly one reason code, no observations."""
+    """A failed preflight: exactly one reason code, no observations.
+
+    ``facts`` and ``cuda_result`` are for the human lines only (the log line,
+    the ``preflight`` command), never for a record: what was observed that
+    decided the refusal (path-free), and the CUDA result the probe reported.
+    """
 
     status: DevicePreflightStatus
     reason_code: str
+    facts: str | None = None
+    cuda_result: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,17 +111,45 @@ class Ready:
 
 
 class _RefusedError(Exception):
-    def __init__(self, code: str, status: DevicePreflightStatus) -> None:
+    def __init__(
+        self,
+        code: str,
+        status: DevicePreflightStatus,
+        facts: str | None = None,
+        cuda_result: int | None = None,
+    ) -> None:
         super().__init__(code)
-        self.refusal = Refusal(status=status, reason_code=code)
+        self.refusal = Refusal(status, code, facts, cuda_result)
 
 
-def _refused(code: str) -> _RefusedError:
+def _refused(
+    code: str, facts: str | None = None, cuda_result: int | None = None
+) -> _RefusedError:
     """The refusal for ``code``; the spec says its status: ``incompatible``
     for the codes of ``incompatible_reason_codes``, else ``unavailable``."""
     if code in PROVIDER_SPEC.incompatible_reason_codes:
-        return _RefusedError(code, DevicePreflightStatus.INCOMPATIBLE)
-    return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
+        return _RefusedError(code, DevicePreflightStatus.INCOMPATIBLE, facts, cuda_result)
+    return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE, facts, cuda_result)
+
+
+def _release(release: tuple[int, int]) -> str:
+    return f"{release[0]}.{release[1]}"
+
+
+def _driver_release(version: int) -> tuple[int, int]:
+    """The CUDA release a driver version names (contract step 19's formula)."""
+    return version // 1000, (version % 1000) // 10
+
+
+def _target_text(target: ProbeTarget) -> str:
+    return f"({target.os}, {target.arch}, {target.environment})"
+
+
+def _device_text(ordinal: int, report: CudaProbeReport) -> str:
+    device = report.devices[ordinal]
+    # The name is the driver's; one that looks like it holds a path is left out.
+    named = "/" not in device.name and "\\" not in device.name
+    return f"device {ordinal} is {device.sm}" + (f" ({device.name})" if named else "")
 
 
 @dataclass(frozen=True)
@@ -315,7 +351,9 @@ def _sm(text: str | None) -> str:
     if _SM_PATTERN.fullmatch(text) is None:
         raise _refused(_codes.INVALID_SM)
     if text not in _ARCHITECTURES:
-        raise _refused(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
+        raise _refused(
+            _codes.CUDA_ARCHITECTURE_UNSUPPORTED, f"{text} was selected"
+        )
     return text
 
 
@@ -333,8 +371,12 @@ def _selection(
         if lane.requirement is not None
         else _raw_requirement(request, lane)
     )
-    if any(sm not in _ARCHITECTURES for sm in requirement.architectures):
-        raise _refused(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
+    unknown = [sm for sm in requirement.architectures if sm not in _ARCHITECTURES]
+    if unknown:
+        # Step 7 checked the spelling: sm_ and digits, nothing else.
+        raise _refused(
+            _codes.CUDA_ARCHITECTURE_UNSUPPORTED, f"the artifact requires {unknown[0]}"
+        )
     probe = _merged(
         options.get(_OPTION.probe), config.probe_path, _codes.PROBE_CONFIGURATION_CONFLICT
     )
@@ -360,7 +402,12 @@ def _selection(
     sm = _sm(sm_text)
     device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
     if device.index != ordinal or any(item != sm for item in requirement.architectures):
-        raise _refused(_codes.DEVICE_REQUIREMENT_MISMATCH)
+        index = "no device index" if device.index is None else f"device {device.index}"
+        required = ", ".join((index, *requirement.architectures))
+        raise _refused(
+            _codes.DEVICE_REQUIREMENT_MISMATCH,
+            f"the artifact requires {required}; device {ordinal}, {sm} was selected",
+        )
     return _Selection(
         capability=capability,
         ordinal=ordinal,
@@ -414,21 +461,55 @@ def _check_report(
 ) -> None:
     expected = _expected_target(selection.capability.target_triple)
     if report.target != expected:
-        raise _refused(_codes.PROBE_TARGET_MISMATCH)
+        raise _refused(
+            _codes.PROBE_TARGET_MISMATCH,
+            f"the probe reports {_target_text(report.target)}; "
+            f"{selection.capability.id} targets {_target_text(expected)}",
+        )
+    version = report.driver_version
     if report.status != PROVIDER_SPEC.probe_report.complete_status:
         # Step 16: the report's own code passes through, whatever schema-valid
-        # code it is (another or a newer probe may say more than ours does),
-        # and the probe only ever reports the driver unavailable.
+        # code it is (another or a newer probe may say more than ours does).
+        loaded = (
+            f"the probe loaded driver {_release(_driver_release(version))} ({version})"
+            if version is not None
+            else "the probe loaded a driver"
+            if report.driver_loaded
+            else "the probe loaded no driver"
+        )
+        if report.device_count is not None:
+            loaded += f"; the driver counted {report.device_count} devices"
+        # The probe only ever reports the driver unavailable.
         code = report.reason_code or _codes.PROBE_NOT_READY
-        raise _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
-    if report.driver_version is None:
+        raise _RefusedError(code, DevicePreflightStatus.UNAVAILABLE, loaded, report.cuda_result)
+    if version is None:
         raise _refused(_codes.DRIVER_VERSION_UNAVAILABLE)
-    if report.driver_version < config.minimum_driver_version:
-        raise _refused(_codes.DRIVER_VERSION_TOO_OLD)
+    driver = _driver_release(version)
+    floor = config.minimum_driver_version
+    if version < floor:
+        raise _refused(
+            _codes.DRIVER_VERSION_TOO_OLD,
+            f"driver {_release(driver)} ({version}) is older than the floor "
+            f"{_release(_driver_release(floor))} ({floor})",
+        )
+    first = _ARCHITECTURES[selection.sm].first
+    if driver < first:
+        raise _refused(
+            _codes.CUDA_ARCHITECTURE_DRIVER_TOO_OLD,
+            f"driver {_release(driver)} is older than {_release(first)}, "
+            f"the first CUDA release that knows {selection.sm}",
+        )
     if selection.ordinal >= len(report.devices):
-        raise _refused(_codes.CUDA_DEVICE_NOT_FOUND)
+        raise _refused(
+            _codes.CUDA_DEVICE_NOT_FOUND,
+            f"device {selection.ordinal} was selected; the probe found "
+            f"{len(report.devices)} device{'s' if len(report.devices) != 1 else ''}",
+        )
     if report.devices[selection.ordinal].sm != selection.sm:
-        raise _refused(_codes.CUDA_SM_MISMATCH)
+        raise _refused(
+            _codes.CUDA_SM_MISMATCH,
+            f"{_device_text(selection.ordinal, report)}; {selection.sm} was selected",
+        )
 
 
 def _toolkit_report(
@@ -457,13 +538,34 @@ def _toolkit_report(
 
 
 def _check_toolkit(
-    report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig
+    report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig, sm: str
 ) -> None:
     toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
-        raise _refused(_codes.TOOLKIT_VERSION_TOO_OLD)
-    if (driver_version // 1000, (driver_version % 1000) // 10) < toolkit:
-        raise _refused(_codes.DRIVER_TOOLKIT_INCOMPATIBLE)
+        raise _refused(
+            _codes.TOOLKIT_VERSION_TOO_OLD,
+            f"toolkit {report.version} is older than the floor "
+            f"{_release(config.minimum_toolkit_version)}",
+        )
+    driver = _driver_release(driver_version)
+    if driver < toolkit:
+        raise _refused(
+            _codes.DRIVER_TOOLKIT_INCOMPATIBLE,
+            f"driver {_release(driver)} is older than toolkit {report.version}",
+        )
+    architecture = _ARCHITECTURES[sm]
+    if toolkit < architecture.first:
+        raise _refused(
+            _codes.TOOLKIT_ARCHITECTURE_UNSUPPORTED,
+            f"toolkit {report.version} cannot compile {sm}: "
+            f"{_release(architecture.first)} is the first CUDA release that does",
+        )
+    if architecture.last is not None and toolkit > architecture.last:
+        raise _refused(
+            _codes.TOOLKIT_ARCHITECTURE_UNSUPPORTED,
+            f"toolkit {report.version} cannot compile {sm}: "
+            f"{_release(architecture.last)} is the last CUDA release that does",
+        )
 
 
 def _observations(
@@ -522,7 +624,7 @@ def evaluate(
             else None
         )
         if toolkit is not None and report.driver_version is not None:
-            _check_toolkit(toolkit, report.driver_version, config)
+            _check_toolkit(toolkit, report.driver_version, config, selection.sm)
         return Ready(observations=_observations(selection, report, toolkit, config))
     except _RefusedError as refused:
         return refused.refusal

@@ -60,9 +60,19 @@ class ManifestSpec(Record):
     backend: str
     api_version: str
     runtime_requirements: tuple[RuntimePin, ...]
-    architectures: tuple[str, ...]
+    architectures: tuple[ArchitectureSpec, ...]
     evidence_references: tuple[str, ...]
     certification_tier: str
+
+
+class ArchitectureSpec(Record):
+    """One architecture of the SM vocabulary, as NVIDIA's compilers measure it
+    (contract 9.5; `tests/python/test_compiler_architectures.py` re-reads them).
+    """
+
+    sm: str
+    first: tuple[int, int]
+    last: tuple[int, int] | None
 
 
 class RuntimePin(Record):
@@ -284,16 +294,24 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             RuntimePin(name="nvidia-cuda-driver", version=">=12.0", features=()),
         ),
         architectures=(
-            "sm_60",
-            "sm_61",
-            "sm_70",
-            "sm_72",
-            "sm_75",
-            "sm_80",
-            "sm_86",
-            "sm_87",
-            "sm_89",
-            "sm_90",
+            ArchitectureSpec(sm="sm_60", first=(12, 0), last=(12, 9)),
+            ArchitectureSpec(sm="sm_61", first=(12, 0), last=(12, 9)),
+            ArchitectureSpec(sm="sm_70", first=(12, 0), last=(12, 9)),
+            ArchitectureSpec(sm="sm_72", first=(12, 0), last=(12, 9)),
+            ArchitectureSpec(sm="sm_75", first=(12, 0), last=None),
+            ArchitectureSpec(sm="sm_80", first=(12, 0), last=None),
+            ArchitectureSpec(sm="sm_86", first=(12, 0), last=None),
+            ArchitectureSpec(sm="sm_87", first=(12, 0), last=None),
+            ArchitectureSpec(sm="sm_88", first=(13, 0), last=None),
+            ArchitectureSpec(sm="sm_89", first=(12, 0), last=None),
+            ArchitectureSpec(sm="sm_90", first=(12, 0), last=None),
+            ArchitectureSpec(sm="sm_100", first=(12, 8), last=None),
+            ArchitectureSpec(sm="sm_101", first=(12, 8), last=(12, 9)),
+            ArchitectureSpec(sm="sm_103", first=(12, 9), last=None),
+            ArchitectureSpec(sm="sm_107", first=(13, 4), last=None),
+            ArchitectureSpec(sm="sm_110", first=(13, 0), last=None),
+            ArchitectureSpec(sm="sm_120", first=(12, 8), last=None),
+            ArchitectureSpec(sm="sm_121", first=(12, 9), last=None),
         ),
         evidence_references=("docs/evidence/build-only.md", "docs/support-matrix.md"),
         certification_tier="build-only",
@@ -710,9 +728,24 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Destroying the raw context failed.",
             "Check the device for errors (nvidia-smi).",
         ),
+        "CUDA_ARCHITECTURE_DRIVER_TOO_OLD": (
+            (
+                "The CUDA driver is older than the first CUDA release that knows the selected "
+                "architecture."
+            ),
+            (
+                "Install an NVIDIA driver of at least that CUDA release (12.0: sm_60, sm_61, "
+                "sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.8: sm_100, sm_101, "
+                "sm_120; 12.9: sm_103, sm_121; 13.0: sm_88, sm_110; 13.4: sm_107), or select the "
+                "architecture the device reports."
+            ),
+        ),
         "CUDA_ARCHITECTURE_UNSUPPORTED": (
             "The architecture is not in this provider's SM vocabulary.",
-            "Use one of sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90.",
+            (
+                "Use one of sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_88, sm_89, "
+                "sm_90, sm_100, sm_101, sm_103, sm_107, sm_110, sm_120, sm_121."
+            ),
         ),
         "CUDA_DEVICE_NOT_FOUND": (
             "The selected device ordinal is not among the devices the probe found.",
@@ -921,7 +954,11 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "NO_CUDA_DEVICES": (
             "The driver loaded but reports no CUDA devices.",
-            "Check that a GPU is present and visible (CUDA_VISIBLE_DEVICES, container runtime).",
+            (
+                "Check that the GPU is present and that nvidia-smi lists it; in a container, pass "
+                "the GPU in (the NVIDIA Container Toolkit, docker --gpus). The probe runs with an "
+                "empty environment, so no CUDA environment variable hides devices from it."
+            ),
         ),
         "NVCUDA_DLL_NOT_FOUND": (
             "nvcuda.dll could not be loaded from System32.",
@@ -1094,6 +1131,15 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "TENSORFLOW_TFE_TOOLKIT_ROOT_UNSUPPORTED": (
             "The TensorFlow TFE reuse capability does not inspect a standalone CUDA toolkit.",
             "Remove toolkit_root from the provider configuration.",
+        ),
+        "TOOLKIT_ARCHITECTURE_UNSUPPORTED": (
+            "The CUDA toolkit's release cannot compile the selected architecture.",
+            (
+                "Point toolkit_root at a CUDA toolkit whose release compiles it (12.0 or newer: "
+                "sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.0 to 12.9: sm_60, sm_61, sm_70, "
+                "sm_72; 12.8 or newer: sm_100, sm_120; 12.8 to 12.9: sm_101; 12.9 or newer: "
+                "sm_103, sm_121; 13.0 or newer: sm_88, sm_110; 13.4 or newer: sm_107)."
+            ),
         ),
         "TOOLKIT_COMPONENT_INVALID": (
             "A toolkit component resolves outside the toolkit root or is not a regular file.",

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,13 +33,14 @@ from rextio.devices import (
     resolve_device_plan,
 )
 
-from rextio_device_cuda import _codes
+from rextio_device_cuda import _codes, _refusal_text
 from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
-from rextio_device_cuda.provider import LOGGER
+from rextio_device_cuda.provider import LOGGER, CudaDeviceProvider
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -49,7 +51,10 @@ EXIT_USAGE: Final = 2
 _VALIDATION: Final = PROVIDER_SPEC.validation_requirement
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _BACKEND: Final = PROVIDER_SPEC.manifest.backend
-_ARCHITECTURES: Final = PROVIDER_SPEC.manifest.architectures
+_ARCHITECTURES: Final = tuple(item.sm for item in PROVIDER_SPEC.manifest.architectures)
+
+
+_RESULT_TEXT: Final = re.compile(r"-?[0-9]{1,10}", re.ASCII)
 
 
 class _UsageError(Exception):
@@ -68,23 +73,47 @@ class _RecordingProvider:
     def __init__(self, inner: DeviceProvider) -> None:
         self._inner = inner
         self.last_preflight: DevicePreflightResult | None = None
+        # What decided the last refusal, when the provider is this package's own.
+        self.last_refusal: Refusal | None = None
 
     def manifest(self) -> DeviceProviderManifest:
         return self._inner.manifest()
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
-        self.last_preflight = self._inner.preflight(request)
+        if isinstance(self._inner, CudaDeviceProvider):
+            self.last_preflight, self.last_refusal = self._inner._preflight_outcome(request)
+        else:
+            self.last_preflight = self._inner.preflight(request)
         return self.last_preflight
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         return self._inner.build_contribution(request)
 
 
-def _explain_lines(code: str) -> list[str]:
-    text = _codes.reason_text(code)
+def _explain_lines(
+    code: str, facts: str | None = None, cuda_result: int | None = None
+) -> list[str]:
+    text = _refusal_text.explanation(code, cuda_result)
     if text is None:
-        return [f"{code}: not a reason code of {_PROVIDER_ID}"]
-    return [f"{code}: {text[0]}", f"remedy: {text[1]}"]
+        lines = [f"{code}: not a reason code of {_PROVIDER_ID}"]
+    else:
+        lines = [f"{code}: {text[0]}"]
+    if facts:
+        lines.append(f"observed: {facts}")
+    if text is not None:
+        lines.append(f"remedy: {text[1]}")
+    return lines
+
+
+def _cuda_result(text: str | None) -> int | None:
+    """A CUresult as the probe reports it: a decimal int32."""
+    if text is None:
+        return None
+    # Plain ASCII digits only (int() would also take spaces, "+" and "_").
+    value = int(text) if _RESULT_TEXT.fullmatch(text) else None
+    if value is None or not -(2**31) <= value < 2**31:
+        raise _UsageError("--cuda-result takes a decimal CUDA result, e.g. 304")
+    return value
 
 
 def _explain(arguments: argparse.Namespace) -> int:
@@ -100,7 +129,13 @@ def _explain(arguments: argparse.Namespace) -> int:
     if _codes.reason_text(code) is None:
         print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
         return EXIT_USAGE
-    print("\n".join(_explain_lines(code)))
+    result = _cuda_result(arguments.cuda_result)
+    if result is not None and not _refusal_text.takes_cuda_result(code):
+        raise _UsageError(
+            "--cuda-result applies only to codes the probe reports with a CUDA result: "
+            + ", ".join(sorted(_refusal_text.RESULT_CODES))
+        )
+    print("\n".join(_explain_lines(code, cuda_result=result)))
     return EXIT_READY
 
 
@@ -126,8 +161,12 @@ def _profile(capability: CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfi
     )
 
 
-def _print_refusal(code: str, as_json: bool, status: str) -> None:
-    text = _codes.reason_text(code)
+def _print_refusal(code: str, as_json: bool, status: str, refusal: Refusal | None) -> None:
+    # The observed facts come only from this package's own provider's refusal.
+    same = refusal is not None and refusal.reason_code == code
+    facts = refusal.facts if same and refusal is not None else None
+    result = refusal.cuda_result if same and refusal is not None else None
+    text = _refusal_text.explanation(code, result)
     if as_json:
         print(
             json.dumps(
@@ -136,6 +175,11 @@ def _print_refusal(code: str, as_json: bool, status: str) -> None:
                     "reason_code": code,
                     "explanation": text[0] if text else None,
                     "remedy": text[1] if text else None,
+                    "observed": facts,
+                    "cuda_result": result,
+                    "cuda_result_name": (
+                        _refusal_text.result_name(result) if result is not None else None
+                    ),
                     "support_claim": False,
                 },
                 indent=2,
@@ -144,7 +188,7 @@ def _print_refusal(code: str, as_json: bool, status: str) -> None:
         )
     else:
         print(f"not ready ({status})", file=sys.stderr)
-        print("\n".join(_explain_lines(code)), file=sys.stderr)
+        print("\n".join(_explain_lines(code, facts, result)), file=sys.stderr)
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
@@ -195,7 +239,12 @@ def _preflight(arguments: argparse.Namespace) -> int:
     except DeviceProviderError as error:
         result = recording.last_preflight
         if result is not None and result.status is not DevicePreflightStatus.READY:
-            _print_refusal(result.reason_codes[0], arguments.json, result.status.value)
+            _print_refusal(
+                result.reason_codes[0],
+                arguments.json,
+                result.status.value,
+                recording.last_refusal,
+            )
         else:
             print(f"error: {error}", file=sys.stderr)
         return EXIT_NOT_READY
@@ -334,6 +383,11 @@ def _parser() -> _Parser:
     )
     explain.add_argument(
         "--list", action="store_true", help="list every reason code with its explanation"
+    )
+    explain.add_argument(
+        "--cuda-result",
+        metavar="N",
+        help="the CUDA result the probe reported with the code (its cuda_result), e.g. 304",
     )
     explain.set_defaults(handler=_explain)
     preflight = commands.add_parser(

@@ -15,7 +15,7 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _codes, _declarations, _preflight_checks
+from rextio_device_cuda import _declarations, _preflight_checks
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
 from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
@@ -118,23 +118,15 @@ CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_6
 LOGGER: Final = logging.getLogger("rextio_device_cuda")
 
 
-def _log_refusal(reason_code: str) -> None:
-    text = _codes.reason_text(reason_code)
-    if text is None:
-        # A code another probe reported: passed through, but not ours to explain.
-        LOGGER.warning(
-            "%s preflight refused: %s: reported by the probe; this provider has no "
-            "explanation for it.",
-            PROVIDER_ID,
-            reason_code,
-        )
+def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
+    if not LOGGER.isEnabledFor(logging.WARNING):
         return
+    # Imported here: the texts and CUDA result names serve refusals only.
+    from rextio_device_cuda import _refusal_text
+
     LOGGER.warning(
-        "%s preflight refused: %s: %s Run `python -m rextio_device_cuda explain %s`.",
-        PROVIDER_ID,
-        reason_code,
-        text[0],
-        reason_code,
+        "%s",
+        _refusal_text.refusal_line(refusal.reason_code, refusal.facts, refusal.cuda_result),
     )
 
 
@@ -223,6 +215,15 @@ class CudaDeviceProvider:
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
         """Check compatibility in contract order; ready only with a fresh probe."""
+        result, refusal = self._preflight_outcome(request)
+        if refusal is not None:
+            _log_refusal(refusal)
+        return result
+
+    def _preflight_outcome(
+        self, request: DevicePreflightRequest
+    ) -> tuple[DevicePreflightResult, _preflight_checks.Refusal | None]:
+        """The preflight result and, when refused, what decided it (nothing logged)."""
         if not isinstance(request, DevicePreflightRequest):
             raise DeviceProviderError("preflight requires a DevicePreflightRequest")
         claim = _Claim(self._ready, request)
@@ -240,9 +241,8 @@ class CudaDeviceProvider:
             claim.begin()
             claim.finish(ready=isinstance(outcome, _preflight_checks.Ready))
         if isinstance(outcome, _preflight_checks.Refusal):
-            _log_refusal(outcome.reason_code)
-            return _refusal_result(outcome.status, outcome.reason_code)
-        return _ready_result(outcome.observations)
+            return _refusal_result(outcome.status, outcome.reason_code), outcome
+        return _ready_result(outcome.observations), None
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         """The lane's declarative inputs, only after this request's latest preflight passed."""

@@ -209,6 +209,9 @@ def test_a_wrong_sm_stops_generation_and_names_the_reason(
         in run.stderr
     ), run.stderr
     assert "python -m rextio_device_cuda explain CUDA_SM_MISMATCH" in run.stderr
+    # The line says what the probe saw, not only that the two differ.
+    assert "Observed: device 0 is sm_80 (" in run.stderr, run.stderr
+    assert "); sm_86 was selected." in run.stderr, run.stderr
     assert "failed preflight with status 'unavailable'" in run.stderr
     assert not (project / ".rextio").exists()
 

@@ -144,3 +144,59 @@ def test_preflight_names_no_devices_as_with_the_real_driver(sim_host: SimulatedH
     run = sim_host.run(layout, preflight_argv(sys.executable, sim_host.native.probe))
     assert_no_device_preflight(run)
     assert [line.split(" ", 1)[0] for line in run.calls] == ["cuDriverGetVersion", "cuInit"]
+
+
+@pytest.mark.parametrize(
+    ("driver_version", "sm", "expected"),
+    [
+        # Contract 9.5: an sm_120 device on a 12.8 driver is ready; on 12.4 it is refused.
+        (12080, "sm_120", None),
+        (12040, "sm_120", "CUDA_ARCHITECTURE_DRIVER_TOO_OLD"),
+        (12080, "sm_121", "CUDA_ARCHITECTURE_DRIVER_TOO_OLD"),
+        (12090, "sm_121", None),
+    ],
+)
+def test_today_s_gpus_against_the_driver_s_release(
+    sim_host: SimulatedHost, tmp_path: Path, driver_version: int, sm: str, expected: str | None
+) -> None:
+    major, minor = int(sm[3:-1]), int(sm[-1])
+    layout = DriverLayout(
+        config=(f"driver_version={driver_version}", f"device=NVIDIA Simulated {sm}|{major}|{minor}")
+    )
+    status, outcome = _resolve(sim_host, tmp_path, layout, "0", sm)
+    if expected is None:
+        assert status == 0, outcome
+        preflight = outcome["preflight"]
+        assert isinstance(preflight, dict)
+        observations = {item["key"]: item["value"] for item in preflight["observations"]}
+        assert (observations["selected.sm"], observations["driver.version"]) == (
+            sm,
+            str(driver_version),
+        )
+    else:
+        assert (status, outcome["reason_codes"]) == (1, [expected])
+
+
+@pytest.mark.parametrize(
+    ("failure", "name", "words"),
+    [
+        ("cuInit:304", "CUDA_ERROR_OPERATING_SYSTEM", "seccomp"),
+        ("cuInit:803", "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "kernel module"),
+        ("cuInit:999", "CUDA_ERROR_UNKNOWN", "nvidia-uvm"),
+    ],
+)
+def test_preflight_names_the_driver_s_result_and_its_remedy(
+    sim_host: SimulatedHost, failure: str, name: str, words: str
+) -> None:
+    layout = DriverLayout(
+        config=("driver_version=12080", "device=NVIDIA Simulated A100|8|0", f"fail={failure}")
+    )
+    run = sim_host.run(layout, preflight_argv(sys.executable, sim_host.native.probe))
+    refusal = json.loads(run.stdout)
+    value = int(failure.split(":")[1])
+    assert (refusal["reason_code"], refusal["cuda_result"]) == ("CU_INIT_FAILED", value)
+    assert refusal["cuda_result_name"] == name
+    assert f"The driver returned {value} ({name})." in refusal["explanation"]
+    assert words in refusal["remedy"]
+    assert refusal["observed"] == "the probe loaded driver 12.8 (12080)"
+    assert str(sim_host.native.probe.resolve()) not in run.stdout + run.stderr

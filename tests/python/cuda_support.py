@@ -23,6 +23,46 @@ SPEC: dict[str, Any] = json.loads(
 CAPABILITIES: dict[str, dict[str, Any]] = {item["id"]: item for item in SPEC["capabilities"]}
 
 
+def _release(pair: list[int]) -> str:
+    return f"{pair[0]}.{pair[1]}"
+
+
+def _architecture_texts() -> dict[str, str]:
+    """The SM-fact placeholders of the spec's reason texts, written out (contract 9.5)."""
+    items = SPEC["manifest"]["architectures"]
+    first: dict[tuple[int, ...], list[str]] = {}
+    ranges: dict[tuple[tuple[int, ...], bool, tuple[int, ...]], list[str]] = {}
+    for item in items:
+        first.setdefault(tuple(item["first"]), []).append(item["sm"])
+        last = item["last"]
+        # Sorted as the generator sorts: an open range before a closed one.
+        key = (tuple(item["first"]), last is not None, tuple(last or ()))
+        ranges.setdefault(key, []).append(item["sm"])
+    return {
+        "{architectures}": ", ".join(item["sm"] for item in items),
+        "{architecture_first_releases}": "; ".join(
+            f"{_release(list(release))}: {', '.join(sms)}" for release, sms in sorted(first.items())
+        ),
+        "{architecture_compile_releases}": "; ".join(
+            f"{_release(list(start))} to {_release(list(end))}: {', '.join(sms)}"
+            if closed
+            else f"{_release(list(start))} or newer: {', '.join(sms)}"
+            for (start, closed, end), sms in sorted(ranges.items())
+        ),
+    }
+
+
+# The spec's source as written, and its reason texts with the placeholders filled.
+RAW_REASON_CODES: dict[str, list[str]] = {
+    code: list(texts) for code, texts in SPEC["reason_codes"].items()
+}
+for _texts in SPEC["reason_codes"].values():
+    for _index, _text in enumerate(_texts):
+        for _name, _value in _architecture_texts().items():
+            _text = _text.replace(_name, _value)
+        _texts[_index] = _text
+
+
 def report(
     *,
     target: tuple[str, str, str] = ("linux", "x86_64", "gnu"),

@@ -204,3 +204,17 @@ def test_runtime_source_command(tmp_path: Path) -> None:
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert missing.returncode == 1
     assert "Traceback" not in missing.stderr
+
+
+def test_preflight_states_what_was_observed(probes: ProbeFactory, tmp_path: Path) -> None:
+    probe = probes.printing(report(driver_version=12040))
+    done = _preflight(probe, "--device", "0", "--sm", "sm_86", cwd=tmp_path)
+    assert done.returncode == 1
+    assert "observed: device 0 is sm_80 (Fixture GPU 0); sm_86 was selected\n" in done.stderr
+    refused = _preflight(probe, "--device", "0", "--sm", "sm_120", "--json", cwd=tmp_path)
+    record = json.loads(refused.stdout)
+    assert record["reason_code"] == "CUDA_ARCHITECTURE_DRIVER_TOO_OLD"
+    assert record["observed"] == (
+        "driver 12.4 is older than 12.8, the first CUDA release that knows sm_120"
+    )
+    assert str(probe) not in done.stderr + refused.stdout + refused.stderr

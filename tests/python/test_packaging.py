@@ -63,7 +63,7 @@ def _expected_manifest() -> dict[str, Any]:
                 "accelerator_backends": [backend],
                 "minimum_runtime_version": capability["minimum_runtime_version"].strip(),
                 "minimum_driver_version": capability["minimum_driver_version"].strip(),
-                "architectures": _canonical(manifest["architectures"]),
+                "architectures": _canonical([item["sm"] for item in manifest["architectures"]]),
                 "device_requirements": requirements,
                 "certification_tier": manifest["certification_tier"],
                 "evidence_references": _canonical(manifest["evidence_references"]),

@@ -277,6 +277,19 @@ def _toolkit(**kwargs: Any) -> Callable[[Context], dict[str, str]]:
     return lambda ctx: ready_options(ctx.probe(), toolkit_root=str(ctx.make_toolkit(**kwargs)))
 
 
+def _architecture(
+    sm: str, driver_version: int, toolkit: str | None = None, device_sm: str | None = None
+) -> Build:
+    """Selects ``sm`` on a driver of ``driver_version``, optionally with a toolkit."""
+
+    def options(ctx: Context) -> dict[str, str]:
+        probe = ctx.probe(report(sms=(device_sm or sm,), driver_version=driver_version))
+        extra = {} if toolkit is None else {"toolkit_root": str(ctx.make_toolkit(toolkit))}
+        return ready_options(probe, sm=sm, **extra)
+
+    return _plain(options=options, requirements=(raw_requirement(sm=sm),))
+
+
 def _escaping_toolkit(ctx: Context) -> dict[str, str]:
     root = ctx.make_toolkit(components=False)
     (root / "include" / "cuda.h").write_text("/* header */\n")
@@ -602,6 +615,13 @@ CASES: list[Case] = [
         _plain(options=_probe_options(lambda ctx: ctx.probe(report(sms=("sm_86",))))),
         True,
     ),
+    # After step 17 (contract 9.5): an RTX 5090 on a 12.4 driver, before the SM check.
+    Case("CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_120", 12040), True),
+    Case("CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_107", 13030), True),
+    Case(
+        "CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_120", 12060, device_sm="sm_80"), True
+    ),
+    Case("CUDA_SM_MISMATCH", _architecture("sm_120", 12080, device_sm="sm_80"), True),
     # 19: the toolkit (raw lanes).
     Case("TOOLKIT_PATH_NOT_ABSOLUTE", _plain(options=_with(toolkit_root="relative/cuda")), True),
     Case(
@@ -634,6 +654,16 @@ CASES: list[Case] = [
         True,
     ),
     Case("DRIVER_TOOLKIT_INCOMPATIBLE", _plain(options=_toolkit(version="12.9")), True),
+    Case("DRIVER_TOOLKIT_INCOMPATIBLE", _architecture("sm_70", 12090, toolkit="13.0.1"), True),
+    # Last in step 19 (contract 9.5): the toolkit's release cannot compile the SM.
+    *(
+        Case("TOOLKIT_ARCHITECTURE_UNSUPPORTED", _architecture(sm, driver, toolkit=toolkit), True)
+        for sm, driver, toolkit in (
+            ("sm_70", 13000, "13.0.1"),
+            ("sm_120", 12080, "12.6.3"),
+            ("sm_101", 13000, "13.0"),
+        )
+    ),
 ]
 
 # Codes only the Rust probe (section 6) or the lifetime smoke (section 8) emit;
@@ -692,6 +722,34 @@ def test_reason_code(
     assert probes.marker().exists() is case.ran
     with pytest.raises(DeviceProviderError, match="requires successful preflight"):
         provider.build_contribution(request)
+    # A refusal decided by what the probe, driver or toolkit reported says what that was.
+    _, refusal = provider._preflight_outcome(request)
+    assert refusal is not None
+    assert refusal.reason_code == case.code
+    if case.code in OBSERVED_CODES:
+        assert refusal.facts, case.code
+    if refusal.facts is not None:
+        assert str(tmp_path) not in refusal.facts
+        assert "/" not in refusal.facts, refusal.facts
+
+
+# The codes whose refusal is decided by an observation (contract 9.6: the human
+# lines state it): the probe's report, the driver, the device and the toolkit.
+OBSERVED_CODES = {
+    "CUDA_ARCHITECTURE_UNSUPPORTED",
+    "DEVICE_REQUIREMENT_MISMATCH",
+    "PROBE_TARGET_MISMATCH",
+    "NO_CUDA_DEVICES",
+    "LIBCUDA_SO_NOT_FOUND",
+    "DRIVER_VERSION_TOO_OLD",
+    "CUDA_ARCHITECTURE_DRIVER_TOO_OLD",
+    "CUDA_DEVICE_NOT_FOUND",
+    "CUDA_SM_MISMATCH",
+    # (TOOLKIT_VERSION_TOO_OLD below 12.0 is the toolkit record's own refusal,
+    # raised before its version reaches the provider: no facts to state.)
+    "DRIVER_TOOLKIT_INCOMPATIBLE",
+    "TOOLKIT_ARCHITECTURE_UNSUPPORTED",
+}
 
 
 def test_a_refusal_before_the_probe_runs_still_revokes(probes: ProbeFactory) -> None:

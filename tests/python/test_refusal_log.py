@@ -5,7 +5,16 @@ from __future__ import annotations
 import logging
 
 import pytest
-from cuda_support import SPEC, ProbeFactory, ready_options, report, request_for, unavailable_report
+from cuda_support import (
+    SPEC,
+    ProbeFactory,
+    profile_for,
+    raw_requirement,
+    ready_options,
+    report,
+    request_for,
+    unavailable_report,
+)
 
 from rextio_device_cuda import CudaDeviceProvider
 
@@ -30,6 +39,7 @@ def test_a_known_code_is_logged_with_its_explanation_and_the_explain_command(
     explanation = SPEC["reason_codes"]["CUDA_SM_MISMATCH"][0]
     assert _refused_lines(caplog) == [
         f"rextio-device-cuda preflight refused: CUDA_SM_MISMATCH: {explanation} "
+        "Observed: device 0 is sm_75 (Fixture GPU 0); sm_80 was selected. "
         "Run `python -m rextio_device_cuda explain CUDA_SM_MISMATCH`."
     ]
     assert str(probe) not in caplog.text
@@ -44,8 +54,144 @@ def test_a_code_another_probe_reported_is_named_without_a_false_explain_hint(
     assert result.reason_codes == ("SOME_OTHER_PROBE_CODE",)
     assert _refused_lines(caplog) == [
         "rextio-device-cuda preflight refused: SOME_OTHER_PROBE_CODE: reported by the probe; "
-        "this provider has no explanation for it."
+        "this provider has no explanation for it. Observed: the probe loaded no driver."
     ]
+
+
+def _logged(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture, probe_report: object, **options: str
+) -> tuple[tuple[str, ...], list[str]]:
+    probe = probes.printing(probe_report)
+    with caplog.at_level(logging.WARNING, logger="rextio_device_cuda"):
+        result = CudaDeviceProvider().preflight(
+            request_for(CAPABILITY, ready_options(probe, **options))
+        )
+    assert str(probe) not in caplog.text
+    return result.reason_codes, _refused_lines(caplog)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "remedy_words"),
+    [
+        ("CUDA_ERROR_OPERATING_SYSTEM", 304, "seccomp"),
+        ("CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", 803, "forward-compatibility"),
+        ("CUDA_ERROR_UNKNOWN", 999, "nvidia-uvm"),
+    ],
+)
+def test_a_driver_failure_names_the_cuda_result(
+    probes: ProbeFactory,
+    caplog: pytest.LogCaptureFixture,
+    name: str,
+    value: int,
+    remedy_words: str,
+) -> None:
+    failed = {
+        **unavailable_report("CU_INIT_FAILED"),
+        "driver_loaded": True,
+        "driver_version": 12040,
+        "cuda_result": value,
+    }
+    codes, lines = _logged(probes, caplog, failed)
+    assert codes == ("CU_INIT_FAILED",)
+    explanation = SPEC["reason_codes"]["CU_INIT_FAILED"][0]
+    [line] = lines
+    assert line.startswith(
+        f"rextio-device-cuda preflight refused: CU_INIT_FAILED: {explanation} "
+        f"The driver returned {value} ({name})."
+    ), line
+    assert remedy_words in line
+    assert line.endswith(
+        "Observed: the probe loaded driver 12.4 (12040). "
+        f"Run `python -m rextio_device_cuda explain CU_INIT_FAILED --cuda-result {value}`."
+    ), line
+
+
+def test_a_result_cuda_h_does_not_define_is_said_so(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    failed = {**unavailable_report("CU_DEVICE_COUNT_FAILED"), "cuda_result": 35}
+    codes, [line] = _logged(probes, caplog, failed)
+    assert codes == ("CU_DEVICE_COUNT_FAILED",)
+    assert "The driver returned 35 (a value NVIDIA's cuda.h 12.x and 13.x do not define)." in line
+
+
+def test_no_devices_names_cuinit_s_answer_and_not_cuda_visible_devices(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    none = {
+        **unavailable_report("NO_CUDA_DEVICES"),
+        "driver_loaded": True,
+        "driver_version": 12080,
+        "device_count": 0,
+        "cuda_result": 100,
+    }
+    codes, [line] = _logged(probes, caplog, none)
+    assert codes == ("NO_CUDA_DEVICES",)
+    assert "The driver returned 100 (CUDA_ERROR_NO_DEVICE)." in line
+    assert "Observed: the probe loaded driver 12.8 (12080); the driver counted 0 devices." in line
+    assert "CUDA_VISIBLE_DEVICES" not in " ".join(SPEC["reason_codes"]["NO_CUDA_DEVICES"])
+
+
+@pytest.mark.parametrize(
+    ("sm", "driver_version", "code", "observed"),
+    [
+        (
+            "sm_120",
+            12040,
+            "CUDA_ARCHITECTURE_DRIVER_TOO_OLD",
+            "driver 12.4 is older than 12.8, the first CUDA release that knows sm_120",
+        ),
+        (
+            "sm_90",
+            12080,
+            "CUDA_SM_MISMATCH",
+            "device 0 is sm_80 (NVIDIA A100-SXM4-80GB); sm_90 was selected",
+        ),
+        (
+            "sm_80",
+            11080,
+            "DRIVER_VERSION_TOO_OLD",
+            "driver 11.8 (11080) is older than the floor 12.0 (12000)",
+        ),
+    ],
+)
+def test_a_refusal_line_states_the_facts_that_decided_it(
+    probes: ProbeFactory,
+    caplog: pytest.LogCaptureFixture,
+    sm: str,
+    driver_version: int,
+    code: str,
+    observed: str,
+) -> None:
+    device = report(driver_version=driver_version)
+    device["devices"][0]["name"] = "NVIDIA A100-SXM4-80GB"
+    requirement = raw_requirement(sm=sm)
+    probe = probes.printing(device)
+    with caplog.at_level(logging.WARNING, logger="rextio_device_cuda"):
+        result = CudaDeviceProvider().preflight(
+            request_for(
+                CAPABILITY,
+                ready_options(probe, sm=sm),
+                profile=profile_for(CAPABILITY, requirements=(requirement,)),
+            )
+        )
+    assert result.reason_codes == (code,)
+    assert result.observations == ()
+    assert _refused_lines(caplog) == [
+        f"rextio-device-cuda preflight refused: {code}: {SPEC['reason_codes'][code][0]} "
+        f"Observed: {observed}. Run `python -m rextio_device_cuda explain {code}`."
+    ]
+
+
+def test_a_device_name_that_holds_a_slash_is_left_out(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    device = report(sms=("sm_75",))
+    device["devices"][0]["name"] = "GPU at etc/passwd"
+    codes, [line] = _logged(probes, caplog, device)
+    assert codes == ("CUDA_SM_MISMATCH",)
+    assert "Observed: device 0 is sm_75; sm_80 was selected." in line
+    assert "passwd" not in line
 
 
 def test_a_ready_preflight_logs_nothing(

@@ -295,6 +295,7 @@ def test_refused_preflight_names_its_reason_on_stderr(
     warnings = [line for line in done.stderr.splitlines() if "preflight refused" in line]
     assert warnings == [
         f"{PROVIDER_ID} preflight refused: CUDA_SM_MISMATCH: {explanation} "
+        "Observed: device 0 is sm_75 (Fixture GPU 0); sm_80 was selected. "
         "Run `python -m rextio_device_cuda explain CUDA_SM_MISMATCH`."
     ]
     for secret in (str(tmp_path), str(probe), str(project)):

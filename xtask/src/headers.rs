@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::generate::abi_check::{self, expect_undeclared_macro, header_set_macro};
 use crate::generate::inputs::DRIVER_SYMBOLS_PATH;
+use crate::generate::results;
 use crate::generate::symbols::{HeaderSet, Symbol, SymbolList};
 use crate::paths::{repo_root, target_dir};
 use crate::Result;
@@ -33,6 +34,17 @@ pub fn check() -> Result<()> {
         let include = fetch_headers(set)?;
         compile(&include, set, &check_file, None)
             .map_err(|output| diagnose(&symbols, set, &include, &output))?;
+        // Every CUresult name refusals quote has its value in this header set.
+        compile(&include, set, &root.join(results::RESULTS_CHECK_PATH), None).map_err(
+            |output| {
+                format!(
+                    "{} does not match {} {}:\n{output}",
+                    results::CUDA_RESULTS_PATH,
+                    set.package,
+                    set.version
+                )
+            },
+        )?;
         for symbol in &symbols.symbols {
             if symbol.undeclared_in.contains_key(&set.name) {
                 expect_undeclared(&include, set, &check_file, symbol)?;

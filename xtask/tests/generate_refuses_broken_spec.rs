@@ -20,6 +20,7 @@ const TREE: &[&str] = &[
     "python/rextio_device_cuda/_generated.py",
     "python/rextio_device_cuda/_provider_spec.py",
     "python/rextio_device_cuda/_reason_codes.py",
+    "python/rextio_device_cuda/_cuda_results.py",
 ];
 
 const SPEC: &str = "templates/provider-spec.json";

@@ -33,6 +33,7 @@ impl Inputs {
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
             PYPROJECT_TEMPLATE_PATH,
+            super::results::CUDA_RESULTS_PATH,
             LICENSE_PATH,
         ] {
             files.insert(path.to_string(), read_input(root, path)?);

@@ -8,6 +8,7 @@ mod index;
 pub mod inputs;
 mod json;
 mod python;
+pub mod results;
 mod rust;
 pub mod spec;
 pub mod symbols;
@@ -59,18 +60,22 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+    let cuda_results =
+        results::CudaResults::parse(inputs.get(results::CUDA_RESULTS_PATH)?, &symbols)?;
     let driver_api = tables::runtime_table(&symbols)?;
     let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
+        output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
         output(
             PYTHON_MODULE_PATH,
             python::module(&archive_name, &sha256_hex(&archive)),
         ),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
+        output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
         output(
             PYPROJECT_PATH,
             python::pyproject(inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?, &spec)?,

@@ -331,7 +331,13 @@ impl PyExpr {
 ///
 /// Writes in place: the one-line form is tried straight into `out` and cut
 /// off again when it does not fit.
-fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, suffix: &str) {
+pub(super) fn write_expr(
+    out: &mut String,
+    depth: usize,
+    prefix: &str,
+    expr: &PyExpr,
+    suffix: &str,
+) {
     let indent = INDENT.len() * depth;
     let budget = MAX_LINE.saturating_sub(indent + prefix.chars().count() + suffix.len());
     push_indent(out, depth);

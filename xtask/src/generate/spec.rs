@@ -239,10 +239,24 @@ record! {
         pub backend: String,
         pub api_version: String,
         pub runtime_requirements: Vec<RuntimePin>,
-        /// The SM vocabulary, `sm_NN` or `sm_NNN`.
-        pub architectures: Vec<String>,
+        /// The SM vocabulary, oldest first, with the CUDA releases that know each.
+        pub architectures: Vec<ArchitectureSpec>,
         pub evidence_references: Vec<String>,
         pub certification_tier: String,
+    }
+}
+
+record! {
+    /// One architecture of the SM vocabulary, as NVIDIA's compilers measure it
+    /// (contract 9.5; `tests/python/test_compiler_architectures.py` re-reads them).
+    pub struct ArchitectureSpec {
+        /// `sm_NN` or `sm_NNN`.
+        pub sm: String,
+        /// `(major, minor)` of the first CUDA release at or above the toolkit
+        /// floor that knows it (the floor itself: that release or an earlier one).
+        pub first: (u32, u32),
+        /// The last CUDA release that compiles it; null: every release since `first`.
+        pub last: Option<(u32, u32)>,
     }
 }
 
@@ -476,6 +490,7 @@ pub fn python_classes() -> Vec<PyClass> {
         DistributionSpec::class(),
         EntryPointSpec::class(),
         ManifestSpec::class(),
+        ArchitectureSpec::class(),
         RuntimePin::class(),
         PolicySpec::class(),
         OptionKeysSpec::class(),
@@ -564,7 +579,65 @@ impl ProviderSpec {
         manifest.provider_version = version.clone();
         manifest.display_name = format!("{} {version}", manifest.display_name);
         spec.check()?;
+        spec.expand_reason_texts()?;
         Ok(spec)
+    }
+
+    /// Reason texts name the SM facts through placeholders, so each fact stays
+    /// written once in `manifest.architectures`: `{architectures}` (the
+    /// vocabulary), `{architecture_first_releases}` (release: SMs it first
+    /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
+    fn expand_reason_texts(&mut self) -> Result<()> {
+        let items = &self.manifest.architectures;
+        let mut first: BTreeMap<(u32, u32), Vec<&str>> = BTreeMap::new();
+        type Range = ((u32, u32), Option<(u32, u32)>);
+        let mut compile: BTreeMap<Range, Vec<&str>> = BTreeMap::new();
+        for item in items {
+            first.entry(item.first).or_default().push(&item.sm);
+            compile
+                .entry((item.first, item.last))
+                .or_default()
+                .push(&item.sm);
+        }
+        let release = |(major, minor): (u32, u32)| format!("{major}.{minor}");
+        let first = first
+            .iter()
+            .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let compile = compile
+            .iter()
+            .map(|((from, last), sms)| match last {
+                Some(last) => format!(
+                    "{} to {}: {}",
+                    release(*from),
+                    release(*last),
+                    sms.join(", ")
+                ),
+                None => format!("{} or newer: {}", release(*from), sms.join(", ")),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let placeholders = [
+            ("{architectures}", self.architecture_names().join(", ")),
+            ("{architecture_first_releases}", first),
+            ("{architecture_compile_releases}", compile),
+        ];
+        for (code, (explanation, remedy)) in self.reason_codes.0.iter_mut() {
+            for text in [explanation, remedy] {
+                for (name, value) in &placeholders {
+                    *text = text.replace(name, value);
+                }
+                if text.contains(['{', '}']) {
+                    return Err(refuse(
+                        format!("reason_codes.{code}"),
+                        "an unknown placeholder; the known ones are {architectures}, \
+                         {architecture_first_releases} and {architecture_compile_releases}",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
@@ -627,16 +700,37 @@ impl ProviderSpec {
         Ok(())
     }
 
+    /// The SM vocabulary's names, in spec order.
+    pub fn architecture_names(&self) -> Vec<&str> {
+        let architectures = self.manifest.architectures.iter();
+        architectures.map(|item| item.sm.as_str()).collect()
+    }
+
     fn check_vocabulary(&self) -> Result<()> {
         let sms = pattern("policy.sm_pattern", &self.policy.sm_pattern)?;
         let architectures = &self.manifest.architectures;
-        for (index, sm) in architectures.iter().enumerate() {
+        let floor = self.policy.toolkit_version_floor;
+        for (index, item) in architectures.iter().enumerate() {
+            let (sm, path) = (&item.sm, format!("manifest.architectures[{index}]"));
             let message = || format!("`{sm}` does not match `policy.sm_pattern` {}", sms.as_str());
-            ensure(sms.is_match(sm), || {
-                (format!("manifest.architectures[{index}]"), message())
+            ensure(sms.is_match(sm), || (format!("{path}.sm"), message()))?;
+            // Releases below the floor are never distinguished: the floor is the earliest.
+            let (first, lowest) = (item.first, floor);
+            ensure(first >= lowest, || {
+                let message = format!(
+                    "{}.{} is below the toolkit floor {}.{}",
+                    first.0, first.1, lowest.0, lowest.1
+                );
+                (format!("{path}.first"), message)
+            })?;
+            let ordered = item.last.is_none_or(|last| last >= first);
+            ensure(ordered, || {
+                let message = format!("`{sm}` is last compiled before its first release");
+                (format!("{path}.last"), message)
             })?;
         }
-        unique("manifest.architectures", architectures)?;
+        let names = architectures.iter().map(|item| &item.sm);
+        unique("manifest.architectures", names)?;
         // Core keeps one runtime requirement per name: a second must be the same.
         let pins = &self.manifest.runtime_requirements;
         for (index, pin) in pins.iter().enumerate() {
@@ -751,8 +845,9 @@ impl ProviderSpec {
         let pinned = !lane.runtime_pins.is_empty();
         let message = "a framework reuse lane pins at least one runtime";
         ensure(pinned, || (format!("{path}.runtime_pins"), message))?;
+        let vocabulary = self.architecture_names();
         for (index, sm) in requirement.architectures.iter().enumerate() {
-            let known = self.manifest.architectures.contains(sm);
+            let known = vocabulary.contains(&sm.as_str());
             let item = || format!("{path}.requirement.architectures[{index}]");
             ensure(known, || {
                 (item(), format!("`{sm}` is not in `manifest.architectures`"))

@@ -686,14 +686,29 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
         "capabilities[1].target_triple: `aarch64-unknown-linux-musl` is not a key of `probe_targets`",
     );
     assert_refused(
-        "\"sm_86\", \"sm_87\"",
-        "\"sm_8\", \"sm_87\"",
-        "manifest.architectures[6]: `sm_8` does not match `policy.sm_pattern` ^sm_[0-9]{2,3}$",
+        "\"sm\": \"sm_86\"",
+        "\"sm\": \"sm_8\"",
+        "manifest.architectures[6].sm: `sm_8` does not match `policy.sm_pattern` ^sm_[0-9]{2,3}$",
     );
     assert_refused(
-        "\"sm_86\", \"sm_87\"",
-        "\"sm_87\", \"sm_87\"",
-        "manifest.architectures[7]: `sm_87` is listed twice",
+        "\"sm\": \"sm_88\"",
+        "\"sm\": \"sm_87\"",
+        "manifest.architectures[8]: `sm_87` is listed twice",
+    );
+    assert_refused(
+        "\"sm\": \"sm_60\", \"first\": [12, 0]",
+        "\"sm\": \"sm_60\", \"first\": [11, 8]",
+        "manifest.architectures[0].first: 11.8 is below the toolkit floor 12.0",
+    );
+    assert_refused(
+        "\"sm\": \"sm_101\", \"first\": [12, 8], \"last\": [12, 9]",
+        "\"sm\": \"sm_101\", \"first\": [12, 8], \"last\": [12, 6]",
+        "manifest.architectures[12].last: `sm_101` is last compiled before its first release",
+    );
+    assert_refused(
+        "Use one of {architectures}.",
+        "Use one of {vocabulary}.",
+        "reason_codes.CUDA_ARCHITECTURE_UNSUPPORTED: an unknown placeholder",
     );
     assert_refused(
         "\"probe_sha256\", \"sm\", \"toolkit_root\"]",

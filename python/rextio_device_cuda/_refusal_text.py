@@ -1,0 +1,81 @@
+"""What a person reads about a refusal: its explanation, remedy and observed facts.
+
+Imported only when a refusal is logged or explained (the CUDA result names,
+every CUresult of NVIDIA's cuda.h, are of no use to a ready preflight).
+Records never carry any of this: they hold the reason code alone.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from rextio_device_cuda import _codes
+from rextio_device_cuda._cuda_results import CUDA_RESULT_REMEDIES, CUDA_RESULTS
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+
+EXPLAIN_COMMAND: Final = "python -m rextio_device_cuda explain"
+_PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
+_NAMES: Final[dict[int, str]] = {value: name for name, value in CUDA_RESULTS.items()}
+NO_CUDA_DEVICES: Final = _codes.NO_CUDA_DEVICES
+# The probe's codes whose report carries the driver's CUDA result (contract 6).
+RESULT_CODES: Final[frozenset[str]] = frozenset(
+    code
+    for code in PROVIDER_SPEC.probe_report.reason_codes
+    if code.startswith("CU_") and code.endswith("_FAILED")
+) | {NO_CUDA_DEVICES}
+
+
+def result_name(value: int) -> str | None:
+    """The cuda.h name of a CUresult value, or None for a value cuda.h does not define."""
+    return _NAMES.get(value)
+
+
+def result_text(value: int) -> str:
+    """``304 (CUDA_ERROR_OPERATING_SYSTEM)``."""
+    name = result_name(value)
+    if name is None:
+        return f"{value} (a value NVIDIA's cuda.h 12.x and 13.x do not define)"
+    return f"{value} ({name})"
+
+
+def takes_cuda_result(code: str) -> bool:
+    """Whether the probe reports a CUDA result with this code."""
+    return code in RESULT_CODES
+
+
+def explanation(code: str, cuda_result: int | None = None) -> tuple[str, str] | None:
+    """(explanation, remedy) of a code, naming the CUDA result where one applies."""
+    text = _codes.reason_text(code)
+    if text is None:
+        return None
+    if cuda_result is None or cuda_result == 0 or not takes_cuda_result(code):
+        return text
+    meaning = f"{text[0]} The driver returned {result_text(cuda_result)}."
+    name = result_name(cuda_result)
+    specific = CUDA_RESULT_REMEDIES.get(name) if name is not None else None
+    if specific is None:
+        return meaning, text[1]
+    return f"{meaning} {specific[0]}", specific[1]
+
+
+def explain_hint(code: str, cuda_result: int | None) -> str:
+    """The command that prints the whole text of this refusal."""
+    if cuda_result is not None and cuda_result != 0 and takes_cuda_result(code):
+        return f"{EXPLAIN_COMMAND} {code} --cuda-result {cuda_result}"
+    return f"{EXPLAIN_COMMAND} {code}"
+
+
+def refusal_line(code: str, facts: str | None, cuda_result: int | None) -> str:
+    """The one WARNING line a refused preflight logs (path-free)."""
+    observed = f" Observed: {facts}." if facts else ""
+    text = explanation(code, cuda_result)
+    if text is None:
+        # A code another probe reported: passed through, but not ours to explain.
+        return (
+            f"{_PROVIDER_ID} preflight refused: {code}: reported by the probe; "
+            f"this provider has no explanation for it.{observed}"
+        )
+    return (
+        f"{_PROVIDER_ID} preflight refused: {code}: {text[0]}{observed} "
+        f"Run `{explain_hint(code, cuda_result)}`."
+    )
