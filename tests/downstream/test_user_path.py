@@ -27,7 +27,7 @@ from cuda_support import json_strings, json_values
 from sim_namespace import (
     DriverLayout,
     SimulatedHost,
-    binaries_from_env,
+    built_binaries,
     namespace_tools_or_fail,
 )
 
@@ -58,7 +58,7 @@ def readme_files() -> dict[str, str]:
 
 @pytest.fixture
 def sim_host(tmp_path: Path) -> SimulatedHost:
-    return SimulatedHost(binaries_from_env(), namespace_tools_or_fail(), tmp_path)
+    return SimulatedHost(built_binaries(), namespace_tools_or_fail(), tmp_path)
 
 
 def _pin_probe(probe: Path) -> str:

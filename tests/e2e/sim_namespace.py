@@ -57,7 +57,7 @@ RUN_TIMEOUT_SECONDS = 120
 
 @dataclass(frozen=True)
 class NativeBinaries:
-    """The binaries `cargo xtask test` built for this run."""
+    """The binaries `cargo xtask setup` built."""
 
     probe: Path
     smoke: Path
@@ -337,25 +337,27 @@ def assert_no_device_preflight(run: NamespaceRun) -> None:
     assert refusal["explanation"], refusal
 
 
-def _binary_from_env(name: str) -> Path:
-    value = os.environ.get(name)
-    if not value:
+def built_path(key: str) -> Path:
+    """What `cargo xtask setup` prepared, by key, from ``target/test-paths.json``."""
+    target = os.environ.get("CARGO_TARGET_DIR") or Path(__file__).resolve().parents[2] / "target"
+    paths = Path(target) / "test-paths.json"
+    if not paths.is_file():
         pytest.fail(
-            f"{name} is not set: run the end-to-end tests through `cargo xtask test`, "
-            "which builds the probe, the smoke and the simulated driver"
+            f"{paths} is missing: run `cargo xtask setup` once; it builds the probe, the smoke, "
+            "the simulated driver and the wheel, and fetches what the tests use"
         )
-    path = Path(value)
-    if not path.is_file():
-        pytest.fail(f"{name} names {path}, which is not a built file")
-    return path
+    value = json.loads(paths.read_text(encoding="utf-8")).get(key)
+    if not isinstance(value, str) or not Path(value).exists():
+        pytest.fail(f"{paths} names no existing {key} ({value!r}): rerun `cargo xtask setup`")
+    return Path(value)
 
 
-def binaries_from_env() -> NativeBinaries:
-    """The built binaries named by the test runner's environment."""
+def built_binaries() -> NativeBinaries:
+    """The binaries `cargo xtask setup` built."""
     return NativeBinaries(
-        probe=_binary_from_env("REXTIO_CUDA_PROBE"),
-        smoke=_binary_from_env("REXTIO_CUDA_SMOKE"),
-        sim_driver=_binary_from_env("REXTIO_SIM_DRIVER"),
+        probe=built_path("probe"),
+        smoke=built_path("smoke"),
+        sim_driver=built_path("sim_driver"),
     )
 
 

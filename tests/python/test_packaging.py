@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import subprocess
 import sysconfig
 import tomllib
@@ -13,6 +12,7 @@ from pathlib import Path
 
 from cuda_support import SPEC
 from rextio.devices import DeviceProviderSelection, load_selected_device_provider
+from sim_namespace import built_path
 
 import rextio_device_cuda
 from rextio_device_cuda import CudaDeviceProvider, CudaProviderConfig, probe, provider
@@ -73,8 +73,7 @@ def test_public_api() -> None:
 
 
 def test_the_wheel_is_built_in_an_environment_holding_only_its_build_backend() -> None:
-    python = os.environ.get("REXTIO_BUILD_PYTHON")
-    assert python, "REXTIO_BUILD_PYTHON is not set: run the tests through `cargo xtask test`"
+    python = built_path("build_python")
     listed = subprocess.run(
         [
             python,

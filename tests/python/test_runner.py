@@ -3,7 +3,7 @@
 No assertion here depends on how fast the OS acts: a probe expected to hang
 sleeps 30 s against a short timeout, every other probe runs against a long
 one, and "nothing running" is what ``run()`` guarantees when it returns.
-The ``process_stress`` tests are the ones `cargo xtask stress` repeats.
+The ``process_stress`` tests are the ones `pytest -m process_stress --count N` repeats.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::native::{self, NativeArtifacts, TWO_DEVICE_CONFIG};
 use crate::paths::target_dir;
-use crate::{dist, python_env, Result};
+use crate::{python_env, Result};
 
 const SELECTED_DEVICE: &str = "0";
 const SELECTED_SM: &str = "sm_80";
@@ -26,9 +26,7 @@ pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("demo", args);
     println!("== building the probe, the smoke, the simulated driver and the wheel");
     let native = native::build(false)?;
-    let python = python_env::ensure_venv()?;
-    let wheel = dist::build_wheel()?;
-    python_env::install_wheel(&python, &wheel)?;
+    let python = python_env::ensure_venv_with_wheel()?;
 
     probe_on_this_host(&native)?;
     probe_beside_the_simulated_driver(&native)?;

@@ -71,7 +71,7 @@ fn check_import(python: &Path) -> Result<()> {
 
 /// Builds the wheel into `dir` (created if needed); returns its path.
 pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
-    let python = python_env::ensure_build_venv()?;
+    let python = python_env::Venv::Build.ensure()?;
     check_import(&python)?;
     std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     let dir = dir

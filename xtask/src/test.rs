@@ -53,23 +53,28 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     report.step("no cuda in probe and smoke", || {
         native::check_no_cuda_link(&artifacts)
     })?;
-    let wheel = report.step(
+    report.step(
+        "python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)",
+        || python_env::setup(&artifacts),
+    )?;
+    report.step(
         &format!(
-            "python, Core {} (floor): wheel, ruff, mypy, pytest",
+            "python, Core {} (floor): ruff, mypy, pytest",
             python_env::FLOOR_CORE
         ),
-        || python_env::test_floor(&artifacts),
+        python_env::test_floor,
     )?;
     report.step(
         &format!(
             "python, Core {} (newest): mypy, pytest, tests/downstream with the companion plugins",
             python_env::NEWEST_CORE
         ),
-        || python_env::test_newest(&artifacts, &wheel),
+        python_env::test_newest,
     )?;
-    report.step("real NVIDIA driver (libcuda1 535, 550, 555)", || {
-        real_driver::test(&artifacts)
-    })?;
+    report.step(
+        "real NVIDIA driver (libcuda1 535, 550, 555)",
+        real_driver::test,
+    )?;
     report.step("add a driver symbol by one edit (symbol-proof)", || {
         symbol_proof::command(&[])
     })?;
