@@ -1,4 +1,4 @@
-"""python -m rextio_device_cuda: explain codes, run a preflight, install runtime source.
+"""python -m rextio_device_cuda: explain, preflight, runtime-source, pin-probe, validate.
 
 Bad input gets a message and a non-zero exit, never a traceback: 0 success /
 ready, 1 not ready or refused, 2 unusable input.
@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -79,7 +80,8 @@ class _RecordingProvider:
         return self._inner.build_contribution(request)
 
 
-def _explain_lines(code: str) -> list[str]:
+def explain_lines(code: str) -> list[str]:
+    """A code's explanation and remedy, as printed."""
     text = _codes.reason_text(code)
     if text is None:
         return [f"{code}: not a reason code of {_PROVIDER_ID}"]
@@ -99,7 +101,7 @@ def _explain(arguments: argparse.Namespace) -> int:
     if _codes.reason_text(code) is None:
         print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
         return EXIT_USAGE
-    print("\n".join(_explain_lines(code)))
+    print("\n".join(explain_lines(code)))
     return EXIT_READY
 
 
@@ -143,7 +145,7 @@ def _print_refusal(code: str, as_json: bool, status: str) -> None:
         )
     else:
         print(f"not ready ({status})", file=sys.stderr)
-        print("\n".join(_explain_lines(code)), file=sys.stderr)
+        print("\n".join(explain_lines(code)), file=sys.stderr)
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
@@ -152,16 +154,45 @@ def _preflight(arguments: argparse.Namespace) -> int:
         raise _UsageError(
             f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}"
         )
+    plan, refusal, error = standalone_preflight(
+        capability,
+        arguments.probe,
+        arguments.device,
+        arguments.sm,
+        toolkit_root=arguments.toolkit_root,
+        probe_sha256=arguments.probe_sha256,
+    )
+    if refusal is not None:
+        _print_refusal(refusal.reason_codes[0], arguments.json, refusal.status.value)
+        return EXIT_NOT_READY
+    if plan is None:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
+    return EXIT_READY
+
+
+def standalone_preflight(
+    capability: CapabilitySpec,
+    probe: str,
+    device: str,
+    sm: str,
+    *,
+    toolkit_root: str | None = None,
+    probe_sha256: str | None = None,
+) -> tuple[ResolvedDevicePlan | None, DevicePreflightResult | None, str | None]:
+    """One standalone plan resolved through Core's ``resolve_device_plan``.
+
+    Returns (plan, None, None) when ready, (None, refusal, None) when the
+    provider refused, and (None, None, why) when Core failed otherwise.
+    Options Core rejects raise ``_UsageError``.
+    """
     keys = PROVIDER_SPEC.option_keys
-    option_pairs = [
-        (keys.probe, arguments.probe),
-        (keys.device, arguments.device),
-        (keys.sm, arguments.sm),
-    ]
-    if arguments.toolkit_root is not None:
-        option_pairs.append((keys.toolkit, arguments.toolkit_root))
-    if arguments.probe_sha256 is not None:
-        option_pairs.append((keys.probe_sha256, arguments.probe_sha256))
+    option_pairs = [(keys.probe, probe), (keys.device, device), (keys.sm, sm)]
+    if toolkit_root is not None:
+        option_pairs.append((keys.toolkit, toolkit_root))
+    if probe_sha256 is not None:
+        option_pairs.append((keys.probe_sha256, probe_sha256))
     try:
         options = DeviceProviderOptions(tuple(option_pairs))
         selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
@@ -169,16 +200,13 @@ def _preflight(arguments: argparse.Namespace) -> int:
         raise _UsageError(str(error)) from error
     # Core composes only a valid requirement; bad ordinals and SMs reach the
     # provider through the options and come back as reason codes.
-    device = arguments.device
     plain = device.isascii() and device.isdigit() and len(device) <= 4
     ordinal = str(int(device)) if plain else "0"
-    sm = arguments.sm if arguments.sm in _ARCHITECTURES else _ARCHITECTURES[0]
-    profile = _profile(capability, ordinal, sm)
+    profile = _profile(capability, ordinal, sm if sm in _ARCHITECTURES else _ARCHITECTURES[0])
     try:
         loaded, source = load_selected_device_provider(selection)
     except DeviceProviderError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
+        return None, None, str(error)
     recording = _RecordingProvider(loaded)
     try:
         with _provider_warnings_silenced():
@@ -192,15 +220,11 @@ def _preflight(arguments: argparse.Namespace) -> int:
     except DeviceProviderError as error:
         result = recording.last_preflight
         if result is not None and result.status is not DevicePreflightStatus.READY:
-            _print_refusal(result.reason_codes[0], arguments.json, result.status.value)
-        else:
-            print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
+            return None, result, None
+        return None, None, str(error)
     if plan is None:
-        print("error: no plan was resolved", file=sys.stderr)
-        return EXIT_NOT_READY
-    print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
-    return EXIT_READY
+        return None, None, "no plan was resolved"
+    return plan, None, None
 
 
 @contextlib.contextmanager
@@ -255,7 +279,7 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     try:
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
+        print("\n".join(explain_lines(error.reason_code)), file=sys.stderr)
         return EXIT_NOT_READY
     keys = PROVIDER_SPEC.option_keys
     print(digest)
@@ -263,6 +287,26 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     print(f"{keys.probe} = {json.dumps(path)}")
     print(f'{keys.probe_sha256} = "{digest}"')
     return EXIT_READY
+
+
+def _sm_argument(text: str) -> str:
+    if re.fullmatch(PROVIDER_SPEC.policy.sm_pattern, text) is None:
+        raise argparse.ArgumentTypeError(f"must look like sm_80, not {text[:20]!r}")
+    return text
+
+
+def _device_argument(text: str) -> int:
+    limit = PROVIDER_SPEC.policy.device_ordinal_max
+    if not (text.isascii() and text.isdigit() and len(text) <= 4 and int(text) <= limit):
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to {limit}, not {text[:20]!r}")
+    return int(text)
+
+
+def _validate_command(arguments: argparse.Namespace) -> int:
+    # Imported here: only this command needs it, and it imports this module.
+    from rextio_device_cuda import _validate
+
+    return _validate.run(arguments)
 
 
 def _parser() -> _Parser:
@@ -351,6 +395,27 @@ def _parser() -> _Parser:
     )
     pin.add_argument("path", metavar="PATH", help="the probe executable")
     pin.set_defaults(handler=_pin_probe)
+    validate = commands.add_parser(
+        "validate",
+        help="path-free evidence that this NVIDIA host works, with the shipped probe and smoke",
+        description=(
+            "On a trusted NVIDIA host: run the probe and the lifetime smoke this installation "
+            "ships, and a standalone preflight through Core, and print path-free JSON evidence "
+            "(support_claim, kernel_executed and certification_ready are always false). "
+            "Exit 0 only when the preflight is ready and the smoke completes."
+        ),
+    )
+    validate.add_argument(
+        "--sm", required=True, type=_sm_argument, metavar="sm_NN", help="e.g. sm_80"
+    )
+    validate.add_argument(
+        "--device", default=0, type=_device_argument, metavar="N", help="CUDA device (default 0)"
+    )
+    validate.add_argument(
+        "--toolkit-root", metavar="DIR", help="absolute CUDA toolkit root to validate"
+    )
+    validate.add_argument("--output", metavar="FILE", help="also write the evidence to FILE")
+    validate.set_defaults(handler=_validate_command)
     return parser
 
 
