@@ -33,7 +33,7 @@ pub fn command(args: &[String]) -> Result<()> {
     preflight_through_core(&native, &python)?;
     lifetime_smoke(&native)?;
     runtime_source_in_a_sample_project(&python)?;
-    println!("\nDone. Nothing here ran on a GPU: `cargo xtask validate-nvidia --sm sm_NN` on an");
+    println!("\nDone. Nothing here ran on a GPU: `python -m rextio_device_cuda validate --sm sm_NN` on an");
     println!("NVIDIA host is the step that exercises a real driver (and still certifies nothing).");
     Ok(())
 }

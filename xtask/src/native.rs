@@ -25,7 +25,7 @@ const SMOKE_BINARY: &str = "rextio-cuda-runtime-smoke";
 const SIM_DRIVER_LIBRARY: &str = "librextio_sim_driver.so";
 
 /// Builds the probe, the smoke and the simulated driver (`release` for
-/// validate-nvidia: `--release --locked`).
+/// the bench: `--release --locked`).
 pub fn build(release: bool) -> Result<NativeArtifacts> {
     let mut command = cargo();
     command.args([
