@@ -152,7 +152,7 @@ fn bin(venv: &Path, name: &str) -> PathBuf {
 }
 
 /// uv `UV`, installed into `target/uv` on first use, with its cache in target/.
-fn uv() -> Result<Command> {
+pub fn uv() -> Result<Command> {
     let venv = target_dir().join("uv");
     let program = bin(&venv, "uv");
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
