@@ -20,6 +20,8 @@ import shlex
 import shutil
 import struct
 import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +96,16 @@ class DriverLayout:
     # Shell steps run last, after every other step (``{image}`` is the
     # image's path); each must succeed or the setup fails.
     extra_steps: Sequence[str] = ()
+
+
+# Two simulated devices (the demo, the bench, xtask's symbol-proof).
+TWO_DEVICES = DriverLayout(
+    config=(
+        "driver_version=12040",
+        "device=NVIDIA Simulated A100|8|0",
+        "device=NVIDIA Simulated L4|8|9",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -387,3 +399,20 @@ def namespace_tools_or_fail() -> NamespaceTools:
             "/usr/local, so the probe would load the host's driver first"
         )
     return NamespaceTools(unshare=unshare, shell=shell)
+
+
+def main(arguments: list[str]) -> int:
+    """``python sim_namespace.py SIM_DRIVER PROGRAM [ARG...]``: PROGRAM run beside
+    the simulated driver with two devices; its output and exit status relayed."""
+    sim_driver, *argv = arguments
+    binaries = NativeBinaries(probe=Path(argv[0]), smoke=Path(argv[0]), sim_driver=Path(sim_driver))
+    with tempfile.TemporaryDirectory(prefix="rextio-sim-") as scratch:
+        host = SimulatedHost(binaries, namespace_tools_or_fail(), Path(scratch))
+        run = host.run(TWO_DEVICES, argv)
+    sys.stdout.write(run.stdout)
+    sys.stderr.write(run.stderr)
+    return run.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -64,18 +64,31 @@ fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&cache).map_err(|error| format!("{}: {error}", cache.display()))?;
     let requirement = cache.join(format!("{}-{}.txt", set.package, set.version));
-    let pin = format!("{}=={} --hash=sha256:{}\n", set.package, set.version, set.wheel_sha256);
+    let pin = format!(
+        "{}=={} --hash=sha256:{}\n",
+        set.package, set.version, set.wheel_sha256
+    );
     std::fs::write(&requirement, pin)
         .map_err(|error| format!("{}: {error}", requirement.display()))?;
     // The pinned wheel is the manylinux x86_64 one, whatever this host is.
     run(python_env::uv()?
         .args(["pip", "install", "--quiet", "--no-deps", "--require-hashes"])
-        .args(["--python-platform", "x86_64-manylinux2014", "--python-version", "3.11"])
+        .args([
+            "--python-platform",
+            "x86_64-manylinux2014",
+            "--python-version",
+            "3.11",
+        ])
         .arg("--target")
         .arg(&unpacked)
         .arg("--requirement")
         .arg(&requirement))
-    .map_err(|why| format!("header set {}: the ABI check needs its wheel: {why}", set.name))?;
+    .map_err(|why| {
+        format!(
+            "header set {}: the ABI check needs its wheel: {why}",
+            set.name
+        )
+    })?;
     if present() {
         Ok(include)
     } else {

@@ -263,11 +263,13 @@ pub fn check_runtime_cdylib() -> Result<()> {
     }
     // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
-    run(Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(repo_root())
-        .env("CARGO_TARGET_DIR", &build_dir)
-        .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
-        .args(["--package", "rextio-cuda-runtime"]))?;
+    run(
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .current_dir(repo_root())
+            .env("CARGO_TARGET_DIR", &build_dir)
+            .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
+            .args(["--package", "rextio-cuda-runtime"]),
+    )?;
     check_dynamic_section(&build_dir.join("debug").join("librextio_cuda_runtime.so"))
 }
 
@@ -421,8 +423,22 @@ mod tests {
                 .unwrap();
             assert!(status.success(), "{args:?}");
         };
-        link(&["-shared", "-o", "libcuda.so", "-Wl,-soname,libcuda.so.1", "empty.c"]);
-        link(&["-shared", "-o", "user.so", "empty.c", "-Wl,--no-as-needed", "-L.", "-lcuda"]);
+        link(&[
+            "-shared",
+            "-o",
+            "libcuda.so",
+            "-Wl,-soname,libcuda.so.1",
+            "empty.c",
+        ]);
+        link(&[
+            "-shared",
+            "-o",
+            "user.so",
+            "empty.c",
+            "-Wl,--no-as-needed",
+            "-L.",
+            "-lcuda",
+        ]);
         let user = dir.join("user.so");
         assert!(needed_libraries(&user)
             .unwrap()

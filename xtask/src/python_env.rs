@@ -108,7 +108,11 @@ impl Venv {
         if !python.exists() {
             // REXTIO_PYTHON names an interpreter; otherwise uv finds a CPython 3.11+.
             let wanted = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| ">=3.11".into());
-            process::run(uv()?.args(["venv", "--quiet", "--python", &wanted]).arg(self.dir()))?;
+            process::run(
+                uv()?
+                    .args(["venv", "--quiet", "--python", &wanted])
+                    .arg(self.dir()),
+            )?;
         }
         process::run(uv_pip(&python)?.args(self.pins()))?;
         Ok(python)
@@ -190,7 +194,11 @@ fn uv_pip(python: &Path) -> Result<Command> {
 
 /// Force-reinstalls a built wheel (without touching its pinned dependency).
 pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
-    process::run(uv_pip(python)?.args(["--reinstall", "--no-deps"]).arg(wheel))
+    process::run(
+        uv_pip(python)?
+            .args(["--reinstall", "--no-deps"])
+            .arg(wheel),
+    )
 }
 
 /// The floor environment with the freshly built wheel installed; its python.
@@ -300,40 +308,14 @@ pub fn test_newest() -> Result<()> {
     Venv::Newest.pytest(&["tests/python", "tests/e2e", "tests/downstream"])
 }
 
-/// C source of a fast fixture probe: prints one fixed valid report and exits 0.
-const FAST_PROBE_C: &str = r#"#include <stdio.h>
-int main(void) {
-    fputs("{\"schema_version\":\"1\",\"probe\":\"rextio-cuda-driver-probe\",\"support_claim\":false,"
-          "\"target\":{\"os\":\"linux\",\"arch\":\"x86_64\",\"environment\":\"gnu\"},"
-          "\"platform_supported\":true,\"status\":\"probe-complete\",\"reason_code\":null,"
-          "\"driver_loaded\":true,\"driver_version\":12080,\"device_count\":1,\"cuda_result\":0,"
-          "\"devices\":[{\"ordinal\":0,\"name\":\"Bench GPU\",\"compute_major\":8,"
-          "\"compute_minor\":0,\"sm\":\"sm_80\"}]}\n", stdout);
-    return 0;
-}
-"#;
-
-/// Preflight latency versus the probe spawn floor; import time.
+/// Preflight latency versus the probe spawn floor; import time
+/// (tests/python/preflight_bench.py, against the freshly built wheel).
 pub fn bench() -> Result<()> {
     let python = ensure_venv_with_wheel()?;
-    let work = target_dir().join("python-bench");
-    std::fs::create_dir_all(&work).map_err(|error| format!("{}: {error}", work.display()))?;
-    let source = work.join("fast_probe.c");
-    std::fs::write(&source, FAST_PROBE_C)
-        .map_err(|error| format!("{}: {error}", source.display()))?;
-    let probe = work.join("fast-probe");
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     process::run(
-        Command::new(compiler)
-            .args(["-O2", "-o"])
-            .arg(&probe)
-            .arg(&source),
-    )?;
-    process::run(
-        Command::new(&python)
-            .current_dir(&work)
+        Command::new(python)
+            .current_dir(repo_root())
             .env_remove("PYTHONPATH")
-            .arg(repo_root().join("tests/python/preflight_bench.py"))
-            .arg(&probe),
+            .arg("tests/python/preflight_bench.py"),
     )
 }

@@ -27,6 +27,7 @@ use serde_json::{json, Value};
 use crate::generate::inputs::DRIVER_SYMBOLS_PATH;
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
+use crate::python_env::Venv;
 use crate::{native, Result};
 
 /// What must change when a symbol is added (beside the list itself).
@@ -162,11 +163,14 @@ pub fn command(args: &[String]) -> Result<()> {
         std::env::consts::EXE_SUFFIX
     ));
     let ours = native::build(false)?;
-    let output = native::run_with_simulated_driver(
-        &ours.sim_driver,
-        native::TWO_DEVICE_CONFIG,
-        &[probe.as_os_str()],
-    )?;
+    // tests/e2e/sim_namespace.py runs it beside the two-device simulated driver.
+    let output = Command::new(Venv::Floor.ensure()?)
+        .current_dir(repo_root())
+        .arg("tests/e2e/sim_namespace.py")
+        .arg(&ours.sim_driver)
+        .arg(&probe)
+        .output()
+        .map_err(|error| format!("cannot run tests/e2e/sim_namespace.py: {error}"))?;
     let report: Value = serde_json::from_slice(&output.stdout).map_err(|error| {
         format!(
             "the copy's probe printed no report ({error}): {}",

@@ -115,42 +115,17 @@ fn cargo() -> Command {
     command
 }
 
-/// Adds the cross target with rustup when it is missing; fails, saying why,
-/// when it cannot (the targets we claim are always compiled).
+/// `rustup target add` (a no-op when installed); fails, saying why, when
+/// rustup cannot (the targets we claim are always compiled).
 fn ensure_target(target: &str) -> Result<()> {
-    if target_installed(target) {
-        return Ok(());
-    }
-    run(Command::new("rustup").args(["target", "add", target]))
-        .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))?;
-    if target_installed(target) {
-        Ok(())
-    } else {
-        Err(format!(
-            "rustup added {target}, but it is still not installed"
-        ))
-    }
+    run(rustup().args(["target", "add", target]))
+        .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))
 }
 
-fn target_installed(target: &str) -> bool {
-    Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|output| {
-            String::from_utf8_lossy(&output.stdout)
-                .lines()
-                .any(|line| line.trim() == target)
-        })
-        .unwrap_or(false)
-}
-
-/// Installs Miri (and the sources it builds its sysroot from) on the
-/// nightly toolchain when missing; fails, saying why, when it cannot.
+/// Miri and the sources it builds its sysroot from, on the nightly
+/// toolchain (a no-op when installed); fails, saying why, when it cannot.
 fn ensure_miri() -> Result<()> {
-    if miri_installed() {
-        return Ok(());
-    }
-    run(Command::new("rustup").args([
+    run(rustup().args([
         "component",
         "add",
         "miri",
@@ -158,20 +133,13 @@ fn ensure_miri() -> Result<()> {
         "--toolchain",
         "nightly",
     ]))
-    .map_err(|why| format!("cannot install Miri with rustup: {why}"))?;
-    if miri_installed() {
-        Ok(())
-    } else {
-        Err("rustup installed Miri, but `cargo +nightly miri --version` still fails".to_owned())
-    }
+    .map_err(|why| format!("cannot install Miri with rustup: {why}"))
 }
 
-fn miri_installed() -> bool {
-    Command::new("cargo")
-        .args(["+nightly", "miri", "--version"])
-        .output()
-        .map(|output| output.status.success())
-        .unwrap_or(false)
+fn rustup() -> Command {
+    let mut command = Command::new("rustup");
+    command.current_dir(repo_root());
+    command
 }
 
 /// What ran and what passed.
