@@ -14,7 +14,6 @@ mod paths;
 mod process;
 mod python_env;
 mod real_driver;
-mod symbol_proof;
 mod test;
 
 use std::process::ExitCode;
@@ -71,7 +70,7 @@ fn main() -> ExitCode {
         "dist" => dist::command(rest),
         "setup" => python_env::command(rest),
         "test" => test::command(rest),
-        "symbol-proof" => symbol_proof::command(rest),
+        "symbol-proof" => python_env::symbol_proof(rest),
         "abi-check" => {
             no_arguments("abi-check", rest);
             headers::check()

@@ -308,6 +308,15 @@ pub fn test_newest() -> Result<()> {
     Venv::Newest.pytest(&["tests/python", "tests/e2e", "tests/downstream"])
 }
 
+/// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
+/// "How to add a driver symbol", done on a copy of the repository).
+pub fn symbol_proof(args: &[String]) -> Result<()> {
+    crate::no_arguments("symbol-proof", args);
+    setup(&native::build(false)?)?;
+    Venv::Floor.mypy(&[&["tests/symbol_proof"]])?;
+    Venv::Floor.pytest(&["tests/symbol_proof"])
+}
+
 /// Preflight latency versus the probe spawn floor; import time
 /// (tests/python/preflight_bench.py, against the freshly built wheel).
 pub fn bench() -> Result<()> {

@@ -8,9 +8,7 @@ use std::process::Command;
 
 use crate::paths::repo_root;
 use crate::process::run;
-use crate::{
-    determinism, generate, headers, native, nolink, python_env, real_driver, symbol_proof, Result,
-};
+use crate::{determinism, generate, headers, native, nolink, python_env, real_driver, Result};
 
 /// Cross targets whose platform-gated code is always compile-checked.
 const CROSS_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "x86_64-pc-windows-msvc"];
@@ -76,7 +74,7 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
         real_driver::test,
     )?;
     report.step("add a driver symbol by one edit (symbol-proof)", || {
-        symbol_proof::command(&[])
+        python_env::symbol_proof(&[])
     })?;
     for target in CROSS_TARGETS {
         report.step(&format!("cross check {target}"), || {
