@@ -35,9 +35,10 @@ pub const NEWEST_CORE: &str = "0.1.8";
 /// The uv that makes the environments, pinned exactly.
 const UV: &str = "0.13.8";
 
-/// Exact pins of every tool the Python checks and tests use (the tests build
-/// a fixture plugin with hatchling; pytest-repeat repeats the stress tests).
+/// Exact pins of every tool the Python checks and tests use (the tests install
+/// a fixture plugin with pip and hatchling; pytest-repeat repeats the stress tests).
 const TOOL_PINS: &[&str] = &[
+    "pip==26.3",
     "pytest==9.2.0",
     "pytest-repeat==0.9.4",
     "ruff==0.17.6",
