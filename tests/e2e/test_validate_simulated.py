@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,26 @@ def test_validate_succeeds_beside_the_simulated_driver(
     assert [line.split(" ", 1)[0] for line in run.calls].count("cuCtxDestroy_v2") == 1
 
 
+def test_a_validated_toolkit_root_is_recorded_but_never_named(
+    sim_host: SimulatedHost, shipped: dict[str, str], tmp_path: Path
+) -> None:
+    toolkit = tmp_path / "toolkit-root-marker"
+    (toolkit / "include").mkdir(parents=True)
+    (toolkit / "version.json").write_text(json.dumps({"cuda": {"version": "12.4.1"}}))
+    (toolkit / "include" / "cuda.h").write_text("/* header */\n")
+    (toolkit / "lib64").mkdir()
+    (toolkit / "lib64" / "libcudart.so").write_bytes(b"\x7fELF")
+    output = tmp_path / "evidence.json"
+    argv: list[str | os.PathLike[str]] = [*VALIDATE, "--sm", "sm_80", "--toolkit-root", toolkit]
+    argv += ["--output", output]
+    run = sim_host.run(DriverLayout(config=ONE_DEVICE), argv, extra_env=shipped)
+    assert run.returncode == 0, run.stderr
+    evidence = _evidence(output, run.stdout, tmp_path)
+    assert (evidence["validated"], evidence["toolkit_root_configured"]) == (True, True)
+    assert evidence["preflight"]["observations"]["toolkit.version"] == "12.4.1"
+    assert "toolkit-root-marker" not in output.read_text(encoding="utf-8")
+
+
 def test_validate_explains_a_missing_driver_on_this_host(
     namespace_tools: NamespaceTools, shipped: dict[str, str], tmp_path: Path
 ) -> None:
@@ -134,7 +155,8 @@ def test_without_shipped_binaries_validate_says_none_ships(tmp_path: Path) -> No
     output = tmp_path / "evidence.json"
     run = _run(["--sm", "sm_80", "--output", output], {"PYTHONPATH": str(site)})
     assert run.returncode == 1, run.stderr
-    assert run.stderr.startswith("error: no probe ships for this platform (linux x86_64)")
+    expected = f"error: no probe ships for this platform (linux {platform.machine()})"
+    assert run.stderr.startswith(expected)
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()
