@@ -1,11 +1,12 @@
 """``python -m rextio_device_cuda validate``: contract §8's evidence on an NVIDIA host.
 
 Only what this installation ships is used: the probe and the lifetime smoke
-in the package's ``_bin/`` (contract §9.1: platform wheels carry them, the
-pure wheel does not). Both run through the provider's own runner (empty
-environment, own process group, bounded time and output), each pinned to the
-SHA-256 read here, and the preflight runs in this process through Core's
-``resolve_device_plan``, pinned to the same probe digest, so the evidence
+in the package's ``_bin/`` (contract §9.1: platform wheels carry them with
+their recorded SHA-256, the pure wheel does not; ``_shipped`` checks them).
+Both run through the provider's own runner (empty environment, own process
+group, bounded time and output), each pinned to its recorded SHA-256, and
+the preflight runs in this process through Core's ``resolve_device_plan``,
+pinned to the same probe digest, so the evidence
 names exactly which binary answered. The evidence holds no path and always
 says ``support_claim``, ``kernel_executed`` and ``certification_ready`` are
 false: it shows this host works, it certifies nothing.
@@ -24,25 +25,19 @@ from typing import Final
 from rextio_device_cuda import _codes, cli
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec
-from rextio_device_cuda._runner import (
-    MAX_TIMEOUT_SECONDS,
-    SubprocessProbeRunner,
-    probe_file_sha256,
+from rextio_device_cuda._runner import MAX_TIMEOUT_SECONDS, SubprocessProbeRunner
+from rextio_device_cuda._shipped import (
+    NoShippedBinariesError,
+    ShippedBinary,
+    ShippedBinaryError,
+    shipped_binary,
 )
 
 EVIDENCE_NAME: Final = "rextio-device-cuda-nvidia-validation"
 EVIDENCE_SCHEMA_VERSION: Final = "1"
-BIN_DIR: Final = Path(__file__).resolve().parent / "_bin"
-_SUFFIX: Final = ".exe" if sys.platform == "win32" else ""
 # platform.machine() spellings of the architectures the spec names.
 _ARCHITECTURE: Final = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64"}
 _HOST_OS: Final = "windows" if sys.platform == "win32" else sys.platform
-
-
-def shipped_binary(name: str) -> Path | None:
-    """The binary ``name`` this installation ships in ``_bin/``, if any."""
-    path = BIN_DIR / f"{name}{_SUFFIX}"
-    return path if path.is_file() else None
 
 
 def host_capability() -> CapabilitySpec | None:
@@ -96,16 +91,19 @@ def _preflight(
 
 
 def collect(
-    capability: CapabilitySpec, probe: Path, smoke: Path, arguments: argparse.Namespace
+    capability: CapabilitySpec,
+    probe: ShippedBinary,
+    smoke: ShippedBinary,
+    arguments: argparse.Namespace,
 ) -> dict[str, object]:
     """Runs the probe, the preflight and the smoke; the evidence record."""
     device = str(arguments.device)
-    probe_sha256, smoke_sha256 = probe_file_sha256(str(probe)), probe_file_sha256(str(smoke))
-    probe_report, _ = _run_recorded(SubprocessProbeRunner(probe, probe_sha256=probe_sha256))
-    preflight = _preflight(capability, probe, probe_sha256, device, arguments)
+    probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
+    probe_report, _ = _run_recorded(SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256))
+    preflight = _preflight(capability, probe.path, probe_sha256, device, arguments)
     # The smoke creates a context and allocates: it gets the runner's longest bound.
     smoke_runner = SubprocessProbeRunner(
-        smoke,
+        smoke.path,
         arguments=("--device", device),
         timeout_seconds=MAX_TIMEOUT_SECONDS,
         probe_sha256=smoke_sha256,
@@ -175,23 +173,20 @@ def _write_whole(path: Path, text: str) -> None:
 def run(arguments: argparse.Namespace) -> int:
     """The ``validate`` command (arguments checked by the parser): 0 validated, 1 not."""
     capability = host_capability()
-    probe = shipped_binary(PROVIDER_SPEC.probe_report.probe)
-    smoke = shipped_binary(PROVIDER_SPEC.smoke.probe)
-    if capability is None or probe is None or smoke is None:
-        print(
-            f"error: no probe ships for this platform ({_HOST_OS} {platform.machine()}) in this "
-            "installation of rextio-device-cuda (the pure py3-none-any wheel carries none). "
-            "Install the platform wheel for this host, or on another platform build the probe "
-            "from source (`cargo build --release -p rextio-cuda-probe`).",
-            file=sys.stderr,
-        )
-        return cli.EXIT_NOT_READY
     try:
-        evidence = collect(capability, probe, smoke, arguments)
-    except CudaProbeError as error:  # the shipped binaries cannot be read
-        print("\n".join(cli.explain_lines(error.reason_code)), file=sys.stderr)
+        if capability is None:
+            raise NoShippedBinariesError(f"{_HOST_OS} {platform.machine()} is no declared target")
+        probe = shipped_binary(PROVIDER_SPEC.probe_report.probe)
+        smoke = shipped_binary(PROVIDER_SPEC.smoke.probe)
+    except NoShippedBinariesError:
+        print(f"error: {cli.NO_SHIPPED_PROBE}", file=sys.stderr)
         return cli.EXIT_NOT_READY
-    local = [str(BIN_DIR.parent), os.environ.get("HOME", ""), arguments.toolkit_root or ""]
+    except ShippedBinaryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return cli.EXIT_NOT_READY
+    evidence = collect(capability, probe, smoke, arguments)
+    package = probe.path.parent.parent
+    local = [str(package), os.environ.get("HOME", ""), arguments.toolkit_root or ""]
     try:
         text = path_free_text(evidence, local)
         if arguments.output is not None:

@@ -2,8 +2,8 @@
 simulated driver, LIBCUDA_SO_NOT_FOUND explained on this GPU-less host.
 
 The probe and smoke are shipped the way a platform wheel ships them, inside
-the package at ``rextio_device_cuda/_bin/``: the installed package is copied,
-with the built binaries in its ``_bin/``, into a directory put first on
+the package at ``rextio_device_cuda/_bin/`` beside ``SHA256SUMS``: the
+installed package is copied, with the built binaries in its ``_bin/``, into a directory put first on
 PYTHONPATH (the distribution's metadata and entry point stay the installed
 ones, so Core loads the provider exactly as after a pip install).
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -43,8 +42,12 @@ def shipped(native: NativeBinaries, tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site"
     binaries = _package_copy(site) / "_bin"
     binaries.mkdir()
+    sums = ""
     for binary in (native.probe, native.smoke):
         shutil.copy2(binary, binaries / binary.name)
+        sums += f"{hashlib.sha256(binary.read_bytes()).hexdigest()}  {binary.name}\n"
+    # The platform wheel's record of its binaries (python/hatch_build.py writes it).
+    (binaries / "SHA256SUMS").write_text(sums, encoding="ascii")
     return {"PYTHONPATH": str(site)}
 
 
@@ -155,8 +158,22 @@ def test_without_shipped_binaries_validate_says_none_ships(tmp_path: Path) -> No
     output = tmp_path / "evidence.json"
     run = _run(["--sm", "sm_80", "--output", output], {"PYTHONPATH": str(site)})
     assert run.returncode == 1, run.stderr
-    expected = f"error: no probe ships for this platform (linux {platform.machine()})"
-    assert run.stderr.startswith(expected)
+    assert run.stderr.startswith("error: no probe ships for this platform: ")
+    assert "Traceback" not in run.stderr
+    assert run.stdout == ""
+    assert not output.exists()
+
+
+def test_a_binary_that_is_not_the_recorded_one_is_refused(
+    shipped: dict[str, str], tmp_path: Path
+) -> None:
+    probe = tmp_path / "site" / "rextio_device_cuda" / "_bin" / PROVIDER_SPEC.probe_report.probe
+    probe.write_bytes(probe.read_bytes() + b"\0")
+    output = tmp_path / "evidence.json"
+    run = _run(["--sm", "sm_80", "--output", output], shipped)
+    assert run.returncode == 1, run.stderr
+    assert "not the" in run.stderr
+    assert "the wheel recorded; reinstall the wheel" in run.stderr
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()

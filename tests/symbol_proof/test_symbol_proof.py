@@ -7,7 +7,7 @@ repository (`cargo xtask symbol-proof`, a step of `cargo xtask test`).
    (whose ``CUdevice_attribute`` parameter is an enum declared in ``types``)
    are added to the copy's ``templates/driver-symbols.json``: the one edit.
 3. ``cargo xtask generate`` there changes the symbol tables, the runtime
-   tarball, the Python facts and the index together.
+   tarball, the tarball digest in ``_generated.py`` and the index together.
 4. The copy's whole Rust test suite, ``generate --check`` and the ABI check
    against NVIDIA's headers pass.
 5. In a fresh copy, an optional symbol the simulated driver (built from this
@@ -149,7 +149,8 @@ def test_three_symbols_added_by_one_edit_change_everything_together_and_pass() -
     changed = [path for path in CHANGED_TOGETHER if (copy / path).read_bytes() != before[path]]
     assert changed == list(CHANGED_TOGETHER)
     table = (copy / "runtime/src/driver_api.rs").read_text(encoding="utf-8")
-    assert [symbol["export"] for symbol in ADDED if f'c"{symbol["export"]}"' not in table] == []
+    # Each export's line in the list `driver_table!` builds `DriverApi` from.
+    assert [symbol["export"] for symbol in ADDED if f' {symbol["export"]}(' not in table] == []
     _cargo(copy, "test", "--workspace", "--locked")
     _xtask(copy, "generate", "--check")
     # The copy shares this repository's header cache.

@@ -51,7 +51,7 @@ pub fn check() -> Result<()> {
 
 /// The include directory of `set`'s wheel, installed once by uv (which
 /// checks the pinned SHA-256) into `target/nvidia-headers/<package>-<version>/`.
-fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
+pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     // A copy of the repository (symbol-proof) shares this repository's cache.
     let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
         .map(PathBuf::from)

@@ -335,7 +335,7 @@ fn needed_of<Elf: FileHeader<Endian = Endianness>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::fs::ScratchDir;
+    use crate::scratch::ScratchDir;
 
     #[test]
     fn link_attribute_is_rejected() {

@@ -3,6 +3,9 @@
 //! - `target/uv`: a venv holding only uv `UV` (installed once with the
 //!   interpreter's own pip); it makes every other environment.
 //! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
+//! - `target/venv-dist`: `dist`'s other tools: zig (`ziglang`) and
+//!   cargo-zigbuild for the shipped binaries, auditwheel, twine and
+//!   check-wheel-contents for the artifacts' checks.
 //! - `target/venv`: Rextio Core `FLOOR_CORE` (0.1.6, the lowest Core the
 //!   package supports) and every tool. `demo` and `bench` use it.
 //! - `target/venv-core-<NEWEST_CORE>`: the newest Core 0.1.x, the same tools,
@@ -49,6 +52,15 @@ const TOOL_PINS: &[&str] = &[
 /// The wheel's build backend, pinned exactly.
 const HATCHLING: &str = "hatchling==1.33.0";
 
+/// `dist`'s tools besides hatchling, pinned exactly.
+const DIST_TOOL_PINS: &[&str] = &[
+    "ziglang==0.17.0",
+    "cargo-zigbuild==0.24.0",
+    "auditwheel==6.8.2",
+    "twine==7.0.0",
+    "check-wheel-contents==0.6.3",
+];
+
 /// The companion plugins whose own code runs against our wheel: the sdist
 /// PyPI serves (`name==version`, file name, SHA-256).
 const DOWNSTREAM: &[(&str, &str, &str)] = &[
@@ -67,11 +79,13 @@ const DOWNSTREAM: &[(&str, &str, &str)] = &[
 /// Where the tests find what `setup` prepared (read by tests/e2e/sim_namespace.py).
 const TEST_PATHS: &str = "test-paths.json";
 
-/// One of the three environments.
+/// One of the environments.
 #[derive(Clone, Copy)]
 pub enum Venv {
     /// `target/venv-build`: the build backend alone.
     Build,
+    /// `target/venv-dist`: `dist`'s tools.
+    Dist,
     /// `target/venv`: Core `FLOOR_CORE` and every tool.
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
@@ -82,6 +96,7 @@ impl Venv {
     fn dir(self) -> PathBuf {
         target_dir().join(match self {
             Venv::Build => "venv-build".to_owned(),
+            Venv::Dist => "venv-dist".to_owned(),
             Venv::Floor => "venv".to_owned(),
             Venv::Newest => format!("venv-core-{NEWEST_CORE}"),
         })
@@ -94,6 +109,7 @@ impl Venv {
     fn pins(self) -> Vec<String> {
         let core = match self {
             Venv::Build => return vec![HATCHLING.to_owned()],
+            Venv::Dist => return DIST_TOOL_PINS.iter().map(|pin| pin.to_string()).collect(),
             Venv::Floor => FLOOR_CORE,
             Venv::Newest => NEWEST_CORE,
         };
@@ -202,6 +218,35 @@ pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
     )
 }
 
+/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
+pub fn ensure_dist_tools() -> Result<PathBuf> {
+    let python = Venv::Dist.ensure()?;
+    Ok(python.parent().map(Path::to_path_buf).unwrap_or_default())
+}
+
+/// Where the fresh-venv test installs from without an index: wheels of Core
+/// `NEWEST_CORE` and of the plugins, built once (pip, in uv's venv: uv builds
+/// no wheel of a requirement) aside and renamed, so one that exists is complete.
+fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
+    let dir = target_dir().join("wheelhouse");
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    uv()?; // makes target/uv, whose pip builds
+    process::run(
+        Command::new(bin(&target_dir().join("uv"), "python"))
+            .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
+            .args(["-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir"])
+            .arg(&partial)
+            .arg(format!("rextio=={NEWEST_CORE}"))
+            .args(DOWNSTREAM.iter().map(|(_, file, _)| sdists.join(file))),
+    )?;
+    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    Ok(dir)
+}
+
 /// The floor environment with the freshly built wheel installed; its python.
 pub fn ensure_venv_with_wheel() -> Result<PathBuf> {
     let python = Venv::Floor.ensure()?;
@@ -268,6 +313,10 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
     let floor = Venv::Floor.ensure()?;
     let newest = Venv::Newest.ensure()?;
     let sdists = install_plugins(&newest)?;
+    let wheelhouse = ensure_wheelhouse(&sdists)?;
+    let dist_tools = ensure_dist_tools()?;
+    // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
+    // the other artifacts in target/dist/ for the tests.
     let wheel = dist::build_wheel()?;
     install_wheel(&floor, &wheel)?;
     install_wheel(&newest, &wheel)?;
@@ -277,6 +326,9 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
         "smoke": native.smoke,
         "sim_driver": native.sim_driver,
         "build_python": build,
+        "dist_dir": target_dir().join("dist"),
+        "dist_tools": dist_tools,
+        "wheelhouse": wheelhouse,
         "downstream_sdists": sdists,
         "real_libcuda": real_libcuda,
     });
@@ -295,7 +347,11 @@ pub fn test_floor() -> Result<()> {
             .args(["check", "python", "tests"]),
     )?;
     Venv::Floor.mypy(&[
-        &["python/rextio_device_cuda", "tests/python"],
+        &[
+            "python/rextio_device_cuda",
+            "python/hatch_build.py",
+            "tests/python",
+        ],
         &["tests/e2e"],
     ])?;
     Venv::Floor.pytest(&["tests/python", "tests/e2e"])
