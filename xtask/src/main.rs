@@ -7,6 +7,7 @@ mod cuda_header;
 mod demo;
 mod determinism;
 mod dist;
+mod emulated;
 mod generate;
 mod headers;
 mod native;
@@ -39,6 +40,8 @@ commands:
   demo                     show the whole chain on the simulated driver (no GPU needed)
   real-driver              fetch NVIDIA's libcuda1 (535, 550, 555) and run the probe,
                            smoke and preflight against it (part of `test`; no GPU needed)
+  emulated                 run the aarch64 probe and smoke under qemu (NVIDIA's arm64
+                           libcuda1) and the Windows loader under Wine (part of `test`)
 ";
 
 /// Exit status for input a command cannot use (as for an unknown command).
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         "bench" => bench::command(rest),
         "demo" => demo::command(rest),
         "real-driver" => real_driver::command(rest),
+        "emulated" => emulated::command(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

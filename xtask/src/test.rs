@@ -8,7 +8,9 @@ use std::process::Command;
 
 use crate::paths::repo_root;
 use crate::process::run;
-use crate::{determinism, generate, headers, native, nolink, python_env, real_driver, Result};
+use crate::{
+    determinism, emulated, generate, headers, native, nolink, python_env, real_driver, Result,
+};
 
 /// Cross targets whose platform-gated code is always compile-checked.
 const CROSS_TARGETS: [&str; 2] = ["aarch64-unknown-linux-gnu", "x86_64-pc-windows-msvc"];
@@ -73,6 +75,14 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
         "real NVIDIA driver (libcuda1 535, 550, 555)",
         real_driver::test,
     )?;
+    let aarch64 = report.step(
+        "aarch64 probe and smoke as shipped (cargo-zigbuild)",
+        emulated::shipped_aarch64,
+    )?;
+    report.step(
+        "emulated: aarch64 under qemu (libcuda1 535, 550), the Windows loader under Wine",
+        || emulated::test(&aarch64),
+    )?;
     report.step("add a driver symbol by one edit (symbol-proof)", || {
         python_env::symbol_proof(&[])
     })?;
@@ -115,7 +125,7 @@ fn cargo() -> Command {
 
 /// `rustup target add` (a no-op when installed); fails, saying why, when
 /// rustup cannot (the targets we claim are always compiled).
-fn ensure_target(target: &str) -> Result<()> {
+pub fn ensure_target(target: &str) -> Result<()> {
     run(rustup().args(["target", "add", target]))
         .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))
 }
