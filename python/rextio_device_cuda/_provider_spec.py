@@ -223,7 +223,7 @@ class ProbeReportSpec(Record):
 
 
 class ValidationRequirementSpec(Record):
-    """The raw-driver requirement `validate-nvidia` and the CLI compose."""
+    """The raw-driver requirement the CLI's `preflight` and `validate` compose."""
 
     runtime: str
     features: tuple[str, ...]

@@ -430,11 +430,27 @@ class SubprocessProbeRunner:
         """Run the probe and return its stdout, or raise with a runner code."""
         return self._read_output(None, None)
 
+    def read_output_and_status(self) -> tuple[bytes, int]:
+        """``read_output()`` for a program whose exit status says something
+        (the lifetime smoke exits 1 with its failure record): any status is
+        returned with the output; every other runner check still applies."""
+        return self._run_to_end(None, None)
+
     def _read_output(
         self,
         while_running: Callable[[], None] | None,
         on_pause: Callable[[bytes], None] | None,
     ) -> bytes:
+        output, returncode = self._run_to_end(while_running, on_pause)
+        if returncode != 0:
+            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
+        return output
+
+    def _run_to_end(
+        self,
+        while_running: Callable[[], None] | None,
+        on_pause: Callable[[bytes], None] | None,
+    ) -> tuple[bytes, int]:
         executable = self._resolve()
         if self._sha256 is None:
             deadline = time.monotonic() + self._timeout
@@ -467,12 +483,10 @@ class SubprocessProbeRunner:
         returncode = child.finish()
         if child.spawn_failed:
             raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
-        if not child.group_exited:
+        if not child.group_exited or returncode is None:
             # A process of the probe's group outlived the reap bound.
             raise CudaProbeError(_codes.PROBE_TIMEOUT)
-        if returncode != 0:
-            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
-        return output
+        return output, returncode
 
     def run(self) -> CudaProbeReport:
         """Run the probe and parse its report."""

@@ -1,6 +1,6 @@
 """Preflight latency through the provider versus the bare probe spawn (run by xtask bench).
 
-Usage: python preflight_bench.py /abs/path/to/fast-probe
+Usage: python preflight_bench.py (compiles its fast fixture probe with ``$CC`` or ``cc``)
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,19 @@ from rextio.artifacts.profiles import rust_crate_profile
 from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, DeviceProviderSelection
 
 ROUNDS = 400
+
+# A fast fixture probe: prints one fixed valid report and exits 0.
+FAST_PROBE_C = r"""#include <stdio.h>
+int main(void) {
+    fputs("{\"schema_version\":\"1\",\"probe\":\"rextio-cuda-driver-probe\",\"support_claim\":false,"
+          "\"target\":{\"os\":\"linux\",\"arch\":\"x86_64\",\"environment\":\"gnu\"},"
+          "\"platform_supported\":true,\"status\":\"probe-complete\",\"reason_code\":null,"
+          "\"driver_loaded\":true,\"driver_version\":12080,\"device_count\":1,\"cuda_result\":0,"
+          "\"devices\":[{\"ordinal\":0,\"name\":\"Bench GPU\",\"compute_major\":8,"
+          "\"compute_minor\":0,\"sm\":\"sm_80\"}]}\n", stdout);
+    return 0;
+}
+"""
 
 # The least any containment through another process costs: a standard-library
 # relay that receives the stdout pipe, posix_spawns the probe, waits for it
@@ -204,5 +218,14 @@ def main(probe: Path) -> None:
     )
 
 
+def _fast_probe(directory: Path) -> Path:
+    source, probe = directory / "fast_probe.c", directory / "fast-probe"
+    source.write_text(FAST_PROBE_C, encoding="utf-8")
+    compiler = os.environ.get("CC", "cc")
+    subprocess.run([compiler, "-O2", "-o", str(probe), str(source)], check=True, timeout=120)
+    return probe
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve())
+    with tempfile.TemporaryDirectory(prefix="rextio-preflight-bench-") as scratch:
+        main(_fast_probe(Path(scratch).resolve()))

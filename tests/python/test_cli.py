@@ -79,7 +79,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"]]
+    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"], ["validate"]]
 )
 def test_help_is_plain_text(command: list[str], tmp_path: Path) -> None:
     done = run_cli(*command, "--help", cwd=tmp_path)
@@ -102,6 +102,7 @@ def test_every_argument_has_help() -> None:
         "runtime-source",
         "pin-probe",
         "probe",
+        "validate",
     ]
     for each in parsers:
         for action in each._actions:

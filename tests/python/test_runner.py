@@ -3,7 +3,7 @@
 No assertion here depends on how fast the OS acts: a probe expected to hang
 sleeps 30 s against a short timeout, every other probe runs against a long
 one, and "nothing running" is what ``run()`` guarantees when it returns.
-The ``process_stress`` tests are the ones `cargo xtask stress` repeats.
+The ``process_stress`` tests are the ones `pytest -m process_stress --count N` repeats.
 """
 
 from __future__ import annotations
@@ -220,3 +220,30 @@ def test_output_size_bound(size: int, code: str | None, probes: ProbeFactory) ->
         with pytest.raises(CudaProbeError) as caught:
             runner.read_output()
         assert caught.value.reason_code == code
+
+
+@pytest.mark.process_stress
+def test_output_and_status_returns_any_exit_status_with_the_output(probes: ProbeFactory) -> None:
+    # The lifetime smoke exits 1 with its failure record; validate needs both.
+    path = probes.shell("echo '{\"status\": \"unavailable\"}'\nexit 1\n")
+    runner = SubprocessProbeRunner(path, arguments=("--device", "0"))
+    assert runner.read_output_and_status() == (b'{"status": "unavailable"}\n', 1)
+    with pytest.raises(CudaProbeError) as caught:
+        runner.read_output()
+    assert caught.value.reason_code == "PROBE_EXIT_NONZERO"
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize(
+    ("body", "code"), [(b, c) for _, b, c in HOSTILE[:2]], ids=[h[0] for h in HOSTILE[:2]]
+)
+def test_output_and_status_keeps_every_other_runner_bound(
+    body: str, code: str, probes: ProbeFactory
+) -> None:
+    tag = f"rextio-status-{uuid.uuid4().hex}"
+    path = probes.shell(body.replace("TAG", tag), name=tag)
+    timeout = HANG_TIMEOUT if code == "PROBE_TIMEOUT" else FINISH_TIMEOUT
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(path, timeout_seconds=timeout).read_output_and_status()
+    assert caught.value.reason_code == code
+    assert processes_with(tag) == []

@@ -428,7 +428,7 @@ record! {
 }
 
 record! {
-    /// The raw-driver requirement `validate-nvidia` and the CLI compose.
+    /// The raw-driver requirement the CLI's `preflight` and `validate` compose.
     pub struct ValidationRequirementSpec {
         pub runtime: String,
         pub features: Vec<String>,
