@@ -13,6 +13,10 @@
 //!   from their sdists (which `target/downstream-sdists/` caches, SHA-256
 //!   pinned; their CUDA candidate builders ship only there).
 //!
+//! - `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and the published
+//!   rextio-device-cuda 0.1.0 (its wheel from PyPI, SHA-256 pinned), the
+//!   reference of the bench's cold path only: nothing else imports it.
+//!
 //! `cargo xtask test` runs `tests/python` and `tests/e2e` in both, and
 //! `tests/downstream` (tests needing the plugins or Core >= 0.1.7) only in the
 //! newest. Tests always import the installed wheel, never the source tree.
@@ -42,29 +46,39 @@ const TOOL_PINS: &[(&str, &str)] = &[
 /// The wheel's build backend, pinned exactly.
 const HATCHLING: &str = "1.33.0";
 
-/// A companion plugin whose own code runs against our wheel: its sdist (the
-/// file name PyPI serves and its SHA-256) is installed with `--no-deps`.
-struct Downstream {
+/// A distribution installed from one file PyPI serves (its name and SHA-256)
+/// with `--no-deps`.
+struct Pinned {
     name: &'static str,
     version: &'static str,
-    sdist: &'static str,
+    file: &'static str,
     sha256: &'static str,
 }
 
-const DOWNSTREAM: &[Downstream] = &[
-    Downstream {
+/// The companion plugins, whose own code runs against our wheel (sdists).
+const DOWNSTREAM: &[Pinned] = &[
+    Pinned {
         name: "rextio-torch",
         version: "0.1.3",
-        sdist: "rextio_torch-0.1.3.tar.gz",
+        file: "rextio_torch-0.1.3.tar.gz",
         sha256: "db9e2676da976d6b50818969079b87cf118e969f38120263e9113a7c9a2fe3f7",
     },
-    Downstream {
+    Pinned {
         name: "rextio-tensorflow",
         version: "0.1.3",
-        sdist: "rextio_tensorflow-0.1.3.tar.gz",
+        file: "rextio_tensorflow-0.1.3.tar.gz",
         sha256: "64cbe95c313e555d2f9a1982d8357096100a1debfbd6f5f36abcee77aaf32c5c",
     },
 ];
+
+/// The published build this package succeeds: the bench's cold-path reference
+/// (a wheel; its code is never copied into this repository).
+const REFERENCE: Pinned = Pinned {
+    name: "rextio-device-cuda",
+    version: "0.1.0",
+    file: "rextio_device_cuda-0.1.0-py3-none-any.whl",
+    sha256: "6ba40004e429b8b14c4b90f0ce75a479970b76a86a202d22655b7366d72fb7bf",
+};
 
 /// Exits 0 when every `name==version` argument is installed at that version.
 const PINS_SATISFIED: &str = "\
@@ -79,7 +93,7 @@ for pin in sys.argv[1:]:
         sys.exit(1)
 ";
 
-/// One of the two environments.
+/// One of the environments.
 #[derive(Clone, Copy)]
 enum Venv {
     /// `target/venv-build`: the build backend alone.
@@ -88,6 +102,8 @@ enum Venv {
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
     Newest,
+    /// `target/venv-bench-<REFERENCE.version>`: Core `FLOOR_CORE` and `REFERENCE`.
+    Reference,
 }
 
 impl Venv {
@@ -96,6 +112,9 @@ impl Venv {
             Venv::Build => paths::target_dir().join("venv-build"),
             Venv::Floor => paths::target_dir().join("venv"),
             Venv::Newest => paths::target_dir().join(format!("venv-core-{NEWEST_CORE}")),
+            Venv::Reference => {
+                paths::target_dir().join(format!("venv-bench-{}", REFERENCE.version))
+            }
         }
     }
 
@@ -110,6 +129,7 @@ impl Venv {
     fn pins(self) -> Vec<String> {
         let core = match self {
             Venv::Build => return vec![format!("hatchling=={HATCHLING}")],
+            Venv::Reference => return vec![format!("rextio=={FLOOR_CORE}")],
             Venv::Floor => FLOOR_CORE,
             Venv::Newest => NEWEST_CORE,
         };
@@ -212,32 +232,61 @@ fn sdist_dir() -> PathBuf {
 /// checks each against its pinned SHA-256.
 fn fetch_downstream_sdists(python: &Path) -> Result<PathBuf> {
     let dir = sdist_dir();
-    let missing: Vec<String> = DOWNSTREAM
+    fetch_pinned(python, &dir, DOWNSTREAM, "--no-binary")?;
+    Ok(dir)
+}
+
+/// Downloads (once) each of `files` into `dir` (`format`: `--no-binary` or
+/// `--only-binary`) and checks each against its pinned SHA-256.
+fn fetch_pinned(python: &Path, dir: &Path, files: &[Pinned], format: &str) -> Result<()> {
+    let missing: Vec<String> = files
         .iter()
-        .filter(|plugin| !dir.join(plugin.sdist).is_file())
-        .map(|plugin| format!("{}=={}", plugin.name, plugin.version))
+        .filter(|pinned| !dir.join(pinned.file).is_file())
+        .map(|pinned| format!("{}=={}", pinned.name, pinned.version))
         .collect();
     if !missing.is_empty() {
         process::run(
             pip(python)
-                .args(["download", "--quiet", "--no-deps", "--no-binary", ":all:"])
+                .args(["download", "--quiet", "--no-deps", format, ":all:"])
                 .arg("--dest")
-                .arg(&dir)
+                .arg(dir)
                 .args(&missing),
         )?;
     }
-    for plugin in DOWNSTREAM {
-        let path = dir.join(plugin.sdist);
+    for pinned in files {
+        let path = dir.join(pinned.file);
         let actual = dist::sha256_file(&path)?;
-        if actual != plugin.sha256 {
+        if actual != pinned.sha256 {
             return Err(format!(
                 "{} has SHA-256 {actual}, not the pinned {}; remove it to download it again",
                 path.display(),
-                plugin.sha256
+                pinned.sha256
             ));
         }
     }
-    Ok(dir)
+    Ok(())
+}
+
+/// The bench's reference environment: Core `FLOOR_CORE` and the published
+/// wheel of `REFERENCE`, checked against its SHA-256; returns its python.
+fn ensure_reference() -> Result<PathBuf> {
+    let python = Venv::Reference.ensure()?;
+    let pin = [format!("{}=={}", REFERENCE.name, REFERENCE.version)];
+    if !pins_satisfied(&python, &pin)? {
+        let dir = paths::target_dir().join("bench-reference");
+        fetch_pinned(
+            &python,
+            &dir,
+            std::slice::from_ref(&REFERENCE),
+            "--only-binary",
+        )?;
+        process::run(
+            pip_install(&python)
+                .arg("--no-deps")
+                .arg(dir.join(REFERENCE.file)),
+        )?;
+    }
+    Ok(python)
 }
 
 /// The newest-Core environment with the plugins installed from their sdists.
@@ -251,7 +300,7 @@ fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
             process::run(
                 pip_install(&python)
                     .arg("--no-deps")
-                    .arg(sdists.join(plugin.sdist)),
+                    .arg(sdists.join(plugin.file)),
             )?;
         }
     }
@@ -363,10 +412,12 @@ int main(void) {
 }
 "#;
 
-/// Preflight latency versus the probe spawn floor; import time.
+/// Preflight latency versus the probe spawn floor, warm and cold (against
+/// the published `REFERENCE`).
 pub fn bench() -> Result<()> {
     let root = paths::repo_root();
     let python = ensure_venv()?;
+    let reference = ensure_reference()?;
     let wheel = dist::build_wheel()?;
     install_wheel(&python, &wheel)?;
     let work = paths::target_dir().join("python-bench");
@@ -387,6 +438,7 @@ pub fn bench() -> Result<()> {
             .current_dir(&work)
             .env_remove("PYTHONPATH")
             .arg(root.join("tests").join("python").join("preflight_bench.py"))
-            .arg(&probe),
+            .arg(&probe)
+            .arg(&reference),
     )
 }
