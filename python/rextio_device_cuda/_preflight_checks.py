@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -31,14 +31,11 @@ from rextio_device_cuda._provider_spec import (
 )
 from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
-from rextio_device_cuda._toolkit import (
-    CudaToolkitReport,
-    FilesystemToolkitInspector,
-    expected_components,
-    toolkit_version_parts,
-)
 from rextio_device_cuda.config import CudaProviderConfig
 from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+if TYPE_CHECKING:
+    from rextio_device_cuda._toolkit import CudaToolkitReport
 
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = PROVIDER_SPEC.option_keys
@@ -81,16 +78,16 @@ def _subprocess_runner(probe_path: str, probe_sha256: str | None) -> SubprocessP
     return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256)
 
 
-@dataclass(frozen=True)
-class Refusal:
+# Immutable records as NamedTuples: a frozen dataclass costs about a
+# millisecond to define, paid at import by every `rextio generate`.
+class Refusal(NamedTuple):
     """A failed preflight: exactly one reason code, no observations."""
 
     status: DevicePreflightStatus
     reason_code: str
 
 
-@dataclass(frozen=True)
-class Ready:
+class Ready(NamedTuple):
     """A successful preflight and what it observed (never a path)."""
 
     observations: tuple[tuple[str, str], ...]
@@ -110,8 +107,7 @@ def _unavailable(code: str) -> _RefusedError:
     return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
 
 
-@dataclass(frozen=True)
-class _Selection:
+class _Selection(NamedTuple):
     """The effective device choice after options and constructor are merged."""
 
     capability: CapabilitySpec
@@ -409,10 +405,15 @@ def _check_report(
 def _toolkit_report(
     selection: _Selection, inspector: ToolkitInspector | None
 ) -> CudaToolkitReport | None:
+    # Only a preflight that inspects a toolkit loads the inspector's module.
     if inspector is None:
         if selection.toolkit_root is None:
             return None
+        from rextio_device_cuda._toolkit import FilesystemToolkitInspector
+
         inspector = FilesystemToolkitInspector(Path(selection.toolkit_root))
+    from rextio_device_cuda._toolkit import CudaToolkitReport, expected_components
+
     triple = selection.capability.target_triple
     try:
         report = inspector.inspect(triple)
@@ -434,6 +435,8 @@ def _toolkit_report(
 def _check_toolkit(
     report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig
 ) -> None:
+    from rextio_device_cuda._toolkit import toolkit_version_parts
+
     toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
         raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)

@@ -37,7 +37,7 @@ from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
-from rextio_device_cuda.provider import LOGGER
+from rextio_device_cuda.provider import refusal_logger
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -206,12 +206,13 @@ def _preflight(arguments: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _provider_warnings_silenced() -> Iterator[None]:
     """This command prints a refusal itself, with its remedy; the log line would repeat it."""
-    previous = LOGGER.disabled
-    LOGGER.disabled = True
+    logger = refusal_logger()
+    previous = logger.disabled
+    logger.disabled = True
     try:
         yield
     finally:
-        LOGGER.disabled = previous
+        logger.disabled = previous
 
 
 def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 from functools import lru_cache
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from rextio.devices import (
     DeviceBuildContribution,
@@ -15,18 +14,22 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _codes, _declarations, _preflight_checks
+from rextio_device_cuda import _codes, _preflight_checks
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
 from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
 from rextio_device_cuda.probe import (
     CudaProbeError,
-    FilesystemToolkitInspector,
     ProbeRunner,
     SubprocessProbeRunner,
     ToolkitInspector,
     expected_probe_target,
 )
+
+if TYPE_CHECKING:
+    import logging
+
+    from rextio_device_cuda.probe import FilesystemToolkitInspector
 
 # 0.1.0's public names (contract section 1), then this version's additions.
 __all__ = [
@@ -113,23 +116,37 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
+def __getattr__(name: str) -> object:
+    # 0.1.0's re-export; the toolkit module loads only when it is used.
+    if name == "FilesystemToolkitInspector":
+        from rextio_device_cuda import probe
+
+        return probe.FilesystemToolkitInspector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def refusal_logger() -> logging.Logger:
+    """The logger of the refusal lines; ``logging`` loads at the first use."""
+    import logging
+
+    return logging.getLogger(__package__)
+
+
 # Core reports a refusal only by its status; this line, path-free, tells the
 # person running `rextio generate` which code it was and how to learn more.
-LOGGER: Final = logging.getLogger("rextio_device_cuda")
-
-
 def _log_refusal(reason_code: str) -> None:
     text = _codes.reason_text(reason_code)
+    logger = refusal_logger()
     if text is None:
         # A code another probe reported: passed through, but not ours to explain.
-        LOGGER.warning(
+        logger.warning(
             "%s preflight refused: %s: reported by the probe; this provider has no "
             "explanation for it.",
             PROVIDER_ID,
             reason_code,
         )
         return
-    LOGGER.warning(
+    logger.warning(
         "%s preflight refused: %s: %s Run `python -m rextio_device_cuda explain %s`.",
         PROVIDER_ID,
         reason_code,
@@ -219,6 +236,8 @@ class CudaDeviceProvider:
 
     def manifest(self) -> DeviceProviderManifest:
         """Passive identity and capabilities; never probes the host."""
+        from rextio_device_cuda import _declarations
+
         return _declarations.provider_manifest()
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
@@ -253,6 +272,8 @@ class CudaDeviceProvider:
                 f"{_PROVIDER_ID} build_contribution requires successful preflight "
                 "of this exact request"
             )
+        from rextio_device_cuda import _declarations
+
         capability = CAPABILITIES[request.selection.capability_id]
         return _declarations.lane_contribution(capability.lane)
 
