@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -78,19 +78,25 @@ def _subprocess_runner(probe_path: str, probe_sha256: str | None) -> SubprocessP
     return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256)
 
 
-# Immutable records as NamedTuples: a frozen dataclass costs about a
-# millisecond to define, paid at import by every `rextio generate`.
-class Refusal(NamedTuple):
+# Plain classes, not dataclasses or NamedTuples: defining those costs a
+# fraction of a millisecond each, paid at import by every `rextio generate`.
+class Refusal:
     """A failed preflight: exactly one reason code, no observations."""
 
-    status: DevicePreflightStatus
-    reason_code: str
+    __slots__ = ("reason_code", "status")
+
+    def __init__(self, status: DevicePreflightStatus, reason_code: str) -> None:
+        self.status = status
+        self.reason_code = reason_code
 
 
-class Ready(NamedTuple):
+class Ready:
     """A successful preflight and what it observed (never a path)."""
 
-    observations: tuple[tuple[str, str], ...]
+    __slots__ = ("observations",)
+
+    def __init__(self, observations: tuple[tuple[str, str], ...]) -> None:
+        self.observations = observations
 
 
 class _RefusedError(Exception):
@@ -107,15 +113,27 @@ def _unavailable(code: str) -> _RefusedError:
     return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
 
 
-class _Selection(NamedTuple):
+class _Selection:
     """The effective device choice after options and constructor are merged."""
 
-    capability: CapabilitySpec
-    ordinal: int
-    sm: str
-    probe_path: str | None
-    toolkit_root: str | None
-    probe_sha256: str | None = None
+    __slots__ = ("capability", "ordinal", "probe_path", "probe_sha256", "sm", "toolkit_root")
+
+    def __init__(
+        self,
+        *,
+        capability: CapabilitySpec,
+        ordinal: int,
+        sm: str,
+        probe_path: str | None,
+        toolkit_root: str | None,
+        probe_sha256: str | None,
+    ) -> None:
+        self.capability = capability
+        self.ordinal = ordinal
+        self.sm = sm
+        self.probe_path = probe_path
+        self.toolkit_root = toolkit_root
+        self.probe_sha256 = probe_sha256
 
 
 def _lane(capability: CapabilitySpec) -> LaneSpec:
