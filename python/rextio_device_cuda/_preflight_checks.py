@@ -32,10 +32,10 @@ from rextio_device_cuda._provider_spec import (
 from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
 from rextio_device_cuda.config import CudaProviderConfig
-from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 if TYPE_CHECKING:
     from rextio_device_cuda._toolkit import CudaToolkitReport
+    from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = PROVIDER_SPEC.option_keys

@@ -15,21 +15,17 @@ from rextio.devices import (
 )
 
 from rextio_device_cuda import _codes, _preflight_checks
+from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
+from rextio_device_cuda._report import expected_probe_target
+from rextio_device_cuda._runner import SubprocessProbeRunner
 from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
-from rextio_device_cuda.probe import (
-    CudaProbeError,
-    ProbeRunner,
-    SubprocessProbeRunner,
-    ToolkitInspector,
-    expected_probe_target,
-)
 
 if TYPE_CHECKING:
     import logging
 
-    from rextio_device_cuda.probe import FilesystemToolkitInspector
+    from rextio_device_cuda.probe import FilesystemToolkitInspector, ProbeRunner, ToolkitInspector
 
 # 0.1.0's public names (contract section 1), then this version's additions.
 __all__ = [
@@ -116,12 +112,19 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
+# 0.1.0's re-exports that a preflight through the entry point never uses:
+# the public probe module (its protocols) and the toolkit inspector load
+# when one of them is first used.
+_PROBE_MODULE_NAMES: Final = frozenset(
+    {"FilesystemToolkitInspector", "ProbeRunner", "ToolkitInspector"}
+)
+
+
 def __getattr__(name: str) -> object:
-    # 0.1.0's re-export; the toolkit module loads only when it is used.
-    if name == "FilesystemToolkitInspector":
+    if name in _PROBE_MODULE_NAMES:
         from rextio_device_cuda import probe
 
-        return probe.FilesystemToolkitInspector
+        return getattr(probe, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -220,10 +223,15 @@ class CudaDeviceProvider:
             config = CudaProviderConfig()
         if not isinstance(config, CudaProviderConfig):
             raise TypeError("config must be a CudaProviderConfig or None")
-        if probe_runner is not None and not isinstance(probe_runner, ProbeRunner):
-            raise TypeError("probe_runner must implement ProbeRunner.run()")
-        if toolkit_inspector is not None and not isinstance(toolkit_inspector, ToolkitInspector):
-            raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
+        if probe_runner is not None or toolkit_inspector is not None:
+            from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+            if probe_runner is not None and not isinstance(probe_runner, ProbeRunner):
+                raise TypeError("probe_runner must implement ProbeRunner.run()")
+            if toolkit_inspector is not None and not isinstance(
+                toolkit_inspector, ToolkitInspector
+            ):
+                raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
         self._config = config
         self._probe_runner = probe_runner
         self._toolkit_inspector = toolkit_inspector

@@ -51,13 +51,15 @@ print(json.dumps({"status": status, **steps}))
 """
 
 # Modules no preflight of a raw lane without a toolkit uses: the command line,
-# the runtime source, the toolkit inspector, the manifest's records, logging
-# (only a refusal logs), and what those modules need.
+# the runtime source, the public probe module (protocols for injected
+# runners), the toolkit inspector, the manifest's records, logging (only a
+# refusal logs), and what those modules need.
 _UNUSED_BY_A_READY_PREFLIGHT = frozenset(
     {
         "rextio_device_cuda.__main__",
         "rextio_device_cuda.cli",
         "rextio_device_cuda.runtime_source",
+        "rextio_device_cuda.probe",
         "rextio_device_cuda._generated",
         "rextio_device_cuda._toolkit",
         "rextio_device_cuda._declarations",
@@ -95,25 +97,26 @@ def test_a_refusal_loads_logging_for_its_line(probes: ProbeFactory) -> None:
     assert "logging" in loaded["preflight"]
 
 
+# 0.1.0's names that now load on first use (contract section 1), imported
+# the ways 0.1.0 code does.
+_LAZY_NAMES_CHILD = """
+from rextio_device_cuda.provider import FilesystemToolkitInspector, ProbeRunner, ToolkitInspector
+from rextio_device_cuda.probe import CudaToolkitReport
+from rextio_device_cuda import _toolkit, probe
+assert FilesystemToolkitInspector is probe.FilesystemToolkitInspector
+assert FilesystemToolkitInspector is _toolkit.FilesystemToolkitInspector
+assert CudaToolkitReport is _toolkit.CudaToolkitReport
+assert (ProbeRunner, ToolkitInspector) == (probe.ProbeRunner, probe.ToolkitInspector)
+try:
+    probe.NoSuchName
+except AttributeError:
+    print("ok")
+"""
+
+
 def test_the_lazy_names_of_0_1_0_still_import() -> None:
-    # 0.1.0's names that now load on first use (contract section 1).
     done = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-c",
-            "import sys\n"
-            "from rextio_device_cuda.provider import FilesystemToolkitInspector as a\n"
-            "from rextio_device_cuda.probe import CudaToolkitReport, FilesystemToolkitInspector\n"
-            "from rextio_device_cuda import _toolkit\n"
-            "assert a is FilesystemToolkitInspector is _toolkit.FilesystemToolkitInspector\n"
-            "assert CudaToolkitReport is _toolkit.CudaToolkitReport\n"
-            "import rextio_device_cuda.probe as probe\n"
-            "try:\n"
-            "    probe.NoSuchName\n"
-            "except AttributeError:\n"
-            "    print('ok')\n",
-        ],
+        [sys.executable, "-I", "-c", _LAZY_NAMES_CHILD],
         capture_output=True,
         text=True,
         timeout=60,
