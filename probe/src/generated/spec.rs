@@ -101,7 +101,7 @@ pub mod reason_codes {
     pub const PROBE_CONFIGURATION_CONFLICT: &str = "PROBE_CONFIGURATION_CONFLICT";
     /// The probe file's SHA-256 differs from probe_sha256, so it was not run.
     pub const PROBE_DIGEST_MISMATCH: &str = "PROBE_DIGEST_MISMATCH";
-    /// The probe could not be started or its output could not be read.
+    /// The probe could not be started or its output could not be read; a pinned probe also fails here where the kernel forbids executing its sealed copy (sysctl vm.memfd_noexec = 2) or off Linux, where no sealed copy exists.
     pub const PROBE_EXECUTION_FAILED: &str = "PROBE_EXECUTION_FAILED";
     /// The probe exited with a non-zero status.
     pub const PROBE_EXIT_NONZERO: &str = "PROBE_EXIT_NONZERO";
@@ -119,6 +119,8 @@ pub mod reason_codes {
     pub const PROBE_OUTPUT_TOO_LARGE: &str = "PROBE_OUTPUT_TOO_LARGE";
     /// The probe path is not absolute, and the provider never searches PATH.
     pub const PROBE_PATH_NOT_ABSOLUTE: &str = "PROBE_PATH_NOT_ABSOLUTE";
+    /// The pinned probe starts with #!: it is a script, and the interpreter that would run it is outside the pin.
+    pub const PROBE_PIN_SCRIPT_UNSUPPORTED: &str = "PROBE_PIN_SCRIPT_UNSUPPORTED";
     /// The probe output is JSON but does not follow probe schema 1.
     pub const PROBE_SCHEMA_INVALID: &str = "PROBE_SCHEMA_INVALID";
     /// probe_sha256 is not exactly 64 lowercase hexadecimal digits.
@@ -127,6 +129,8 @@ pub mod reason_codes {
     pub const PROBE_TARGET_MISMATCH: &str = "PROBE_TARGET_MISMATCH";
     /// The probe did not finish within its time limit and was stopped.
     pub const PROBE_TIMEOUT: &str = "PROBE_TIMEOUT";
+    /// The pinned probe is larger than 64 MiB, so it was refused before being read whole; the real probe is a few MiB.
+    pub const PROBE_TOO_LARGE: &str = "PROBE_TOO_LARGE";
     /// The request selects a provider other than rextio-device-cuda.
     pub const PROVIDER_ID_MISMATCH: &str = "PROVIDER_ID_MISMATCH";
     /// The provider option keys are not a tuple of strings.
@@ -433,8 +437,8 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
     ),
     (
         "PROBE_EXECUTION_FAILED",
-        "The probe could not be started or its output could not be read.",
-        "Run the probe by hand to see why it cannot start.",
+        "The probe could not be started or its output could not be read; a pinned probe also fails here where the kernel forbids executing its sealed copy (sysctl vm.memfd_noexec = 2) or off Linux, where no sealed copy exists.",
+        "Run the probe by hand to see why it cannot start; for a pinned probe with vm.memfd_noexec = 2, lower that setting to 1 or 0, or run without probe_sha256.",
     ),
     (
         "PROBE_EXIT_NONZERO",
@@ -477,6 +481,11 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
         "Give the absolute path of the probe executable.",
     ),
     (
+        "PROBE_PIN_SCRIPT_UNSUPPORTED",
+        "The pinned probe starts with #!: it is a script, and the interpreter that would run it is outside the pin.",
+        "Pin the probe binary itself (python -m rextio_device_cuda probe prints its path and digest), not a script that starts it.",
+    ),
+    (
         "PROBE_SCHEMA_INVALID",
         "The probe output is JSON but does not follow probe schema 1.",
         "Use a probe built from this release; its schema must match exactly.",
@@ -495,6 +504,11 @@ pub const REASON_TEXT: &[(&str, &str, &str)] = &[
         "PROBE_TIMEOUT",
         "The probe did not finish within its time limit and was stopped.",
         "Check the driver on this host; a healthy probe finishes in well under a second.",
+    ),
+    (
+        "PROBE_TOO_LARGE",
+        "The pinned probe is larger than 64 MiB, so it was refused before being read whole; the real probe is a few MiB.",
+        "Pin the probe this package ships (python -m rextio_device_cuda probe prints its path and digest), or the probe you built yourself.",
     ),
     (
         "PROVIDER_ID_MISMATCH",
