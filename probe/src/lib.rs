@@ -14,6 +14,7 @@ pub mod generated {
     pub mod spec;
 }
 
+pub mod containment;
 pub mod inventory;
 pub mod loader;
 pub mod name;

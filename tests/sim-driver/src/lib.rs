@@ -13,6 +13,8 @@
 //! - `device_count=N` makes `cuDeviceGetCount` report N whatever the rows
 //! - `fail=SYMBOL:RESULT` makes every call of SYMBOL return RESULT and do
 //!   nothing else
+//! - `daemon=load` / `daemon=init` leave a `setsid` daemon behind from the
+//!   library's constructor / from `cuInit` (see `daemon.rs`)
 //! - `print_at_load=TEXT` makes the library's constructor print TEXT and a
 //!   newline to stdout when it is loaded (a driver that talks)
 //!
@@ -49,6 +51,9 @@
 
 /// Generated: a default export for every listed symbol not defined here.
 mod defaults;
+
+/// A driver that leaves daemons behind (`daemon=STAGE`).
+mod daemon;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -100,6 +105,7 @@ struct Config {
     device_count: Option<c_int>,
     failures: BTreeMap<String, CUresult>,
     print_at_load: Option<String>,
+    daemons: BTreeSet<String>,
 }
 
 impl Config {
@@ -125,6 +131,9 @@ impl Config {
                 "device_count" => config.device_count = value.trim().parse().ok(),
                 "device" => config.devices.extend(parse_device(value)),
                 "print_at_load" => config.print_at_load = Some(value.to_owned()),
+                "daemon" => {
+                    config.daemons.insert(value.trim().to_owned());
+                }
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -141,6 +150,9 @@ impl Config {
 
 /// Runs when the dynamic linker loads this library, as a C constructor does.
 extern "C" fn at_load() {
+    if config().daemons.contains("load") {
+        daemon::spawn("load");
+    }
     if let Some(text) = &config().print_at_load {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
@@ -360,6 +372,9 @@ pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
     let mut call = Call::new("cuInit").arg("flags", flags);
     for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
         call = call.arg(name, environment_value(name));
+    }
+    if config().daemons.contains("init") {
+        daemon::spawn("init");
     }
     call.run(|| {
         if flags != 0 {
