@@ -270,8 +270,12 @@ def test_an_in_place_rewriter_never_substitutes_the_probe(probes: ProbeFactory) 
             # The rewrite happened in every round, right after the host's read.
             assert _line(rewriter) == "rewrote"
     finally:
-        rewriter.stdin.close()
+        # Between rounds it waits on stdin; after a failed round, on inotify.
+        rewriter.kill()
         rewriter.wait(BOUND_SECONDS)
+        rewriter.stdin.close()
+        assert rewriter.stdout is not None
+        rewriter.stdout.close()
     assert set(outcomes) <= {"probe-complete", "PROBE_DIGEST_MISMATCH"}, outcomes
     assert sum(outcomes.values()) == REWRITE_ROUNDS
     assert not probes.marker("evil").exists(), outcomes
