@@ -16,7 +16,6 @@ Elsewhere there is no sealed copy: the file is read (bounded) and hashed, so
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import math
 import os
@@ -35,12 +34,9 @@ _CHUNK: Final[int] = 1 << 20
 _SCRIPT_MAGIC: Final[bytes] = b"#!"
 # linux/memfd.h; Python 3.11's os module does not name MFD_EXEC (Linux 6.3+).
 _MFD_EXEC: Final[int] = 0x0010
-_SEALS: Final[int] = (
-    getattr(fcntl, "F_SEAL_WRITE", 0x0008)
-    | getattr(fcntl, "F_SEAL_GROW", 0x0004)
-    | getattr(fcntl, "F_SEAL_SHRINK", 0x0002)
-    | getattr(fcntl, "F_SEAL_SEAL", 0x0001)
-)
+# linux/fcntl.h: F_ADD_SEALS and every seal (write, grow, shrink, seal).
+_F_ADD_SEALS: Final[int] = 1033
+_SEALS: Final[int] = 0x0008 | 0x0004 | 0x0002 | 0x0001
 NOEXEC_DETAIL: Final[str] = (
     "the kernel refuses an executable memfd (sysctl vm.memfd_noexec = 2), so the sealed "
     "copy of the pinned probe cannot run; the unsealed file is never run instead"
@@ -156,7 +152,9 @@ def _sealed_copy(source: int, deadline: float) -> int:
             copied += sent
             if copied > MAX_PINNED_PROBE_BYTES:
                 raise CudaProbeError(_codes.PROBE_TOO_LARGE)
-        fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, _SEALS)
+        import fcntl  # Linux only (this function is); Windows has no fcntl module
+
+        fcntl.fcntl(memfd, _F_ADD_SEALS, _SEALS)
     except OSError as error:
         os.close(memfd)
         raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error

@@ -129,10 +129,12 @@ MORE_HOSTILE = [
     ids=[h[0] for h in MORE_HOSTILE],
 )
 def test_more_hostile_probes(body: str, code: str, timeout: float, probes: ProbeFactory) -> None:
+    # Children the test process had before (another test's) are not ours to judge.
+    before = set(_host_children())
     reason, tag = _run(body, probes, timeout)
     assert reason == code
     assert processes_with(tag) == []
-    assert _host_children() == []
+    assert set(_host_children()) <= before
 
 
 @pytest.mark.process_stress
@@ -140,6 +142,7 @@ def test_a_long_lived_host_stays_healthy(probes: ProbeFactory) -> None:
     # One process, every hostile probe in turn; after each, a good probe
     # still completes and the host is left with no child of its own.
     good = SubprocessProbeRunner(probes.printing(report(), name="good"), timeout_seconds=30.0)
+    before = set(_host_children())
     cases = [(b, c) for _, b, c in HOSTILE] + [(b, c) for _, b, c, _ in MORE_HOSTILE]
     for body, code in cases:
         timeout = HANG_TIMEOUT if code == "PROBE_TIMEOUT" else FINISH_TIMEOUT
@@ -147,7 +150,7 @@ def test_a_long_lived_host_stays_healthy(probes: ProbeFactory) -> None:
         assert reason == code, body
         assert processes_with(tag) == []
         assert good.run().status == "probe-complete", body
-        assert _host_children() == []
+        assert set(_host_children()) <= before
 
 
 def test_probe_gets_an_empty_environment_and_no_path(probes: ProbeFactory) -> None:

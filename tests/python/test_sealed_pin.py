@@ -138,6 +138,7 @@ def _in_thread(runner: SubprocessProbeRunner) -> str:
     return codes[0]
 
 
+@pytest.mark.process_stress
 def test_a_fifo_is_never_opened_for_reading(
     fifo_watch: tuple[Path, threading.Event, list[bool]],
 ) -> None:
@@ -160,6 +161,7 @@ def _swap_in_before_sealing(
     monkeypatch.setattr(sealed_module, "seal", swap_then_seal)
 
 
+@pytest.mark.process_stress
 def test_a_fifo_swapped_in_is_refused_unread(
     probes: ProbeFactory,
     monkeypatch: pytest.MonkeyPatch,
@@ -176,6 +178,7 @@ def test_a_fifo_swapped_in_is_refused_unread(
     os.replace(good, fifo)  # back where the fixture releases it
 
 
+@pytest.mark.process_stress
 def test_a_device_swapped_in_is_refused(
     probes: ProbeFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,8 +270,12 @@ def test_an_in_place_rewriter_never_substitutes_the_probe(probes: ProbeFactory) 
             # The rewrite happened in every round, right after the host's read.
             assert _line(rewriter) == "rewrote"
     finally:
-        rewriter.stdin.close()
+        # Between rounds it waits on stdin; after a failed round, on inotify.
+        rewriter.kill()
         rewriter.wait(BOUND_SECONDS)
+        rewriter.stdin.close()
+        assert rewriter.stdout is not None
+        rewriter.stdout.close()
     assert set(outcomes) <= {"probe-complete", "PROBE_DIGEST_MISMATCH"}, outcomes
     assert sum(outcomes.values()) == REWRITE_ROUNDS
     assert not probes.marker("evil").exists(), outcomes
@@ -290,6 +297,7 @@ except CudaProbeError as error:
 """
 
 
+@pytest.mark.process_stress
 def test_memfd_noexec_2_refuses_and_never_runs_the_file(probes: ProbeFactory) -> None:
     probe = probes.binary(report())
     setting = Path("/proc/sys/vm/memfd_noexec")
