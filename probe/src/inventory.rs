@@ -4,7 +4,7 @@
 
 use core::ffi::{c_char, c_int};
 
-use crate::generated::inventory_api::{CUdevice, CUresult, InventoryApi, CUDA_SUCCESS};
+use crate::generated::inventory_api::InventoryApi;
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
     DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
@@ -14,6 +14,7 @@ use crate::name::sanitize_device_name;
 use crate::report::{
     DeviceRow, Failure, ProbeReport, Target, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
+use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_SUCCESS};
 
 /// Proof that the driver environment of contract §6 is set: no preloaded
 /// libraries, no JIT. Only [`DriverEnvironment::set`] makes one, so every
@@ -236,7 +237,7 @@ mod tests {
     use core::ffi::{c_uint, c_void, CStr};
     use core::ptr::NonNull;
 
-    use crate::generated::inventory_defaults;
+    use crate::generated::inventory_api::defaults as inventory_defaults;
     use crate::generated::spec::PROBE_COMPLETE_STATUS;
 
     /// What the fake driver of this thread answers.

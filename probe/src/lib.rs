@@ -9,8 +9,6 @@
 /// Written by `cargo xtask generate`; never edited by hand.
 pub mod generated {
     pub mod inventory_api;
-    #[cfg(test)]
-    pub mod inventory_defaults;
     pub mod spec;
 }
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final
-
-from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+from rextio_device_cuda.__about__ import __version__
 from rextio_device_cuda.config import CudaProviderConfig
 from rextio_device_cuda.provider import CudaDeviceProvider, provider
 
 __all__ = ["CudaDeviceProvider", "CudaProviderConfig", "__version__", "provider"]
-
-__version__: Final[str] = PROVIDER_SPEC.distribution.version

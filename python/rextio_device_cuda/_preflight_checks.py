@@ -105,11 +105,11 @@ class _RefusedError(Exception):
         self.refusal = Refusal(status=status, reason_code=code)
 
 
-def _incompatible(code: str) -> _RefusedError:
-    return _RefusedError(code, DevicePreflightStatus.INCOMPATIBLE)
-
-
-def _unavailable(code: str) -> _RefusedError:
+def _refused(code: str) -> _RefusedError:
+    """The refusal for ``code``; the spec says its status: ``incompatible``
+    for the codes of ``incompatible_reason_codes``, else ``unavailable``."""
+    if code in PROVIDER_SPEC.incompatible_reason_codes:
+        return _RefusedError(code, DevicePreflightStatus.INCOMPATIBLE)
     return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
 
 
@@ -145,16 +145,16 @@ def _lane(capability: CapabilitySpec) -> LaneSpec:
 
 def _capability(request: DevicePreflightRequest) -> CapabilitySpec:
     if request.selection.provider_id != _PROVIDER_ID:
-        raise _incompatible(_codes.PROVIDER_ID_MISMATCH)
+        raise _refused(_codes.PROVIDER_ID_MISMATCH)
     capability = CAPABILITIES.get(request.selection.capability_id)
     if capability is None:
-        raise _incompatible(_codes.CAPABILITY_UNKNOWN)
+        raise _refused(_codes.CAPABILITY_UNKNOWN)
     profile = request.artifact_profile
     if profile.target_triple != capability.target_triple:
-        raise _incompatible(_codes.TARGET_MISMATCH)
+        raise _refused(_codes.TARGET_MISMATCH)
     lane = _lane(capability)
     if lane.requirement is not None and profile.kind is not ArtifactKind.HOST_EXTENSION:
-        raise _incompatible(_codes.lane_code(lane, _codes.ARTIFACT_KIND_UNSUPPORTED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.ARTIFACT_KIND_UNSUPPORTED_SUFFIX))
     return capability
 
 
@@ -166,16 +166,16 @@ def _options(request: DevicePreflightRequest, lane: LaneSpec) -> dict[str, str]:
         keys = request.options.keys
         values = {key: request.options.get(key) for key in keys} if isinstance(keys, tuple) else {}
     except Exception as error:  # a forged options object must not escape as a traceback
-        raise _unavailable(_codes.PROVIDER_OPTIONS_INVALID) from error
+        raise _refused(_codes.PROVIDER_OPTIONS_INVALID) from error
     if not isinstance(keys, tuple) or not all(
         isinstance(key, str) and isinstance(values[key], str) for key in keys
     ):
-        raise _unavailable(_codes.PROVIDER_OPTIONS_INVALID)
+        raise _refused(_codes.PROVIDER_OPTIONS_INVALID)
     if any(key not in lane.option_allowlist for key in keys):
-        raise _unavailable(_codes.PROVIDER_OPTION_UNKNOWN)
+        raise _refused(_codes.PROVIDER_OPTION_UNKNOWN)
     pin = values.get(_OPTION.probe_sha256)
     if pin is not None and not is_probe_sha256(pin):
-        raise _unavailable(_codes.PROBE_SHA256_INVALID)
+        raise _refused(_codes.PROBE_SHA256_INVALID)
     return {key: value for key, value in values.items() if value is not None}
 
 
@@ -202,22 +202,22 @@ def _raw_requirement(request: DevicePreflightRequest, lane: LaneSpec) -> DeviceR
     ]
     for requirement in cuda_requirements:
         if len(requirement.architectures) != 1:
-            raise _unavailable(_codes.EXPLICIT_SM_REQUIRED)
+            raise _refused(_codes.EXPLICIT_SM_REQUIRED)
         if _SM_PATTERN.fullmatch(requirement.architectures[0]) is None:
-            raise _unavailable(_codes.INVALID_SM)
+            raise _refused(_codes.INVALID_SM)
     if len(cuda_requirements) != 1:
-        raise _unavailable(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
+        raise _refused(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
     requirement = cuda_requirements[0]
     if requirement.reuse_domain_runtime:
-        raise _unavailable(_codes.FRAMEWORK_RUNTIME_REUSE_UNSUPPORTED)
+        raise _refused(_codes.FRAMEWORK_RUNTIME_REUSE_UNSUPPORTED)
     if requirement.runtime not in policy.allowed_runtimes:
-        raise _unavailable(_codes.CUDA_RUNTIME_INCOMPATIBLE)
+        raise _refused(_codes.CUDA_RUNTIME_INCOMPATIBLE)
     if not set(requirement.features) <= policy.allowed_features:
-        raise _unavailable(_codes.CUDA_FEATURE_UNSUPPORTED)
+        raise _refused(_codes.CUDA_FEATURE_UNSUPPORTED)
     if not set(requirement.memory_spaces) <= policy.allowed_memory_spaces:
-        raise _unavailable(_codes.CUDA_MEMORY_SPACE_UNSUPPORTED)
+        raise _refused(_codes.CUDA_MEMORY_SPACE_UNSUPPORTED)
     if not set(requirement.layouts) <= policy.allowed_layouts:
-        raise _unavailable(_codes.CUDA_LAYOUT_UNSUPPORTED)
+        raise _refused(_codes.CUDA_LAYOUT_UNSUPPORTED)
     return requirement
 
 
@@ -245,33 +245,33 @@ def _framework_requirement(
         lane.required_python_fallback_backend is not None
         and profile.python_fallback_backend != lane.required_python_fallback_backend
     ):
-        raise _unavailable(_codes.lane_code(lane, _codes.CPYTHON_REQUIRED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.CPYTHON_REQUIRED_SUFFIX))
     if len(profile.device_requirements) != 1:
-        raise _unavailable(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
+        raise _refused(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
     requirement = profile.device_requirements[0]
     try:
         device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
     except ValueError as error:
-        raise _unavailable(_codes.CUDA_DEVICE_REQUIREMENT_INVALID) from error
+        raise _refused(_codes.CUDA_DEVICE_REQUIREMENT_INVALID) from error
     wanted = normalize_device_id(expected.logical_device, backend=expected.backend)
     if device != wanted:
-        raise _unavailable(_codes.lane_code(lane, _codes.CUDA_DEVICE_UNSUPPORTED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.CUDA_DEVICE_UNSUPPORTED_SUFFIX))
     if requirement.runtime != expected.runtime:
-        raise _unavailable(_codes.lane_code(lane, _codes.RUNTIME_REQUIRED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.RUNTIME_REQUIRED_SUFFIX))
     if requirement.reuse_domain_runtime is not expected.reuse_domain_runtime:
-        raise _unavailable(_codes.lane_code(lane, _codes.RUNTIME_REUSE_REQUIRED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.RUNTIME_REUSE_REQUIRED_SUFFIX))
     if len(requirement.architectures) > 1:
-        raise _unavailable(_codes.AT_MOST_ONE_SM_ALLOWED)
+        raise _refused(_codes.AT_MOST_ONE_SM_ALLOWED)
     if any(_SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
-        raise _unavailable(_codes.INVALID_SM)
+        raise _refused(_codes.INVALID_SM)
     if set(requirement.features) != expected.features:
-        raise _unavailable(_codes.lane_code(lane, _codes.FEATURES_INCOMPATIBLE_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.FEATURES_INCOMPATIBLE_SUFFIX))
     if set(requirement.layouts) != expected.layouts:
-        raise _unavailable(_codes.lane_code(lane, _codes.LAYOUT_INCOMPATIBLE_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.LAYOUT_INCOMPATIBLE_SUFFIX))
     if set(requirement.memory_spaces) != expected.memory_spaces:
-        raise _unavailable(_codes.lane_code(lane, _codes.MEMORY_SPACE_INCOMPATIBLE_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.MEMORY_SPACE_INCOMPATIBLE_SUFFIX))
     if not _pins_present(request, lane):
-        raise _unavailable(_codes.lane_code(lane, _codes.RUNTIME_PINS_REQUIRED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.RUNTIME_PINS_REQUIRED_SUFFIX))
     return requirement
 
 
@@ -283,32 +283,32 @@ def _merged(
 ) -> str | None:
     constructed = None if constructor is None else str(constructor)
     if option is not None and constructed is not None and option != constructed:
-        raise _unavailable(conflict_code)
+        raise _refused(conflict_code)
     return option if option is not None else constructed
 
 
 def _ordinal(text: str | None) -> int:
     if text is None:
-        raise _unavailable(_codes.DEVICE_ORDINAL_NOT_CONFIGURED)
+        raise _refused(_codes.DEVICE_ORDINAL_NOT_CONFIGURED)
     if _ASCII_DIGITS.fullmatch(text) is None:
-        raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
+        raise _refused(_codes.DEVICE_ORDINAL_INVALID)
     significant = text.lstrip("0") or "0"
     # Bound the digits before int(): a 4096-digit option must not cost a parse.
     if len(significant) > len(str(_DEVICE_ORDINAL_MAX)):
-        raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
+        raise _refused(_codes.DEVICE_ORDINAL_INVALID)
     value = int(significant)
     if value > _DEVICE_ORDINAL_MAX:
-        raise _unavailable(_codes.DEVICE_ORDINAL_INVALID)
+        raise _refused(_codes.DEVICE_ORDINAL_INVALID)
     return value
 
 
 def _sm(text: str | None) -> str:
     if text is None:
-        raise _unavailable(_codes.SM_NOT_CONFIGURED)
+        raise _refused(_codes.SM_NOT_CONFIGURED)
     if _SM_PATTERN.fullmatch(text) is None:
-        raise _unavailable(_codes.INVALID_SM)
+        raise _refused(_codes.INVALID_SM)
     if text not in _ARCHITECTURES:
-        raise _unavailable(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
+        raise _refused(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
     return text
 
 
@@ -320,14 +320,14 @@ def _selection(
     lane = _lane(capability)
     options = _options(request, lane)
     if lane.requirement is not None and config.toolkit_root is not None:
-        raise _unavailable(_codes.lane_code(lane, _codes.TOOLKIT_ROOT_UNSUPPORTED_SUFFIX))
+        raise _refused(_codes.lane_code(lane, _codes.TOOLKIT_ROOT_UNSUPPORTED_SUFFIX))
     requirement = (
         _framework_requirement(request, lane)
         if lane.requirement is not None
         else _raw_requirement(request, lane)
     )
     if any(sm not in _ARCHITECTURES for sm in requirement.architectures):
-        raise _unavailable(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
+        raise _refused(_codes.CUDA_ARCHITECTURE_UNSUPPORTED)
     probe = _merged(
         options.get(_OPTION.probe), config.probe_path, _codes.PROBE_CONFIGURATION_CONFLICT
     )
@@ -353,7 +353,7 @@ def _selection(
     sm = _sm(sm_text)
     device = normalize_device_id(requirement.logical_device, backend=requirement.backend)
     if device.index != ordinal or any(item != sm for item in requirement.architectures):
-        raise _unavailable(_codes.DEVICE_REQUIREMENT_MISMATCH)
+        raise _refused(_codes.DEVICE_REQUIREMENT_MISMATCH)
     return _Selection(
         capability=capability,
         ordinal=ordinal,
@@ -377,7 +377,7 @@ def _probe_report(
     run: Callable[[], CudaProbeReport]
     if runner is None:
         if selection.probe_path is None:
-            raise _unavailable(_codes.PROBE_NOT_CONFIGURED)
+            raise _refused(_codes.PROBE_NOT_CONFIGURED)
         # The subprocess runner calls on_probe_start while the probe runs.
         run = partial(
             _subprocess_runner(selection.probe_path, selection.probe_sha256).run_overlapping,
@@ -386,17 +386,17 @@ def _probe_report(
     else:
         if selection.probe_sha256 is not None:
             # An injected runner decides itself what runs: a pin cannot bind it.
-            raise _unavailable(_codes.PROBE_CONFIGURATION_CONFLICT)
+            raise _refused(_codes.PROBE_CONFIGURATION_CONFLICT)
         on_probe_start()
         run = runner.run
     try:
         report = run()
     except CudaProbeError as error:
-        raise _unavailable(error.reason_code) from error
+        raise _refused(error.reason_code) from error
     except Exception as error:  # an injected runner's bug is a failed execution
-        raise _unavailable(_codes.PROBE_EXECUTION_FAILED) from error
+        raise _refused(_codes.PROBE_EXECUTION_FAILED) from error
     if not isinstance(report, CudaProbeReport):
-        raise _unavailable(_codes.PROBE_SCHEMA_INVALID)
+        raise _refused(_codes.PROBE_SCHEMA_INVALID)
     return report
 
 
@@ -405,19 +405,21 @@ def _check_report(
 ) -> None:
     expected = _expected_target(selection.capability.target_triple)
     if report.target != expected:
-        raise _unavailable(_codes.PROBE_TARGET_MISMATCH)
+        raise _refused(_codes.PROBE_TARGET_MISMATCH)
     if report.status != PROVIDER_SPEC.probe_report.complete_status:
         # Step 16: the report's own code passes through, whatever schema-valid
-        # code it is (another or a newer probe may say more than ours does).
-        raise _unavailable(report.reason_code or _codes.PROBE_NOT_READY)
+        # code it is (another or a newer probe may say more than ours does),
+        # and the probe only ever reports the driver unavailable.
+        code = report.reason_code or _codes.PROBE_NOT_READY
+        raise _RefusedError(code, DevicePreflightStatus.UNAVAILABLE)
     if report.driver_version is None:
-        raise _unavailable(_codes.DRIVER_VERSION_UNAVAILABLE)
+        raise _refused(_codes.DRIVER_VERSION_UNAVAILABLE)
     if report.driver_version < config.minimum_driver_version:
-        raise _unavailable(_codes.DRIVER_VERSION_TOO_OLD)
+        raise _refused(_codes.DRIVER_VERSION_TOO_OLD)
     if selection.ordinal >= len(report.devices):
-        raise _unavailable(_codes.CUDA_DEVICE_NOT_FOUND)
+        raise _refused(_codes.CUDA_DEVICE_NOT_FOUND)
     if report.devices[selection.ordinal].sm != selection.sm:
-        raise _unavailable(_codes.CUDA_SM_MISMATCH)
+        raise _refused(_codes.CUDA_SM_MISMATCH)
 
 
 def _toolkit_report(
@@ -441,12 +443,12 @@ def _toolkit_report(
             # a frozen record can still be altered after construction.
             CudaToolkitReport(report.version, report.runtime_version, report.components)
     except CudaProbeError as error:
-        raise _unavailable(error.reason_code) from error
+        raise _refused(error.reason_code) from error
     except Exception as error:  # an injected inspector's bug fails closed
-        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID) from error
+        raise _refused(_codes.TOOLKIT_COMPONENT_INVALID) from error
     # The components must be exactly this target's.
     if not isinstance(report, CudaToolkitReport) or report.components != components:
-        raise _unavailable(_codes.TOOLKIT_COMPONENT_INVALID)
+        raise _refused(_codes.TOOLKIT_COMPONENT_INVALID)
     return report
 
 
@@ -457,9 +459,9 @@ def _check_toolkit(
 
     toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
-        raise _unavailable(_codes.TOOLKIT_VERSION_TOO_OLD)
+        raise _refused(_codes.TOOLKIT_VERSION_TOO_OLD)
     if (driver_version // 1000, (driver_version % 1000) // 10) < toolkit:
-        raise _unavailable(_codes.DRIVER_TOOLKIT_INCOMPATIBLE)
+        raise _refused(_codes.DRIVER_TOOLKIT_INCOMPATIBLE)
 
 
 def _observations(

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
+from rextio_device_cuda._record import Record
 
-@dataclass(frozen=True)
-class ProviderSpec:
+
+class ProviderSpec(Record):
     """The whole provider spec: every fact of the provider, once."""
 
     schema_version: int
@@ -31,8 +31,7 @@ class ProviderSpec:
     reason_codes: Mapping[str, tuple[str, str]]
 
 
-@dataclass(frozen=True)
-class DistributionSpec:
+class DistributionSpec(Record):
     """The Python distribution's metadata."""
 
     name: str
@@ -44,8 +43,7 @@ class DistributionSpec:
     entry_point: EntryPointSpec
 
 
-@dataclass(frozen=True)
-class EntryPointSpec:
+class EntryPointSpec(Record):
     """The entry point Rextio Core loads the provider from."""
 
     group: str
@@ -53,8 +51,7 @@ class EntryPointSpec:
     value: str
 
 
-@dataclass(frozen=True)
-class ManifestSpec:
+class ManifestSpec(Record):
     """The passive provider manifest."""
 
     provider_id: str
@@ -68,8 +65,7 @@ class ManifestSpec:
     certification_tier: str
 
 
-@dataclass(frozen=True)
-class RuntimePin:
+class RuntimePin(Record):
     """A runtime requirement: a name, an exact version and its features."""
 
     name: str
@@ -77,8 +73,7 @@ class RuntimePin:
     features: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class PolicySpec:
+class PolicySpec(Record):
     """Bounds the provider enforces on its configuration."""
 
     driver_version_floor: int
@@ -89,8 +84,7 @@ class PolicySpec:
     sm_pattern: str
 
 
-@dataclass(frozen=True)
-class OptionKeysSpec:
+class OptionKeysSpec(Record):
     """The device option names."""
 
     probe: str
@@ -100,8 +94,7 @@ class OptionKeysSpec:
     probe_sha256: str
 
 
-@dataclass(frozen=True)
-class CapabilitySpec:
+class CapabilitySpec(Record):
     """One declared capability; `lane` names a key of `lanes`."""
 
     id: str
@@ -112,8 +105,7 @@ class CapabilitySpec:
     minimum_driver_version: str
 
 
-@dataclass(frozen=True)
-class ProbeTargetSpec:
+class ProbeTargetSpec(Record):
     """The (os, arch, environment) a probe reports for a target triple."""
 
     os: str
@@ -121,8 +113,7 @@ class ProbeTargetSpec:
     environment: str
 
 
-@dataclass(frozen=True)
-class LaneSpec:
+class LaneSpec(Record):
     """One lane: raw-driver (with `requirement_policy`), or a framework
     runtime-reuse lane (with `reason_prefix`, `requirement` and `runtime_pins`).
     """
@@ -138,8 +129,7 @@ class LaneSpec:
     contribution: ContributionSpec
 
 
-@dataclass(frozen=True)
-class RawRequirementPolicy:
+class RawRequirementPolicy(Record):
     """What a raw-driver lane accepts in a CUDA device requirement."""
 
     allowed_runtimes: frozenset[str | None]
@@ -148,8 +138,7 @@ class RawRequirementPolicy:
     allowed_layouts: frozenset[str]
 
 
-@dataclass(frozen=True)
-class RequirementSpec:
+class RequirementSpec(Record):
     """The one device requirement a framework lane declares and accepts."""
 
     logical_device: str
@@ -162,8 +151,7 @@ class RequirementSpec:
     reuse_domain_runtime: bool
 
 
-@dataclass(frozen=True)
-class ContributionSpec:
+class ContributionSpec(Record):
     """The declarative build inputs of one lane."""
 
     cargo_features: tuple[str, ...]
@@ -174,8 +162,7 @@ class ContributionSpec:
     resource_contracts: tuple[ResourceContractSpec, ...]
 
 
-@dataclass(frozen=True)
-class ResourceContractSpec:
+class ResourceContractSpec(Record):
     """One resource contract of a lane's build contribution."""
 
     resource_kind: str
@@ -186,8 +173,7 @@ class ResourceContractSpec:
     may_synchronize: bool
 
 
-@dataclass(frozen=True)
-class ObservationKeysSpec:
+class ObservationKeysSpec(Record):
     """The observation keys of a ready preflight."""
 
     device_count: str
@@ -205,8 +191,7 @@ class ObservationKeysSpec:
     probe_sha256: str
 
 
-@dataclass(frozen=True)
-class ProbeReportSpec:
+class ProbeReportSpec(Record):
     """The probe report's schema and bounds."""
 
     schema_version: str
@@ -227,8 +212,7 @@ class ProbeReportSpec:
     reason_codes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class ValidationRequirementSpec:
+class ValidationRequirementSpec(Record):
     """The raw-driver requirement `validate-nvidia` and the CLI compose."""
 
     runtime: str
@@ -236,8 +220,7 @@ class ValidationRequirementSpec:
     memory_spaces: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class ProbeRunnerSpec:
+class ProbeRunnerSpec(Record):
     """Bounds of the probe subprocess."""
 
     default_timeout_seconds: float
@@ -248,8 +231,7 @@ class ProbeRunnerSpec:
     max_pinned_probe_bytes: int
 
 
-@dataclass(frozen=True)
-class ToolkitSpec:
+class ToolkitSpec(Record):
     """What the toolkit inspector reads."""
 
     version_file: str
@@ -258,8 +240,7 @@ class ToolkitSpec:
     components: Mapping[str, Mapping[str, tuple[str, ...]]]
 
 
-@dataclass(frozen=True)
-class SmokeSpec:
+class SmokeSpec(Record):
     """The lifetime smoke's report."""
 
     probe: str
@@ -267,10 +248,10 @@ class SmokeSpec:
     allocation_bytes: int
     complete_status: str
     failure_status: str
+    reason_codes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class RuntimePackageSpec:
+class RuntimePackageSpec(Record):
     """The packaged runtime crate."""
 
     crate_name: str
@@ -283,7 +264,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
     distribution=DistributionSpec(
         name="rextio-device-cuda",
         import_name="rextio_device_cuda",
-        version="0.1.0",
+        version="0.2.0",
         requires_python=">=3.11",
         dependencies=("rextio>=0.1.6,<0.2",),
         license="MIT",
@@ -295,8 +276,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
     ),
     manifest=ManifestSpec(
         provider_id="rextio-device-cuda",
-        display_name="Rextio NVIDIA CUDA provider 0.1.0",
-        provider_version="0.1.0",
+        display_name="Rextio NVIDIA CUDA provider 0.2.0",
+        provider_version="0.2.0",
         backend="cuda",
         api_version="1.0",
         runtime_requirements=(
@@ -678,6 +659,18 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         allocation_bytes=4096,
         complete_status="smoke-complete",
         failure_status="unavailable",
+        reason_codes=(
+            "CONTEXT_CREATE_OR_DETACH_FAILED",
+            "CONTEXT_DESTROY_FAILED",
+            "CU_DEVICE_GET_FAILED",
+            "CU_INIT_FAILED",
+            "DEVICE_ALLOCATION_FAILED",
+            "DEVICE_FREE_FAILED",
+            "INVALID_ARGUMENTS",
+            "STREAM_CREATE_FAILED",
+            "STREAM_DESTROY_FAILED",
+            "STREAM_SYNCHRONIZE_FAILED",
+        ),
     ),
     runtime_package=RuntimePackageSpec(
         crate_name="rextio-cuda-runtime",

@@ -1,4 +1,4 @@
-"""python -m rextio_device_cuda: explain codes, run a preflight, install runtime source.
+"""python -m rextio_device_cuda: explain codes, run a preflight, install the runtime, pin a probe.
 
 Bad input gets a message and a non-zero exit, never a traceback: 0 success /
 ready, 1 not ready or refused, 2 unusable input.
@@ -37,6 +37,7 @@ from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
+from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
 from rextio_device_cuda.provider import refusal_logger
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
@@ -258,11 +259,50 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     except CudaProbeError as error:
         print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
         return EXIT_NOT_READY
-    keys = PROVIDER_SPEC.option_keys
     print(digest)
+    _print_pin(path, digest)
+    return EXIT_READY
+
+
+def _print_pin(path: str, digest: str) -> None:
+    keys = PROVIDER_SPEC.option_keys
     print("# rextio.toml, under [target.device_options]:")
     print(f"{keys.probe} = {json.dumps(path)}")
     print(f'{keys.probe_sha256} = "{digest}"')
+
+
+_NO_SHIPPED_PROBE: Final = (
+    "no probe ships for this platform: this installation carries none (the pure "
+    "py3-none-any wheel; the manylinux_2_17 x86_64 and aarch64 wheels carry one). "
+    "Build it from the source repository with "
+    "`cargo build --release --locked -p rextio-cuda-probe`, then print its pin with "
+    "`python -m rextio_device_cuda pin-probe target/release/rextio-cuda-driver-probe`."
+)
+
+
+def _probe(arguments: argparse.Namespace) -> int:
+    try:
+        shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
+    except NoShippedBinariesError:
+        print(f"error: {_NO_SHIPPED_PROBE}", file=sys.stderr)
+        return EXIT_NOT_READY
+    except ShippedBinaryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    path = str(shipped.path)
+    try:
+        # The digest a pinned preflight computes, which also checks the file
+        # is a regular executable.
+        digest = probe_file_sha256(path)
+    except CudaProbeError as error:
+        print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
+        return EXIT_NOT_READY
+    if digest != shipped.sha256:
+        print("error: the installed probe changed while it was read; run again", file=sys.stderr)
+        return EXIT_NOT_READY
+    print(f"probe: {path}")
+    print(f"sha256: {digest} (the SHA-256 this wheel recorded)")
+    _print_pin(path, digest)
     return EXIT_READY
 
 
@@ -271,7 +311,8 @@ def _parser() -> _Parser:
         prog="python -m rextio_device_cuda",
         description=(
             "Explain the provider's reason codes, run one preflight through Rextio Core, "
-            "or install the packaged runtime source into a project. "
+            "install the packaged runtime source into a project, or print the pin of the "
+            "installed (or a built) probe. "
             "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
         ),
     )
@@ -352,6 +393,17 @@ def _parser() -> _Parser:
     )
     pin.add_argument("path", metavar="PATH", help="the probe executable")
     pin.set_defaults(handler=_pin_probe)
+    probe = commands.add_parser(
+        "probe",
+        help="print the installed probe's path, SHA-256 and the rextio.toml lines that pin it",
+        description=(
+            "Print the absolute path of the probe this platform wheel installed, its SHA-256 "
+            "(checked against the wheel's record) and the [target.device_options] lines to "
+            "paste. Nothing is selected by itself: the provider runs only the probe the "
+            "configuration names."
+        ),
+    )
+    probe.set_defaults(handler=_probe)
     return parser
 
 

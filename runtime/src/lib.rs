@@ -56,12 +56,14 @@ mod error;
 mod memory;
 pub mod operation;
 mod stream;
+mod table;
 
 pub use context::Context;
 pub use driver_api::*;
 pub use error::CudaError;
 pub use memory::DeviceAllocation;
 pub use stream::Stream;
+pub use table::{MissingSymbol, SymbolUnavailable};
 
 /// Initializes the driver: `cuInit(0)`. Error: `cuInit`.
 pub fn initialize(api: &DriverApi) -> Result<(), CudaError> {

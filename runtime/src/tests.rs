@@ -14,8 +14,6 @@ use std::rc::Rc;
 
 use crate::*;
 
-mod defaults;
-
 const INVALID_CONTEXT: CUresult = CUDA_ERROR_INVALID_CONTEXT;
 const INVALID_HANDLE: CUresult = CUDA_ERROR_INVALID_HANDLE;
 const OUT_OF_MEMORY: CUresult = CUDA_ERROR_OUT_OF_MEMORY;

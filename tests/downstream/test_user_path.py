@@ -1,19 +1,27 @@
 """The README's "Use it with Rextio" route, run exactly as written.
 
-The files the README shows (marked ``<!-- tested: NAME -->``) are read from
-the README itself and written into a project; the ``rextio`` CLI of this venv
-(newest Core, with rextio-torch 0.1.3 installed without torch) generates it
-inside the simulated-driver namespace, so the provider runs the real probe,
-which loads the simulated driver from a reviewed path.
+The commands and files the README shows (marked ``<!-- tested: NAME -->``)
+are read from the README itself. In a fresh virtual environment whose PATH
+holds nothing but its own ``bin`` (no cargo, rustc or cc), the install
+commands install Core, the platform wheel and rextio-torch (pip reads the
+wheels `cargo xtask dist` built and the pinned wheelhouse instead of an
+index); ``python -m rextio_device_cuda probe`` prints the installed probe's
+pin, which is pasted into the README's ``rextio.toml``; and ``rextio
+generate`` runs inside the simulated-driver namespace, so the provider runs
+the shipped probe, which loads the simulated driver from a reviewed path.
+The route tests below do the same with this test environment's installation.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -32,8 +40,8 @@ from sim_namespace import (
 )
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-PROBE_PLACEHOLDER = "/absolute/path/to/rextio-cuda-driver-probe"
-DIGEST_PLACEHOLDER = "<the 64 hex digits pin-probe printed>"
+PROBE_PLACEHOLDER = 'probe_executable = "/absolute/path/to/rextio-cuda-driver-probe"'
+DIGEST_PLACEHOLDER = 'probe_sha256 = "<the 64 hex digits probe printed>"'
 LOCK = Path(".rextio") / "generated" / "rust" / "device-provider.lock.json"
 ONE_A100 = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
 
@@ -61,20 +69,25 @@ def sim_host(tmp_path: Path) -> SimulatedHost:
     return SimulatedHost(binaries_from_env(), namespace_tools_or_fail(), tmp_path)
 
 
-def _pin_probe(probe: Path) -> str:
-    """The digest line ``pin-probe`` prints, as the README tells the user to run it."""
+def _pasted(probe_output: str) -> tuple[str, str]:
+    """The two ``[target.device_options]`` lines ``probe`` printed, as the user copies them."""
+    lines = probe_output.splitlines()
+    [executable] = [line for line in lines if line.startswith("probe_executable = ")]
+    [digest] = [line for line in lines if line.startswith("probe_sha256 = ")]
+    return executable, digest
+
+
+def _installed_pin() -> tuple[str, str]:
+    """``python -m rextio_device_cuda probe`` of this test environment."""
     done = subprocess.run(
-        [sys.executable, "-m", "rextio_device_cuda", "pin-probe", str(probe)],
+        [sys.executable, "-m", "rextio_device_cuda", "probe"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    digest = done.stdout.splitlines()[0]
-    assert digest == hashlib.sha256(probe.read_bytes()).hexdigest()
-    assert f'probe_sha256 = "{digest}"' in done.stdout
-    return digest
+    return _pasted(done.stdout)
 
 
 # What the README says to change for the TensorFlow route.
@@ -96,15 +109,23 @@ ROUTES = {
 }
 
 
-def _project(root: Path, probe: Path, route: str = "libtorch", sm: str | None = None) -> Path:
+def _project(
+    root: Path, pin: tuple[str, str], route: str = "libtorch", sm: str | None = None
+) -> Path:
+    """The README's project, with the two lines ``probe`` printed pasted in."""
     files = readme_files()
-    assert sorted(files) == ["app/kernels.py", "rextio.toml", "tensorflow/app/kernels.py"]
+    assert sorted(files) == [
+        "app/kernels.py",
+        "install.sh",
+        "probe.sh",
+        "rextio.toml",
+        "tensorflow/app/kernels.py",
+    ]
     kernels, edits, _, _ = ROUTES[route]
     config = files["rextio.toml"]
     assert config.count(PROBE_PLACEHOLDER) == 1
     assert config.count(DIGEST_PLACEHOLDER) == 1
-    config = config.replace(PROBE_PLACEHOLDER, str(probe))
-    config = config.replace(DIGEST_PLACEHOLDER, _pin_probe(probe))
+    config = config.replace(PROBE_PLACEHOLDER, pin[0]).replace(DIGEST_PLACEHOLDER, pin[1])
     for before, after in edits:
         assert config.count(before) == 1, before
         config = config.replace(before, after)
@@ -137,8 +158,9 @@ def test_the_plugin_routes_are_installed_without_their_frameworks() -> None:
 def test_the_readme_route_generates_a_path_free_lock(
     route: str, sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
-    probe = sim_host.native.probe.resolve()
-    project = _project(tmp_path / "project", probe, route)
+    pin = _installed_pin()
+    probe = Path(tomllib.loads(pin[0])["probe_executable"])
+    project = _project(tmp_path / "project", pin, route)
     _, _, capability, runtime = ROUTES[route]
 
     run = sim_host.run(
@@ -176,7 +198,7 @@ def test_the_readme_route_generates_a_path_free_lock(
 def test_a_wrong_sm_stops_generation_and_names_the_reason(
     route: str, sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
-    project = _project(tmp_path / "project", sim_host.native.probe.resolve(), route, sm="sm_86")
+    project = _project(tmp_path / "project", _installed_pin(), route, sm="sm_86")
 
     run = sim_host.run(DriverLayout(config=ONE_A100), [_rextio(), "generate", project])
 
@@ -189,3 +211,104 @@ def test_a_wrong_sm_stops_generation_and_names_the_reason(
     assert "python -m rextio_device_cuda explain CUDA_SM_MISMATCH" in run.stderr
     assert "failed preflight with status 'unavailable'" in run.stderr
     assert not (project / ".rextio").exists()
+
+
+# -- a fresh environment without Rust ------------------------------------------------
+
+NO_RUST = ("cargo", "rustc", "cc")
+
+
+def _offline_env(venv: Path, tmp_path: Path) -> dict[str, str]:
+    """PATH is the venv's own bin alone; pip reads dist's wheels and the wheelhouse."""
+    dist, wheelhouse = os.environ.get("REXTIO_DIST_DIR"), os.environ.get("REXTIO_WHEELHOUSE")
+    assert dist, "REXTIO_DIST_DIR is not set: run the tests through `cargo xtask test`"
+    assert wheelhouse, "REXTIO_WHEELHOUSE is not set: run the tests through `cargo xtask test`"
+    path = str(venv / "bin")
+    for tool in NO_RUST:
+        assert shutil.which(tool, path=path) is None, tool
+    return {
+        "PATH": path,
+        "HOME": str(tmp_path / "home"),
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": f"{dist} {wheelhouse}",
+        "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
+def _fresh_venv(tmp_path: Path) -> Path:
+    venv = tmp_path / "fresh-venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, timeout=120)
+    return venv
+
+
+def _readme_commands(name: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["/bin/sh", "-e", "-c", readme_files()[name]],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_a_fresh_venv_without_rust_reaches_a_ready_pinned_preflight(
+    sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    venv = _fresh_venv(tmp_path)
+    env = _offline_env(venv, tmp_path)
+
+    installed = _readme_commands("install.sh", env, tmp_path)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    printed = _readme_commands("probe.sh", env, tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    pin = _pasted(printed.stdout)
+    probe = Path(tomllib.loads(pin[0])["probe_executable"])
+    digest = tomllib.loads(pin[1])["probe_sha256"]
+    # The probe is the platform wheel's, inside the fresh venv; its digest is its bytes'.
+    assert probe.is_relative_to(venv)
+    assert probe.parent.name == "_bin"
+    assert digest == hashlib.sha256(probe.read_bytes()).hexdigest()
+    project = _project(tmp_path / "project", pin)
+
+    run = sim_host.run(
+        DriverLayout(config=ONE_A100),
+        [venv / "bin" / "rextio", "generate", "--format", "json", project],
+        extra_env={"PATH": env["PATH"], "HOME": env["HOME"]},
+    )
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    lock = json.loads((project / LOCK).read_text(encoding="utf-8"))
+    preflight = lock["device_provider"]["preflight"]
+    assert preflight["status"] == "ready"
+    observations = {item["key"]: item["value"] for item in preflight["observations"]}
+    assert observations["probe.sha256"] == digest
+    assert observations["driver.version"] == "12040"
+    assert any(call.startswith("cuDeviceComputeCapability") for call in run.calls), run.calls
+
+
+def test_the_pure_wheel_says_no_probe_ships_and_how_to_build_one(tmp_path: Path) -> None:
+    venv = _fresh_venv(tmp_path)
+    env = _offline_env(venv, tmp_path)
+    pure = Path(env["PIP_FIND_LINKS"].split()[0]) / (
+        f"rextio_device_cuda-{metadata.version('rextio-device-cuda')}-py3-none-any.whl"
+    )
+    installed = subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "install", "rextio==0.1.8", pure],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+
+    printed = _readme_commands("probe.sh", env, tmp_path)
+
+    assert (printed.returncode, printed.stdout) == (1, "")
+    assert "no probe ships for this platform" in printed.stderr
+    assert "cargo build --release --locked -p rextio-cuda-probe" in printed.stderr
+    assert "Traceback" not in printed.stderr

@@ -36,6 +36,7 @@ RAW = "cuda-linux-x86_64"
 
 PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "rextio_device_cuda": ("CudaDeviceProvider", "CudaProviderConfig", "provider", "__version__"),
+    "rextio_device_cuda.__about__": ("__version__",),
     "rextio_device_cuda.config": (
         "CudaProviderConfig",
         "CUDA_DRIVER_VERSION_FLOOR",
@@ -95,8 +96,9 @@ def test_every_public_name_imports(module: str, name: str) -> None:
 
 
 CONSTANTS: dict[tuple[str, str], object] = {
-    ("rextio_device_cuda", "__version__"): "0.1.0",
-    ("rextio_device_cuda.provider", "__version__"): "0.1.0",
+    ("rextio_device_cuda", "__version__"): "0.2.0",
+    ("rextio_device_cuda.provider", "__version__"): "0.2.0",
+    ("rextio_device_cuda.__about__", "__version__"): "0.2.0",
     ("rextio_device_cuda.config", "CUDA_DRIVER_VERSION_FLOOR"): 12000,
     ("rextio_device_cuda.provider", "CUDA_DRIVER_VERSION_FLOOR"): 12000,
     ("rextio_device_cuda.config", "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR"): (12, 0),

@@ -101,6 +101,7 @@ def test_every_argument_has_help() -> None:
         "preflight",
         "runtime-source",
         "pin-probe",
+        "probe",
     ]
     for each in parsers:
         for action in each._actions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 
@@ -9,6 +10,7 @@ import pytest
 from cuda_support import SPEC
 
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
+from rextio_device_cuda._record import Record
 
 # The one JSON key that is not a Python attribute name here.
 _ATTRIBUTE: dict[str, str] = {"crate": "crate_name"}
@@ -20,14 +22,14 @@ def _attribute(key: str) -> str:
 
 def _same(record: object, source: object, path: str) -> None:
     """Walks the JSON source and the generated value together."""
-    if dataclasses.is_dataclass(record):
+    if isinstance(record, Record):
         assert isinstance(source, dict), path
         names = {_attribute(key) for key in source}
-        for field in dataclasses.fields(record):
-            value = getattr(record, field.name)
-            if field.name not in names:
+        for field in record.record_fields:
+            value = getattr(record, field)
+            if field not in names:
                 # An optional key the JSON leaves out: absent means none.
-                assert value in (None, ()), f"{path}.{field.name}"
+                assert value in (None, ()), f"{path}.{field}"
         for key, item in source.items():
             _same(getattr(record, _attribute(key)), item, f"{path}.{key}")
     elif isinstance(record, Mapping):
@@ -50,7 +52,13 @@ def _same(record: object, source: object, path: str) -> None:
 
 
 def test_generated_records_hold_exactly_the_spec() -> None:
-    _same(PROVIDER_SPEC, SPEC, "spec")
+    # The version is written once, in `distribution`; the manifest's follows it.
+    version = SPEC["distribution"]["version"]
+    source = copy.deepcopy(SPEC)
+    source["manifest"]["display_name"] += f" {version}"
+    source["manifest"]["provider_version"] = version
+    _same(PROVIDER_SPEC, source, "spec")
+    assert PROVIDER_SPEC.manifest.provider_version == version
     assert list(CAPABILITIES) == [item["id"] for item in SPEC["capabilities"]]
 
 

@@ -1,23 +1,22 @@
 //! `cargo xtask bench`: ratios measured in one run, never asserted in tests.
 //!
-//! Times the generator in-process (warm, median of several runs), one
-//! verify-determinism, and the generator on synthetic symbol lists of 15,
-//! 150 and 1,500 entries; then the Python and probe benches of the other parts.
+//! Times the generator in-process (warm, median of several runs, one
+//! thread) on the real inputs and on the whole CUDA 13 driver API (every
+//! export NVIDIA's `cuda.h` declares), one verify-determinism, then the
+//! Python and probe benches of the other parts.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
-use crate::generate::{render_on, Threads};
+use crate::generate::render;
+use crate::generate::symbols::SymbolList;
 use crate::paths::repo_root;
 use crate::process::run;
 use crate::Result;
 
 const WARM_RUNS: usize = 15;
-const SYNTHETIC_SIZES: [usize; 3] = [15, 150, 1_500];
-const TARGET_FOR_LARGEST: Duration = Duration::from_millis(100);
+const TARGET_FOR_FULL_API: Duration = Duration::from_millis(100);
 
 /// Set in the optimized child so it does not re-run itself.
 const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
@@ -85,87 +84,45 @@ fn millis(duration: Duration) -> f64 {
 
 fn bench_generate() -> Result<()> {
     let root = repo_root();
-    let read_and_render = time_warm(|| render_on(&Inputs::read(&root)?, Threads::Two).map(|_| ()))?;
+    let read_and_render = time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?;
     println!(
-        "generate (read inputs + render every output, in memory): median {:.2} ms of {WARM_RUNS}",
+        "generate (read inputs + render every output, in memory, one thread): \
+         median {:.2} ms of {WARM_RUNS}",
         millis(read_and_render)
     );
 
     let inputs = Inputs::read(&root)?;
-    let mut per_size = Vec::new();
-    for size in SYNTHETIC_SIZES {
-        let synthetic = with_synthetic_symbols(&inputs, size)?;
-        // Interleaved, so load drift hits both alike.
-        let (mut one, mut two) = (Vec::new(), Vec::new());
-        render_on(&synthetic, Threads::Two)?;
-        for _ in 0..WARM_RUNS {
-            for (threads, samples) in [(Threads::One, &mut one), (Threads::Two, &mut two)] {
-                let start = Instant::now();
-                render_on(&synthetic, threads)?;
-                samples.push(start.elapsed());
-            }
-        }
-        let (one, elapsed) = (median(one), median(two));
-        let per_entry = elapsed.as_secs_f64() * 1e6 / size as f64;
-        println!(
-            "generate, {size:>5} symbols: median {:>8.2} ms, {per_entry:>7.1} us per symbol \
-             (one thread: {:.2} ms, {:.2}x)",
-            millis(elapsed),
-            millis(one),
-            one.as_secs_f64() / elapsed.as_secs_f64()
-        );
-        per_size.push((size, elapsed));
-    }
-    for pair in per_size.windows(2) {
-        let ((small, small_time), (large, large_time)) = (pair[0], pair[1]);
-        println!(
-            "generate, {large} vs {small} symbols: {:.1}x the time for {}x the symbols",
-            large_time.as_secs_f64() / small_time.as_secs_f64(),
-            large / small
-        );
-    }
-    let (largest, largest_time) = per_size[per_size.len() - 1];
-    if largest_time > TARGET_FOR_LARGEST {
+    let cuda_h = full_api_header(&inputs)?;
+    let (full, count) = crate::cuda_header::with_full_api(&inputs, &cuda_h)?;
+    let elapsed = time_warm(|| render(&full).map(|_| ()))?;
+    println!(
+        "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {:.2} ms \
+         of {WARM_RUNS}, one thread ({:.1} us per export; target {} ms)",
+        millis(elapsed),
+        elapsed.as_secs_f64() * 1e6 / count as f64,
+        TARGET_FOR_FULL_API.as_millis()
+    );
+    if elapsed > TARGET_FOR_FULL_API {
         return Err(format!(
-            "{largest} symbols took {:.1} ms, over the {} ms target",
-            millis(largest_time),
-            TARGET_FOR_LARGEST.as_millis()
+            "the full driver API took {:.1} ms, over the {} ms target",
+            millis(elapsed),
+            TARGET_FOR_FULL_API.as_millis()
         ));
     }
     Ok(())
 }
 
-/// A copy of `inputs` whose symbol list holds `count` entries, made by
-/// renaming the real entries (`cuInit` → `cuInit_s16`, ...).
-pub fn with_synthetic_symbols(inputs: &Inputs, count: usize) -> Result<Inputs> {
-    let mut list: Value = serde_json::from_slice(inputs.get(DRIVER_SYMBOLS_PATH)?)
-        .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: {error}"))?;
-    let real = list["symbols"]
-        .as_array()
-        .cloned()
-        .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no symbols list"))?;
-    let synthetic: Vec<Value> = (0..count)
-        .map(|index| {
-            let mut entry = real[index % real.len()].clone();
-            if index >= real.len() {
-                // `cuCtxCreate_v2` -> api `cuCtxCreate_s16`, export `cuCtxCreate_s16_v2`.
-                let api = entry["api"].as_str().unwrap_or("cu").to_string();
-                let export = entry["export"].as_str().unwrap_or("cu").to_string();
-                let version = export.strip_prefix(&api).unwrap_or("");
-                let renamed = format!("{api}_s{index}");
-                entry["export"] = Value::String(format!("{renamed}{version}"));
-                entry["api"] = Value::String(renamed);
-            }
-            entry
-        })
-        .collect();
-    list["symbols"] = Value::Array(synthetic);
-    let mut copy = inputs.clone();
-    copy.files.insert(
-        DRIVER_SYMBOLS_PATH.to_string(),
-        serde_json::to_vec_pretty(&list).map_err(|error| error.to_string())?,
-    );
-    Ok(copy)
+/// The text of `cuda.h` of the list's 13.x header set, fetched into
+/// `target/nvidia-headers/` as the ABI check does.
+fn full_api_header(inputs: &Inputs) -> Result<String> {
+    let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
+    let set = symbols
+        .header_sets
+        .iter()
+        .find(|set| set.version.starts_with("13."))
+        .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no 13.x header set"))?;
+    let path = crate::headers::fetch_headers(set)?.join("cuda.h");
+    std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))
 }
 
 fn bench_determinism() -> Result<()> {

@@ -9,11 +9,12 @@ use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 
-use crate::generate::fs::{write_atomic, ScratchDir};
+use crate::generate::fs::write_atomic;
 use crate::generate::inputs::Inputs;
 use crate::generate::{drift, render, Drift, Output};
 use crate::paths::repo_root;
 use crate::process::describe;
+use crate::scratch::ScratchDir;
 use crate::Result;
 
 pub fn command(args: &[String]) -> Result<()> {
@@ -100,8 +101,12 @@ pub fn verify() -> Result<()> {
         ));
     }
 
-    if let Some(difference) = compare_wheel_builds()? {
-        failures.push(difference);
+    let dist = compare_dist_builds()?;
+    if !dist.is_empty() {
+        failures.push(format!(
+            "`dist` from the tree and from a copy at another path differ:\n{}",
+            dist.join("\n")
+        ));
     }
 
     if failures.is_empty() {
@@ -221,47 +226,120 @@ pub fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
     Ok(report)
 }
 
-/// Builds the wheel twice into fresh directories; returns a description of
-/// any difference between the two builds.
-fn compare_wheel_builds() -> Result<Option<String>> {
-    let first_dir = ScratchDir::new("wheel-a")?;
-    let second_dir = ScratchDir::new("wheel-b")?;
-    let first = crate::dist::build_wheel_into(first_dir.path())?;
-    let second = crate::dist::build_wheel_into(second_dir.path())?;
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
-    };
-    let (first_bytes, second_bytes) = (read(&first)?, read(&second)?);
-    let name = |path: &Path| {
-        path.file_name()
-            .map(|name| name.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    };
-    if name(&first) != name(&second) {
-        return Ok(Some(format!(
-            "the wheel's file name differs between builds: {} vs {}",
-            name(&first),
-            name(&second)
-        )));
-    }
-    if first_bytes == second_bytes {
-        println!(
-            "verify-determinism: wheel {} byte-identical across two builds",
-            name(&first)
-        );
-        return Ok(None);
-    }
-    let offset = first_bytes
+/// Builds every `dist` artifact twice, from the tree and from a copy of it
+/// at another path (`target/repro/tree`, its own cargo target inside), and
+/// compares the shipped binaries and the artifacts byte for byte; returns
+/// each difference.
+fn compare_dist_builds() -> Result<Vec<String>> {
+    let copy = copy_of_tree()?;
+    let (first_out, second_out) = (ScratchDir::new("dist-a")?, ScratchDir::new("dist-b")?);
+    let first = crate::dist::build_all(&repo_root(), first_out.path())?;
+    let second = crate::dist::build_all(&copy, second_out.path())?;
+    let mut differences = Vec::new();
+    let pairs = first
+        .binaries
         .iter()
-        .zip(&second_bytes)
-        .position(|(a, b)| a != b)
-        .unwrap_or(first_bytes.len().min(second_bytes.len()));
-    Ok(Some(format!(
-        "wheel {}: two builds differ (sizes {} and {}, first differing byte at offset {offset})",
-        name(&first),
-        first_bytes.len(),
-        second_bytes.len()
-    )))
+        .zip(&second.binaries)
+        .chain(first.artifacts.iter().zip(&second.artifacts));
+    for (a, b) in pairs {
+        // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
+        let shown = |path: &Path| match path.strip_prefix(repo_root()) {
+            Ok(relative) => relative.display().to_string(),
+            Err(_) => path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
+        };
+        let (a_bytes, b_bytes) = (read(a)?, read(b)?);
+        if a.file_name() != b.file_name() {
+            differences.push(format!("  {} vs {}: the names differ", shown(a), shown(b)));
+        } else if a_bytes != b_bytes {
+            let offset = a_bytes
+                .iter()
+                .zip(&b_bytes)
+                .position(|(x, y)| x != y)
+                .unwrap_or(a_bytes.len().min(b_bytes.len()));
+            differences.push(format!(
+                "  {} vs {}: sizes {} and {}, first differing byte at offset {offset}",
+                shown(a),
+                shown(b),
+                a_bytes.len(),
+                b_bytes.len()
+            ));
+        } else {
+            println!(
+                "verify-determinism: {} sha256 {} from both paths",
+                shown(a),
+                crate::generate::sha256_hex(&a_bytes)
+            );
+        }
+    }
+    if first.artifacts.len() != second.artifacts.len()
+        || first.binaries.len() != second.binaries.len()
+    {
+        differences.push("  the two builds made different numbers of files".to_string());
+    }
+    Ok(differences)
+}
+
+/// The tree's files (tracked, and new ones git does not ignore) copied to
+/// `target/repro/tree`; what was there before is removed, except the copy's
+/// own `target/`, which keeps its build caches between runs.
+fn copy_of_tree() -> Result<std::path::PathBuf> {
+    let root = repo_root();
+    let copy = crate::paths::target_dir().join("repro").join("tree");
+    std::fs::create_dir_all(&copy).map_err(|error| format!("{}: {error}", copy.display()))?;
+    for entry in std::fs::read_dir(&copy).map_err(|error| format!("{}: {error}", copy.display()))? {
+        let entry = entry.map_err(|error| format!("{}: {error}", copy.display()))?;
+        if entry.file_name() != "target" {
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|error| format!("{}: {error}", path.display()))?;
+        }
+    }
+    let mut list = Command::new("git");
+    list.current_dir(&root).args([
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+    ]);
+    let listed = list
+        .output()
+        .map_err(|error| format!("could not start `{}`: {error}", describe(&list)))?;
+    if !listed.status.success() {
+        return Err(format!(
+            "`{}` failed with {}",
+            describe(&list),
+            listed.status
+        ));
+    }
+    for relative in listed
+        .stdout
+        .split(|&byte| byte == 0)
+        .filter(|name| !name.is_empty())
+    {
+        let relative = String::from_utf8_lossy(relative).into_owned();
+        let source = root.join(&relative);
+        // A tracked file deleted in the working tree is not part of it.
+        if source.is_file() {
+            let target = copy.join(&relative);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(|error| format!("{relative}: {error}"))?;
+            }
+            std::fs::copy(&source, &target).map_err(|error| format!("{relative}: {error}"))?;
+        }
+    }
+    Ok(copy)
 }
 
 /// Compares two sets of outputs in memory, e.g. two renders.
@@ -557,8 +635,12 @@ mod tests {
             .files
             .get_mut(crate::generate::inputs::PROVIDER_SPEC_PATH)
             .unwrap();
-        let at = spec.windows(9).position(|w| w == b"Check the").unwrap();
-        spec[at] = b'c';
+        // A probe code's explanation: spec.rs holds it too, as its doc.
+        let at = spec
+            .windows(22)
+            .position(|w| w == b"No libcuda.so.1 exists")
+            .unwrap();
+        spec[at] = b'n';
         let report = compare_outputs(&baseline, &render(&perturbed).unwrap()).join("\n");
         assert!(
             report.contains("probe/src/generated/spec.rs: line "),
@@ -569,7 +651,8 @@ mod tests {
             "{report}"
         );
         assert!(report.contains("generated/index.json: line "), "{report}");
-        assert!(!report.contains("manifest.json"), "{report}");
+        // The symbol table does not depend on the spec.
+        assert!(!report.contains("runtime/src/driver_api.rs"), "{report}");
     }
 
     #[test]

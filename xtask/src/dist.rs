@@ -1,39 +1,166 @@
-//! `cargo xtask dist` (owned by the Python provider work): the wheel.
+//! `cargo xtask dist`: the release artifacts into `target/dist/`.
 //!
-//! The wheel is byte-reproducible: hatchling writes zip entries in a fixed
-//! order with the timestamp taken from SOURCE_DATE_EPOCH, fixed here.
+//! - one platform wheel per target of `native::SHIPPED_TARGETS`
+//!   (`manylinux_2_17_x86_64`, `manylinux_2_17_aarch64`), carrying the
+//!   release probe and smoke of `native::build_shipped` in
+//!   `rextio_device_cuda/_bin/` with their SHA-256 (`python/hatch_build.py`);
+//! - the pure `py3-none-any` wheel, no binaries;
+//! - the sdist.
+//!
+//! hatchling builds all four from a staged copy of `python/` that also holds
+//! the README, the LICENSE and the generated runtime tarball, with
+//! SOURCE_DATE_EPOCH fixed: same tree, same bytes (`verify-determinism` builds
+//! a second time from a copy at another path). tests/python/test_dist.py runs
+//! `auditwheel show`, `twine check --strict` and `check-wheel-contents` on them.
+//!
+//! Why hatchling and not maturin: maturin's `bin` bindings put a crate's
+//! binaries in the wheel's scripts directory, which pip installs onto PATH;
+//! ours belong inside the package (`_bin/`, found by absolute path, never on
+//! PATH), and the same project also makes the pure wheel and an sdist that
+//! need no Rust. The glibc 2.17 link is cargo-zigbuild's either way.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
+use crate::native::{self, ShippedTarget, SHIPPED_TARGETS};
 use crate::{generate, paths, process, python_env, Result};
 
 /// 1980-01-01T00:00:00Z: the earliest time a zip entry can carry.
 const SOURCE_DATE_EPOCH: &str = "315532800";
 
-/// Builds the wheel with hatchling's backend into the directory in argv[1];
-/// prints the file name.
-const BUILD_WHEEL: &str = "\
+/// What the build hook reads (see python/hatch_build.py).
+const PLATFORM_VARIABLE: &str = "REXTIO_WHEEL_PLATFORM";
+const BINARIES_VARIABLE: &str = "REXTIO_WHEEL_BINARIES";
+
+/// Calls hatchling's `build_<argv[1]>` into the directory in argv[2]; prints the file name.
+const BUILD: &str = "\
 import sys
-from hatchling.build import build_wheel
-print(build_wheel(sys.argv[1]))
+import hatchling.build
+print(getattr(hatchling.build, 'build_' + sys.argv[1])(sys.argv[2]))
 ";
+
+/// What `dist` built: the artifacts, and the shipped binaries inside the platform wheels.
+pub struct Dist {
+    pub artifacts: Vec<PathBuf>,
+    pub binaries: Vec<PathBuf>,
+}
 
 pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("dist", args);
-    let wheel = build_wheel()?;
-    println!("{}", wheel.display());
-    println!("sha256 {}", sha256_file(&wheel)?);
+    let dist = build()?;
+    for artifact in &dist.artifacts {
+        println!("{} sha256 {}", artifact.display(), sha256_file(artifact)?);
+    }
     Ok(())
 }
 
-/// generate --check, then the wheel into target/dist/; returns its path.
-pub fn build_wheel() -> Result<PathBuf> {
+/// generate --check, then the four artifacts into target/dist/.
+pub fn build() -> Result<Dist> {
     println!("dist: checking that every generated file is current");
     generate::check()?;
-    build_wheel_into(&paths::target_dir().join("dist"))
+    build_all(&paths::repo_root(), &paths::target_dir().join("dist"))
+}
+
+/// `build()`; returns this host's platform wheel, the one the tests install
+/// (the other artifacts stay in target/dist/ for them).
+pub fn build_wheel() -> Result<PathBuf> {
+    let dist = build()?;
+    let suffix = format!("-{}.whl", native::host_shipped_target()?.platform_tag);
+    dist.artifacts
+        .into_iter()
+        .find(|path| path.to_string_lossy().ends_with(&suffix))
+        .ok_or_else(|| format!("dist built no wheel ending in {suffix}"))
+}
+
+/// Builds every artifact from the tree at `root` into `out` (emptied first).
+pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
+    let python = python_env::ensure_build_venv()?;
+    check_import(&python, root)?;
+    let _ = fs::remove_dir_all(out);
+    fs::create_dir_all(out).map_err(|error| format!("{}: {error}", out.display()))?;
+    let out = out
+        .canonicalize()
+        .map_err(|error| format!("{}: {error}", out.display()))?;
+    let stage = stage_python(root)?;
+    let mut dist = Dist {
+        artifacts: vec![
+            hatchling(&python, &stage, "sdist", &out, None)?,
+            hatchling(&python, &stage, "wheel", &out, None)?,
+        ],
+        binaries: Vec::new(),
+    };
+    for target in &SHIPPED_TARGETS {
+        let binaries = native::build_shipped(root, target)?;
+        let wheel_bin = native::ship_dir(root)
+            .join("wheel-bin")
+            .join(target.platform_tag);
+        let _ = fs::remove_dir_all(&wheel_bin);
+        fs::create_dir_all(&wheel_bin)
+            .map_err(|error| format!("{}: {error}", wheel_bin.display()))?;
+        for binary in &binaries {
+            let name = binary.file_name().ok_or("a binary without a name")?;
+            copy(binary, &wheel_bin.join(name))?;
+        }
+        let wheel = hatchling(&python, &stage, "wheel", &out, Some((target, &wheel_bin)))?;
+        dist.artifacts.push(wheel);
+        dist.binaries.extend(binaries);
+    }
+    Ok(dist)
+}
+
+/// The project files of `python/` (its build files, the package's sources and
+/// `py.typed`; no bytecode, caches or leftovers) plus README.md, LICENSE and
+/// the generated runtime tarball in the package's `_data/`, fresh each time.
+fn stage_python(root: &Path) -> Result<PathBuf> {
+    let stage = native::ship_dir(root).join("python");
+    let _ = fs::remove_dir_all(&stage);
+    let python = root.join("python");
+    for relative in generate::fs::relative_files(&python, "")? {
+        let relative = relative.trim_start_matches('/');
+        let source = relative.starts_with("rextio_device_cuda/")
+            && !relative.contains("__pycache__")
+            && (relative.ends_with(".py") || relative.ends_with("/py.typed"));
+        if source || relative == "pyproject.toml" || relative == "hatch_build.py" {
+            copy(&python.join(relative), &stage.join(relative))?;
+        }
+    }
+    for file in ["README.md", "LICENSE"] {
+        copy(&root.join(file), &stage.join(file))?;
+    }
+    let tarballs: Vec<String> = generate::fs::relative_files(root, "generated")?
+        .into_iter()
+        .filter(|path| path.ends_with(".tar.gz"))
+        .collect();
+    let [tarball] = tarballs.as_slice() else {
+        return Err(format!(
+            "generated/ holds {} tarballs, not one",
+            tarballs.len()
+        ));
+    };
+    let name = Path::new(tarball)
+        .file_name()
+        .ok_or("a tarball without a name")?;
+    copy(
+        &root.join(tarball),
+        &stage.join("rextio_device_cuda/_data").join(name),
+    )?;
+    Ok(stage)
+}
+
+fn copy(from: &Path, to: &Path) -> Result<()> {
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
+    }
+    fs::copy(from, to).map(drop).map_err(|error| {
+        format!(
+            "cannot copy {} to {}: {error}",
+            from.display(),
+            to.display()
+        )
+    })
 }
 
 /// Imports the package's code table from `python/` without writing bytecode:
@@ -50,12 +177,15 @@ import rextio_device_cuda._codes
 ";
 
 /// Fails, with the import error, unless the package in `python/` imports.
-fn check_import(python: &Path) -> Result<()> {
+fn check_import(python: &Path, root: &Path) -> Result<()> {
     let mut import = Command::new(python);
-    import
-        .current_dir(paths::repo_root())
-        .env_remove("PYTHONPATH")
-        .args(["-I", "-B", "-c", IMPORT_CHECK, "python"]);
+    import.current_dir(root).env_remove("PYTHONPATH").args([
+        "-I",
+        "-B",
+        "-c",
+        IMPORT_CHECK,
+        "python",
+    ]);
     let output = import
         .output()
         .map_err(|error| format!("could not start `{}`: {error}", process::describe(&import)))?;
@@ -69,24 +199,34 @@ fn check_import(python: &Path) -> Result<()> {
     ))
 }
 
-/// Builds the wheel into `dir` (created if needed); returns its path.
-pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
-    let python = python_env::ensure_build_venv()?;
-    check_import(&python)?;
-    std::fs::create_dir_all(dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-    let dir = dir
-        .canonicalize()
-        .map_err(|error| format!("{}: {error}", dir.display()))?;
-    let mut build = Command::new(&python);
+/// One hatchling build (`sdist` or `wheel`) of `stage` into `out`; a platform
+/// wheel when `platform` names the target and its binaries. Returns its path.
+fn hatchling(
+    python: &Path,
+    stage: &Path,
+    kind: &str,
+    out: &Path,
+    platform: Option<(&ShippedTarget, &Path)>,
+) -> Result<PathBuf> {
+    let mut build = Command::new(python);
     build
-        .current_dir(paths::repo_root().join("python"))
+        .current_dir(stage)
         .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
         .env_remove("PYTHONPATH")
-        .args(["-c", BUILD_WHEEL])
-        .arg(&dir);
+        .env_remove(PLATFORM_VARIABLE)
+        .env_remove(BINARIES_VARIABLE)
+        .args(["-B", "-c", BUILD, kind])
+        .arg(out);
+    if let Some((target, binaries)) = platform {
+        build
+            .env(PLATFORM_VARIABLE, target.platform_tag)
+            .env(BINARIES_VARIABLE, binaries);
+    }
     let shown = process::describe(&build);
-    println!("dist: building the wheel with hatchling (SOURCE_DATE_EPOCH={SOURCE_DATE_EPOCH})");
-    println!("+ {shown}");
+    println!(
+        "dist: hatchling {kind} {}",
+        platform.map_or("", |(t, _)| t.platform_tag)
+    );
     let output = build
         .output()
         .map_err(|error| format!("could not start `{shown}`: {error}"))?;
@@ -98,11 +238,11 @@ pub fn build_wheel_into(dir: &Path) -> Result<PathBuf> {
         ));
     }
     let name = String::from_utf8_lossy(&output.stdout).trim().to_string();
-    let wheel = dir.join(&name);
-    if name.is_empty() || !wheel.is_file() {
-        return Err(format!("hatchling reported no wheel in {}", dir.display()));
+    let artifact = out.join(&name);
+    if name.is_empty() || !artifact.is_file() {
+        return Err(format!("hatchling reported no {kind} in {}", out.display()));
     }
-    Ok(wheel)
+    Ok(artifact)
 }
 
 /// Lowercase hex SHA-256 of a file.

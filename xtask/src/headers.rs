@@ -53,7 +53,7 @@ pub fn check() -> Result<()> {
 
 /// The include directory of `set`'s wheel, fetched and unpacked under
 /// `target/nvidia-headers/` once.
-fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
+pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     // A copy of the repository (symbol-proof) shares this repository's cache.
     let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
         .map(PathBuf::from)

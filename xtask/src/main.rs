@@ -3,6 +3,7 @@
 //! Each command lives in its own module; this file only dispatches.
 
 mod bench;
+mod cuda_header;
 mod demo;
 mod determinism;
 mod dist;
@@ -14,6 +15,7 @@ mod paths;
 mod process;
 mod python_env;
 mod real_driver;
+mod scratch;
 mod stress;
 mod symbol_proof;
 mod test;

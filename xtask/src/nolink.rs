@@ -10,9 +10,9 @@ use std::process::Command;
 
 use syn::visit::Visit;
 
-use crate::generate::fs::ScratchDir;
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
+use crate::scratch::ScratchDir;
 use crate::Result;
 
 /// The only crate whose sources may hold foreign blocks: the simulated

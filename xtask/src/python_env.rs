@@ -4,6 +4,9 @@
 //! PyPI, created once and reused while every pin is satisfied:
 //!
 //! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
+//! - `target/venv-dist`: `dist`'s other tools: zig (`ziglang`) and
+//!   cargo-zigbuild for the shipped binaries, auditwheel, twine and
+//!   check-wheel-contents for the artifacts' checks.
 //! - `target/venv`: Rextio Core `FLOOR_CORE` (0.1.6, the lowest Core the
 //!   package supports) and every tool (pytest, ruff, mypy, hatchling).
 //!   `demo`, `bench` and `validate-nvidia` use it.
@@ -45,6 +48,15 @@ const TOOL_PINS: &[(&str, &str)] = &[
 
 /// The wheel's build backend, pinned exactly.
 const HATCHLING: &str = "1.33.0";
+
+/// `dist`'s tools besides hatchling, pinned exactly.
+const DIST_TOOL_PINS: &[(&str, &str)] = &[
+    ("ziglang", "0.17.0"),
+    ("cargo-zigbuild", "0.24.0"),
+    ("auditwheel", "6.8.2"),
+    ("twine", "7.0.0"),
+    ("check-wheel-contents", "0.6.3"),
+];
 
 /// A distribution installed from one file PyPI serves (its name and SHA-256)
 /// with `--no-deps`.
@@ -98,6 +110,8 @@ for pin in sys.argv[1:]:
 enum Venv {
     /// `target/venv-build`: the build backend alone.
     Build,
+    /// `target/venv-dist`: `dist`'s tools.
+    Dist,
     /// `target/venv`: Core `FLOOR_CORE` and every tool.
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
@@ -110,6 +124,7 @@ impl Venv {
     fn dir(self) -> PathBuf {
         match self {
             Venv::Build => paths::target_dir().join("venv-build"),
+            Venv::Dist => paths::target_dir().join("venv-dist"),
             Venv::Floor => paths::target_dir().join("venv"),
             Venv::Newest => paths::target_dir().join(format!("venv-core-{NEWEST_CORE}")),
             Venv::Reference => {
@@ -130,6 +145,12 @@ impl Venv {
         let core = match self {
             Venv::Build => return vec![format!("hatchling=={HATCHLING}")],
             Venv::Reference => return vec![format!("rextio=={FLOOR_CORE}")],
+            Venv::Dist => {
+                return DIST_TOOL_PINS
+                    .iter()
+                    .map(|(name, version)| format!("{name}=={version}"))
+                    .collect()
+            }
             Venv::Floor => FLOOR_CORE,
             Venv::Newest => NEWEST_CORE,
         };
@@ -204,6 +225,14 @@ pub fn ensure_venv() -> Result<PathBuf> {
 /// Creates or reuses `target/venv-build` (the build backend only); returns its python.
 pub fn ensure_build_venv() -> Result<PathBuf> {
     Venv::Build.ensure()
+}
+
+/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
+pub fn ensure_dist_tools() -> Result<PathBuf> {
+    Venv::Dist.ensure()?;
+    Ok(Venv::Dist
+        .dir()
+        .join(if cfg!(windows) { "Scripts" } else { "bin" }))
 }
 
 /// `python -m pip install`, quiet, with pip's download cache inside target/
@@ -304,7 +333,32 @@ fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
             )?;
         }
     }
+    ensure_wheelhouse(&python, &sdists)?;
     Ok((python, sdists))
+}
+
+/// Where the fresh-venv test installs from without an index: wheels of
+/// Core `NEWEST_CORE` and of the plugins (built once from their pinned sdists).
+fn wheelhouse() -> PathBuf {
+    paths::target_dir().join("wheelhouse")
+}
+
+fn ensure_wheelhouse(python: &Path, sdists: &Path) -> Result<()> {
+    let dir = wheelhouse();
+    if dir.is_dir() {
+        return Ok(());
+    }
+    // Built aside and renamed, so a wheelhouse that exists is complete.
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let mut build = pip(python);
+    build
+        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
+        .arg(&partial)
+        .arg(format!("rextio=={NEWEST_CORE}"))
+        .args(DOWNSTREAM.iter().map(|plugin| sdists.join(plugin.file)));
+    process::run(&mut build)?;
+    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))
 }
 
 /// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
@@ -323,7 +377,11 @@ pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
     mypy(
         Venv::Floor,
         &[
-            &["python/rextio_device_cuda", "tests/python"],
+            &[
+                "python/rextio_device_cuda",
+                "python/hatch_build.py",
+                "tests/python",
+            ],
             &["tests/e2e"],
         ],
     )?;
@@ -377,9 +435,13 @@ fn pytest(
         .env("REXTIO_CUDA_PROBE", &native.probe)
         .env("REXTIO_CUDA_SMOKE", &native.smoke)
         .env("REXTIO_SIM_DRIVER", &native.sim_driver)
-        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"));
+        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"))
+        .env("REXTIO_DIST_DIR", paths::target_dir().join("dist"))
+        .env("REXTIO_DIST_TOOLS", ensure_dist_tools()?);
     if let Some(sdists) = sdists {
-        pytest.env("REXTIO_DOWNSTREAM_SDISTS", sdists);
+        pytest
+            .env("REXTIO_DOWNSTREAM_SDISTS", sdists)
+            .env("REXTIO_WHEELHOUSE", wheelhouse());
     }
     // importlib mode: the rootdir is not put on sys.path, so only the
     // installed wheel can satisfy `import rextio_device_cuda`.

@@ -6,7 +6,7 @@
 //!    (whose `CUdevice_attribute` parameter is an enum declared in `types`)
 //!    to the copy's `templates/driver-symbols.json`: the one edit.
 //! 3. Runs `cargo xtask generate` there and checks that the symbol tables, the
-//!    runtime tarball, the Python facts and the index changed together.
+//!    runtime tarball, the tarball digest in `_generated.py` and the index changed together.
 //! 4. Runs the copy's whole Rust test suite, `generate --check` and the ABI
 //!    check against NVIDIA's headers: all must pass.
 //! 5. In a fresh copy, adds an optional symbol the simulated driver (built
@@ -110,7 +110,8 @@ pub fn command(args: &[String]) -> Result<()> {
             .get("runtime/src/driver_api.rs")
             .cloned()
             .unwrap_or_default();
-        if !String::from_utf8_lossy(&table).contains(&format!("c\"{export}\"")) {
+        // Its line in the list `driver_table!` builds `DriverApi` from.
+        if !String::from_utf8_lossy(&table).contains(&format!(" {export}(")) {
             return Err(format!("the copy's DriverApi lacks {export}"));
         }
     }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What `generate --root` reads and writes, relative to the repository root.
+/// What `generate --root` reads and writes, relative to the repository root:
+/// nothing under `tests/`, so the copy has none of it.
 const TREE: &[&str] = &[
     "templates",
     "LICENSE",
@@ -15,9 +16,10 @@ const TREE: &[&str] = &[
     "runtime/src",
     "generated",
     "probe/src/generated",
-    "tests/sim-driver/src",
+    "python/pyproject.toml",
     "python/rextio_device_cuda/_generated.py",
     "python/rextio_device_cuda/_provider_spec.py",
+    "python/rextio_device_cuda/_reason_codes.py",
 ];
 
 const SPEC: &str = "templates/provider-spec.json";

@@ -37,9 +37,10 @@
 //! Destroying a context that still owns streams or allocations succeeds (as
 //! CUDA does) but the log line records them as `leaked_*`.
 //!
-//! Every listed symbol this file does not define by hand is exported by the
-//! generated `defaults.rs` with its listed signature: it logs its name and
-//! returns `fail=SYMBOL:RESULT` when configured, otherwise
+//! Every listed symbol this file does not define by hand (a method of
+//! `impl Exports for Sim`) is exported by `sim_exports!`, fed the list by the
+//! runtime's `with_driver_symbols!`, with its listed signature: it logs its
+//! name and returns `fail=SYMBOL:RESULT` when configured, otherwise
 //! `CUDA_ERROR_NOT_SUPPORTED` (801), so adding a symbol to the list never
 //! needs an edit here.
 //!
@@ -49,15 +50,16 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-/// Generated: a default export for every listed symbol not defined here.
-mod defaults;
-
 /// A driver that leaves daemons behind (`daemon=STAGE`).
 mod daemon;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{c_char, c_int, c_uint};
+#[allow(unused_imports)]
+use std::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+
+#[allow(unused_imports)]
+use rextio_cuda_runtime::*;
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -67,23 +69,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 pub const CONFIG_PATH: &str = "/usr/local/nvidia/sim/config";
 /// Where every call is appended.
 pub const CALL_LOG_PATH: &str = "/usr/local/nvidia/sim/calls.log";
-
-type CUresult = c_int;
-type CUdevice = c_int;
-type CUdeviceptr = u64;
-/// Opaque handles: the driver hands out addresses it never dereferences.
-type CUcontext = *mut core::ffi::c_void;
-type CUstream = *mut core::ffi::c_void;
-
-const CUDA_SUCCESS: CUresult = 0;
-const CUDA_ERROR_INVALID_VALUE: CUresult = 1;
-const CUDA_ERROR_NOT_INITIALIZED: CUresult = 3;
-const CUDA_ERROR_NO_DEVICE: CUresult = 100;
-const CUDA_ERROR_INVALID_DEVICE: CUresult = 101;
-const CUDA_ERROR_INVALID_CONTEXT: CUresult = 201;
-const CUDA_ERROR_INVALID_HANDLE: CUresult = 400;
-const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
-const CUDA_ERROR_NOT_SUPPORTED: CUresult = 801;
 
 const DEFAULT_DRIVER_VERSION: c_int = 12040;
 const CONTEXT_HANDLE_BASE: usize = 0x1000_0000;
@@ -364,305 +349,319 @@ fn environment_value(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| "unset".to_owned())
 }
 
-/// # Safety
-/// Called by the loader like the real `cuInit`.
-#[no_mangle]
-pub unsafe extern "system" fn cuInit(flags: c_uint) -> CUresult {
-    // The driver environment as cuInit sees it (contract §6).
-    let mut call = Call::new("cuInit").arg("flags", flags);
-    for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
-        call = call.arg(name, environment_value(name));
-    }
-    if config().daemons.contains("init") {
-        daemon::spawn("init");
-    }
-    call.run(|| {
-        if flags != 0 {
-            return Err(CUDA_ERROR_INVALID_VALUE);
+/// The simulated exports, one per listed symbol: `#[no_mangle]` functions
+/// with the listed signatures, each calling `Sim`'s method of its name. The
+/// trait's default method logs the call and returns the configured result
+/// (`default_call`), so a symbol added to the list needs no edit here; the
+/// methods `Sim` defines are the hand-written behaviour, and the compiler
+/// checks their signatures against the list.
+macro_rules! sim_exports {
+    ($($tier:ident $since:literal $export:ident($($param:ident: $type:ty),*);)*) => {
+        /// Every listed export's behaviour.
+        #[allow(non_snake_case, unused_variables, clippy::missing_safety_doc)]
+        trait Exports {
+            $(
+                /// # Safety
+                /// Called like the driver's export of this name.
+                unsafe fn $export($($param: $type),*) -> CUresult {
+                    default_call(stringify!($export))
+                }
+            )*
         }
-        // Like NVIDIA's driver: with no visible device cuInit fails with
-        // CUDA_ERROR_NO_DEVICE and the driver stays uninitialized.
-        if config().devices.is_empty() && config().device_count.is_none() {
-            return Err(CUDA_ERROR_NO_DEVICE);
-        }
-        state().initialized = true;
-        Ok(String::new())
-    })
-}
 
-/// # Safety
-/// `driver_version` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDriverGetVersion(driver_version: *mut c_int) -> CUresult {
-    Call::new("cuDriverGetVersion").run(|| {
-        require_non_null(driver_version)?;
-        let version = config().driver_version.unwrap_or(DEFAULT_DRIVER_VERSION);
-        // SAFETY: non-null and valid for a write per this function's contract.
-        unsafe { driver_version.write(version) };
-        Ok(format!(" version={version}"))
-    })
-}
-
-/// # Safety
-/// `count` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
-    Call::new("cuDeviceGetCount").run(|| {
-        require_initialized()?;
-        require_non_null(count)?;
-        let reported = config()
-            .device_count
-            .unwrap_or_else(|| c_int::try_from(config().devices.len()).unwrap_or(c_int::MAX));
-        // SAFETY: non-null and valid for a write per this function's contract.
-        unsafe { count.write(reported) };
-        Ok(format!(" count={reported}"))
-    })
-}
-
-/// # Safety
-/// `device` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
-    Call::new("cuDeviceGet").arg("ordinal", ordinal).run(|| {
-        require_initialized()?;
-        require_non_null(device)?;
-        require_device(ordinal)?;
-        // SAFETY: non-null and valid for a write per this function's contract.
-        unsafe { device.write(ordinal) };
-        Ok(format!(" device={ordinal}"))
-    })
-}
-
-/// # Safety
-/// `name` must be null or valid for `len` bytes of writes.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceGetName(
-    name: *mut c_char,
-    len: c_int,
-    device: CUdevice,
-) -> CUresult {
-    let call = Call::new("cuDeviceGetName")
-        .arg("len", len)
-        .arg("device", device);
-    call.run(|| {
-        require_initialized()?;
-        let capacity = usize::try_from(len)
-            .ok()
-            .filter(|len| *len > 0)
-            .ok_or(CUDA_ERROR_INVALID_VALUE)?;
-        require_non_null(name)?;
-        let source = &config().devices[require_device(device)?].name;
-        let copied = source.len().min(capacity - 1);
-        // SAFETY: `name` is valid for `capacity` bytes and we write
-        // `copied + 1` <= `capacity` bytes; the source is a separate
-        // allocation.
-        unsafe {
-            core::ptr::copy_nonoverlapping(source.as_ptr(), name.cast::<u8>(), copied);
-            name.cast::<u8>().add(copied).write(0);
-        }
-        Ok(format!(" bytes={copied}"))
-    })
-}
-
-/// # Safety
-/// `major` and `minor` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuDeviceComputeCapability(
-    major: *mut c_int,
-    minor: *mut c_int,
-    device: CUdevice,
-) -> CUresult {
-    Call::new("cuDeviceComputeCapability")
-        .arg("device", device)
-        .run(|| {
-            require_initialized()?;
-            require_non_null(major)?;
-            require_non_null(minor)?;
-            let row = &config().devices[require_device(device)?];
-            // SAFETY: both non-null and valid for a write per this
-            // function's contract.
-            unsafe {
-                major.write(row.major);
-                minor.write(row.minor);
+        $(
+            /// # Safety
+            /// Called by the loader like the driver's export of this name.
+            #[no_mangle]
+            pub unsafe extern "system" fn $export($($param: $type),*) -> CUresult {
+                unsafe { <Sim as Exports>::$export($($param),*) }
             }
-            Ok(format!(" major={} minor={}", row.major, row.minor))
+        )*
+    };
+}
+
+rextio_cuda_runtime::with_driver_symbols!(sim_exports! {});
+
+/// The hand-written exports.
+struct Sim;
+
+#[allow(non_snake_case)]
+impl Exports for Sim {
+    /// # Safety
+    /// Called by the loader like the real `cuInit`.
+    unsafe fn cuInit(flags: c_uint) -> CUresult {
+        // The driver environment as cuInit sees it (contract §6).
+        let mut call = Call::new("cuInit").arg("flags", flags);
+        for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
+            call = call.arg(name, environment_value(name));
+        }
+        if config().daemons.contains("init") {
+            daemon::spawn("init");
+        }
+        call.run(|| {
+            if flags != 0 {
+                return Err(CUDA_ERROR_INVALID_VALUE);
+            }
+            // Like NVIDIA's driver: with no visible device cuInit fails with
+            // CUDA_ERROR_NO_DEVICE and the driver stays uninitialized.
+            if config().devices.is_empty() && config().device_count.is_none() {
+                return Err(CUDA_ERROR_NO_DEVICE);
+            }
+            state().initialized = true;
+            Ok(String::new())
         })
-}
+    }
 
-/// # Safety
-/// `context` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxCreate_v2(
-    context: *mut CUcontext,
-    flags: c_uint,
-    device: CUdevice,
-) -> CUresult {
-    let call = Call::new("cuCtxCreate_v2")
-        .arg("flags", flags)
-        .arg("device", device)
-        .current();
-    call.run(|| {
-        require_initialized()?;
-        require_non_null(context)?;
-        require_device(device)?;
-        let mut state = state();
-        let handle = CONTEXT_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
-        state.contexts.insert(handle);
-        CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
-        // SAFETY: non-null and valid for a write per this function's contract.
-        unsafe { context.write(handle as CUcontext) };
-        Ok(format!(" context={handle:#x}"))
-    })
-}
+    /// # Safety
+    /// `driver_version` must be null or valid for a write.
+    unsafe fn cuDriverGetVersion(driver_version: *mut c_int) -> CUresult {
+        Call::new("cuDriverGetVersion").run(|| {
+            require_non_null(driver_version)?;
+            let version = config().driver_version.unwrap_or(DEFAULT_DRIVER_VERSION);
+            // SAFETY: non-null and valid for a write per this function's contract.
+            unsafe { driver_version.write(version) };
+            Ok(format!(" version={version}"))
+        })
+    }
 
-/// # Safety
-/// Called like the real `cuCtxDestroy_v2`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
-    let handle = context as usize;
-    let call = Call::new("cuCtxDestroy_v2")
-        .handle("context", handle)
-        .current();
-    call.run(|| {
-        let mut state = state();
-        require_live_context(&state, handle)?;
-        state.contexts.remove(&handle);
-        state.destroyed.insert(handle);
-        let owned_by = |owner: &usize| *owner == handle;
-        let leaked_streams = state.streams.values().filter(|o| owned_by(o)).count();
-        let leaked_allocations = state.allocations.values().filter(|o| owned_by(o)).count();
-        state.streams.retain(|_, owner| !owned_by(owner));
-        state.allocations.retain(|_, owner| !owned_by(owner));
-        // Like CUDA: destroying the calling thread's current context pops
-        // it; a context that is not current leaves the stack alone.
-        CONTEXT_STACK.with(|stack| {
-            let mut stack = stack.borrow_mut();
-            if stack.last() == Some(&handle) {
-                stack.pop();
+    /// # Safety
+    /// `count` must be null or valid for a write.
+    unsafe fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
+        Call::new("cuDeviceGetCount").run(|| {
+            require_initialized()?;
+            require_non_null(count)?;
+            let reported = config()
+                .device_count
+                .unwrap_or_else(|| c_int::try_from(config().devices.len()).unwrap_or(c_int::MAX));
+            // SAFETY: non-null and valid for a write per this function's contract.
+            unsafe { count.write(reported) };
+            Ok(format!(" count={reported}"))
+        })
+    }
+
+    /// # Safety
+    /// `device` must be null or valid for a write.
+    unsafe fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
+        Call::new("cuDeviceGet").arg("ordinal", ordinal).run(|| {
+            require_initialized()?;
+            require_non_null(device)?;
+            require_device(ordinal)?;
+            // SAFETY: non-null and valid for a write per this function's contract.
+            unsafe { device.write(ordinal) };
+            Ok(format!(" device={ordinal}"))
+        })
+    }
+
+    /// # Safety
+    /// `name` must be null or valid for `len` bytes of writes.
+    unsafe fn cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice) -> CUresult {
+        let call = Call::new("cuDeviceGetName")
+            .arg("len", len)
+            .arg("device", device);
+        call.run(|| {
+            require_initialized()?;
+            let capacity = usize::try_from(len)
+                .ok()
+                .filter(|len| *len > 0)
+                .ok_or(CUDA_ERROR_INVALID_VALUE)?;
+            require_non_null(name)?;
+            let source = &config().devices[require_device(device)?].name;
+            let copied = source.len().min(capacity - 1);
+            // SAFETY: `name` is valid for `capacity` bytes and we write
+            // `copied + 1` <= `capacity` bytes; the source is a separate
+            // allocation.
+            unsafe {
+                core::ptr::copy_nonoverlapping(source.as_ptr(), name.cast::<u8>(), copied);
+                name.cast::<u8>().add(copied).write(0);
             }
-        });
-        Ok(format!(
-            " leaked_streams={leaked_streams} leaked_allocations={leaked_allocations}"
-        ))
-    })
-}
+            Ok(format!(" bytes={copied}"))
+        })
+    }
 
-/// # Safety
-/// Called like the real `cuCtxPushCurrent_v2`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresult {
-    let handle = context as usize;
-    let call = Call::new("cuCtxPushCurrent_v2")
-        .handle("context", handle)
-        .current();
-    call.run(|| {
-        require_live_context(&state(), handle)?;
-        CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
-        Ok(String::new())
-    })
-}
+    /// # Safety
+    /// `major` and `minor` must be null or valid for a write.
+    unsafe fn cuDeviceComputeCapability(
+        major: *mut c_int,
+        minor: *mut c_int,
+        device: CUdevice,
+    ) -> CUresult {
+        Call::new("cuDeviceComputeCapability")
+            .arg("device", device)
+            .run(|| {
+                require_initialized()?;
+                require_non_null(major)?;
+                require_non_null(minor)?;
+                let row = &config().devices[require_device(device)?];
+                // SAFETY: both non-null and valid for a write per this
+                // function's contract.
+                unsafe {
+                    major.write(row.major);
+                    minor.write(row.minor);
+                }
+                Ok(format!(" major={} minor={}", row.major, row.minor))
+            })
+    }
 
-/// # Safety
-/// `context` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuCtxPopCurrent_v2(context: *mut CUcontext) -> CUresult {
-    Call::new("cuCtxPopCurrent_v2").current().run(|| {
-        let handle = CONTEXT_STACK
-            .with(|stack| stack.borrow_mut().pop())
-            .ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
-        if !context.is_null() {
+    /// # Safety
+    /// `context` must be null or valid for a write.
+    unsafe fn cuCtxCreate_v2(context: *mut CUcontext, flags: c_uint, device: CUdevice) -> CUresult {
+        let call = Call::new("cuCtxCreate_v2")
+            .arg("flags", flags)
+            .arg("device", device)
+            .current();
+        call.run(|| {
+            require_initialized()?;
+            require_non_null(context)?;
+            require_device(device)?;
+            let mut state = state();
+            let handle = CONTEXT_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
+            state.contexts.insert(handle);
+            CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
             // SAFETY: non-null and valid for a write per this function's contract.
             unsafe { context.write(handle as CUcontext) };
-        }
-        Ok(format!(" popped={handle:#x}"))
-    })
-}
-
-/// # Safety
-/// `stream` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CUresult {
-    Call::new("cuStreamCreate")
-        .arg("flags", flags)
-        .current()
-        .run(|| {
-            let owner = require_current_context()?;
-            require_non_null(stream)?;
-            let mut state = state();
-            let handle = STREAM_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
-            state.streams.insert(handle, owner);
-            // SAFETY: non-null and valid for a write per this function's contract.
-            unsafe { stream.write(handle as CUstream) };
-            Ok(format!(" stream={handle:#x}"))
+            Ok(format!(" context={handle:#x}"))
         })
-}
+    }
 
-/// # Safety
-/// Called like the real `cuStreamDestroy_v2`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
-    let handle = stream as usize;
-    let call = Call::new("cuStreamDestroy_v2")
-        .handle("stream", handle)
-        .current();
-    call.run(|| match state().streams.remove(&handle) {
-        Some(_) => Ok(String::new()),
-        None => Err(CUDA_ERROR_INVALID_HANDLE),
-    })
-}
+    /// # Safety
+    /// Called like the real `cuCtxDestroy_v2`; the handle is never dereferenced.
+    unsafe fn cuCtxDestroy_v2(context: CUcontext) -> CUresult {
+        let handle = context as usize;
+        let call = Call::new("cuCtxDestroy_v2")
+            .handle("context", handle)
+            .current();
+        call.run(|| {
+            let mut state = state();
+            require_live_context(&state, handle)?;
+            state.contexts.remove(&handle);
+            state.destroyed.insert(handle);
+            let owned_by = |owner: &usize| *owner == handle;
+            let leaked_streams = state.streams.values().filter(|o| owned_by(o)).count();
+            let leaked_allocations = state.allocations.values().filter(|o| owned_by(o)).count();
+            state.streams.retain(|_, owner| !owned_by(owner));
+            state.allocations.retain(|_, owner| !owned_by(owner));
+            // Like CUDA: destroying the calling thread's current context pops
+            // it; a context that is not current leaves the stack alone.
+            CONTEXT_STACK.with(|stack| {
+                let mut stack = stack.borrow_mut();
+                if stack.last() == Some(&handle) {
+                    stack.pop();
+                }
+            });
+            Ok(format!(
+                " leaked_streams={leaked_streams} leaked_allocations={leaked_allocations}"
+            ))
+        })
+    }
 
-/// # Safety
-/// Called like the real `cuStreamSynchronize`; the handle is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuStreamSynchronize(stream: CUstream) -> CUresult {
-    let handle = stream as usize;
-    let call = Call::new("cuStreamSynchronize")
-        .handle("stream", handle)
-        .current();
-    call.run(|| match state().streams.contains_key(&handle) {
-        true => Ok(String::new()),
-        false => Err(CUDA_ERROR_INVALID_HANDLE),
-    })
-}
+    /// # Safety
+    /// Called like the real `cuCtxPushCurrent_v2`; the handle is never dereferenced.
+    unsafe fn cuCtxPushCurrent_v2(context: CUcontext) -> CUresult {
+        let handle = context as usize;
+        let call = Call::new("cuCtxPushCurrent_v2")
+            .handle("context", handle)
+            .current();
+        call.run(|| {
+            require_live_context(&state(), handle)?;
+            CONTEXT_STACK.with(|stack| stack.borrow_mut().push(handle));
+            Ok(String::new())
+        })
+    }
 
-/// # Safety
-/// `device_pointer` must be null or valid for a write.
-#[no_mangle]
-pub unsafe extern "system" fn cuMemAlloc_v2(
-    device_pointer: *mut CUdeviceptr,
-    byte_size: usize,
-) -> CUresult {
-    let call = Call::new("cuMemAlloc_v2").arg("bytes", byte_size).current();
-    call.run(|| {
-        let owner = require_current_context()?;
-        require_non_null(device_pointer)?;
-        if byte_size == 0 {
-            return Err(CUDA_ERROR_INVALID_VALUE);
-        }
-        let mut state = state();
-        let serial = u64::try_from(state.next_serial()).unwrap_or(u64::MAX / DEVICE_POINTER_STRIDE);
-        let pointer = DEVICE_POINTER_BASE + serial * DEVICE_POINTER_STRIDE;
-        state.allocations.insert(pointer, owner);
-        // SAFETY: non-null and valid for a write per this function's contract.
-        unsafe { device_pointer.write(pointer) };
-        Ok(format!(" pointer={pointer:#x}"))
-    })
-}
+    /// # Safety
+    /// `context` must be null or valid for a write.
+    unsafe fn cuCtxPopCurrent_v2(context: *mut CUcontext) -> CUresult {
+        Call::new("cuCtxPopCurrent_v2").current().run(|| {
+            let handle = CONTEXT_STACK
+                .with(|stack| stack.borrow_mut().pop())
+                .ok_or(CUDA_ERROR_INVALID_CONTEXT)?;
+            if !context.is_null() {
+                // SAFETY: non-null and valid for a write per this function's contract.
+                unsafe { context.write(handle as CUcontext) };
+            }
+            Ok(format!(" popped={handle:#x}"))
+        })
+    }
 
-/// # Safety
-/// Called like the real `cuMemFree_v2`; the pointer is never dereferenced.
-#[no_mangle]
-pub unsafe extern "system" fn cuMemFree_v2(device_pointer: CUdeviceptr) -> CUresult {
-    let call = Call::new("cuMemFree_v2")
-        .handle("pointer", device_pointer)
-        .current();
-    call.run(|| {
-        require_current_context()?;
-        match state().allocations.remove(&device_pointer) {
+    /// # Safety
+    /// `stream` must be null or valid for a write.
+    unsafe fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CUresult {
+        Call::new("cuStreamCreate")
+            .arg("flags", flags)
+            .current()
+            .run(|| {
+                let owner = require_current_context()?;
+                require_non_null(stream)?;
+                let mut state = state();
+                let handle = STREAM_HANDLE_BASE + state.next_serial() * HANDLE_STRIDE;
+                state.streams.insert(handle, owner);
+                // SAFETY: non-null and valid for a write per this function's contract.
+                unsafe { stream.write(handle as CUstream) };
+                Ok(format!(" stream={handle:#x}"))
+            })
+    }
+
+    /// # Safety
+    /// Called like the real `cuStreamDestroy_v2`; the handle is never dereferenced.
+    unsafe fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
+        let handle = stream as usize;
+        let call = Call::new("cuStreamDestroy_v2")
+            .handle("stream", handle)
+            .current();
+        call.run(|| match state().streams.remove(&handle) {
             Some(_) => Ok(String::new()),
-            None => Err(CUDA_ERROR_INVALID_VALUE),
-        }
-    })
+            None => Err(CUDA_ERROR_INVALID_HANDLE),
+        })
+    }
+
+    /// # Safety
+    /// Called like the real `cuStreamSynchronize`; the handle is never dereferenced.
+    unsafe fn cuStreamSynchronize(stream: CUstream) -> CUresult {
+        let handle = stream as usize;
+        let call = Call::new("cuStreamSynchronize")
+            .handle("stream", handle)
+            .current();
+        call.run(|| match state().streams.contains_key(&handle) {
+            true => Ok(String::new()),
+            false => Err(CUDA_ERROR_INVALID_HANDLE),
+        })
+    }
+
+    /// # Safety
+    /// `device_pointer` must be null or valid for a write.
+    unsafe fn cuMemAlloc_v2(device_pointer: *mut CUdeviceptr, byte_size: usize) -> CUresult {
+        let call = Call::new("cuMemAlloc_v2").arg("bytes", byte_size).current();
+        call.run(|| {
+            let owner = require_current_context()?;
+            require_non_null(device_pointer)?;
+            if byte_size == 0 {
+                return Err(CUDA_ERROR_INVALID_VALUE);
+            }
+            let mut state = state();
+            let serial =
+                u64::try_from(state.next_serial()).unwrap_or(u64::MAX / DEVICE_POINTER_STRIDE);
+            let pointer = DEVICE_POINTER_BASE + serial * DEVICE_POINTER_STRIDE;
+            state.allocations.insert(pointer, owner);
+            // SAFETY: non-null and valid for a write per this function's contract.
+            unsafe { device_pointer.write(pointer) };
+            Ok(format!(" pointer={pointer:#x}"))
+        })
+    }
+
+    /// # Safety
+    /// Called like the real `cuMemFree_v2`; the pointer is never dereferenced.
+    unsafe fn cuMemFree_v2(device_pointer: CUdeviceptr) -> CUresult {
+        let call = Call::new("cuMemFree_v2")
+            .handle("pointer", device_pointer)
+            .current();
+        call.run(|| {
+            require_current_context()?;
+            match state().allocations.remove(&device_pointer) {
+                Some(_) => Ok(String::new()),
+                None => Err(CUDA_ERROR_INVALID_VALUE),
+            }
+        })
+    }
 }
 
 #[cfg(test)]

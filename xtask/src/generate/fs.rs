@@ -1,10 +1,9 @@
-//! Filesystem helpers for the generator: input reading, atomic writes,
-//! directory listings in a stable order, and scratch directories.
+//! Filesystem helpers for the generator: input reading, atomic writes and
+//! directory listings in a stable order.
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use crate::Result;
 
@@ -86,37 +85,4 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = fs::remove_file(&temporary);
         format!("{}: cannot write: {error}", path.display())
     })
-}
-
-/// A fresh directory under the system temporary directory, removed on drop.
-pub struct ScratchDir {
-    path: PathBuf,
-}
-
-impl ScratchDir {
-    pub fn new(purpose: &str) -> Result<Self> {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.subsec_nanos())
-            .unwrap_or(0);
-        let path = std::env::temp_dir().join(format!(
-            "xtask-{purpose}-{}-{unique}-{nanos}",
-            std::process::id()
-        ));
-        fs::create_dir_all(&path)
-            .map_err(|error| format!("{}: cannot create: {error}", path.display()))?;
-        Ok(Self { path })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.path);
-    }
 }

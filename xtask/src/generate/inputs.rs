@@ -9,13 +9,11 @@ use crate::Result;
 
 pub const DRIVER_SYMBOLS_PATH: &str = "templates/driver-symbols.json";
 pub const PROVIDER_SPEC_PATH: &str = "templates/provider-spec.json";
+/// `python/pyproject.toml` with `{{key}}` where a distribution fact of the spec goes.
+pub const PYPROJECT_TEMPLATE_PATH: &str = "templates/pyproject.toml";
 pub const LICENSE_PATH: &str = "LICENSE";
 /// Written by the generator, so never read as an input.
 pub const DRIVER_API_PATH: &str = "runtime/src/driver_api.rs";
-/// The runtime unit tests' default fake exports; generated, never an input.
-pub const RUNTIME_TEST_DEFAULTS_PATH: &str = "runtime/src/tests/defaults.rs";
-/// The simulated driver's hand-written exports (its defaults cover the rest).
-pub const SIM_DRIVER_LIB_PATH: &str = "tests/sim-driver/src/lib.rs";
 
 /// The raw bytes of every input, keyed by repository-relative path.
 ///
@@ -28,14 +26,14 @@ pub struct Inputs {
 
 impl Inputs {
     /// Reads the templates, the license and the runtime crate's hand-written
-    /// sources under `root`.
+    /// library sources under `root`.
     pub fn read(root: &Path) -> Result<Self> {
         let mut files = BTreeMap::new();
         for path in [
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
+            PYPROJECT_TEMPLATE_PATH,
             LICENSE_PATH,
-            SIM_DRIVER_LIB_PATH,
         ] {
             files.insert(path.to_string(), read_input(root, path)?);
         }
@@ -43,10 +41,10 @@ impl Inputs {
             files.insert(path.to_string(), read_input(root, path)?);
         }
         for path in relative_files(root, "runtime/src")? {
-            if path.ends_with(".rs")
-                && path != DRIVER_API_PATH
-                && path != RUNTIME_TEST_DEFAULTS_PATH
-            {
+            // The unit tests (`src/tests.rs`, `src/tests/`) are not packaged.
+            let unit_test =
+                path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
+            if path.ends_with(".rs") && path != DRIVER_API_PATH && !unit_test {
                 let bytes = read_input(root, &path)?;
                 files.insert(path, bytes);
             }

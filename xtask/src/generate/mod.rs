@@ -7,7 +7,6 @@ pub mod fs;
 mod index;
 pub mod inputs;
 mod json;
-mod manifest;
 mod python;
 mod rust;
 pub mod spec;
@@ -22,9 +21,7 @@ use std::path::Path;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{
-    Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_TEST_DEFAULTS_PATH, SIM_DRIVER_LIB_PATH,
-};
+use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
 use python::PyValue;
 use spec::ProviderSpec;
 use symbols::SymbolList;
@@ -33,12 +30,10 @@ pub use index::sha256_hex;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
 pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
-pub const PROBE_MODULE_PATH: &str = "probe/src/generated/mod.rs";
-pub const INVENTORY_DEFAULTS_PATH: &str = "probe/src/generated/inventory_defaults.rs";
-pub const SIM_DRIVER_DEFAULTS_PATH: &str = "tests/sim-driver/src/defaults.rs";
-pub const MANIFEST_PATH: &str = "generated/manifest.json";
 pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
 pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
+pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
+pub const PYTHON_CODES_PATH: &str = "python/rextio_device_cuda/_reason_codes.py";
 pub const INDEX_PATH: &str = "generated/index.json";
 /// Directories that hold only generated files: anything else there is unexpected.
 pub const OWNED_DIRS: [&str; 2] = ["generated", "probe/src/generated"];
@@ -57,184 +52,47 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
     }
 }
 
-/// How many threads `render_on` uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Threads {
-    One,
-    Two,
-}
-
 /// Every generated file, a pure function of `inputs`, in a fixed order
 /// (the tarball before the Python module that holds its digest, the index
-/// last), rendered on two threads: `cargo xtask bench` times one and two
-/// in the same run, and at 1,500 symbols one thread was at or over the
-/// 100 ms target on the 2-core development machine (71-108 ms) where two
-/// stayed under it (58-77 ms).
+/// last), on one thread: the whole CUDA 13 driver API renders within the
+/// 100 ms target (`cargo xtask bench`).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
-    render_on(inputs, Threads::Two)
-}
-
-/// `render` on one thread or two. The work splits in two independent
-/// halves: the runtime crate's files and its tarball, and the rest; each
-/// half builds its own signature tokens (`proc_macro2` tokens stay on the
-/// thread that made them).
-pub fn render_on(inputs: &Inputs, threads: Threads) -> Result<Vec<Output>> {
     let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
-
-    let runtime_half =
-        |signatures: &tables::Signatures| runtime_outputs(inputs, &spec, &symbols, signatures);
-    let other_half =
-        |signatures: &tables::Signatures| other_outputs(inputs, &spec, &symbols, signatures);
-    let (runtime, other) = match threads {
-        Threads::One => {
-            let signatures = tables::Signatures::new(&symbols);
-            (runtime_half(&signatures), other_half(&signatures))
-        }
-        Threads::Two => std::thread::scope(|scope| {
-            let other = scope.spawn(|| other_half(&tables::Signatures::new(&symbols)));
-            let runtime = runtime_half(&tables::Signatures::new(&symbols));
-            let other = other
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (runtime, other)
-        }),
-    };
-    let (runtime, other) = (runtime?, other?);
-    let archive_sha256 = sha256_hex(&runtime.archive);
-    let python_module = python::module(
-        other.python_literals,
-        &runtime.archive_name,
-        &archive_sha256,
-    )?;
+    let driver_api = tables::runtime_table(&symbols)?;
+    let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
     let mut outputs = vec![
-        output(DRIVER_API_PATH, runtime.driver_api),
-        output(RUNTIME_TEST_DEFAULTS_PATH, runtime.test_defaults),
-    ];
-    outputs.extend(other.outputs);
-    outputs.extend([
+        output(DRIVER_API_PATH, driver_api),
+        output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
+        output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
+        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
         output(
-            format!("generated/{}", runtime.archive_name),
-            runtime.archive,
+            PYTHON_MODULE_PATH,
+            python::module(&archive_name, &sha256_hex(&archive)),
         ),
-        output(PYTHON_MODULE_PATH, python_module),
-        output(PYTHON_SPEC_PATH, other.python_spec),
-    ]);
+        output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
+        output(
+            PYPROJECT_PATH,
+            python::pyproject(inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?, &spec)?,
+        ),
+        output(format!("generated/{archive_name}"), archive),
+        output(
+            PYTHON_SPEC_PATH,
+            python::spec_module(&spec::python_classes(), &spec.expr()),
+        ),
+    ];
     let index = index::index(&outputs)?;
     outputs.push(output(INDEX_PATH, index));
     Ok(outputs)
 }
 
-/// The runtime crate's generated files and its source tarball.
-struct RuntimeOutputs {
-    driver_api: Vec<u8>,
-    test_defaults: Vec<u8>,
-    archive_name: String,
-    archive: Vec<u8>,
-}
-
-fn runtime_outputs(
-    inputs: &Inputs,
-    spec: &ProviderSpec,
-    symbols: &SymbolList,
-    signatures: &tables::Signatures,
-) -> Result<RuntimeOutputs> {
-    let driver_api = tables::table(symbols, signatures, &tables::RUNTIME_TABLE)?;
-    let test_defaults = tables::unit_test_defaults(
-        symbols,
-        signatures,
-        &tables::RUNTIME_TABLE,
-        quote::quote!(crate::driver_api),
-    )?;
-    let (archive_name, archive) = runtime_archive(inputs, spec, &driver_api, &test_defaults)?;
-    Ok(RuntimeOutputs {
-        driver_api,
-        test_defaults,
-        archive_name,
-        archive,
-    })
-}
-
-/// Every other output: the probe's and the simulated driver's files, the
-/// C check, the manifest, and the Python module's parts.
-struct OtherOutputs {
-    /// In output order, from the inventory table to the manifest.
-    outputs: Vec<Output>,
-    python_literals: String,
-    python_spec: Vec<u8>,
-}
-
-fn other_outputs(
-    inputs: &Inputs,
-    spec: &ProviderSpec,
-    symbols: &SymbolList,
-    signatures: &tables::Signatures,
-) -> Result<OtherOutputs> {
-    let outputs = vec![
-        output(
-            INVENTORY_API_PATH,
-            tables::table(symbols, signatures, &tables::INVENTORY_TABLE)?,
-        ),
-        output(
-            INVENTORY_DEFAULTS_PATH,
-            tables::unit_test_defaults(
-                symbols,
-                signatures,
-                &tables::INVENTORY_TABLE,
-                quote::quote!(super::inventory_api),
-            )?,
-        ),
-        output(
-            SIM_DRIVER_DEFAULTS_PATH,
-            sim_driver_defaults(inputs, symbols, signatures)?,
-        ),
-        output(abi_check::ABI_CHECK_PATH, abi_check::render(symbols)?),
-        output(PROBE_SPEC_PATH, rust::probe_spec(spec)?),
-        output(PROBE_MODULE_PATH, rust::probe_module()?),
-        output(
-            MANIFEST_PATH,
-            json::to_python_json(&manifest::manifest_value(spec)?)?,
-        ),
-    ];
-    Ok(OtherOutputs {
-        outputs,
-        python_literals: python::data_literals(symbols),
-        python_spec: python::spec_module(&spec::python_classes(), &spec.expr()),
-    })
-}
-
-/// The simulated driver's defaults: every listed export its `lib.rs` does
-/// not define by hand. A hand-written export must take the listed number of
-/// parameters.
-fn sim_driver_defaults(
-    inputs: &Inputs,
-    symbols: &SymbolList,
-    signatures: &tables::Signatures,
-) -> Result<Vec<u8>> {
-    let source = inputs.get(SIM_DRIVER_LIB_PATH)?;
-    let mut hand_written = std::collections::BTreeSet::new();
-    for (name, arity) in tables::hand_written_exports(SIM_DRIVER_LIB_PATH, source)? {
-        if let Some(symbol) = symbols.symbols.iter().find(|symbol| symbol.export == name) {
-            if symbol.params.len() != arity {
-                return Err(format!(
-                    "{SIM_DRIVER_LIB_PATH}: `{name}` takes {arity} parameters, \
-                     {DRIVER_SYMBOLS_PATH} lists {}",
-                    symbol.params.len()
-                ));
-            }
-        }
-        hand_written.insert(name);
-    }
-    tables::sim_driver_defaults(symbols, signatures, &hand_written)
-}
-
-/// The runtime crate's source tarball: its hand-written files, the license
-/// and the generated symbol table. Returns (file name, bytes).
+/// The runtime crate's source tarball: what its users build (its manifest,
+/// README, license and the library sources, the generated table among them;
+/// never its unit tests). Returns (file name, bytes).
 fn runtime_archive(
     inputs: &Inputs,
     spec: &ProviderSpec,
     driver_api: &[u8],
-    test_defaults: &[u8],
 ) -> Result<(String, Vec<u8>)> {
     let stem = spec.runtime_archive_stem();
     let mut packaged: Vec<(String, Vec<u8>)> = inputs
@@ -246,7 +104,6 @@ fn runtime_archive(
         inputs.get(inputs::LICENSE_PATH)?.to_vec(),
     ));
     packaged.push(("src/driver_api.rs".to_string(), driver_api.to_vec()));
-    packaged.push(("src/tests/defaults.rs".to_string(), test_defaults.to_vec()));
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 

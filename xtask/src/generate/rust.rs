@@ -1,9 +1,9 @@
-//! Generated Rust: the probe's spec constants and module, and the helpers
-//! every generated Rust file shares. Built with `quote`, checked by parsing with `syn`,
+//! Generated Rust: the probe's spec constants, and the helpers every
+//! generated Rust file shares. Built with `quote`, checked by parsing with `syn`,
 //! printed with `prettyplease`.
 
 use proc_macro2::{Ident, Literal, Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::quote;
 
 use super::spec::{ProviderSpec, PROVIDER_SPEC_PATH};
 use crate::Result;
@@ -22,204 +22,101 @@ pub(super) fn print_file(source: &str, file: &syn::File) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `probe/src/generated/mod.rs`: declares the generated probe modules.
-pub fn probe_module() -> Result<Vec<u8>> {
-    let tokens = quote! {
-        //! Generated tables for the probe and smoke; see `templates/`.
-        #![cfg_attr(rustfmt, rustfmt::skip)]
-        #![allow(dead_code)]
-
-        pub mod inventory_api;
-        #[cfg(test)]
-        pub mod inventory_defaults;
-        pub mod spec;
-    };
-    Ok(print_file(
-        "templates/",
-        &parse_file(tokens, "probe module")?,
-    ))
-}
-
 /// `/// doc` then `pub const NAME: ty = value;`.
 fn constant(name: &str, doc: &str, ty: TokenStream, value: TokenStream) -> TokenStream {
-    let ident = Ident::new(name, Span::call_site());
-    let doc = format!(" {doc}");
+    let (ident, doc) = (Ident::new(name, Span::call_site()), format!(" {doc}"));
     quote! {
         #[doc = #doc]
         pub const #ident: #ty = #value;
     }
 }
 
-fn str_const(name: &str, doc: &str, value: &str) -> TokenStream {
-    constant(name, doc, quote!(&str), quote!(#value))
+/// A typed value of the spec, as a Rust type and expression.
+fn text(value: &str) -> (TokenStream, TokenStream) {
+    (quote!(&str), quote!(#value))
 }
 
-/// `/// doc` then `pub const NAME: rust_type = value;` for an integer.
-fn int_const(name: &str, doc: &str, rust_type: &str, value: u64) -> TokenStream {
+fn integer(rust_type: &str, value: u64) -> (TokenStream, TokenStream) {
     let (ty, literal) = (
-        format_ident!("{}", rust_type),
+        Ident::new(rust_type, Span::call_site()),
         Literal::u64_unsuffixed(value),
     );
-    constant(name, doc, quote!(#ty), quote!(#literal))
+    (quote!(#ty), quote!(#literal))
 }
 
-/// `/// doc` then `pub const NAME: RangeInclusive<i32> = low..=high;`.
-fn range_const(name: &str, doc: &str, (low, high): (i32, i32)) -> TokenStream {
+fn range((low, high): (i32, i32)) -> (TokenStream, TokenStream) {
     let (low, high) = (Literal::i32_unsuffixed(low), Literal::i32_unsuffixed(high));
-    constant(
-        name,
-        doc,
-        quote!(core::ops::RangeInclusive<i32>),
-        quote!(#low..=#high),
-    )
+    (quote!(core::ops::RangeInclusive<i32>), quote!(#low..=#high))
 }
 
-/// The probe and smoke constants of `spec.rs`, in output order (their
-/// bounds are checked when the spec is parsed).
+/// The probe and smoke constants of `spec.rs` that the probe reads, in
+/// output order (their bounds are checked when the spec is parsed).
 fn spec_constants(spec: &ProviderSpec) -> Vec<TokenStream> {
-    let report = &spec.probe_report;
-    let smoke = &spec.smoke;
-    vec![
-        str_const(
-            "PROBE_SCHEMA_VERSION",
-            "The probe report's `schema_version`.",
-            &report.schema_version,
-        ),
-        str_const(
-            "PROBE_NAME",
-            "The probe report's `probe` value and the probe binary's name.",
-            &report.probe,
-        ),
-        str_const(
-            "PROBE_COMPLETE_STATUS",
-            "The status of a complete inventory.",
-            &report.complete_status,
-        ),
-        int_const(
-            "MAX_OUTPUT_BYTES",
-            "The most bytes of probe output a reader accepts.",
-            "usize",
-            report.max_output_bytes,
-        ),
-        int_const(
-            "MAX_DEVICES",
-            "The largest device count a report may hold.",
-            "i32",
-            report.max_devices.into(),
-        ),
-        int_const(
-            "MAX_DEVICE_ORDINAL",
-            "The largest device ordinal.",
-            "i32",
-            report.max_device_ordinal.into(),
-        ),
-        int_const(
-            "MAX_DEVICE_NAME_CHARS",
-            "The most characters of a reported device name.",
-            "usize",
-            report.max_device_name_chars.into(),
-        ),
-        int_const(
-            "DEVICE_NAME_BUFFER_BYTES",
-            "The size of the buffer passed to `cuDeviceGetName`.",
-            "usize",
-            report.device_name_buffer_bytes.into(),
-        ),
-        range_const(
-            "DRIVER_VERSION_RANGE",
-            "The plausible `cuDriverGetVersion` values.",
-            report.driver_version_range,
-        ),
-        range_const(
-            "COMPUTE_MAJOR_RANGE",
-            "The plausible compute capability major numbers.",
-            report.compute_major_range,
-        ),
-        range_const(
-            "COMPUTE_MINOR_RANGE",
-            "The plausible compute capability minor numbers.",
-            report.compute_minor_range,
-        ),
-        str_const(
-            "REASON_CODE_PATTERN",
-            "The pattern every reason code matches.",
-            &report.reason_code_pattern,
-        ),
-        str_const(
-            "TARGET_FIELD_PATTERN",
-            "The pattern of the report's target fields.",
-            &report.target_field_pattern,
-        ),
-        str_const(
-            "SMOKE_NAME",
-            "The lifetime smoke's report name and binary name.",
-            &smoke.probe,
-        ),
-        str_const(
-            "SMOKE_SCHEMA_VERSION",
-            "The smoke report's `schema_version`.",
-            &smoke.schema_version,
-        ),
-        int_const(
-            "SMOKE_ALLOCATION_BYTES",
-            "The size of the smoke's device allocation.",
-            "usize",
-            smoke.allocation_bytes,
-        ),
-        str_const(
-            "SMOKE_COMPLETE_STATUS",
-            "The status of a complete smoke.",
-            &smoke.complete_status,
-        ),
-        str_const(
-            "SMOKE_FAILURE_STATUS",
-            "The status of a failed smoke.",
-            &smoke.failure_status,
-        ),
-    ]
+    let (report, smoke) = (&spec.probe_report, &spec.smoke);
+    #[rustfmt::skip]
+    let constants = [
+        ("PROBE_SCHEMA_VERSION", "The probe report's `schema_version`.", text(&report.schema_version)),
+        ("PROBE_NAME", "The probe report's `probe` value and the probe binary's name.", text(&report.probe)),
+        ("PROBE_COMPLETE_STATUS", "The status of a complete inventory.", text(&report.complete_status)),
+        ("MAX_DEVICES", "The largest device count a report may hold.", integer("i32", report.max_devices.into())),
+        ("MAX_DEVICE_ORDINAL", "The largest device ordinal.", integer("i32", report.max_device_ordinal.into())),
+        ("MAX_DEVICE_NAME_CHARS", "The most characters of a reported device name.", integer("usize", report.max_device_name_chars.into())),
+        ("DEVICE_NAME_BUFFER_BYTES", "The size of the buffer passed to `cuDeviceGetName`.", integer("usize", report.device_name_buffer_bytes.into())),
+        ("DRIVER_VERSION_RANGE", "The plausible `cuDriverGetVersion` values.", range(report.driver_version_range)),
+        ("COMPUTE_MAJOR_RANGE", "The plausible compute capability major numbers.", range(report.compute_major_range)),
+        ("COMPUTE_MINOR_RANGE", "The plausible compute capability minor numbers.", range(report.compute_minor_range)),
+        ("SMOKE_NAME", "The lifetime smoke's report name and binary name.", text(&smoke.probe)),
+        ("SMOKE_SCHEMA_VERSION", "The smoke report's `schema_version`.", text(&smoke.schema_version)),
+        ("SMOKE_ALLOCATION_BYTES", "The size of the smoke's device allocation.", integer("usize", smoke.allocation_bytes)),
+        ("SMOKE_COMPLETE_STATUS", "The status of a complete smoke.", text(&smoke.complete_status)),
+        ("SMOKE_FAILURE_STATUS", "The status of a failed smoke.", text(&smoke.failure_status)),
+    ];
+    constants
+        .into_iter()
+        .map(|(name, doc, (ty, value))| constant(name, doc, ty, value))
+        .collect()
 }
 
-/// `probe/src/generated/spec.rs`: reason codes, their texts, and the probe
-/// and smoke constants.
+/// `probe/src/generated/spec.rs`: the reason codes the probe and the smoke
+/// report, and their constants.
 pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
-    let mut code_consts = Vec::new();
-    let mut texts = Vec::new();
-    for (code, (explanation, remedy)) in spec.reason_codes.iter() {
-        code_consts.push(str_const(code, explanation, code));
-        texts.push(quote!((#code, #explanation, #remedy)));
-    }
+    let mut codes: Vec<&String> = spec
+        .probe_report
+        .reason_codes
+        .iter()
+        .chain(&spec.smoke.reason_codes)
+        .collect();
+    codes.sort();
+    codes.dedup();
+    let code_consts = codes.into_iter().map(|code| {
+        let (explanation, _) = spec
+            .reason_codes
+            .get(code)
+            .map_or(("", ""), |(e, r)| (e.as_str(), r.as_str()));
+        constant(code, explanation, quote!(&str), quote!(#code))
+    });
     let statuses = &spec.probe_report.statuses;
     let environment_pairs = spec
         .probe_report
         .driver_environment
         .iter()
         .map(|(name, value)| quote!((#name, #value)));
-    let targets = spec.probe_targets.iter().map(|(triple, target)| {
-        let (os, arch, environment) = (&target.os, &target.arch, &target.environment);
-        quote!((#triple, #os, #arch, #environment))
-    });
     let constants = spec_constants(spec);
 
     let tokens = quote! {
-        //! Reason codes and probe/smoke constants, from `templates/provider-spec.json`.
+        //! The probe's and smoke's reason codes and constants, from `templates/provider-spec.json`.
         #![cfg_attr(rustfmt, rustfmt::skip)]
 
-        /// Every stable reason code, one constant each.
+        /// The reason codes the probe and the smoke report, one constant each.
         pub mod reason_codes {
             #(#code_consts)*
         }
-
-        /// `(code, explanation, remedy)` for every reason code, sorted by code.
-        pub const REASON_TEXT: &[(&str, &str, &str)] = &[#(#texts),*];
 
         /// Every report status.
         pub const PROBE_STATUSES: &[&str] = &[#(#statuses),*];
 
         /// Environment set before `cuInit`, as `(name, value)`, sorted by name.
         pub const DRIVER_ENVIRONMENT: &[(&str, &str)] = &[#(#environment_pairs),*];
-
-        /// `(target triple, os, arch, environment)` of every supported target.
-        pub const PROBE_TARGETS: &[(&str, &str, &str, &str)] = &[#(#targets),*];
 
         #(#constants)*
     };

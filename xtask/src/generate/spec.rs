@@ -231,7 +231,10 @@ record! {
     /// The passive provider manifest.
     pub struct ManifestSpec {
         pub provider_id: String,
+        /// Written in the spec without the version, which follows it here.
         pub display_name: String,
+        /// Not in the spec: `distribution.version`.
+        #[serde(skip_deserializing)]
         pub provider_version: String,
         pub backend: String,
         pub api_version: String,
@@ -451,6 +454,8 @@ record! {
         pub allocation_bytes: u64,
         pub complete_status: String,
         pub failure_status: String,
+        /// The codes the smoke itself reports.
+        pub reason_codes: Vec<String>,
     }
 }
 
@@ -497,193 +502,219 @@ pub fn refuse(path: impl fmt::Display, message: impl fmt::Display) -> String {
     format!("{PROVIDER_SPEC_PATH}: {path}: {message}")
 }
 
+/// `Err(refuse(path, message))` unless `ok`; the path and message are
+/// spelled only for an error.
+fn ensure<P: fmt::Display, M: fmt::Display>(
+    ok: bool,
+    error: impl FnOnce() -> (P, M),
+) -> Result<()> {
+    if ok {
+        return Ok(());
+    }
+    let (path, message) = error();
+    Err(refuse(path, message))
+}
+
+/// The spec's pattern at `path`, which Python's `re` reads too.
+fn pattern(path: &str, text: &str) -> Result<regex_lite::Regex> {
+    regex_lite::Regex::new(text).map_err(|error| {
+        refuse(
+            path,
+            format!("`{text}` is not a regular expression: {error}"),
+        )
+    })
+}
+
+/// Core's canonical form of a string list: trimmed, de-duplicated, sorted.
+fn sorted(items: &[String]) -> BTreeSet<&str> {
+    items.iter().map(|item| item.trim()).collect()
+}
+
+/// Fails at `path` when `items` holds an entry twice.
+fn unique<'a>(path: &str, items: impl IntoIterator<Item = &'a String>) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for (index, item) in items.into_iter().enumerate() {
+        ensure(seen.insert(item), || {
+            (
+                format!("{path}[{index}]"),
+                format!("`{item}` is listed twice"),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 impl ProviderSpec {
     /// Parses and checks the spec; every error names the file and the JSON path.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let spec: Self = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            if path == "." {
-                format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
-            } else {
-                refuse(path, error.inner())
-            }
-        })?;
+        let mut spec: Self =
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+                let path = error.path().to_string();
+                if path == "." {
+                    format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
+                } else {
+                    refuse(path, error.inner())
+                }
+            })?;
         deserializer
             .end()
             .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {error}"))?;
+        // The version is written once, in `distribution`.
+        let (manifest, version) = (&mut spec.manifest, &spec.distribution.version);
+        manifest.provider_version = version.clone();
+        manifest.display_name = format!("{} {version}", manifest.display_name);
         spec.check()?;
         Ok(spec)
     }
 
     /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
     pub fn runtime_archive_stem(&self) -> String {
-        format!(
-            "{}-{}",
-            self.runtime_package.crate_name, self.runtime_package.version
-        )
+        let package = &self.runtime_package;
+        format!("{}-{}", package.crate_name, package.version)
     }
 
     /// The cross-reference and bound checks serde cannot express.
     fn check(&self) -> Result<()> {
-        if self.schema_version != 1 {
-            return Err(refuse(
+        let version = self.schema_version;
+        ensure(version == 1, || {
+            (
                 "schema_version",
-                format!("{} is not supported (expected 1)", self.schema_version),
-            ));
-        }
+                format!("{version} is not supported (expected 1)"),
+            )
+        })?;
         self.check_reason_codes()?;
         self.check_vocabulary()?;
         self.check_capabilities()?;
         self.check_lanes()?;
-        self.check_bounds()?;
-        Ok(())
+        self.check_bounds()
+    }
+
+    /// `probe_report.reason_code_pattern`: every reason code matches it.
+    fn code_pattern(&self) -> Result<regex_lite::Regex> {
+        let text = &self.probe_report.reason_code_pattern;
+        pattern("probe_report.reason_code_pattern", text)
     }
 
     fn check_reason_codes(&self) -> Result<()> {
+        let codes = self.code_pattern()?;
         for (code, (explanation, remedy)) in self.reason_codes.iter() {
-            let path = format!("reason_codes.{code}");
-            if !is_reason_code(code) {
-                return Err(refuse(
-                    path,
-                    "the code does not match ^[A-Z][A-Z0-9_]{0,63}$",
-                ));
-            }
-            if explanation.trim().is_empty() || remedy.trim().is_empty() {
-                return Err(refuse(
-                    path,
-                    "the explanation and the remedy must not be empty",
-                ));
-            }
+            let path = || format!("reason_codes.{code}");
+            ensure(codes.is_match(code), || {
+                (
+                    path(),
+                    format!("the code does not match {}", codes.as_str()),
+                )
+            })?;
+            let texts = !explanation.trim().is_empty() && !remedy.trim().is_empty();
+            ensure(texts, || {
+                (path(), "the explanation and the remedy must not be empty")
+            })?;
         }
+        #[rustfmt::skip]
         let lists = [
             ("probe_report.reason_codes", &self.probe_report.reason_codes),
+            ("smoke.reason_codes", &self.smoke.reason_codes),
             ("incompatible_reason_codes", &self.incompatible_reason_codes),
         ];
-        for (list_path, codes) in lists {
-            let mut seen = BTreeSet::new();
+        for (path, codes) in lists {
+            unique(path, codes)?;
             for (index, code) in codes.iter().enumerate() {
-                let path = format!("{list_path}[{index}]");
-                if !seen.insert(code) {
-                    return Err(refuse(path, format!("`{code}` is listed twice")));
-                }
-                self.known_code(&path, code)?;
+                let known = self.reason_codes.contains_key(code);
+                let message = || format!("the reason code `{code}` has no entry in `reason_codes`");
+                ensure(known, || (format!("{path}[{index}]"), message()))?;
             }
         }
         Ok(())
-    }
-
-    /// Fails unless `code` has an explanation and a remedy in `reason_codes`.
-    fn known_code(&self, path: &str, code: &str) -> Result<()> {
-        if self.reason_codes.contains_key(code) {
-            Ok(())
-        } else {
-            Err(refuse(
-                path,
-                format!("the reason code `{code}` has no entry in `reason_codes`"),
-            ))
-        }
     }
 
     fn check_vocabulary(&self) -> Result<()> {
-        let mut seen = BTreeSet::new();
-        for (index, sm) in self.manifest.architectures.iter().enumerate() {
-            let path = format!("manifest.architectures[{index}]");
-            if !is_sm(sm) {
-                return Err(refuse(path, format!("`{sm}` is not sm_NN or sm_NNN")));
-            }
-            if !seen.insert(sm) {
-                return Err(refuse(path, format!("`{sm}` is listed twice")));
-            }
+        let sms = pattern("policy.sm_pattern", &self.policy.sm_pattern)?;
+        let architectures = &self.manifest.architectures;
+        for (index, sm) in architectures.iter().enumerate() {
+            let message = || format!("`{sm}` does not match `policy.sm_pattern` {}", sms.as_str());
+            ensure(sms.is_match(sm), || {
+                (format!("manifest.architectures[{index}]"), message())
+            })?;
         }
-        if seen.is_empty() {
-            return Err(refuse(
-                "manifest.architectures",
-                "the SM vocabulary is empty",
-            ));
+        unique("manifest.architectures", architectures)?;
+        // Core keeps one runtime requirement per name: a second must be the same.
+        let pins = &self.manifest.runtime_requirements;
+        for (index, pin) in pins.iter().enumerate() {
+            let name = pin.name.trim();
+            let same = |other: &RuntimePin| {
+                other.version.trim() == pin.version.trim()
+                    && sorted(&other.features) == sorted(&pin.features)
+            };
+            let earlier = pins[..index]
+                .iter()
+                .filter(|other| other.name.trim() == name);
+            let message = || format!("conflicting runtime requirements for `{name}`");
+            let path = || format!("manifest.runtime_requirements[{index}]");
+            ensure(earlier.clone().all(same), || (path(), message()))?;
         }
-        Ok(())
+        let path = "manifest.architectures";
+        ensure(!architectures.is_empty(), || {
+            (path, "the SM vocabulary is empty")
+        })
     }
 
     fn check_lanes(&self) -> Result<()> {
-        let option_names: BTreeSet<&str> = [
-            &self.option_keys.probe,
-            &self.option_keys.toolkit,
-            &self.option_keys.device,
-            &self.option_keys.sm,
-            &self.option_keys.probe_sha256,
-        ]
-        .into_iter()
-        .map(String::as_str)
-        .collect();
+        let keys = &self.option_keys;
+        let options = [
+            &keys.probe,
+            &keys.toolkit,
+            &keys.device,
+            &keys.sm,
+            &keys.probe_sha256,
+        ];
         for (name, lane) in self.lanes.iter() {
             let path = format!("lanes.{name}");
             for option in lane.option_allowlist.iter() {
-                if !option_names.contains(option.as_str()) {
-                    return Err(refuse(
-                        format!("{path}.option_allowlist"),
-                        format!("`{option}` is not one of the `option_keys`"),
-                    ));
-                }
+                let message = || format!("`{option}` is not one of the `option_keys`");
+                ensure(options.contains(&option), || {
+                    (format!("{path}.option_allowlist"), message())
+                })?;
             }
             match (&lane.requirement_policy, &lane.requirement) {
                 (Some(_), None) => self.check_raw_lane(&path, lane)?,
                 (None, Some(requirement)) => self.check_framework_lane(&path, lane, requirement)?,
                 _ => {
-                    return Err(refuse(
-                        path,
-                        "a lane has exactly one of `requirement_policy` (raw-driver) \
-                         and `requirement` (framework reuse)",
-                    ))
+                    let message = "a lane has exactly one of `requirement_policy` (raw-driver) \
+                                   and `requirement` (framework reuse)";
+                    return Err(refuse(path, message));
                 }
             }
-            if !self.capabilities.iter().any(|item| &item.lane == name) {
-                return Err(refuse(path, "no capability uses this lane"));
-            }
+            let used = self.capabilities.iter().any(|item| &item.lane == name);
+            ensure(used, || (&path, "no capability uses this lane"))?;
         }
         Ok(())
     }
 
     fn check_raw_lane(&self, path: &str, lane: &LaneSpec) -> Result<()> {
+        #[rustfmt::skip]
         let framework_only = [
             ("reason_prefix", lane.reason_prefix.is_some()),
-            (
-                "required_python_fallback_backend",
-                lane.required_python_fallback_backend.is_some(),
-            ),
+            ("required_python_fallback_backend", lane.required_python_fallback_backend.is_some()),
             ("runtime_pins", !lane.runtime_pins.is_empty()),
         ];
         for (key, present) in framework_only {
-            if present {
-                return Err(refuse(
-                    format!("{path}.{key}"),
-                    "only a framework reuse lane (one with `requirement`) has this key",
-                ));
-            }
+            let message = "only a framework reuse lane (one with `requirement`) has this key";
+            ensure(!present, || (format!("{path}.{key}"), message))?;
         }
         let validation = &self.validation_requirement;
-        let policy = lane.requirement_policy.as_ref();
-        let accepted = policy.is_some_and(|policy| {
-            policy
-                .allowed_runtimes
-                .contains(&Some(validation.runtime.clone()))
+        let accepted = lane.requirement_policy.as_ref().is_some_and(|policy| {
+            let runtime = Some(validation.runtime.clone());
+            policy.allowed_runtimes.contains(&runtime)
                 && validation
                     .features
                     .iter()
                     .all(|item| policy.allowed_features.contains(item))
-                && validation
-                    .memory_spaces
-                    .iter()
+                && (validation.memory_spaces.iter())
                     .all(|item| policy.allowed_memory_spaces.contains(item))
         });
-        if accepted {
-            Ok(())
-        } else {
-            Err(refuse(
-                "validation_requirement",
-                format!("the requirement is not accepted by `{path}.requirement_policy`"),
-            ))
-        }
+        let message = || format!("the requirement is not accepted by `{path}.requirement_policy`");
+        ensure(accepted, || ("validation_requirement", message()))
     }
 
     fn check_framework_lane(
@@ -693,40 +724,39 @@ impl ProviderSpec {
         requirement: &RequirementSpec,
     ) -> Result<()> {
         let Some(prefix) = &lane.reason_prefix else {
-            return Err(refuse(
-                path,
-                "missing field `reason_prefix` (a framework reuse lane needs one)",
-            ));
+            let message = "missing field `reason_prefix` (a framework reuse lane needs one)";
+            return Err(refuse(path, message));
         };
-        if !is_reason_code(prefix) || !prefix.ends_with('_') {
-            return Err(refuse(
-                format!("{path}.reason_prefix"),
-                format!("`{prefix}` is not an upper-case code prefix ending in `_`"),
-            ));
-        }
-        if !self
+        let prefix_path = || format!("{path}.reason_prefix");
+        let shaped = self.code_pattern()?.is_match(prefix) && prefix.ends_with('_');
+        let message = || format!("`{prefix}` is not an upper-case code prefix ending in `_`");
+        ensure(shaped, || (prefix_path(), message()))?;
+        let used = self
             .reason_codes
             .iter()
-            .any(|(code, _)| code.starts_with(prefix))
-        {
-            return Err(refuse(
-                format!("{path}.reason_prefix"),
+            .any(|(code, _)| code.starts_with(prefix));
+        ensure(used, || {
+            (
+                prefix_path(),
                 format!("no reason code starts with `{prefix}`"),
-            ));
-        }
-        if lane.runtime_pins.is_empty() {
-            return Err(refuse(
-                format!("{path}.runtime_pins"),
-                "a framework reuse lane pins at least one runtime",
-            ));
-        }
+            )
+        })?;
+        let device = requirement.logical_device.trim().is_empty();
+        ensure(!device, || {
+            (
+                format!("{path}.requirement.logical_device"),
+                "the device is empty",
+            )
+        })?;
+        let pinned = !lane.runtime_pins.is_empty();
+        let message = "a framework reuse lane pins at least one runtime";
+        ensure(pinned, || (format!("{path}.runtime_pins"), message))?;
         for (index, sm) in requirement.architectures.iter().enumerate() {
-            if !self.manifest.architectures.contains(sm) {
-                return Err(refuse(
-                    format!("{path}.requirement.architectures[{index}]"),
-                    format!("`{sm}` is not in `manifest.architectures`"),
-                ));
-            }
+            let known = self.manifest.architectures.contains(sm);
+            let item = || format!("{path}.requirement.architectures[{index}]");
+            ensure(known, || {
+                (item(), format!("`{sm}` is not in `manifest.architectures`"))
+            })?;
         }
         Ok(())
     }
@@ -734,186 +764,84 @@ impl ProviderSpec {
     fn check_capabilities(&self) -> Result<()> {
         let mut ids = BTreeSet::new();
         for (index, capability) in self.capabilities.iter().enumerate() {
-            let path = format!("capabilities[{index}]");
-            if !ids.insert(&capability.id) {
-                return Err(refuse(
-                    format!("{path}.id"),
-                    format!("`{}` is declared twice", capability.id),
-                ));
-            }
-            if !self.lanes.contains_key(&capability.lane) {
-                return Err(refuse(
-                    format!("{path}.lane"),
-                    format!("`{}` is not a key of `lanes`", capability.lane),
-                ));
-            }
-            let Some(target) = self.probe_targets.get(&capability.target_triple) else {
-                return Err(refuse(
-                    format!("{path}.target_triple"),
-                    format!(
-                        "`{}` is not a key of `probe_targets`",
-                        capability.target_triple
-                    ),
-                ));
-            };
-            if !self.toolkit.components.contains_key(&target.os) {
-                return Err(refuse(
-                    format!("probe_targets.{}.os", capability.target_triple),
-                    format!("`{}` is not a key of `toolkit.components`", target.os),
-                ));
-            }
-            if capability.artifact_kinds.is_empty() {
-                return Err(refuse(
-                    format!("{path}.artifact_kinds"),
-                    "a capability builds at least one artifact kind",
-                ));
-            }
+            let path = |key: &str| format!("capabilities[{index}].{key}");
+            let (id, lane, triple) = (&capability.id, &capability.lane, &capability.target_triple);
+            ensure(ids.insert(id), || {
+                (path("id"), format!("`{id}` is declared twice"))
+            })?;
+            let message = || format!("`{lane}` is not a key of `lanes`");
+            ensure(self.lanes.contains_key(lane), || (path("lane"), message()))?;
+            let target = self.probe_targets.get(triple).ok_or_else(|| {
+                refuse(
+                    path("target_triple"),
+                    format!("`{triple}` is not a key of `probe_targets`"),
+                )
+            })?;
+            let os = &target.os;
+            let message = || format!("`{os}` is not a key of `toolkit.components`");
+            let os_path = || format!("probe_targets.{triple}.os");
+            ensure(self.toolkit.components.contains_key(os), || {
+                (os_path(), message())
+            })?;
+            let message = "a capability builds at least one artifact kind";
+            ensure(!capability.artifact_kinds.is_empty(), || {
+                (path("artifact_kinds"), message)
+            })?;
         }
-        if ids.is_empty() {
-            return Err(refuse("capabilities", "no capability is declared"));
-        }
-        Ok(())
+        ensure(!ids.is_empty(), || {
+            ("capabilities", "no capability is declared")
+        })
     }
 
     /// The bounds the generated Rust constants and the Python checks rely on.
     fn check_bounds(&self) -> Result<()> {
-        let report = &self.probe_report;
-        let policy = &self.policy;
-        let u32_max = u64::from(u32::MAX);
-        let i32_max = i32::MAX as u64;
+        let (report, policy) = (&self.probe_report, &self.policy);
+        let (u32_end, i32_max) = (u64::from(u32::MAX) + 1, i32::MAX as u64);
+        let ordinal_max = u64::from(report.max_device_ordinal);
+        let part_max = u64::from(policy.toolkit_version_part_max);
+        #[rustfmt::skip]
         let within = [
-            (
-                "probe_report.max_output_bytes",
-                report.max_output_bytes,
-                1,
-                u32_max + 1,
-            ),
-            (
-                "probe_report.max_devices",
-                report.max_devices.into(),
-                1,
-                i32_max,
-            ),
-            (
-                "probe_report.max_device_ordinal",
-                report.max_device_ordinal.into(),
-                0,
-                i32_max,
-            ),
-            (
-                "probe_report.max_device_name_chars",
-                report.max_device_name_chars.into(),
-                1,
-                1 << 16,
-            ),
-            (
-                "probe_report.device_name_buffer_bytes",
-                report.device_name_buffer_bytes.into(),
-                1,
-                i32_max,
-            ),
-            (
-                "smoke.allocation_bytes",
-                self.smoke.allocation_bytes,
-                1,
-                u32_max + 1,
-            ),
-            (
-                "policy.device_ordinal_max",
-                policy.device_ordinal_max.into(),
-                0,
-                report.max_device_ordinal.into(),
-            ),
-            (
-                "policy.driver_version_floor",
-                policy.driver_version_floor.into(),
-                1,
-                policy.driver_version_ceiling.into(),
-            ),
-            (
-                "policy.toolkit_version_floor[0]",
-                policy.toolkit_version_floor.0.into(),
-                1,
-                policy.toolkit_version_part_max.into(),
-            ),
-            (
-                "policy.toolkit_version_floor[1]",
-                policy.toolkit_version_floor.1.into(),
-                0,
-                policy.toolkit_version_part_max.into(),
-            ),
+            ("probe_report.max_output_bytes", report.max_output_bytes, 1, u32_end),
+            ("probe_report.max_devices", report.max_devices.into(), 1, i32_max),
+            ("probe_report.max_device_ordinal", ordinal_max, 0, i32_max),
+            ("probe_report.max_device_name_chars", report.max_device_name_chars.into(), 1, 1 << 16),
+            ("probe_report.device_name_buffer_bytes", report.device_name_buffer_bytes.into(), 1, i32_max),
+            ("smoke.allocation_bytes", self.smoke.allocation_bytes, 1, u32_end),
+            ("policy.device_ordinal_max", policy.device_ordinal_max.into(), 0, ordinal_max),
+            ("policy.driver_version_floor", policy.driver_version_floor.into(), 1, policy.driver_version_ceiling.into()),
+            ("policy.toolkit_version_floor[0]", policy.toolkit_version_floor.0.into(), 1, part_max),
+            ("policy.toolkit_version_floor[1]", policy.toolkit_version_floor.1.into(), 0, part_max),
         ];
         for (path, value, low, high) in within {
-            if !(low..=high).contains(&value) {
-                return Err(refuse(path, format!("{value} is not from {low} to {high}")));
-            }
+            let message = || format!("{value} is not from {low} to {high}");
+            ensure((low..=high).contains(&value), || (path, message()))?;
         }
+        #[rustfmt::skip]
         let ranges = [
-            (
-                "probe_report.driver_version_range",
-                report.driver_version_range,
-            ),
-            (
-                "probe_report.compute_major_range",
-                report.compute_major_range,
-            ),
-            (
-                "probe_report.compute_minor_range",
-                report.compute_minor_range,
-            ),
+            ("probe_report.driver_version_range", report.driver_version_range),
+            ("probe_report.compute_major_range", report.compute_major_range),
+            ("probe_report.compute_minor_range", report.compute_minor_range),
         ];
         for (path, (low, high)) in ranges {
-            if low > high || low < 0 {
-                return Err(refuse(
-                    path,
-                    format!("[{low}, {high}] is not a range of non-negative integers"),
-                ));
-            }
+            let message = || format!("[{low}, {high}] is not a range of non-negative integers");
+            ensure(low <= high && low >= 0, || (path, message()))?;
         }
-        if !report.statuses.contains(&report.complete_status) {
-            return Err(refuse(
-                "probe_report.complete_status",
-                format!(
-                    "`{}` is not one of `probe_report.statuses`",
-                    report.complete_status
-                ),
-            ));
-        }
+        let complete = &report.complete_status;
+        let message = || format!("`{complete}` is not one of `probe_report.statuses`");
+        ensure(report.statuses.contains(complete), || {
+            ("probe_report.complete_status", message())
+        })?;
         let runner = &self.probe_runner;
-        let timeouts = runner.default_timeout_seconds > 0.0
-            && runner.default_timeout_seconds <= runner.max_timeout_seconds;
-        if !timeouts {
-            return Err(refuse(
-                "probe_runner.default_timeout_seconds",
-                "the default timeout must be positive and at most `max_timeout_seconds`",
-            ));
-        }
+        let (default, max) = (runner.default_timeout_seconds, runner.max_timeout_seconds);
+        let message = "the default timeout must be positive and at most `max_timeout_seconds`";
+        ensure(default > 0.0 && default <= max, || {
+            ("probe_runner.default_timeout_seconds", message)
+        })?;
         let stem = self.runtime_archive_stem();
-        if !stem
+        let plain = stem
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            return Err(refuse(
-                "runtime_package",
-                format!("crate/version `{stem}` is not a plain file name"),
-            ));
-        }
-        Ok(())
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        let message = || format!("crate/version `{stem}` is not a plain file name");
+        ensure(plain, || ("runtime_package", message()))
     }
-}
-
-/// `^[A-Z][A-Z0-9_]{0,63}$`.
-fn is_reason_code(code: &str) -> bool {
-    code.len() <= 64
-        && code.starts_with(|c: char| c.is_ascii_uppercase())
-        && code
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// `^sm_[0-9]{2,3}$`.
-fn is_sm(text: &str) -> bool {
-    text.strip_prefix("sm_").is_some_and(|digits| {
-        (2..=3).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
-    })
 }

@@ -17,8 +17,7 @@ use super::inputs::DRIVER_SYMBOLS_PATH;
 use crate::Result;
 
 pub const COMPONENT_PROBE_INVENTORY: &str = "probe-inventory";
-pub const COMPONENT_RUNTIME: &str = "runtime";
-const COMPONENTS: [&str; 2] = [COMPONENT_PROBE_INVENTORY, COMPONENT_RUNTIME];
+const COMPONENTS: [&str; 2] = [COMPONENT_PROBE_INVENTORY, "runtime"];
 const SCHEMA_VERSION: u32 = 2;
 
 /// The C scalar types of `cuda.h` signatures.
@@ -35,57 +34,70 @@ pub enum Scalar {
     Double,
 }
 
-/// (C spelling, Rust spelling) of every scalar.
-const SCALARS: [(&str, &str, Scalar); 9] = [
-    ("void", "c_void", Scalar::Void),
-    ("char", "c_char", Scalar::Char),
-    ("int", "c_int", Scalar::Int),
-    ("unsigned int", "c_uint", Scalar::UnsignedInt),
-    ("long long", "c_longlong", Scalar::LongLong),
+/// A scalar's C spelling, Rust spelling, and value range if an integer.
+type ScalarEntry = (&'static str, &'static str, Scalar, Option<(i128, i128)>);
+
+const SCALARS: [ScalarEntry; 9] = [
+    ("void", "c_void", Scalar::Void, None),
+    ("char", "c_char", Scalar::Char, None),
+    (
+        "int",
+        "c_int",
+        Scalar::Int,
+        Some((i32::MIN as i128, i32::MAX as i128)),
+    ),
+    (
+        "unsigned int",
+        "c_uint",
+        Scalar::UnsignedInt,
+        Some((0, u32::MAX as i128)),
+    ),
+    (
+        "long long",
+        "c_longlong",
+        Scalar::LongLong,
+        Some((i64::MIN as i128, i64::MAX as i128)),
+    ),
     (
         "unsigned long long",
         "c_ulonglong",
         Scalar::UnsignedLongLong,
+        Some((0, u64::MAX as i128)),
     ),
-    ("size_t", "usize", Scalar::SizeT),
-    ("float", "f32", Scalar::Float),
-    ("double", "f64", Scalar::Double),
+    (
+        "size_t",
+        "usize",
+        Scalar::SizeT,
+        Some((0, u64::MAX as i128)),
+    ),
+    ("float", "f32", Scalar::Float, None),
+    ("double", "f64", Scalar::Double, None),
 ];
 
 impl Scalar {
-    pub fn c_spelling(self) -> &'static str {
+    fn entry(self) -> &'static ScalarEntry {
         SCALARS
             .iter()
             .find(|entry| entry.2 == self)
-            .map_or("", |entry| entry.0)
+            .unwrap_or(&SCALARS[0])
+    }
+
+    pub fn c_spelling(self) -> &'static str {
+        self.entry().0
     }
 
     pub fn rust_spelling(self) -> &'static str {
-        SCALARS
-            .iter()
-            .find(|entry| entry.2 == self)
-            .map_or("", |entry| entry.1)
-    }
-
-    /// The value range of an integer scalar (None: not an integer constant type).
-    fn integer_range(self) -> Option<(i128, i128)> {
-        match self {
-            Scalar::Int => Some((i32::MIN.into(), i32::MAX.into())),
-            Scalar::UnsignedInt => Some((0, u32::MAX.into())),
-            Scalar::LongLong => Some((i64::MIN.into(), i64::MAX.into())),
-            Scalar::UnsignedLongLong | Scalar::SizeT => Some((0, u64::MAX.into())),
-            _ => None,
-        }
+        self.entry().1
     }
 }
 
 /// What a named driver type is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamedKind {
     /// A typedef of an integer scalar (`CUdevice` is `int`).
     Integer(Scalar),
     /// `struct TAG *`: an opaque handle the host never dereferences.
-    Handle { tag: String },
+    Handle { tag: &'static str },
     /// A C enum of this many bits (`CUresult`, `CUdevice_attribute`).
     Enum { bits: u8 },
 }
@@ -100,198 +112,64 @@ pub struct NamedType {
 impl NamedType {
     /// The Rust integer of an enum or integer typedef.
     pub fn rust_integer(&self) -> Option<&'static str> {
-        match &self.kind {
+        match self.kind {
             NamedKind::Integer(scalar) => Some(scalar.rust_spelling()),
-            NamedKind::Enum { bits } => Some(match bits {
-                8 => "i8",
-                16 => "i16",
-                64 => "i64",
-                _ => "i32",
-            }),
+            NamedKind::Enum { bits } => {
+                Some(["i8", "i16", "i32", "i64"][bits.trailing_zeros() as usize - 3])
+            }
             NamedKind::Handle { .. } => None,
         }
     }
 
     fn integer_range(&self) -> Option<(i128, i128)> {
-        match &self.kind {
-            NamedKind::Integer(scalar) => scalar.integer_range(),
-            NamedKind::Enum { bits } => {
-                let half = 1i128 << (bits - 1);
-                Some((-half, half - 1))
-            }
+        match self.kind {
+            NamedKind::Integer(scalar) => scalar.entry().3,
+            NamedKind::Enum { bits } => Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)),
             NamedKind::Handle { .. } => None,
         }
     }
 }
 
+use NamedKind::{Handle, Integer};
+const ENUM32: NamedKind = NamedKind::Enum { bits: 32 };
+const ULL: NamedKind = Integer(Scalar::UnsignedLongLong);
+const fn handle(tag: &'static str) -> NamedKind {
+    Handle { tag }
+}
+
 /// The typedefs of `cuda.h` every list may use without declaring them:
 /// (name, kind, doc). Handle tags are `cuda.h`'s own.
-pub const BUILTIN_TYPES: &[(&str, BuiltinKind, &str)] = &[
-    (
-        "CUresult",
-        BuiltinKind::Enum32,
-        "Driver status code; 0 is success.",
-    ),
-    (
-        "CUdevice",
-        BuiltinKind::Integer(Scalar::Int),
-        "Device handle returned by cuDeviceGet.",
-    ),
-    (
-        "CUdeviceptr",
-        BuiltinKind::Integer(Scalar::UnsignedLongLong),
-        "Device address (the _v2 ABI is 64-bit).",
-    ),
-    (
-        "CUtexObject",
-        BuiltinKind::Integer(Scalar::UnsignedLongLong),
-        "Texture object handle.",
-    ),
-    (
-        "CUsurfObject",
-        BuiltinKind::Integer(Scalar::UnsignedLongLong),
-        "Surface object handle.",
-    ),
-    (
-        "CUmemGenericAllocationHandle",
-        BuiltinKind::Integer(Scalar::UnsignedLongLong),
-        "Generic memory allocation handle.",
-    ),
-    (
-        "CUarray",
-        BuiltinKind::Handle("CUarray_st"),
-        "Opaque CUDA array handle.",
-    ),
-    (
-        "CUcontext",
-        BuiltinKind::Handle("CUctx_st"),
-        "Opaque driver context handle.",
-    ),
-    (
-        "CUdevResourceDesc",
-        BuiltinKind::Handle("CUdevResourceDesc_st"),
-        "Opaque device resource descriptor.",
-    ),
-    (
-        "CUevent",
-        BuiltinKind::Handle("CUevent_st"),
-        "Opaque event handle.",
-    ),
-    (
-        "CUexternalMemory",
-        BuiltinKind::Handle("CUextMemory_st"),
-        "Opaque external memory handle.",
-    ),
-    (
-        "CUexternalSemaphore",
-        BuiltinKind::Handle("CUextSemaphore_st"),
-        "Opaque external semaphore handle.",
-    ),
-    (
-        "CUfunction",
-        BuiltinKind::Handle("CUfunc_st"),
-        "Opaque kernel function handle.",
-    ),
-    (
-        "CUgraph",
-        BuiltinKind::Handle("CUgraph_st"),
-        "Opaque graph handle.",
-    ),
-    (
-        "CUgraphExec",
-        BuiltinKind::Handle("CUgraphExec_st"),
-        "Opaque executable graph handle.",
-    ),
-    (
-        "CUgraphNode",
-        BuiltinKind::Handle("CUgraphNode_st"),
-        "Opaque graph node handle.",
-    ),
-    (
-        "CUgraphicsResource",
-        BuiltinKind::Handle("CUgraphicsResource_st"),
-        "Opaque graphics interop resource handle.",
-    ),
-    (
-        "CUgreenCtx",
-        BuiltinKind::Handle("CUgreenCtx_st"),
-        "Opaque green context handle.",
-    ),
-    (
-        "CUkernel",
-        BuiltinKind::Handle("CUkern_st"),
-        "Opaque library kernel handle.",
-    ),
-    (
-        "CUlibrary",
-        BuiltinKind::Handle("CUlib_st"),
-        "Opaque library handle.",
-    ),
-    (
-        "CUlinkState",
-        BuiltinKind::Handle("CUlinkState_st"),
-        "Opaque linker state handle.",
-    ),
-    (
-        "CUmemoryPool",
-        BuiltinKind::Handle("CUmemPoolHandle_st"),
-        "Opaque memory pool handle.",
-    ),
-    (
-        "CUmipmappedArray",
-        BuiltinKind::Handle("CUmipmappedArray_st"),
-        "Opaque mipmapped array handle.",
-    ),
-    (
-        "CUmodule",
-        BuiltinKind::Handle("CUmod_st"),
-        "Opaque module handle.",
-    ),
-    (
-        "CUstream",
-        BuiltinKind::Handle("CUstream_st"),
-        "Opaque driver stream handle.",
-    ),
-    (
-        "CUsurfref",
-        BuiltinKind::Handle("CUsurfref_st"),
-        "Opaque surface reference handle.",
-    ),
-    (
-        "CUtexref",
-        BuiltinKind::Handle("CUtexref_st"),
-        "Opaque texture reference handle.",
-    ),
-    (
-        "CUuserObject",
-        BuiltinKind::Handle("CUuserObject_st"),
-        "Opaque user object handle.",
-    ),
+#[rustfmt::skip]
+pub const BUILTIN_TYPES: &[(&str, NamedKind, &str)] = &[
+    ("CUresult", ENUM32, "Driver status code; 0 is success."),
+    ("CUdevice", Integer(Scalar::Int), "Device handle returned by cuDeviceGet."),
+    ("CUdeviceptr", ULL, "Device address (the _v2 ABI is 64-bit)."),
+    ("CUtexObject", ULL, "Texture object handle."),
+    ("CUsurfObject", ULL, "Surface object handle."),
+    ("CUmemGenericAllocationHandle", ULL, "Generic memory allocation handle."),
+    ("CUarray", handle("CUarray_st"), "Opaque CUDA array handle."),
+    ("CUcontext", handle("CUctx_st"), "Opaque driver context handle."),
+    ("CUdevResourceDesc", handle("CUdevResourceDesc_st"), "Opaque device resource descriptor."),
+    ("CUevent", handle("CUevent_st"), "Opaque event handle."),
+    ("CUexternalMemory", handle("CUextMemory_st"), "Opaque external memory handle."),
+    ("CUexternalSemaphore", handle("CUextSemaphore_st"), "Opaque external semaphore handle."),
+    ("CUfunction", handle("CUfunc_st"), "Opaque kernel function handle."),
+    ("CUgraph", handle("CUgraph_st"), "Opaque graph handle."),
+    ("CUgraphExec", handle("CUgraphExec_st"), "Opaque executable graph handle."),
+    ("CUgraphNode", handle("CUgraphNode_st"), "Opaque graph node handle."),
+    ("CUgraphicsResource", handle("CUgraphicsResource_st"), "Opaque graphics interop resource handle."),
+    ("CUgreenCtx", handle("CUgreenCtx_st"), "Opaque green context handle."),
+    ("CUkernel", handle("CUkern_st"), "Opaque library kernel handle."),
+    ("CUlibrary", handle("CUlib_st"), "Opaque library handle."),
+    ("CUlinkState", handle("CUlinkState_st"), "Opaque linker state handle."),
+    ("CUmemoryPool", handle("CUmemPoolHandle_st"), "Opaque memory pool handle."),
+    ("CUmipmappedArray", handle("CUmipmappedArray_st"), "Opaque mipmapped array handle."),
+    ("CUmodule", handle("CUmod_st"), "Opaque module handle."),
+    ("CUstream", handle("CUstream_st"), "Opaque driver stream handle."),
+    ("CUsurfref", handle("CUsurfref_st"), "Opaque surface reference handle."),
+    ("CUtexref", handle("CUtexref_st"), "Opaque texture reference handle."),
+    ("CUuserObject", handle("CUuserObject_st"), "Opaque user object handle."),
 ];
-
-/// How a [`BUILTIN_TYPES`] entry is defined.
-#[derive(Clone, Copy, Debug)]
-pub enum BuiltinKind {
-    Integer(Scalar),
-    Handle(&'static str),
-    Enum32,
-}
-
-fn builtin(name: &str) -> Option<NamedType> {
-    let (name, kind, doc) = BUILTIN_TYPES.iter().find(|entry| entry.0 == name)?;
-    let kind = match kind {
-        BuiltinKind::Integer(scalar) => NamedKind::Integer(*scalar),
-        BuiltinKind::Handle(tag) => NamedKind::Handle {
-            tag: (*tag).to_string(),
-        },
-        BuiltinKind::Enum32 => NamedKind::Enum { bits: 32 },
-    };
-    Some(NamedType {
-        name: (*name).to_string(),
-        kind,
-        doc: (*doc).to_string(),
-    })
-}
 
 /// A C type of a parameter, return value or constant.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -322,16 +200,13 @@ impl CType {
                 } else {
                     inner
                 };
-                if inner.ends_with('*') {
-                    format!("{inner}*")
-                } else {
-                    format!("{inner} *")
-                }
+                let space = if inner.ends_with('*') { "" } else { " " };
+                format!("{inner}{space}*")
             }
         }
     }
 
-    /// Every named type this type mentions.
+    /// The named type this type mentions.
     fn named(&self) -> Option<&str> {
         match self {
             CType::Scalar(_) => None,
@@ -402,8 +277,10 @@ pub struct Constant {
 }
 
 /// One NVIDIA header set: a PyPI wheel pinned by version and digest.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HeaderSet {
+    #[serde(skip)]
     pub name: String,
     pub package: String,
     pub version: String,
@@ -428,19 +305,10 @@ pub struct SymbolList {
 struct RawList {
     schema_version: u32,
     calling_convention: String,
-    header_sets: BTreeMap<String, RawHeaderSet>,
+    header_sets: BTreeMap<String, HeaderSet>,
     types: BTreeMap<String, RawEnum>,
     constants: BTreeMap<String, RawConstant>,
     symbols: Vec<RawSymbol>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawHeaderSet {
-    package: String,
-    version: String,
-    wheel_sha256: String,
-    include_dir: String,
 }
 
 #[derive(Deserialize)]
@@ -487,6 +355,15 @@ fn at(json_path: &str, message: impl std::fmt::Display) -> String {
     format!("{DRIVER_SYMBOLS_PATH}: {json_path}: {message}")
 }
 
+/// `Err(at(path, message))` unless `ok`.
+fn ensure(ok: bool, path: impl std::fmt::Display, message: impl std::fmt::Display) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(at(&path.to_string(), message))
+    }
+}
+
 const RUST_KEYWORDS: &[&str] = &[
     "as", "async", "await", "box", "break", "const", "continue", "crate", "dyn", "else", "enum",
     "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
@@ -529,17 +406,16 @@ fn parse_c_type(text: &str, named: &BTreeMap<String, NamedType>) -> Option<CType
     } else {
         return None;
     };
-    // `const` qualifies the pointee; a const value parameter means nothing to the ABI.
-    if const_base && stars == 0 {
-        return None;
-    }
-    if c_type == CType::Scalar(Scalar::Void) && stars == 0 {
+    // `const` qualifies the pointee; a const value parameter means nothing to
+    // the ABI, and `void` is only a pointee.
+    if stars == 0 && (const_base || c_type == CType::Scalar(Scalar::Void)) {
         return None;
     }
     for level in 0..stars {
+        let const_pointee = const_base && level == 0;
         c_type = CType::Pointer {
             pointee: Box::new(c_type),
-            const_pointee: const_base && level == 0,
+            const_pointee,
         };
     }
     Some(c_type)
@@ -549,6 +425,14 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
     const char *, int, unsigned int, long long, unsigned long long, size_t, float, double, \
     a cuda.h typedef (CUresult, CUdevice, CUdeviceptr, CUcontext, CUstream, CUmodule, ...), \
     an enum declared in `types`, or a pointer to any of these";
+
+fn doc_present(doc: &str, path: &str) -> Result<()> {
+    ensure(
+        !doc.trim().is_empty(),
+        format!("{path}.doc"),
+        "the doc text is empty",
+    )
+}
 
 impl SymbolList {
     /// Parses and validates the list file. Bad JSON, and a missing,
@@ -572,61 +456,49 @@ impl SymbolList {
     }
 
     fn from_raw(raw: RawList) -> Result<Self> {
-        if raw.schema_version != SCHEMA_VERSION {
-            return Err(at(
-                "schema_version",
-                format!(
-                    "{} is not supported (expected {SCHEMA_VERSION})",
-                    raw.schema_version
-                ),
-            ));
-        }
-        if raw.calling_convention != "system" {
-            return Err(at(
-                "calling_convention",
-                format!(
-                    "`{}` is not supported (expected `system`)",
-                    raw.calling_convention
-                ),
-            ));
-        }
+        let version = raw.schema_version;
+        let message = format!("{version} is not supported (expected {SCHEMA_VERSION})");
+        ensure(version == SCHEMA_VERSION, "schema_version", message)?;
+        let convention = &raw.calling_convention;
+        let message = format!("`{convention}` is not supported (expected `system`)");
+        ensure(convention == "system", "calling_convention", message)?;
         let header_sets = parse_header_sets(raw.header_sets)?;
 
         let mut named: BTreeMap<String, NamedType> = BUILTIN_TYPES
             .iter()
-            .filter_map(|entry| builtin(entry.0))
-            .map(|named| (named.name.clone(), named))
+            .map(|(name, kind, doc)| {
+                (
+                    name.to_string(),
+                    NamedType {
+                        name: name.to_string(),
+                        kind: *kind,
+                        doc: doc.to_string(),
+                    },
+                )
+            })
             .collect();
         for (name, raw_enum) in &raw.types {
             let path = format!("types.{name}");
-            if !is_identifier(name) {
-                return Err(at(&path, "the name is not an identifier"));
-            }
-            if named.contains_key(name) {
-                return Err(at(
-                    &path,
-                    "cuda.h's own typedef; the generator knows it already",
-                ));
-            }
-            if raw_enum.kind != "enum" {
-                return Err(at(
-                    &format!("{path}.kind"),
-                    format!("`{}` is not supported (expected `enum`)", raw_enum.kind),
-                ));
-            }
-            if ![8, 16, 32, 64].contains(&raw_enum.bits) {
-                return Err(at(&format!("{path}.bits"), "expected 8, 16, 32 or 64"));
-            }
-            if raw_enum.doc.trim().is_empty() {
-                return Err(at(&format!("{path}.doc"), "the doc text is empty"));
-            }
+            ensure(is_identifier(name), &path, "the name is not an identifier")?;
+            let message = "cuda.h's own typedef; the generator knows it already";
+            ensure(!named.contains_key(name), &path, message)?;
+            let kind = &raw_enum.kind;
+            let message = format!("`{kind}` is not supported (expected `enum`)");
+            ensure(kind == "enum", format!("{path}.kind"), message)?;
+            ensure(
+                [8, 16, 32, 64].contains(&raw_enum.bits),
+                format!("{path}.bits"),
+                "expected 8, 16, 32 or 64",
+            )?;
+            doc_present(&raw_enum.doc, &path)?;
+            let kind = NamedKind::Enum {
+                bits: raw_enum.bits,
+            };
             named.insert(
                 name.clone(),
                 NamedType {
                     name: name.clone(),
-                    kind: NamedKind::Enum {
-                        bits: raw_enum.bits,
-                    },
+                    kind,
                     doc: raw_enum.doc.clone(),
                 },
             );
@@ -635,9 +507,7 @@ impl SymbolList {
         let mut constants = Vec::new();
         for (name, raw_constant) in raw.constants {
             let path = format!("constants.{name}");
-            if !is_identifier(&name) {
-                return Err(at(&path, "the name is not an identifier"));
-            }
+            ensure(is_identifier(&name), &path, "the name is not an identifier")?;
             let c_type = parse_c_type(&raw_constant.c_type, &named).ok_or_else(|| {
                 at(
                     &format!("{path}.c_type"),
@@ -645,7 +515,7 @@ impl SymbolList {
                 )
             })?;
             let range = match &c_type {
-                CType::Scalar(scalar) => scalar.integer_range(),
+                CType::Scalar(scalar) => scalar.entry().3,
                 CType::Named(type_name) => named.get(type_name).and_then(NamedType::integer_range),
                 CType::Pointer { .. } => None,
             }
@@ -656,48 +526,47 @@ impl SymbolList {
                 )
             })?;
             let value = i128::from(raw_constant.value);
-            if value < range.0 || value > range.1 {
-                return Err(at(&format!("{path}.value"), "out of range for its C type"));
-            }
-            if raw_constant.doc.trim().is_empty() {
-                return Err(at(&format!("{path}.doc"), "the doc text is empty"));
-            }
+            ensure(
+                (range.0..=range.1).contains(&value),
+                format!("{path}.value"),
+                "out of range for its C type",
+            )?;
+            doc_present(&raw_constant.doc, &path)?;
             constants.push(Constant {
-                name: name.clone(),
+                name,
                 c_type,
                 value,
                 doc: raw_constant.doc,
             });
         }
-        if !constants
+        let has_success = constants
             .iter()
-            .any(|constant| constant.name == "CUDA_SUCCESS")
-        {
-            return Err(at("constants", "lacks `CUDA_SUCCESS`"));
-        }
+            .any(|constant| constant.name == "CUDA_SUCCESS");
+        ensure(has_success, "constants", "lacks `CUDA_SUCCESS`")?;
 
-        if raw.symbols.is_empty() {
-            return Err(at("symbols", "the symbol list is empty"));
-        }
+        ensure(
+            !raw.symbols.is_empty(),
+            "symbols",
+            "the symbol list is empty",
+        )?;
         let mut exports = BTreeSet::new();
         let mut symbols = Vec::new();
         for (index, raw_symbol) in raw.symbols.into_iter().enumerate() {
             let symbol = parse_symbol(index, raw_symbol, &named, &header_sets)?;
-            if !exports.insert(symbol.export.clone()) {
-                return Err(at(
-                    &format!("symbols[{index}].export"),
-                    format!("duplicate export name `{}`", symbol.export),
-                ));
-            }
+            let export = &symbol.export;
+            let (new, message) = (
+                exports.insert(export.clone()),
+                format!("duplicate export name `{export}`"),
+            );
+            ensure(new, format!("symbols[{index}].export"), message)?;
             symbols.push(symbol);
         }
         for constant in &constants {
-            if exports.contains(&constant.name) {
-                return Err(at(
-                    &format!("constants.{}", constant.name),
-                    "the name is also an export",
-                ));
-            }
+            ensure(
+                !exports.contains(&constant.name),
+                format!("constants.{}", constant.name),
+                "the name is also an export",
+            )?;
         }
 
         let mut used: BTreeSet<&str> = BTreeSet::from(["CUresult"]);
@@ -712,9 +581,7 @@ impl SymbolList {
             })
             .chain(constants.iter().map(|constant| &constant.c_type));
         used.extend(mentioned.filter_map(CType::named));
-        for name in raw.types.keys() {
-            used.insert(name);
-        }
+        used.extend(raw.types.keys().map(String::as_str));
         let types = used
             .into_iter()
             .filter_map(|name| named.get(name).cloned())
@@ -728,13 +595,11 @@ impl SymbolList {
     }
 }
 
-fn parse_header_sets(raw: BTreeMap<String, RawHeaderSet>) -> Result<Vec<HeaderSet>> {
+fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>> {
     let mut sets = Vec::new();
-    for (name, raw_set) in raw {
+    for (name, mut set) in raw {
         let path = format!("header_sets.{name}");
-        if !is_identifier(&name) {
-            return Err(at(&path, "the name is not an identifier"));
-        }
+        ensure(is_identifier(&name), &path, "the name is not an identifier")?;
         let plain = |text: &str| {
             !text.is_empty()
                 && text
@@ -742,34 +607,30 @@ fn parse_header_sets(raw: BTreeMap<String, RawHeaderSet>) -> Result<Vec<HeaderSe
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
                 && !text.split('/').any(|part| part.is_empty() || part == "..")
         };
-        if !plain(&raw_set.package) || !plain(&raw_set.version) || !plain(&raw_set.include_dir) {
-            return Err(at(
-                &path,
-                "package, version and include_dir must be plain names",
-            ));
-        }
-        let digest_ok = raw_set.wheel_sha256.len() == 64
-            && raw_set
-                .wheel_sha256
+        let plain_names = plain(&set.package) && plain(&set.version) && plain(&set.include_dir);
+        ensure(
+            plain_names,
+            &path,
+            "package, version and include_dir must be plain names",
+        )?;
+        let digest = &set.wheel_sha256;
+        let digest_ok = digest.len() == 64
+            && digest
                 .chars()
                 .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
-        if !digest_ok {
-            return Err(at(
-                &format!("{path}.wheel_sha256"),
-                "expected 64 lowercase hex digits",
-            ));
-        }
-        sets.push(HeaderSet {
-            name: name.clone(),
-            package: raw_set.package,
-            version: raw_set.version,
-            wheel_sha256: raw_set.wheel_sha256,
-            include_dir: raw_set.include_dir,
-        });
+        ensure(
+            digest_ok,
+            format!("{path}.wheel_sha256"),
+            "expected 64 lowercase hex digits",
+        )?;
+        set.name = name;
+        sets.push(set);
     }
-    if sets.is_empty() {
-        return Err(at("header_sets", "no header set to check the list against"));
-    }
+    ensure(
+        !sets.is_empty(),
+        "header_sets",
+        "no header set to check the list against",
+    )?;
     Ok(sets)
 }
 
@@ -780,36 +641,28 @@ fn parse_symbol(
     header_sets: &[HeaderSet],
 ) -> Result<Symbol> {
     // Paths are spelled only for an error.
-    let path = || format!("symbols[{index}]");
-    if !is_identifier(&raw.export) {
-        return Err(at(&format!("{}.export", path()), "not an identifier"));
-    }
-    if !is_identifier(&raw.api) || !raw.export.starts_with(&raw.api) {
-        return Err(at(
-            &format!("{}.api", path()),
-            "not an identifier that starts the export name",
-        ));
-    }
-    if raw.since < raw.abi_version {
-        return Err(at(
-            &format!("{}.since", path()),
-            format!(
-                "{} is older than the export's abi_version {}",
-                raw.since, raw.abi_version
-            ),
-        ));
-    }
-    if !(2000..100_000).contains(&raw.abi_version) {
-        return Err(at(
-            &format!("{}.abi_version", path()),
-            "expected a cuDriverGetVersion value such as 2000 or 3020",
-        ));
-    }
+    let path = |key: &str| format!("symbols[{index}].{key}");
+    ensure(
+        is_identifier(&raw.export),
+        path("export"),
+        "not an identifier",
+    )?;
+    let api_ok = is_identifier(&raw.api) && raw.export.starts_with(&raw.api);
+    ensure(
+        api_ok,
+        path("api"),
+        "not an identifier that starts the export name",
+    )?;
+    let (since, abi) = (raw.since, raw.abi_version);
+    let message = format!("{since} is older than the export's abi_version {abi}");
+    ensure(since >= abi, path("since"), message)?;
+    let message = "expected a cuDriverGetVersion value such as 2000 or 3020";
+    ensure((2000..100_000).contains(&abi), path("abi_version"), message)?;
     let returns = parse_c_type(&raw.returns, named)
         .filter(|returns| matches!(returns, CType::Named(name) if name == "CUresult"))
         .ok_or_else(|| {
             at(
-                &format!("{}.returns", path()),
+                &path("returns"),
                 format!(
                     "`{}`: every Driver API function returns CUresult",
                     raw.returns
@@ -818,24 +671,24 @@ fn parse_symbol(
         })?;
     let mut params: Vec<Param> = Vec::with_capacity(raw.params.len());
     for (param_index, param) in raw.params.into_iter().enumerate() {
-        let param_path = || format!("{}.params[{param_index}]", path());
-        if !is_identifier(&param.name) {
-            return Err(at(&format!("{}.name", param_path()), "not an identifier"));
-        }
-        if params.iter().any(|earlier| earlier.name == param.name) {
-            return Err(at(
-                &format!("{}.name", param_path()),
-                format!("duplicate parameter name `{}`", param.name),
-            ));
-        }
+        let param_path = |key: &str| path(&format!("params[{param_index}].{key}"));
+        ensure(
+            is_identifier(&param.name),
+            param_path("name"),
+            "not an identifier",
+        )?;
+        let unique = !params.iter().any(|earlier| earlier.name == param.name);
+        ensure(
+            unique,
+            param_path("name"),
+            format!("duplicate parameter name `{}`", param.name),
+        )?;
         let c_type = parse_c_type(&param.c_type, named).ok_or_else(|| {
-            at(
-                &format!("{}.c_type", param_path()),
-                format!(
-                    "parameter `{}` has unknown C type `{}` ({C_TYPE_HELP})",
-                    param.name, param.c_type
-                ),
-            )
+            let message = format!(
+                "parameter `{}` has unknown C type `{}` ({C_TYPE_HELP})",
+                param.name, param.c_type
+            );
+            at(&param_path("c_type"), message)
         })?;
         params.push(Param {
             name: param.name,
@@ -844,16 +697,13 @@ fn parse_symbol(
     }
     let mut components = BTreeMap::new();
     for (component, tier) in raw.components {
-        let component_path = || format!("{}.components.{component}", path());
-        if !COMPONENTS.contains(&component.as_str()) {
-            return Err(at(
-                &component_path(),
-                format!(
-                    "unknown component (expected one of {})",
-                    COMPONENTS.join(", ")
-                ),
-            ));
-        }
+        let component_path = || path(&format!("components.{component}"));
+        let known = COMPONENTS.contains(&component.as_str());
+        let message = format!(
+            "unknown component (expected one of {})",
+            COMPONENTS.join(", ")
+        );
+        ensure(known, component_path(), message)?;
         let tier = match tier.as_str() {
             "required" => Tier::Required,
             "optional" => Tier::Optional,
@@ -866,30 +716,22 @@ fn parse_symbol(
         };
         components.insert(component, tier);
     }
-    if components.is_empty() {
-        return Err(at(
-            &format!("{}.components", path()),
-            "no component uses this symbol",
-        ));
-    }
+    ensure(
+        !components.is_empty(),
+        path("components"),
+        "no component uses this symbol",
+    )?;
     for (set, why) in &raw.undeclared_in {
-        if !header_sets.iter().any(|header_set| &header_set.name == set) {
-            return Err(at(
-                &format!("{}.undeclared_in.{set}", path()),
-                "not a header set of `header_sets`",
-            ));
-        }
-        if why.trim().is_empty() {
-            return Err(at(&format!("{}.undeclared_in.{set}", path()), "say why"));
-        }
+        let set_path = || path(&format!("undeclared_in.{set}"));
+        let known = header_sets.iter().any(|header_set| &header_set.name == set);
+        ensure(known, set_path(), "not a header set of `header_sets`")?;
+        ensure(!why.trim().is_empty(), set_path(), "say why")?;
     }
-    if raw
+    let deprecated_ok = !raw
         .deprecated
         .as_ref()
-        .is_some_and(|why| why.trim().is_empty())
-    {
-        return Err(at(&format!("{}.deprecated", path()), "say why"));
-    }
+        .is_some_and(|why| why.trim().is_empty());
+    ensure(deprecated_ok, path("deprecated"), "say why")?;
     Ok(Symbol {
         deprecated: raw.deprecated,
         export: raw.export,

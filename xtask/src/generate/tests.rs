@@ -5,11 +5,9 @@
 use std::collections::BTreeSet;
 use std::process::Command;
 
-use super::fs::ScratchDir;
-use super::inputs::{
-    Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH, SIM_DRIVER_LIB_PATH,
-};
+use super::inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH};
 use super::*;
+use crate::scratch::ScratchDir;
 
 fn real_inputs() -> Inputs {
     Inputs::read(&repo_root()).expect("the repository's inputs are readable")
@@ -64,52 +62,82 @@ fn generated_rust_round_trips_through_syn() {
     }
 }
 
+/// The exports of `driver_table!` lines (`tier since export(params);`) in
+/// a generated table, in order.
+fn table_exports(text: &str) -> Vec<String> {
+    let tokens: Vec<proc_macro2::TokenTree> = text
+        .split_once('\n')
+        .unwrap()
+        .1
+        .parse::<proc_macro2::TokenStream>()
+        .unwrap()
+        .into_iter()
+        .flat_map(|token| match token {
+            proc_macro2::TokenTree::Group(group) => flatten(group.stream()),
+            other => vec![other],
+        })
+        .collect();
+    fn flatten(stream: proc_macro2::TokenStream) -> Vec<proc_macro2::TokenTree> {
+        stream
+            .into_iter()
+            .flat_map(|token| match token {
+                proc_macro2::TokenTree::Group(group)
+                    if group.delimiter() != proc_macro2::Delimiter::Parenthesis =>
+                {
+                    flatten(group.stream())
+                }
+                other => vec![other],
+            })
+            .collect()
+    }
+    tokens
+        .windows(4)
+        .filter_map(|window| match window {
+            [proc_macro2::TokenTree::Ident(tier), proc_macro2::TokenTree::Literal(_), proc_macro2::TokenTree::Ident(export), proc_macro2::TokenTree::Group(params)]
+                if (tier == "required" || tier == "optional")
+                    && params.delimiter() == proc_macro2::Delimiter::Parenthesis =>
+            {
+                Some(export.to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn driver_api_has_every_symbol_in_list_order() {
     let outputs = render(&real_inputs()).unwrap();
     let text = String::from_utf8(find(&outputs, DRIVER_API_PATH).to_vec()).unwrap();
-    let file = syn::parse_file(text.split_once('\n').unwrap().1).unwrap();
-    // One accessor line per symbol, `required!(index, export(params))`.
-    let accessors: Vec<(String, String)> = file
-        .items
-        .iter()
-        .find_map(|item| match item {
-            syn::Item::Impl(item) if item.trait_.is_none() => Some(item),
-            _ => None,
-        })
-        .unwrap()
-        .items
-        .iter()
-        .filter_map(|item| match item {
-            syn::ImplItem::Macro(item) => {
-                let tokens: Vec<String> = item
-                    .mac
-                    .tokens
-                    .clone()
-                    .into_iter()
-                    .map(|token| token.to_string())
-                    .collect();
-                Some((tokens[0].clone(), tokens[2].clone()))
-            }
-            _ => None,
-        })
-        .collect();
+    // One `driver_table!` line per symbol, `required since export(params);`.
     let list: serde_json::Value =
         serde_json::from_slice(&real_inputs().files[DRIVER_SYMBOLS_PATH]).unwrap();
-    let expected: Vec<(String, String)> = list["symbols"]
+    let expected: Vec<String> = list["symbols"]
         .as_array()
         .unwrap()
         .iter()
-        .enumerate()
-        .map(|(index, symbol)| {
-            (
-                index.to_string(),
-                symbol["export"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|symbol| symbol["export"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(accessors, expected);
-    assert!(text.contains("c\"cuMemFree_v2\""));
+    assert_eq!(table_exports(&text), expected);
+    assert!(text.contains("required 3020 cuMemFree_v2(device_pointer : CUdeviceptr);"));
+    // The probe's table: the `probe-inventory` symbols, in list order.
+    let inventory = String::from_utf8(find(&outputs, INVENTORY_API_PATH).to_vec()).unwrap();
+    let expected: Vec<String> = list["symbols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|symbol| symbol["components"]["probe-inventory"].is_string())
+        .map(|symbol| symbol["export"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(table_exports(&inventory), expected);
+}
+
+/// rust-analyzer's way: plain `cargo test` fails, naming each stale file,
+/// when a committed generated file is not what `cargo xtask generate` writes.
+#[test]
+fn generated_files_are_current() {
+    if let Err(report) = check_at(&repo_root()) {
+        panic!("{report}");
+    }
 }
 
 #[test]
@@ -151,8 +179,6 @@ fn changing_one_symbol_changes_exactly_its_dependents() {
         .collect();
     let expected: BTreeSet<&str> = [
         DRIVER_API_PATH,
-        "runtime/src/tests/defaults.rs",
-        "tests/sim-driver/src/defaults.rs",
         "generated/driver-abi-check.c",
         PYTHON_MODULE_PATH,
         "generated/rextio-cuda-runtime-0.1.0.tar.gz",
@@ -193,7 +219,7 @@ fn drift_names_stale_missing_and_unexpected_files() {
     assert_eq!(written.len(), outputs.len());
     assert!(drift(scratch.path(), &outputs).unwrap().is_empty());
 
-    std::fs::write(scratch.path().join(MANIFEST_PATH), "{}\n").unwrap();
+    std::fs::write(scratch.path().join(PYTHON_MODULE_PATH), "x = 1\n").unwrap();
     std::fs::remove_file(scratch.path().join(PROBE_SPEC_PATH)).unwrap();
     std::fs::write(scratch.path().join("generated/stray.txt"), "x").unwrap();
     let found = drift(scratch.path(), &outputs).unwrap();
@@ -201,13 +227,13 @@ fn drift_names_stale_missing_and_unexpected_files() {
         found,
         [
             Drift::Missing(PROBE_SPEC_PATH.to_string()),
-            Drift::Stale(MANIFEST_PATH.to_string()),
+            Drift::Stale(PYTHON_MODULE_PATH.to_string()),
             Drift::Unexpected("generated/stray.txt".to_string()),
         ]
     );
     let report = drift_report(&found);
     assert!(
-        report.contains("generated/manifest.json: stale"),
+        report.contains("python/rextio_device_cuda/_generated.py: stale"),
         "{report}"
     );
     assert!(
@@ -290,12 +316,15 @@ fn the_c_types_of_cuda_h_are_accepted() {
     // Macro arguments, spaced as prettyplease spaces tokens (and broken
     // across lines where long).
     let table = table.split_whitespace().collect::<Vec<_>>().join(" ");
-    // The probe is the list's last symbol, so its index is the real list's length.
+    // The probe is the list's last symbol, so its line is the table's last.
     let real_symbols = SymbolList::parse(real_inputs().get(DRIVER_SYMBOLS_PATH).unwrap())
         .unwrap()
         .symbols
         .len();
-    let accessor = format!("optional!( {real_symbols}, 3020, cuTypesProbe_v2(");
+    let exports = table_exports(core::str::from_utf8(find(&outputs, DRIVER_API_PATH)).unwrap());
+    assert_eq!(exports.len(), real_symbols + 1);
+    assert_eq!(exports.last().map(String::as_str), Some("cuTypesProbe_v2"));
+    let accessor = "optional 3020 cuTypesProbe_v2(".to_string();
     for rust in [
         "a : * mut c_void",
         "b : * const c_void",
@@ -454,7 +483,7 @@ fn crlf_inputs_give_the_same_outputs() {
     );
 }
 
-/// The packaged runtime crate builds and passes its tests on its own,
+/// The packaged runtime crate builds and passes its doc tests on its own,
 /// outside the workspace, offline.
 #[test]
 fn runtime_tarball_builds_and_tests_standalone() {
@@ -469,23 +498,34 @@ fn runtime_tarball_builds_and_tests_standalone() {
         "README.md",
         "LICENSE",
         "src/lib.rs",
+        "src/table.rs",
         "src/driver_api.rs",
     ] {
         assert!(crate_dir.join(file).is_file(), "{file} is packaged");
     }
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(&crate_dir)
-        .env("CARGO_TARGET_DIR", scratch.path().join("target"))
-        .env_remove("RUSTFLAGS")
-        .args(["test", "--offline", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "cargo test of the packaged runtime failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    // What the crate's users build, never its unit tests.
+    assert!(!crate_dir.join("src/tests.rs").exists());
+    assert!(!crate_dir.join("src/tests").exists());
+    // It builds, and its documentation tests (the compile_fail proof that the
+    // pointers cannot be swapped among them) pass, on its own.
+    for args in [
+        &["build", "--offline", "--quiet"][..],
+        &["test", "--doc", "--offline", "--quiet"],
+    ] {
+        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(&crate_dir)
+            .env("CARGO_TARGET_DIR", scratch.path().join("target"))
+            .env_remove("RUSTFLAGS")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "cargo {args:?} of the packaged runtime failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
 
 // ---------------------------------------------------------------- provider spec
@@ -648,7 +688,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"sm_86\", \"sm_87\"",
         "\"sm_8\", \"sm_87\"",
-        "manifest.architectures[6]: `sm_8` is not sm_NN or sm_NNN",
+        "manifest.architectures[6]: `sm_8` does not match `policy.sm_pattern` ^sm_[0-9]{2,3}$",
     );
     assert_refused(
         "\"sm_86\", \"sm_87\"",
@@ -714,7 +754,7 @@ fn the_python_spec_module_holds_every_record() {
     let text = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
     for class in spec::python_classes() {
         assert!(
-            text.contains(&format!("@dataclass(frozen=True)\nclass {}:\n", class.name)),
+            text.contains(&format!("\n\nclass {}(Record):\n", class.name)),
             "{}",
             class.name
         );
@@ -726,72 +766,54 @@ fn the_python_spec_module_holds_every_record() {
 }
 
 #[test]
-fn the_simulated_drivers_hand_written_exports_are_found_with_their_arity() {
-    let source = br#"
-        #![allow(dead_code)]
-        use core::ffi::c_int;
-        static HOOK: extern "C" fn() = hook;
-        extern "C" fn hook() {}
-        struct State { calls: u32 }
-        impl State { fn bump(&mut self) { self.calls += 1; } }
-        #[no_mangle]
-        pub unsafe extern "system" fn cuInit(flags: u32) -> c_int { let _ = flags; 0 }
-        fn helper(a: c_int, b: c_int) -> c_int { a + b }
-        #[unsafe(no_mangle)]
-        pub unsafe extern "system" fn cuDeviceGet(device: *mut c_int, ordinal: c_int) -> c_int {
-            if ordinal > 0 { return 1; }
-            unsafe { *device = ordinal };
-            0
-        }
-        thread_local! { static DEPTH: u32 = 0; }
-    "#;
-    assert_eq!(
-        tables::hand_written_exports("lib.rs", source).unwrap(),
-        [("cuInit".to_string(), 1), ("cuDeviceGet".to_string(), 2)]
-    );
-    let error = tables::hand_written_exports("lib.rs", b"fn broken( {").unwrap_err();
-    assert!(error.starts_with("lib.rs: does not parse: "), "{error}");
-
-    let inputs = real_inputs();
-    let exports = tables::hand_written_exports(
-        SIM_DRIVER_LIB_PATH,
-        inputs.get(SIM_DRIVER_LIB_PATH).unwrap(),
-    )
-    .unwrap();
-    assert!(
-        exports.contains(&("cuMemAlloc_v2".to_string(), 2)),
-        "{exports:?}"
-    );
-}
-
-#[test]
-fn one_thread_and_two_render_the_same_bytes() {
-    let real = real_inputs();
-    let larger = crate::bench::with_synthetic_symbols(&real, 150).unwrap();
-    for inputs in [&real, &larger] {
-        assert_eq!(
-            render_on(inputs, Threads::One).unwrap(),
-            render_on(inputs, Threads::Two).unwrap()
-        );
-    }
-}
-
-#[test]
-fn an_error_in_either_half_is_the_render_error() {
-    // The runtime half fails without the license it packages; the other half
-    // on a simulated-driver export whose arity disagrees with the list.
+fn a_missing_packaged_input_is_the_render_error() {
+    // The tarball packages the license.
     let mut no_license = real_inputs();
     no_license.files.remove(inputs::LICENSE_PATH);
-    let bad_sim = with_input(&real_inputs(), SIM_DRIVER_LIB_PATH, |text| {
-        text.replacen(
-            "fn cuInit(flags: c_uint)",
-            "fn cuInit(flags: c_uint, extra: c_uint)",
-            1,
-        )
+    let error = render(&no_license).unwrap_err();
+    assert!(error.contains("LICENSE"), "{error}");
+}
+
+#[test]
+fn the_specs_own_patterns_decide_which_sms_and_codes_it_accepts() {
+    let inputs = real_inputs();
+    let edited = with_input(&inputs, PROVIDER_SPEC_PATH, |text| {
+        text.replacen("\"sm_86\", \"sm_87\"", "\"sm_8\", \"sm_87\"", 1)
+            .replacen("^sm_[0-9]{2,3}$", "^sm_[0-9]{1,3}$", 1)
     });
-    for (inputs, expected) in [(&no_license, "LICENSE"), (&bad_sim, "`cuInit` takes 2")] {
-        let one = render_on(inputs, Threads::One).unwrap_err();
-        assert!(one.contains(expected), "{one}");
-        assert_eq!(render_on(inputs, Threads::Two).unwrap_err(), one);
-    }
+    render(&edited).expect("the widened pattern accepts sm_8");
+    assert_refused(
+        "\"sm_pattern\": \"^sm_[0-9]{2,3}$\"",
+        "\"sm_pattern\": \"^sm_[0-9{2,3}$\"",
+        "policy.sm_pattern: `^sm_[0-9{2,3}$` is not a regular expression",
+    );
+    assert_refused(
+        "\"reason_code_pattern\": \"^[A-Z][A-Z0-9_]{0,63}$\"",
+        "\"reason_code_pattern\": \"^[A-Z]{0,8}$\"",
+        "reason_codes.AT_MOST_ONE_SM_ALLOWED: the code does not match ^[A-Z]{0,8}$",
+    );
+}
+
+#[test]
+fn spec_facts_the_manifest_relies_on_are_checked() {
+    // Core keeps one runtime requirement per name; a second must be the same.
+    assert_refused(
+        "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
+        "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }, \
+         { \"name\": \"nvidia-cuda-driver\", \"version\": \">=13.0\", \"features\": [] }",
+        "manifest.runtime_requirements[1]: conflicting runtime requirements for `nvidia-cuda-driver`",
+    );
+    let spec = std::str::from_utf8(&real_inputs().files[PROVIDER_SPEC_PATH])
+        .unwrap()
+        .to_string();
+    let edited = spec.replacen(
+        "\"logical_device\": \"gpu:0\"",
+        "\"logical_device\": \" \"",
+        1,
+    );
+    let error = render_error(&with_input(&real_inputs(), PROVIDER_SPEC_PATH, |_| edited));
+    assert!(
+        error.ends_with("lanes.libtorch.requirement.logical_device: the device is empty"),
+        "{error}"
+    );
 }
