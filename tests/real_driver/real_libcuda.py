@@ -8,6 +8,11 @@ from pathlib import Path
 # Names the manifest (JSON) written by xtask/src/real_driver.rs.
 MANIFEST_ENV = "REXTIO_REAL_LIBCUDA"
 
+# What cuDriverGetVersion returned for each series when these checks were
+# first run against the real libraries (CUDA 12.2, 12.4 and 12.5); the arm64
+# builds of a series answer the same (tests/emulated).
+OBSERVED_CUDA_VERSION = {"535": 12020, "550": 12040, "555": 12050}
+
 
 @dataclass(frozen=True)
 class RealDriver:

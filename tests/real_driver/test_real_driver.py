@@ -16,7 +16,7 @@ import shutil
 import sys
 
 import pytest
-from real_libcuda import RealDriver
+from real_libcuda import OBSERVED_CUDA_VERSION, RealDriver
 from sim_namespace import (
     DriverLayout,
     NamespaceRun,
@@ -27,9 +27,6 @@ from sim_namespace import (
     preflight_argv,
 )
 
-# What cuDriverGetVersion returned for each series when these checks were
-# first run against the real libraries (CUDA 12.2, 12.4 and 12.5).
-OBSERVED_CUDA_VERSION = {"535": 12020, "550": 12040, "555": 12050}
 SERIES = sorted(OBSERVED_CUDA_VERSION)
 # Lists the namespace's /dev on stderr after the command, keeping its status.
 LIST_DEV_AFTER = '"$@"; status=$?; ls -A /dev >&2; exit "$status"'

@@ -7,6 +7,7 @@ mod cuda_header;
 mod demo;
 mod determinism;
 mod dist;
+mod emulated;
 mod generate;
 mod headers;
 mod native;
@@ -41,6 +42,8 @@ commands:
   demo                     show the whole chain on the simulated driver (no GPU needed)
   real-driver              fetch NVIDIA's libcuda1 (535, 550, 555) and run the probe,
                            smoke and preflight against it (part of `test`; no GPU needed)
+  emulated                 run the aarch64 probe and smoke under qemu (NVIDIA's arm64
+                           libcuda1) and the Windows loader under Wine (part of `test`)
   validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
                            real-GPU evidence on a trusted NVIDIA host
 ";
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         "stress" => stress::command(rest),
         "demo" => demo::command(rest),
         "real-driver" => real_driver::command(rest),
+        "emulated" => emulated::command(rest),
         "validate-nvidia" => validate::command(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");

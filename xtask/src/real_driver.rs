@@ -128,7 +128,15 @@ fn cached_drivers(manifest: &Path) -> Option<Vec<RealDriver>> {
 }
 
 fn fetch_all() -> Result<Vec<RealDriver>> {
-    let apt = PrivateApt::create(&cache_dir().join("apt"))?;
+    let (entry, codename) = machine_entry()?;
+    let mut components = entry.components.clone();
+    if !components.iter().any(|component| component == NON_FREE) {
+        components.push(NON_FREE.to_owned());
+    }
+    let mut suites = vec![codename];
+    suites.extend(ADDED_SUITES.iter().map(|suite| (*suite).to_owned()));
+    let source = stanza(&entry, &suites, &components, None);
+    let apt = PrivateApt::create(&cache_dir().join("apt"), &source, &[])?;
     apt.update()?;
     let available = apt.versions(PACKAGE)?;
     println!("real driver: the private apt configuration sees {PACKAGE} {available:?}");
@@ -141,31 +149,31 @@ fn fetch_all() -> Result<Vec<RealDriver>> {
                 format!("no {PACKAGE} of series {series} is offered (offered: {available:?})")
             })?;
             let deb = apt.download(PACKAGE, &version, &downloads)?;
-            extract(series, &version, &deb)
+            extract(&cache_dir().join(series), series, &version, &deb)
         })
         .collect()
 }
 
 /// The newest version whose upstream part starts with `series.`; apt lists
 /// versions newest first.
-fn newest_of_series(available: &[String], series: &str) -> Option<String> {
+pub(crate) fn newest_of_series(available: &[String], series: &str) -> Option<String> {
     available
         .iter()
         .find(|version| version.starts_with(&format!("{series}.")))
         .cloned()
 }
 
-/// Unpacks the package into `target/real-libcuda/<series>/` and finds its
-/// one regular `libcuda.so.<version>`.
-fn extract(series: &str, package_version: &str, deb: &Path) -> Result<RealDriver> {
-    let tree = cache_dir().join(series);
-    if tree.exists() {
-        fs::remove_dir_all(&tree).map_err(|error| format!("{}: {error}", tree.display()))?;
-    }
-    fs::create_dir_all(&tree).map_err(|error| format!("{}: {error}", tree.display()))?;
-    process::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&tree))?;
+/// Unpacks the package into `tree` and finds its one regular
+/// `libcuda.so.<version>`.
+pub(crate) fn extract(
+    tree: &Path,
+    series: &str,
+    package_version: &str,
+    deb: &Path,
+) -> Result<RealDriver> {
+    unpack(deb, tree)?;
     let mut images = Vec::new();
-    collect_images(&tree, &mut images)?;
+    collect_images(tree, &mut images)?;
     let [image] = images.as_slice() else {
         return Err(format!(
             "{} holds {} regular libcuda.so.<version> files, not one",
@@ -185,6 +193,15 @@ fn extract(series: &str, package_version: &str, deb: &Path) -> Result<RealDriver
         image_version,
         image: image.clone(),
     })
+}
+
+/// Unpacks `deb` into a fresh `tree` with `dpkg-deb -x` (nothing installed).
+pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<()> {
+    if tree.exists() {
+        fs::remove_dir_all(tree).map_err(|error| format!("{}: {error}", tree.display()))?;
+    }
+    fs::create_dir_all(tree).map_err(|error| format!("{}: {error}", tree.display()))?;
+    process::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree))
 }
 
 fn collect_images(directory: &Path, images: &mut Vec<PathBuf>) -> Result<()> {
@@ -210,14 +227,15 @@ fn collect_images(directory: &Path, images: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// An apt configuration of its own: state, cache and sources under `dir`.
-struct PrivateApt {
+/// An apt configuration of its own: state, cache and sources under `dir`,
+/// seeing `architectures` beside the machine's own.
+pub(crate) struct PrivateApt {
     dir: PathBuf,
+    architectures: Vec<String>,
 }
 
 impl PrivateApt {
-    fn create(dir: &Path) -> Result<Self> {
-        let source = derived_source()?;
+    pub(crate) fn create(dir: &Path, source: &str, architectures: &[&str]) -> Result<Self> {
         for sub in [
             "state/lists/partial",
             "cache/archives/partial",
@@ -230,13 +248,17 @@ impl PrivateApt {
         let writes = [
             (dir.join("state/status"), String::new()),
             (dir.join("sources.list"), String::new()),
-            (dir.join("sources.list.d/debian.sources"), source),
+            (dir.join("sources.list.d/debian.sources"), source.to_owned()),
         ];
         for (path, text) in writes {
             fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
         }
         Ok(Self {
             dir: dir.to_path_buf(),
+            architectures: architectures
+                .iter()
+                .map(|arch| (*arch).to_owned())
+                .collect(),
         })
     }
 
@@ -263,15 +285,41 @@ impl PrivateApt {
             "-o",
             "APT::Sandbox::User=root",
         ]);
+        for arch in &self.architectures {
+            command
+                .arg("-o")
+                .arg(format!("APT::Architectures::={arch}"));
+        }
         command
     }
 
-    fn update(&self) -> Result<()> {
+    pub(crate) fn update(&self) -> Result<()> {
         process::run(self.command("apt-get").args(["-q", "update"]))
     }
 
     /// Every version of `package` the configuration sees, newest first.
-    fn versions(&self, package: &str) -> Result<Vec<String>> {
+    pub(crate) fn versions(&self, package: &str) -> Result<Vec<String>> {
+        let mut versions: Vec<String> = Vec::new();
+        for (version, _suite) in self.offers(package)? {
+            if !versions.contains(&version) {
+                versions.push(version);
+            }
+        }
+        Ok(versions)
+    }
+
+    /// The version of `package` that `suite` offers.
+    pub(crate) fn version_in(&self, package: &str, suite: &str) -> Result<String> {
+        let offers = self.offers(package)?;
+        offers
+            .iter()
+            .find(|(_, offered_by)| offered_by == suite)
+            .map(|(version, _)| version.clone())
+            .ok_or_else(|| format!("the suite {suite} offers no {package} (offered: {offers:?})"))
+    }
+
+    /// Every `(version, suite)` offering `package`, newest first.
+    fn offers(&self, package: &str) -> Result<Vec<(String, String)>> {
         let mut command = self.command("apt-cache");
         command.args(["madison", package]);
         let shown = process::describe(&command);
@@ -281,29 +329,23 @@ impl PrivateApt {
         if !output.status.success() {
             return Err(format!("`{shown}` failed with {}", output.status));
         }
-        // `libcuda1 | 550.163.01-5.1 | http://... sid/non-free amd64 Packages`
-        let mut versions: Vec<String> = Vec::new();
-        for line in String::from_utf8_lossy(&output.stdout).lines() {
-            let mut fields = line.split('|').map(str::trim);
-            if let (Some(name), Some(version)) = (fields.next(), fields.next()) {
-                if name == package && !versions.iter().any(|seen| seen == version) {
-                    versions.push(version.to_owned());
-                }
-            }
-        }
-        Ok(versions)
+        Ok(madison_offers(
+            &String::from_utf8_lossy(&output.stdout),
+            package,
+        ))
     }
 
     /// Downloads `package=version` into `into`; returns the `.deb`.
-    fn download(&self, package: &str, version: &str, into: &Path) -> Result<PathBuf> {
+    pub(crate) fn download(&self, package: &str, version: &str, into: &Path) -> Result<PathBuf> {
         process::run(self.command("apt-get").current_dir(into).args([
             "-q",
             "download",
             &format!("{package}={version}"),
         ]))?;
-        // apt writes `:` in an epoch as `%3a`.
+        // apt writes `:` in an epoch as `%3a`; the file name has no `:arch`.
         let file_version = version.replace(':', "%3a");
-        let prefix = format!("{package}_{file_version}_");
+        let name = package.split(':').next().unwrap_or(package);
+        let prefix = format!("{name}_{file_version}_");
         let entries = fs::read_dir(into).map_err(|error| format!("{}: {error}", into.display()))?;
         entries
             .filter_map(|entry| entry.ok().map(|entry| entry.path()))
@@ -316,9 +358,21 @@ impl PrivateApt {
     }
 }
 
-/// The machine's own Debian archive entry with `non-free` and the added
-/// suites, as one deb822 stanza.
-fn derived_source() -> Result<String> {
+/// `apt-cache madison` lines as `(version, suite)`:
+/// `libcuda1:arm64 | 550.163.01-5.1 | http://... sid/non-free arm64 Packages`.
+fn madison_offers(text: &str, package: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split('|').map(str::trim);
+            let (name, version, source) = (fields.next()?, fields.next()?, fields.next()?);
+            let suite = source.split_whitespace().nth(1)?.split('/').next()?;
+            (name == package).then(|| (version.to_owned(), suite.to_owned()))
+        })
+        .collect()
+}
+
+/// The machine's own Debian archive entry (URI, keyring) and release codename.
+pub(crate) fn machine_entry() -> Result<(SourceEntry, String)> {
     let codename = os_codename()?;
     let mut texts = Vec::new();
     for file in source_files()? {
@@ -345,22 +399,30 @@ fn derived_source() -> Result<String> {
                  packages come from the machine's own Debian archive"
             )
         })?;
-    let mut components = entry.components.clone();
-    if !components.iter().any(|component| component == NON_FREE) {
-        components.push(NON_FREE.to_owned());
-    }
-    let mut suites = vec![codename];
-    suites.extend(ADDED_SUITES.iter().map(|suite| (*suite).to_owned()));
+    Ok((entry, codename))
+}
+
+/// One deb822 stanza on the machine's archive `entry` (same URI, same
+/// keyring), for `architectures` only when given.
+pub(crate) fn stanza(
+    entry: &SourceEntry,
+    suites: &[String],
+    components: &[String],
+    architectures: Option<&str>,
+) -> String {
     let mut stanza = format!(
         "Types: deb\nURIs: {}\nSuites: {}\nComponents: {}\n",
         entry.uri,
         suites.join(" "),
         components.join(" ")
     );
+    if let Some(architectures) = architectures {
+        stanza.push_str(&format!("Architectures: {architectures}\n"));
+    }
     if let Some(keyring) = &entry.signed_by {
         stanza.push_str(&format!("Signed-By: {keyring}\n"));
     }
-    Ok(stanza)
+    stanza
 }
 
 fn os_codename() -> Result<String> {
@@ -391,7 +453,7 @@ fn source_files() -> Result<Vec<PathBuf>> {
 
 /// One `deb` source: its first URI, suites, components and keyring.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct SourceEntry {
+pub(crate) struct SourceEntry {
     uri: String,
     suites: Vec<String>,
     components: Vec<String>,
@@ -512,5 +574,38 @@ mod tests {
         );
         assert_eq!(newest_of_series(&offered, "53"), None);
         assert_eq!(newest_of_series(&offered, "470"), None);
+    }
+
+    #[test]
+    fn reads_madison_offers_with_their_suites() {
+        let text = " qemu-user | 1:10.0.2+ds-2~bpo12+1 | http://m/debian bookworm-backports/main \
+                    amd64 Packages\nlibcuda1:arm64 | 550.163.01-5.1 | http://m/debian \
+                    sid/non-free arm64 Packages\n garbage\n";
+        assert_eq!(
+            madison_offers(text, "qemu-user"),
+            [(
+                "1:10.0.2+ds-2~bpo12+1".to_owned(),
+                "bookworm-backports".to_owned()
+            )]
+        );
+        assert_eq!(
+            madison_offers(text, "libcuda1:arm64"),
+            [("550.163.01-5.1".to_owned(), "sid".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_stanza_keeps_the_machines_uri_and_keyring() {
+        let entry = SourceEntry {
+            uri: "http://m/debian".into(),
+            suites: vec!["bookworm".into()],
+            components: vec!["main".into()],
+            signed_by: Some("/k.gpg".into()),
+        };
+        assert_eq!(
+            stanza(&entry, &["sid".into()], &["non-free".into()], Some("arm64")),
+            "Types: deb\nURIs: http://m/debian\nSuites: sid\nComponents: non-free\n\
+             Architectures: arm64\nSigned-By: /k.gpg\n"
+        );
     }
 }

@@ -9,7 +9,8 @@ use std::process::Command;
 use crate::paths::repo_root;
 use crate::process::run;
 use crate::{
-    determinism, generate, headers, native, nolink, python_env, real_driver, symbol_proof, Result,
+    determinism, emulated, generate, headers, native, nolink, python_env, real_driver,
+    symbol_proof, Result,
 };
 
 /// Cross targets whose platform-gated code is always compile-checked.
@@ -70,6 +71,14 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     report.step("real NVIDIA driver (libcuda1 535, 550, 555)", || {
         real_driver::test(&artifacts)
     })?;
+    let aarch64 = report.step(
+        "aarch64 probe and smoke as shipped (cargo-zigbuild)",
+        emulated::shipped_aarch64,
+    )?;
+    report.step(
+        "emulated: aarch64 under qemu (libcuda1 535, 550), the Windows loader under Wine",
+        || emulated::test(&aarch64),
+    )?;
     report.step("add a driver symbol by one edit (symbol-proof)", || {
         symbol_proof::command(&[])
     })?;
@@ -112,7 +121,7 @@ fn cargo() -> Command {
 
 /// Adds the cross target with rustup when it is missing; fails, saying why,
 /// when it cannot (the targets we claim are always compiled).
-fn ensure_target(target: &str) -> Result<()> {
+pub fn ensure_target(target: &str) -> Result<()> {
     if target_installed(target) {
         return Ok(());
     }

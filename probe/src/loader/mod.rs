@@ -55,11 +55,9 @@ pub const fn target_is_supported() -> bool {
             target_env = "gnu",
             any(target_arch = "x86_64", target_arch = "aarch64")
         ),
-        all(
-            target_os = "windows",
-            target_env = "msvc",
-            target_arch = "x86_64"
-        )
+        // Any Windows toolchain: msvc is what users build; the gnu build is
+        // the one Wine runs in `cargo xtask test`, and the loader is the same.
+        all(target_os = "windows", target_arch = "x86_64")
     ))
 }
 
@@ -208,7 +206,7 @@ mod platform {
     }
 }
 
-#[cfg(all(target_os = "windows", target_env = "msvc", target_arch = "x86_64"))]
+#[cfg(all(target_os = "windows", target_arch = "x86_64"))]
 mod platform {
     use core::ffi::{c_void, CStr};
     use core::ptr::NonNull;
@@ -254,7 +252,7 @@ mod platform {
         target_env = "gnu",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ),
-    all(target_os = "windows", target_env = "msvc", target_arch = "x86_64")
+    all(target_os = "windows", target_arch = "x86_64")
 )))]
 mod platform {
     use core::ffi::{c_void, CStr};

@@ -47,6 +47,13 @@
 //! A missing export is simulated by the tests themselves: they copy this
 //! library and rename one name in its ELF `.dynstr` (same length), so the
 //! dynamic linker really cannot find it.
+//!
+//! Built for Windows (`nvcuda.dll`, run under Wine), each copy reads its
+//! config from `rextio-sim.config` beside the DLL itself and appends its
+//! calls to `rextio-sim.calls.log` there, the first line naming the file
+//! that was loaded (`loaded C:\windows\system32\nvcuda.dll`): so a test
+//! can give System32's copy and each decoy their own answers and see which
+//! one the probe loaded.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -95,7 +102,7 @@ struct Config {
 
 impl Config {
     fn load() -> Self {
-        std::fs::read_to_string(CONFIG_PATH)
+        std::fs::read_to_string(location::config())
             .map(|text| Self::parse(&text))
             .unwrap_or_default()
     }
@@ -145,9 +152,96 @@ extern "C" fn at_load() {
     }
 }
 
+#[cfg(unix)]
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
+
+/// Where this copy reads its config and appends its calls.
+#[cfg(unix)]
+mod location {
+    use std::path::PathBuf;
+
+    pub fn config() -> PathBuf {
+        super::CONFIG_PATH.into()
+    }
+
+    pub fn call_log() -> PathBuf {
+        super::CALL_LOG_PATH.into()
+    }
+}
+
+/// Where this copy reads its config and appends its calls: beside the DLL
+/// itself, so System32's copy and a decoy each answer for themselves.
+#[cfg(windows)]
+mod location {
+    use std::ffi::c_void;
+    use std::io::Write as _;
+    use std::os::windows::ffi::OsStringExt as _;
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    const CONFIG_NAME: &str = "rextio-sim.config";
+    const CALL_LOG_NAME: &str = "rextio-sim.calls.log";
+    const DLL_PROCESS_ATTACH: u32 = 1;
+    /// Longer than any path the tests use; a longer one records nothing.
+    const MAX_MODULE_PATH: usize = 4096;
+
+    // kernel32 is linked into every Windows program by the toolchain.
+    extern "system" {
+        fn GetModuleFileNameW(module: *mut c_void, name: *mut u16, size: u32) -> u32;
+    }
+
+    /// This DLL's own file, set when it is attached.
+    static MODULE_PATH: OnceLock<PathBuf> = OnceLock::new();
+
+    fn beside_module(name: &str) -> PathBuf {
+        MODULE_PATH
+            .get()
+            .and_then(|path| path.parent())
+            .map(|directory| directory.join(name))
+            .unwrap_or_else(|| PathBuf::from(name))
+    }
+
+    pub fn config() -> PathBuf {
+        beside_module(CONFIG_NAME)
+    }
+
+    pub fn call_log() -> PathBuf {
+        beside_module(CALL_LOG_NAME)
+    }
+
+    /// # Safety
+    /// Called by the Windows loader with this module's handle.
+    #[no_mangle]
+    pub unsafe extern "system" fn DllMain(
+        module: *mut c_void,
+        reason: u32,
+        _reserved: *mut c_void,
+    ) -> i32 {
+        if reason == DLL_PROCESS_ATTACH {
+            let mut buffer = vec![0u16; MAX_MODULE_PATH];
+            let capacity = u32::try_from(buffer.len()).unwrap_or(u32::MAX);
+            // SAFETY: `buffer` is valid for `capacity` UTF-16 units of writes.
+            let written = unsafe { GetModuleFileNameW(module, buffer.as_mut_ptr(), capacity) };
+            let written = usize::try_from(written).unwrap_or(0);
+            if written > 0 && written < buffer.len() {
+                let path = PathBuf::from(std::ffi::OsString::from_wide(&buffer[..written]));
+                let _ = MODULE_PATH.set(path.clone());
+                // The record that this copy, and which file, was loaded.
+                if let Ok(mut log) = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(call_log())
+                {
+                    let _ = writeln!(log, "loaded {}", path.display());
+                }
+            }
+            super::at_load();
+        }
+        1
+    }
+}
 
 fn parse_device(value: &str) -> Option<SimDevice> {
     let mut fields = value.rsplitn(3, '|');
@@ -280,7 +374,7 @@ impl Call {
         if let Ok(mut log) = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(CALL_LOG_PATH)
+            .open(location::call_log())
         {
             let _ = log.write_all(line.as_bytes());
         }

@@ -1,0 +1,100 @@
+"""The aarch64 probe and smoke, executed: under qemu's user-mode emulator in an
+arm64 chroot holding NVIDIA's real arm64 ``libcuda1`` (Debian non-free) at
+the reviewed candidate ``/usr/lib/aarch64-linux-gnu``, on a host without a GPU.
+
+The expectations are the x86_64 ones (tests/real_driver): the driver loads,
+reports its version before ``cuInit``, and ``cuInit`` answers 100.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from emulation import EM_AARCH64, Arm64Chroot, Emulated, elf_machine, qemu_major_version
+from real_libcuda import OBSERVED_CUDA_VERSION
+from sim_namespace import assert_no_device_probe, assert_no_device_smoke
+
+ARM64_SERIES = ["535", "550"]
+AARCH64_TARGET = {"os": "linux", "arch": "aarch64", "environment": "gnu"}
+# qemu 7.2 (bookworm's) answers EINVAL to PR_SET_CHILD_SUBREAPER, which the
+# probe and smoke call to contain what the driver spawns.
+FIRST_QEMU_WITH_SUBREAPER = 10
+
+
+def test_the_binaries_under_test_are_aarch64(aarch64_probe: Path, aarch64_smoke: Path) -> None:
+    assert elf_machine(aarch64_probe) == EM_AARCH64
+    assert elf_machine(aarch64_smoke) == EM_AARCH64
+
+
+def test_the_emulator_knows_the_child_subreaper(emulated: Emulated) -> None:
+    assert qemu_major_version(emulated.qemu) >= FIRST_QEMU_WITH_SUBREAPER
+
+
+def test_every_arm64_series_was_fetched(emulated: Emulated) -> None:
+    assert sorted(emulated.drivers) == ARM64_SERIES
+    for series, driver in emulated.drivers.items():
+        assert driver.image_version.startswith(f"{series}."), driver
+        assert elf_machine(driver.image) == EM_AARCH64, driver
+
+
+@pytest.mark.parametrize("series", ARM64_SERIES)
+def test_probe_reports_no_devices_with_the_real_arm64_driver(
+    chroot: Arm64Chroot, emulated: Emulated, aarch64_probe: Path, series: str
+) -> None:
+    outcome = chroot.run(emulated.drivers[series], aarch64_probe, [])
+    assert_no_device_probe(outcome.run, driver_version=OBSERVED_CUDA_VERSION[series])
+    assert outcome.run.record() == {
+        "schema_version": "1",
+        "probe": "rextio-cuda-driver-probe",
+        "support_claim": False,
+        "target": AARCH64_TARGET,
+        "platform_supported": True,
+        "status": "unavailable",
+        "reason_code": "NO_CUDA_DEVICES",
+        "driver_loaded": True,
+        "driver_version": OBSERVED_CUDA_VERSION[series],
+        "device_count": 0,
+        "cuda_result": 100,
+        "devices": [],
+    }
+    # The real driver ran cuInit as root: its control node appeared in the
+    # chroot's own /dev, never the host's.
+    assert "nvidiactl" in outcome.dev, outcome.run.stderr
+    assert not os.path.lexists("/dev/nvidiactl")
+
+
+@pytest.mark.parametrize("series", ARM64_SERIES)
+def test_smoke_fails_cleanly_at_cu_init_with_the_real_arm64_driver(
+    chroot: Arm64Chroot, emulated: Emulated, aarch64_smoke: Path, series: str
+) -> None:
+    outcome = chroot.run(emulated.drivers[series], aarch64_smoke, ["--device", "0"])
+    assert_no_device_smoke(outcome.run)
+    # Exactly what the smoke reports without a GPU: it stopped at cuInit.
+    assert outcome.run.record() == {
+        "schema_version": "1",
+        "probe": "rextio-cuda-runtime-smoke",
+        "support_claim": False,
+        "target": AARCH64_TARGET,
+        "status": "unavailable",
+        "reason_code": "CU_INIT_FAILED",
+        "cuda_result": 100,
+        "device_ordinal": 0,
+        "allocation_bytes": 4096,
+        "kernel_executed": False,
+        "certification_ready": False,
+    }
+
+
+def test_probe_without_a_driver_finds_none(chroot: Arm64Chroot, aarch64_probe: Path) -> None:
+    outcome = chroot.run(None, aarch64_probe, [])
+    assert outcome.run.returncode == 0, outcome.run.stderr
+    record = outcome.run.record()
+    assert {key: record[key] for key in ("status", "reason_code", "driver_loaded")} == {
+        "status": "unavailable",
+        "reason_code": "LIBCUDA_SO_NOT_FOUND",
+        "driver_loaded": False,
+    }, record
+    assert record["target"] == AARCH64_TARGET
+    assert "nvidiactl" not in outcome.dev
