@@ -57,8 +57,17 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
-/// A driver that leaves daemons behind (`daemon=STAGE`).
+/// A driver that leaves daemons behind (`daemon=STAGE`; POSIX only).
+#[cfg(unix)]
 mod daemon;
+
+/// `daemon=STAGE`: a `setsid` daemon left behind at `stage` (Windows: none).
+fn leave_daemon(stage: &str) {
+    if config().daemons.contains(stage) {
+        #[cfg(unix)]
+        daemon::spawn(stage);
+    }
+}
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,9 +151,7 @@ impl Config {
 
 /// Runs when the dynamic linker loads this library, as a C constructor does.
 extern "C" fn at_load() {
-    if config().daemons.contains("load") {
-        daemon::spawn("load");
-    }
+    leave_daemon("load");
     if let Some(text) = &config().print_at_load {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
@@ -489,9 +496,7 @@ impl Exports for Sim {
         for name in ["CUDA_DISABLE_JIT", "CUDA_FORCE_PRELOAD_LIBRARIES"] {
             call = call.arg(name, environment_value(name));
         }
-        if config().daemons.contains("init") {
-            daemon::spawn("init");
-        }
+        leave_daemon("init");
         call.run(|| {
             if flags != 0 {
                 return Err(CUDA_ERROR_INVALID_VALUE);
