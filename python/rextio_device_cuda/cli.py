@@ -40,7 +40,7 @@ from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
-from rextio_device_cuda.provider import LOGGER, CudaDeviceProvider
+from rextio_device_cuda.provider import CudaDeviceProvider, refusal_logger
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -285,12 +285,13 @@ def standalone_preflight(
 @contextlib.contextmanager
 def _provider_warnings_silenced() -> Iterator[None]:
     """This command prints a refusal itself, with its remedy; the log line would repeat it."""
-    previous = LOGGER.disabled
-    LOGGER.disabled = True
+    logger = refusal_logger()
+    previous = logger.disabled
+    logger.disabled = True
     try:
         yield
     finally:
-        LOGGER.disabled = previous
+        logger.disabled = previous
 
 
 def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:

@@ -205,6 +205,12 @@ def test_runtime_source_command(tmp_path: Path) -> None:
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert missing.returncode == 1
     assert "Traceback" not in missing.stderr
+    regular = tmp_path / "a-file"
+    regular.write_text("kept\n")
+    into_file = run_cli("runtime-source", "--into", str(regular), cwd=tmp_path)
+    assert (into_file.returncode, into_file.stdout) == (1, "")
+    assert into_file.stderr == "error: the project path is not a directory\n"
+    assert regular.read_text() == "kept\n"
 
 
 def test_preflight_states_what_was_observed(probes: ProbeFactory, tmp_path: Path) -> None:

@@ -76,6 +76,15 @@ const DOWNSTREAM: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The published build this package succeeds, the bench's cold-path
+/// reference only (`name==version`, the wheel PyPI serves, its SHA-256); its
+/// code is never copied into this repository.
+const REFERENCE: (&str, &str, &str) = (
+    "rextio-device-cuda==0.1.0",
+    "rextio_device_cuda-0.1.0-py3-none-any.whl",
+    "6ba40004e429b8b14c4b90f0ce75a479970b76a86a202d22655b7366d72fb7bf",
+);
+
 /// Where the tests find what `setup` prepared (read by tests/e2e/sim_namespace.py).
 const TEST_PATHS: &str = "test-paths.json";
 
@@ -90,6 +99,8 @@ pub enum Venv {
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
     Newest,
+    /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and `REFERENCE` (bench only).
+    Reference,
 }
 
 impl Venv {
@@ -99,6 +110,7 @@ impl Venv {
             Venv::Dist => "venv-dist".to_owned(),
             Venv::Floor => "venv".to_owned(),
             Venv::Newest => format!("venv-core-{NEWEST_CORE}"),
+            Venv::Reference => "venv-bench-0.1.0".to_owned(),
         })
     }
 
@@ -110,6 +122,7 @@ impl Venv {
         let core = match self {
             Venv::Build => return vec![HATCHLING.to_owned()],
             Venv::Dist => return DIST_TOOL_PINS.iter().map(|pin| pin.to_string()).collect(),
+            Venv::Reference => return vec![format!("rextio=={FLOOR_CORE}")],
             Venv::Floor => FLOOR_CORE,
             Venv::Newest => NEWEST_CORE,
         };
@@ -259,7 +272,19 @@ pub fn ensure_venv_with_wheel() -> Result<PathBuf> {
 /// neither torch nor tensorflow), uv checking each pinned SHA-256.
 fn install_plugins(python: &Path) -> Result<PathBuf> {
     let dir = target_dir().join("downstream-sdists");
-    let missing: Vec<&str> = DOWNSTREAM
+    install_pinned_files(python, &dir, DOWNSTREAM, "--no-binary")?;
+    Ok(dir)
+}
+
+/// Downloads each pinned file once into `dir` (`kind`: pip's `--no-binary`
+/// or `--only-binary`) and installs them `--no-deps`, uv checking each SHA-256.
+fn install_pinned_files(
+    python: &Path,
+    dir: &Path,
+    pinned: &[(&str, &str, &str)],
+    kind: &str,
+) -> Result<()> {
+    let missing: Vec<&str> = pinned
         .iter()
         .filter(|(_, file, _)| !dir.join(file).is_file())
         .map(|(pin, _, _)| *pin)
@@ -270,12 +295,12 @@ fn install_plugins(python: &Path) -> Result<PathBuf> {
             Command::new(bin(&target_dir().join("uv"), "python"))
                 .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
                 .args(["-m", "pip", "download", "--quiet", "--no-deps"])
-                .args(["--no-binary", ":all:", "--dest"])
-                .arg(&dir)
+                .args([kind, ":all:", "--dest"])
+                .arg(dir)
                 .args(&missing),
         )?;
     }
-    let requirements: String = DOWNSTREAM
+    let requirements: String = pinned
         .iter()
         .map(|(pin, file, sha256)| {
             let name = pin.split("==").next().unwrap_or(pin);
@@ -290,8 +315,7 @@ fn install_plugins(python: &Path) -> Result<PathBuf> {
         uv_pip(python)?
             .args(["--no-deps", "--require-hashes", "-r"])
             .arg(&listed),
-    )?;
-    Ok(dir)
+    )
 }
 
 /// `cargo xtask setup`: everything the Python tests need, once.
@@ -374,14 +398,18 @@ pub fn symbol_proof(args: &[String]) -> Result<()> {
     Venv::Floor.pytest(&["tests/symbol_proof"])
 }
 
-/// Preflight latency versus the probe spawn floor; import time
-/// (tests/python/preflight_bench.py, against the freshly built wheel).
+/// Preflight latency versus the probe spawn floor, warm and cold, the cold
+/// path also against the published `REFERENCE` (tests/python/preflight_bench.py).
 pub fn bench() -> Result<()> {
     let python = ensure_venv_with_wheel()?;
+    let reference = Venv::Reference.ensure()?;
+    let dir = target_dir().join("bench-reference");
+    install_pinned_files(&reference, &dir, &[REFERENCE], "--only-binary")?;
     process::run(
         Command::new(python)
             .current_dir(repo_root())
             .env_remove("PYTHONPATH")
-            .arg("tests/python/preflight_bench.py"),
+            .arg("tests/python/preflight_bench.py")
+            .arg(reference),
     )
 }

@@ -444,6 +444,8 @@ record! {
         pub max_argument_chars: u32,
         pub windows_environment: Vec<String>,
         pub sha256_pattern: String,
+        /// A pinned probe above this many bytes is refused before it is read whole.
+        pub max_pinned_probe_bytes: u32,
     }
 }
 
