@@ -12,6 +12,7 @@ pub mod generated {
     pub mod spec;
 }
 
+pub mod containment;
 pub mod inventory;
 pub mod loader;
 pub mod name;

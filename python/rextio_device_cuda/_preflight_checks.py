@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -31,14 +31,11 @@ from rextio_device_cuda._provider_spec import (
 )
 from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
-from rextio_device_cuda._toolkit import (
-    CudaToolkitReport,
-    FilesystemToolkitInspector,
-    expected_components,
-    toolkit_version_parts,
-)
 from rextio_device_cuda.config import CudaProviderConfig
-from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+if TYPE_CHECKING:
+    from rextio_device_cuda._toolkit import CudaToolkitReport
+    from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = PROVIDER_SPEC.option_keys
@@ -88,7 +85,8 @@ def _subprocess_runner(
     return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256, arguments=arguments)
 
 
-@dataclass(frozen=True)
+# Plain classes, not dataclasses or NamedTuples: defining those costs a
+# fraction of a millisecond each, paid at import by every `rextio generate`.
 class Refusal:
     """A failed preflight: exactly one reason code, no observations.
 
@@ -97,17 +95,28 @@ class Refusal:
     decided the refusal (path-free), and the CUDA result the probe reported.
     """
 
-    status: DevicePreflightStatus
-    reason_code: str
-    facts: str | None = None
-    cuda_result: int | None = None
+    __slots__ = ("cuda_result", "facts", "reason_code", "status")
+
+    def __init__(
+        self,
+        status: DevicePreflightStatus,
+        reason_code: str,
+        facts: str | None = None,
+        cuda_result: int | None = None,
+    ) -> None:
+        self.status = status
+        self.reason_code = reason_code
+        self.facts = facts
+        self.cuda_result = cuda_result
 
 
-@dataclass(frozen=True)
 class Ready:
     """A successful preflight and what it observed (never a path)."""
 
-    observations: tuple[tuple[str, str], ...]
+    __slots__ = ("observations",)
+
+    def __init__(self, observations: tuple[tuple[str, str], ...]) -> None:
+        self.observations = observations
 
 
 class _RefusedError(Exception):
@@ -152,17 +161,37 @@ def _device_text(ordinal: int, report: CudaProbeReport) -> str:
     return f"device {ordinal} is {device.sm}" + (f" ({device.name})" if named else "")
 
 
-@dataclass(frozen=True)
 class _Selection:
     """The effective device choice after options and constructor are merged."""
 
-    capability: CapabilitySpec
-    ordinal: int
-    sm: str
-    probe_path: str | None
-    toolkit_root: str | None
-    probe_sha256: str | None = None
-    driver_root: str | None = None
+    __slots__ = (
+        "capability",
+        "driver_root",
+        "ordinal",
+        "probe_path",
+        "probe_sha256",
+        "sm",
+        "toolkit_root",
+    )
+
+    def __init__(
+        self,
+        *,
+        capability: CapabilitySpec,
+        ordinal: int,
+        sm: str,
+        probe_path: str | None,
+        toolkit_root: str | None,
+        probe_sha256: str | None,
+        driver_root: str | None = None,
+    ) -> None:
+        self.capability = capability
+        self.ordinal = ordinal
+        self.sm = sm
+        self.probe_path = probe_path
+        self.toolkit_root = toolkit_root
+        self.probe_sha256 = probe_sha256
+        self.driver_root = driver_root
 
 
 def _lane(capability: CapabilitySpec) -> LaneSpec:
@@ -515,10 +544,15 @@ def _check_report(
 def _toolkit_report(
     selection: _Selection, inspector: ToolkitInspector | None
 ) -> CudaToolkitReport | None:
+    # Only a preflight that inspects a toolkit loads the inspector's module.
     if inspector is None:
         if selection.toolkit_root is None:
             return None
+        from rextio_device_cuda._toolkit import FilesystemToolkitInspector
+
         inspector = FilesystemToolkitInspector(Path(selection.toolkit_root))
+    from rextio_device_cuda._toolkit import CudaToolkitReport, expected_components
+
     triple = selection.capability.target_triple
     try:
         report = inspector.inspect(triple)
@@ -540,6 +574,8 @@ def _toolkit_report(
 def _check_toolkit(
     report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig, sm: str
 ) -> None:
+    from rextio_device_cuda._toolkit import toolkit_version_parts
+
     toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
         raise _refused(

@@ -224,7 +224,7 @@ class ProbeReportSpec(Record):
 
 
 class ValidationRequirementSpec(Record):
-    """The raw-driver requirement `validate-nvidia` and the CLI compose."""
+    """The raw-driver requirement the CLI's `preflight` and `validate` compose."""
 
     runtime: str
     features: tuple[str, ...]
@@ -239,6 +239,7 @@ class ProbeRunnerSpec(Record):
     max_argument_chars: int
     windows_environment: tuple[str, ...]
     sha256_pattern: str
+    max_pinned_probe_bytes: int
 
 
 class ToolkitSpec(Record):
@@ -663,6 +664,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         max_argument_chars=4096,
         windows_environment=("SYSTEMROOT", "WINDIR"),
         sha256_pattern="^[0-9a-f]{64}$",
+        max_pinned_probe_bytes=67108864,
     ),
     toolkit=ToolkitSpec(
         version_file="version.json",
@@ -983,8 +985,15 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             ),
         ),
         "PROBE_EXECUTION_FAILED": (
-            "The probe could not be started or its output could not be read.",
-            "Run the probe by hand to see why it cannot start.",
+            (
+                "The probe could not be started or its output could not be read; a pinned probe "
+                "also fails here where the kernel forbids executing its sealed copy (sysctl "
+                "vm.memfd_noexec = 2) or off Linux, where no sealed copy exists."
+            ),
+            (
+                "Run the probe by hand to see why it cannot start; for a pinned probe with "
+                "vm.memfd_noexec = 2, lower that setting to 1 or 0, or run without probe_sha256."
+            ),
         ),
         "PROBE_EXIT_NONZERO": (
             "The probe exited with a non-zero status.",
@@ -1018,6 +1027,16 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "The probe path is not absolute, and the provider never searches PATH.",
             "Give the absolute path of the probe executable.",
         ),
+        "PROBE_PIN_SCRIPT_UNSUPPORTED": (
+            (
+                "The pinned probe starts with #!: it is a script, and the interpreter that would "
+                "run it is outside the pin."
+            ),
+            (
+                "Pin the probe binary itself (python -m rextio_device_cuda probe prints its path "
+                "and digest), not a script that starts it."
+            ),
+        ),
         "PROBE_SCHEMA_INVALID": (
             "The probe output is JSON but does not follow probe schema 1.",
             "Use a probe built from this release; its schema must match exactly.",
@@ -1039,6 +1058,16 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "PROBE_TIMEOUT": (
             "The probe did not finish within its time limit and was stopped.",
             "Check the driver on this host; a healthy probe finishes in well under a second.",
+        ),
+        "PROBE_TOO_LARGE": (
+            (
+                "The pinned probe is larger than 64 MiB, so it was refused before being read "
+                "whole; the real probe is a few MiB."
+            ),
+            (
+                "Pin the probe this package ships (python -m rextio_device_cuda probe prints its "
+                "path and digest), or the probe you built yourself."
+            ),
         ),
         "PROVIDER_ID_MISMATCH": (
             "The request selects a provider other than rextio-device-cuda.",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Final
 
 from rextio.devices import DevicePreflightRequest
@@ -27,10 +26,13 @@ def request_fingerprint(request: DevicePreflightRequest) -> str:
     return json.dumps(request.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-@dataclass
 class _Entry:
-    latest_generation: int
-    ready_generation: int | None = None
+    # A plain class: a dataclass would cost its definition at import.
+    __slots__ = ("latest_generation", "ready_generation")
+
+    def __init__(self, latest_generation: int) -> None:
+        self.latest_generation = latest_generation
+        self.ready_generation: int | None = None
 
 
 class ReadyState:

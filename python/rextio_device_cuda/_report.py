@@ -35,7 +35,6 @@ _SCHEMA_VERSION: Final[str] = _REPORT.schema_version
 _PROBE_NAME: Final[str] = _REPORT.probe
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
 _CONTROL_CHARACTER: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _schema_error(detail: str) -> CudaProbeError:
@@ -81,7 +80,11 @@ def expected_probe_target(target_triple: str) -> ProbeTarget:
 def _is_valid_unicode(text: str) -> bool:
     # A JSON escape such as "\ud800" decodes to a lone surrogate: not a
     # character, and it could never be written out as UTF-8 later.
-    return _SURROGATE.search(text) is None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_absolute_path(text: str) -> bool:

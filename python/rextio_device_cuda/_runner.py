@@ -1,43 +1,32 @@
 """Running the probe executable: bounded in time, output and side effects.
 
-The probe runs with an empty environment, no PATH lookup, stderr discarded,
-in its own session and process group. Its stdout is read with a deadline (no
-polling sleeps). When a run ends, on success and on every failure alike, the
-whole group is sent SIGKILL while the probe is still unreaped (so the group id
-cannot have been reused), the probe is reaped, and ``run()`` returns only once
-every process of that group is confirmed to have exited: a pidfd for each
-remaining member, polled with a bound (see ``_confirm_group_exit``).
+The probe is spawned directly by this process: no PATH lookup, an empty
+environment, stdin and stderr ``/dev/null``, no descriptor inherited but its
+stdout pipe (and, when pinned, its own sealed image), in a session and
+process group of its own. Its stdout is read with a deadline (no polling
+sleeps) and at most ``MAX_OUTPUT_BYTES + 1`` bytes. When a run ends, on
+success and on every failure alike, the whole group is sent SIGKILL while
+the probe is still unreaped (so the group id cannot have been reused), the
+probe is reaped, and ``run()`` returns only once every process of that group
+is confirmed to have exited (a pidfd per remaining member). A process that
+holds stdout open is a member and dies with the group. A run therefore ends
+at the latest ``REAP_SECONDS`` after its timeout; the host starts no helper
+process and keeps none.
 
-What is contained, exactly (Linux):
-- the probe is started by a supervisor (``_contained``, ``_subreaper.py``):
-  a small standard-library program of this interpreter, started once and
-  reused, that is a child subreaper. Every descendant of the probe, one that
-  left its process group or session too (``setsid``, ``setpgid``, a double
-  fork), is re-parented to the supervisor, not to init, when its parent
-  exits. Ending a run kills the probe's group, reaps the probe, then kills and
-  reaps every remaining descendant; ``run()`` returns only when the
-  supervisor says none is left.
-- where no supervisor can run (no ``socket.send_fds``, the interpreter cannot
-  be started again, or ``PR_SET_CHILD_SUBREAPER`` is refused), the probe is
-  spawned directly and only its process group is contained, confirmed dead
-  as above; a descendant that left the group keeps running.
-- not contained anywhere: a process the probe asks another program to start
-  (a service manager, ``at``), which is no descendant of the probe.
-Windows: only the probe process itself is killed; its descendants are not.
+Not contained here: a descendant that left the probe's group or session
+(``setsid``). The reviewed probe contains its own descendants (it is a child
+subreaper and kills and reaps them before it prints its record); what an
+unreviewed probe does outside its group is outside the trust boundary (a
+same-UID process), and the pin is what makes a probe the reviewed one.
+Windows: only the probe process itself is killed.
 
-Pinned runs (``probe_sha256``): the resolved probe is opened once
-(``O_NOFOLLOW``, non-blocking), the open descriptor is checked (regular file,
-an execute bit) and hashed, and on a match that very descriptor is executed
-through ``/proc/self/fd/N`` (what ``fexecve`` does), passed to the child: the
-path is never looked up again, so a file renamed over it after the check is
-not what runs. A different digest is ``PROBE_DIGEST_MISMATCH`` before anything
-is spawned. Pinned execution needs Linux's ``/proc``; elsewhere a pinned run
-is ``PROBE_EXECUTION_FAILED`` after the digest check.
+Pinned runs (``probe_sha256``): see ``_sealed``: the sealed copy that was
+hashed is what is executed, through ``/proc/self/fd/N``; hashing counts
+against the timeout. Off Linux a pinned run is refused after the digest check.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -50,9 +39,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Final, Protocol
+from typing import IO, Final
 
-from rextio_device_cuda import _codes, _contained
+from rextio_device_cuda import _codes, _sealed
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
@@ -63,12 +52,12 @@ MAX_TIMEOUT_SECONDS: Final[float] = _RUNNER.max_timeout_seconds
 MAX_ARGUMENT_CHARS: Final[int] = _RUNNER.max_argument_chars
 _WINDOWS_ENVIRONMENT: Final[tuple[str, ...]] = _RUNNER.windows_environment
 _IS_WINDOWS: Final[bool] = sys.platform == "win32"
-# After SIGKILL a child normally dies at once; this only bounds a stuck reap.
-_REAP_SECONDS: Final[float] = 5.0
+# After SIGKILL a group normally dies at once; this only bounds a stuck reap
+# (a member in uninterruptible sleep), so a run ends by timeout + this.
+REAP_SECONDS: Final[float] = 5.0
 _READ_CHUNK: Final[int] = 16384
-_HASH_CHUNK: Final[int] = 1 << 20
 _SHA256_PATTERN: Final = re.compile(_RUNNER.sha256_pattern, re.ASCII)
-_IS_LINUX: Final[bool] = sys.platform.startswith("linux")
+sha256_of_descriptor = _sealed.sha256_of_descriptor
 
 
 def is_probe_sha256(value: object) -> bool:
@@ -84,54 +73,20 @@ def _validated_sha256(value: object) -> str | None:
     return str(value)
 
 
-def sha256_of_descriptor(descriptor: int) -> str:
-    """The SHA-256 (lowercase hex) of everything readable from ``descriptor``."""
-    digest = hashlib.sha256()
-    offset = 0
-    while True:
-        chunk = os.pread(descriptor, _HASH_CHUNK, offset)
-        if not chunk:
-            return digest.hexdigest()
-        digest.update(chunk)
-        offset += len(chunk)
-
-
 def probe_file_sha256(path: str) -> str:
     """The SHA-256 of the probe at ``path`` as a pinned run would compute it.
 
-    Raises ``CudaProbeError`` with the runner's path codes.
+    Raises ``CudaProbeError`` with the runner's path codes and the pin's own
+    refusals (``PROBE_TOO_LARGE``, ``PROBE_PIN_SCRIPT_UNSUPPORTED``), so a
+    digest is only ever printed for a probe that a pinned run can execute.
     """
     try:
         resolved = os.path.realpath(path, strict=True)
     except (OSError, ValueError) as error:
         raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
-    descriptor = _open_checked(resolved)
-    try:
-        return sha256_of_descriptor(descriptor)
-    except OSError as error:
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
-    finally:
-        os.close(descriptor)
-
-
-def _open_checked(resolved: str) -> int:
-    """Open the resolved probe once and check what was opened; return the fd."""
-    flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        descriptor = os.open(resolved, flags)
-    except FileNotFoundError as error:
-        raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
-    except OSError as error:
-        # ELOOP: a symlink swapped in after resolution; EACCES: not readable.
-        raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE) from error
-    try:
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode) or not status.st_mode & 0o111:
-            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
-    except BaseException:
-        os.close(descriptor)
-        raise
-    return descriptor
+    sealed = _sealed.seal(resolved)
+    sealed.close()
+    return sealed.digest
 
 
 def _child_environment() -> dict[str, str]:
@@ -174,20 +129,6 @@ def _poll_milliseconds(remaining: float) -> int:
     return max(math.ceil(remaining * 1000.0), 0)
 
 
-class _RunningProbe(Protocol):
-    """A started probe: its stdout, its exit, and the end of all it started."""
-
-    spawn_failed: bool
-    group_exited: bool
-
-    @property
-    def stdout(self) -> IO[bytes] | None: ...
-
-    def wait_exit(self, deadline: float) -> bool: ...
-
-    def finish(self) -> int | None: ...
-
-
 class _Child:
     """One probe spawned by this process and the means to end its process group."""
 
@@ -202,9 +143,6 @@ class _Child:
                 self._exit_fd = os.pidfd_open(process.pid)
             except OSError:
                 self._exit_fd = None
-
-    # A spawn that fails raises at once here; the supervised child reports it late.
-    spawn_failed = False
 
     @property
     def stdout(self) -> IO[bytes] | None:
@@ -253,7 +191,7 @@ class _Child:
         member of its group was confirmed to have exited.
         """
         self._kill_group()
-        deadline = time.monotonic() + _REAP_SECONDS
+        deadline = time.monotonic() + REAP_SECONDS
         exited = self.wait_exit(deadline)
         returncode: int | None = None
         if exited and self._exit_fd is not None:
@@ -261,7 +199,7 @@ class _Child:
             returncode = self.process.wait()
         elif exited:
             try:
-                returncode = self.process.wait(timeout=_REAP_SECONDS)
+                returncode = self.process.wait(timeout=REAP_SECONDS)
             except subprocess.TimeoutExpired:
                 returncode = None
         if self.process.stdout is not None:
@@ -397,17 +335,10 @@ class SubprocessProbeRunner:
             raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
         return resolved
 
-    def _spawn(self, executable: str, descriptor: int | None = None) -> _RunningProbe:
+    def _spawn(self, executable: str, descriptor: int | None = None) -> _Child:
         argv = [executable, *self._arguments]
-        if _IS_LINUX:
-            try:
-                supervised = _contained.start_supervised(argv, _child_environment(), descriptor)
-            except OSError as error:
-                raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
-            if supervised is not None:
-                return supervised
-        # Pinned: exec the checked descriptor itself (fexecve semantics); it
-        # stays open in the child so a script's interpreter can read it too.
+        # Pinned: exec the sealed copy itself (what fexecve does); the
+        # descriptor must be open in the child for the kernel to find it.
         program = executable if descriptor is None else f"/proc/self/fd/{descriptor}"
         try:
             process = subprocess.Popen(
@@ -430,28 +361,43 @@ class SubprocessProbeRunner:
         """Run the probe and return its stdout, or raise with a runner code."""
         return self._read_output(None, None)
 
+    def read_output_and_status(self) -> tuple[bytes, int]:
+        """``read_output()`` for a program whose exit status says something
+        (the lifetime smoke exits 1 with its failure record): any status is
+        returned with the output; every other runner check still applies."""
+        return self._run_to_end(None, None)
+
     def _read_output(
         self,
         while_running: Callable[[], None] | None,
         on_pause: Callable[[bytes], None] | None,
     ) -> bytes:
+        output, returncode = self._run_to_end(while_running, on_pause)
+        if returncode != 0:
+            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
+        return output
+
+    def _run_to_end(
+        self,
+        while_running: Callable[[], None] | None,
+        on_pause: Callable[[bytes], None] | None,
+    ) -> tuple[bytes, int]:
+        # Hashing a pinned probe counts against the run's timeout.
+        deadline = time.monotonic() + self._timeout
         executable = self._resolve()
         if self._sha256 is None:
-            deadline = time.monotonic() + self._timeout
             child = self._spawn(executable)
         else:
-            descriptor = _open_checked(executable)
+            sealed = _sealed.seal(executable, deadline)
             try:
-                if sha256_of_descriptor(descriptor) != self._sha256:
+                if sealed.digest != self._sha256:
                     raise CudaProbeError(_codes.PROBE_DIGEST_MISMATCH)
-                if not _IS_LINUX:
+                if sealed.descriptor is None:
+                    # Off Linux there is no sealed copy to run; never the file itself.
                     raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
-                deadline = time.monotonic() + self._timeout
-                child = self._spawn(executable, descriptor)
-            except OSError as error:  # a read failure of the opened file
-                raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+                child = self._spawn(executable, sealed.descriptor)
             finally:
-                os.close(descriptor)
+                sealed.close()
         try:
             if while_running is not None:
                 # Caller's work that does not need the report, done while the
@@ -465,14 +411,10 @@ class SubprocessProbeRunner:
             child.finish()
             raise
         returncode = child.finish()
-        if child.spawn_failed:
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
-        if not child.group_exited:
+        if not child.group_exited or returncode is None:
             # A process of the probe's group outlived the reap bound.
             raise CudaProbeError(_codes.PROBE_TIMEOUT)
-        if returncode != 0:
-            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
-        return output
+        return output, returncode
 
     def run(self) -> CudaProbeReport:
         """Run the probe and parse its report."""
@@ -486,7 +428,7 @@ class SubprocessProbeRunner:
 
     @staticmethod
     def _collect(
-        child: _RunningProbe, deadline: float, on_pause: Callable[[bytes], None] | None = None
+        child: _Child, deadline: float, on_pause: Callable[[bytes], None] | None = None
     ) -> bytes:
         stdout = child.stdout
         if stdout is None:

@@ -1,4 +1,4 @@
-"""python -m rextio_device_cuda: explain codes, run a preflight, install the runtime, pin a probe.
+"""python -m rextio_device_cuda: explain, preflight, runtime-source, pin-probe, probe, validate.
 
 Bad input gets a message and a non-zero exit, never a traceback: 0 success /
 ready, 1 not ready or refused, 2 unusable input.
@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final, NamedTuple, NoReturn
 
 from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
 from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
@@ -40,7 +40,7 @@ from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
-from rextio_device_cuda.provider import LOGGER, CudaDeviceProvider
+from rextio_device_cuda.provider import CudaDeviceProvider, refusal_logger
 from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
 
 EXIT_READY: Final = 0
@@ -67,6 +67,14 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+class Refused(NamedTuple):
+    """A refused standalone preflight: Core's result, and what decided it."""
+
+    result: DevicePreflightResult
+    # This package's own refusal (its observed facts); None for another provider.
+    decided_by: Refusal | None
+
+
 class _RecordingProvider:
     """Delegates to the loaded provider and keeps its last preflight result."""
 
@@ -90,9 +98,10 @@ class _RecordingProvider:
         return self._inner.build_contribution(request)
 
 
-def _explain_lines(
+def explain_lines(
     code: str, facts: str | None = None, cuda_result: int | None = None
 ) -> list[str]:
+    """A code's explanation, the observed facts that decided it, and its remedy, as printed."""
     text = _refusal_text.explanation(code, cuda_result)
     if text is None:
         lines = [f"{code}: not a reason code of {_PROVIDER_ID}"]
@@ -135,7 +144,7 @@ def _explain(arguments: argparse.Namespace) -> int:
             "--cuda-result applies only to codes the probe reports with a CUDA result: "
             + ", ".join(sorted(_refusal_text.RESULT_CODES))
         )
-    print("\n".join(_explain_lines(code, cuda_result=result)))
+    print("\n".join(explain_lines(code, cuda_result=result)))
     return EXIT_READY
 
 
@@ -188,7 +197,7 @@ def _print_refusal(code: str, as_json: bool, status: str, refusal: Refusal | Non
         )
     else:
         print(f"not ready ({status})", file=sys.stderr)
-        print("\n".join(_explain_lines(code, facts, result)), file=sys.stderr)
+        print("\n".join(explain_lines(code, facts, result)), file=sys.stderr)
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
@@ -197,18 +206,52 @@ def _preflight(arguments: argparse.Namespace) -> int:
         raise _UsageError(
             f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}"
         )
+    plan, refused, error = standalone_preflight(
+        capability,
+        arguments.probe,
+        arguments.device,
+        arguments.sm,
+        toolkit_root=arguments.toolkit_root,
+        probe_sha256=arguments.probe_sha256,
+        driver_root=arguments.driver_root,
+    )
+    if refused is not None:
+        result = refused.result
+        _print_refusal(
+            result.reason_codes[0], arguments.json, result.status.value, refused.decided_by
+        )
+        return EXIT_NOT_READY
+    if plan is None:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
+    return EXIT_READY
+
+
+def standalone_preflight(
+    capability: CapabilitySpec,
+    probe: str,
+    device: str,
+    sm: str,
+    *,
+    toolkit_root: str | None = None,
+    probe_sha256: str | None = None,
+    driver_root: str | None = None,
+) -> tuple[ResolvedDevicePlan | None, Refused | None, str | None]:
+    """One standalone plan resolved through Core's ``resolve_device_plan``.
+
+    Returns (plan, None, None) when ready, (None, refusal, None) when the
+    provider refused, and (None, None, why) when Core failed otherwise.
+    Options Core rejects raise ``_UsageError``.
+    """
     keys = PROVIDER_SPEC.option_keys
-    option_pairs = [
-        (keys.probe, arguments.probe),
-        (keys.device, arguments.device),
-        (keys.sm, arguments.sm),
-    ]
-    if arguments.toolkit_root is not None:
-        option_pairs.append((keys.toolkit, arguments.toolkit_root))
-    if arguments.probe_sha256 is not None:
-        option_pairs.append((keys.probe_sha256, arguments.probe_sha256))
-    if arguments.driver_root is not None:
-        option_pairs.append((keys.driver_root, arguments.driver_root))
+    option_pairs = [(keys.probe, probe), (keys.device, device), (keys.sm, sm)]
+    if toolkit_root is not None:
+        option_pairs.append((keys.toolkit, toolkit_root))
+    if probe_sha256 is not None:
+        option_pairs.append((keys.probe_sha256, probe_sha256))
+    if driver_root is not None:
+        option_pairs.append((keys.driver_root, driver_root))
     try:
         options = DeviceProviderOptions(tuple(option_pairs))
         selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
@@ -216,16 +259,13 @@ def _preflight(arguments: argparse.Namespace) -> int:
         raise _UsageError(str(error)) from error
     # Core composes only a valid requirement; bad ordinals and SMs reach the
     # provider through the options and come back as reason codes.
-    device = arguments.device
     plain = device.isascii() and device.isdigit() and len(device) <= 4
     ordinal = str(int(device)) if plain else "0"
-    sm = arguments.sm if arguments.sm in _ARCHITECTURES else _ARCHITECTURES[0]
-    profile = _profile(capability, ordinal, sm)
+    profile = _profile(capability, ordinal, sm if sm in _ARCHITECTURES else _ARCHITECTURES[0])
     try:
         loaded, source = load_selected_device_provider(selection)
     except DeviceProviderError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
+        return None, None, str(error)
     recording = _RecordingProvider(loaded)
     try:
         with _provider_warnings_silenced():
@@ -239,31 +279,23 @@ def _preflight(arguments: argparse.Namespace) -> int:
     except DeviceProviderError as error:
         result = recording.last_preflight
         if result is not None and result.status is not DevicePreflightStatus.READY:
-            _print_refusal(
-                result.reason_codes[0],
-                arguments.json,
-                result.status.value,
-                recording.last_refusal,
-            )
-        else:
-            print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
+            return None, Refused(result, recording.last_refusal), None
+        return None, None, str(error)
     if plan is None:
-        print("error: no plan was resolved", file=sys.stderr)
-        return EXIT_NOT_READY
-    print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
-    return EXIT_READY
+        return None, None, "no plan was resolved"
+    return plan, None, None
 
 
 @contextlib.contextmanager
 def _provider_warnings_silenced() -> Iterator[None]:
     """This command prints a refusal itself, with its remedy; the log line would repeat it."""
-    previous = LOGGER.disabled
-    LOGGER.disabled = True
+    logger = refusal_logger()
+    previous = logger.disabled
+    logger.disabled = True
     try:
         yield
     finally:
-        LOGGER.disabled = previous
+        logger.disabled = previous
 
 
 def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
@@ -307,7 +339,7 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     try:
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
+        print("\n".join(explain_lines(error.reason_code)), file=sys.stderr)
         return EXIT_NOT_READY
     print(digest)
     _print_pin(path, digest)
@@ -321,7 +353,7 @@ def _print_pin(path: str, digest: str) -> None:
     print(f'{keys.probe_sha256} = "{digest}"')
 
 
-_NO_SHIPPED_PROBE: Final = (
+NO_SHIPPED_PROBE: Final = (
     "no probe ships for this platform: this installation carries none (the pure "
     "py3-none-any wheel; the manylinux_2_17 x86_64 and aarch64 wheels carry one). "
     "Build it from the source repository with "
@@ -334,7 +366,7 @@ def _probe(arguments: argparse.Namespace) -> int:
     try:
         shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
     except NoShippedBinariesError:
-        print(f"error: {_NO_SHIPPED_PROBE}", file=sys.stderr)
+        print(f"error: {NO_SHIPPED_PROBE}", file=sys.stderr)
         return EXIT_NOT_READY
     except ShippedBinaryError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -345,7 +377,7 @@ def _probe(arguments: argparse.Namespace) -> int:
         # is a regular executable.
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        print("\n".join(_explain_lines(error.reason_code)), file=sys.stderr)
+        print("\n".join(explain_lines(error.reason_code)), file=sys.stderr)
         return EXIT_NOT_READY
     if digest != shipped.sha256:
         print("error: the installed probe changed while it was read; run again", file=sys.stderr)
@@ -354,6 +386,26 @@ def _probe(arguments: argparse.Namespace) -> int:
     print(f"sha256: {digest} (the SHA-256 this wheel recorded)")
     _print_pin(path, digest)
     return EXIT_READY
+
+
+def _sm_argument(text: str) -> str:
+    if re.fullmatch(PROVIDER_SPEC.policy.sm_pattern, text) is None:
+        raise argparse.ArgumentTypeError(f"must look like sm_80, not {text[:20]!r}")
+    return text
+
+
+def _device_argument(text: str) -> int:
+    limit = PROVIDER_SPEC.policy.device_ordinal_max
+    if not (text.isascii() and text.isdigit() and len(text) <= 4 and int(text) <= limit):
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to {limit}, not {text[:20]!r}")
+    return int(text)
+
+
+def _validate_command(arguments: argparse.Namespace) -> int:
+    # Imported here: only this command needs it, and it imports this module.
+    from rextio_device_cuda import _validate
+
+    return _validate.run(arguments)
 
 
 def _parser() -> _Parser:
@@ -464,6 +516,27 @@ def _parser() -> _Parser:
         ),
     )
     probe.set_defaults(handler=_probe)
+    validate = commands.add_parser(
+        "validate",
+        help="path-free evidence that this NVIDIA host works, with the shipped probe and smoke",
+        description=(
+            "On a trusted NVIDIA host: run the probe and the lifetime smoke this installation "
+            "ships, and a standalone preflight through Core, and print path-free JSON evidence "
+            "(support_claim, kernel_executed and certification_ready are always false). "
+            "Exit 0 only when the preflight is ready and the smoke completes."
+        ),
+    )
+    validate.add_argument(
+        "--sm", required=True, type=_sm_argument, metavar="sm_NN", help="e.g. sm_80"
+    )
+    validate.add_argument(
+        "--device", default=0, type=_device_argument, metavar="N", help="CUDA device (default 0)"
+    )
+    validate.add_argument(
+        "--toolkit-root", metavar="DIR", help="absolute CUDA toolkit root to validate"
+    )
+    validate.add_argument("--output", metavar="FILE", help="also write the evidence to FILE")
+    validate.set_defaults(handler=_validate_command)
     return parser
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 from functools import lru_cache
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from rextio.devices import (
     DeviceBuildContribution,
@@ -15,18 +14,18 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _declarations, _preflight_checks
+from rextio_device_cuda import _preflight_checks
+from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
+from rextio_device_cuda._report import expected_probe_target
+from rextio_device_cuda._runner import SubprocessProbeRunner
 from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
-from rextio_device_cuda.probe import (
-    CudaProbeError,
-    FilesystemToolkitInspector,
-    ProbeRunner,
-    SubprocessProbeRunner,
-    ToolkitInspector,
-    expected_probe_target,
-)
+
+if TYPE_CHECKING:
+    import logging
+
+    from rextio_device_cuda.probe import FilesystemToolkitInspector, ProbeRunner, ToolkitInspector
 
 # 0.1.0's public names (contract section 1), then this version's additions.
 __all__ = [
@@ -113,18 +112,41 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
+# 0.1.0's re-exports that a preflight through the entry point never uses:
+# the public probe module (its protocols) and the toolkit inspector load
+# when one of them is first used.
+_PROBE_MODULE_NAMES: Final = frozenset(
+    {"FilesystemToolkitInspector", "ProbeRunner", "ToolkitInspector"}
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _PROBE_MODULE_NAMES:
+        from rextio_device_cuda import probe
+
+        return getattr(probe, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def refusal_logger() -> logging.Logger:
+    """The logger of the refusal lines; ``logging`` loads at the first use."""
+    import logging
+
+    return logging.getLogger(__package__)
+
+
 # Core reports a refusal only by its status; this line, path-free, tells the
 # person running `rextio generate` which code it was and how to learn more.
-LOGGER: Final = logging.getLogger("rextio_device_cuda")
-
-
 def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
-    if not LOGGER.isEnabledFor(logging.WARNING):
+    import logging  # loaded by refusal_logger() anyway
+
+    logger = refusal_logger()
+    if not logger.isEnabledFor(logging.WARNING):
         return
     # Imported here: the texts and CUDA result names serve refusals only.
     from rextio_device_cuda import _refusal_text
 
-    LOGGER.warning(
+    logger.warning(
         "%s",
         _refusal_text.refusal_line(refusal.reason_code, refusal.facts, refusal.cuda_result),
     )
@@ -195,10 +217,15 @@ class CudaDeviceProvider:
             config = CudaProviderConfig()
         if not isinstance(config, CudaProviderConfig):
             raise TypeError("config must be a CudaProviderConfig or None")
-        if probe_runner is not None and not isinstance(probe_runner, ProbeRunner):
-            raise TypeError("probe_runner must implement ProbeRunner.run()")
-        if toolkit_inspector is not None and not isinstance(toolkit_inspector, ToolkitInspector):
-            raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
+        if probe_runner is not None or toolkit_inspector is not None:
+            from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+            if probe_runner is not None and not isinstance(probe_runner, ProbeRunner):
+                raise TypeError("probe_runner must implement ProbeRunner.run()")
+            if toolkit_inspector is not None and not isinstance(
+                toolkit_inspector, ToolkitInspector
+            ):
+                raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
         self._config = config
         self._probe_runner = probe_runner
         self._toolkit_inspector = toolkit_inspector
@@ -211,6 +238,8 @@ class CudaDeviceProvider:
 
     def manifest(self) -> DeviceProviderManifest:
         """Passive identity and capabilities; never probes the host."""
+        from rextio_device_cuda import _declarations
+
         return _declarations.provider_manifest()
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
@@ -253,6 +282,8 @@ class CudaDeviceProvider:
                 f"{_PROVIDER_ID} build_contribution requires successful preflight "
                 "of this exact request"
             )
+        from rextio_device_cuda import _declarations
+
         capability = CAPABILITIES[request.selection.capability_id]
         return _declarations.lane_contribution(capability.lane)
 

@@ -182,9 +182,11 @@ def _open_directory(name: str, dir_fd: int) -> int:
         raise
 
 
-def _open_parent(project_fd: int, stack: contextlib.ExitStack) -> tuple[int, list[tuple[int, str]]]:
-    """The install directory's parent, created as needed; also what this call created."""
-    created: list[tuple[int, str]] = []
+def _open_parent(
+    project_fd: int, stack: contextlib.ExitStack, created: list[tuple[int, str]]
+) -> int:
+    """The install directory's parent, created as needed; ``created`` gets each
+    directory this call made (its parent's descriptor and name), as it is made."""
     current = project_fd
     for part in INSTALL_DIR.parts[:-1]:
         try:
@@ -193,7 +195,7 @@ def _open_parent(project_fd: int, stack: contextlib.ExitStack) -> tuple[int, lis
         except FileExistsError:
             pass  # an earlier or concurrent install made it; opened below without links
         current = stack.enter_context(_opened(_open_directory(part, current)))
-    return current, created
+    return current
 
 
 @contextlib.contextmanager
@@ -245,9 +247,8 @@ def _write_file(dir_fd: int, name: str, mode: int, content: bytes) -> None:
         os.fchmod(output.fileno(), mode)
 
 
-def _write_staging(parent_fd: int, tree: _SourceTree) -> str:
-    """The whole tree in a new staging directory below ``parent_fd``; returns its name."""
-    staging = f"{STAGING_PREFIX}{secrets.token_hex(8)}"
+def _write_staging(parent_fd: int, staging: str, tree: _SourceTree) -> None:
+    """The whole tree in a new staging directory ``staging`` below ``parent_fd``."""
     os.mkdir(staging, 0o700, dir_fd=parent_fd)
     with contextlib.ExitStack() as stack:
         root_fd = stack.enter_context(_opened(_open_directory(staging, parent_fd)))
@@ -261,7 +262,6 @@ def _write_staging(parent_fd: int, tree: _SourceTree) -> str:
             directory_fds[directory] = fd
         for path, (mode, content) in sorted(tree.files.items()):
             _write_file(directory_fds[path.parent], path.name, mode, content)
-    return staging
 
 
 def _same_content(name: str, dir_fd: int, expected: bytes) -> bool:
@@ -300,10 +300,11 @@ def _differences(dir_fd: int, relative: PurePosixPath, tree: _SourceTree) -> lis
 
 def _install(project_fd: int, tree: _SourceTree) -> bool:
     final = INSTALL_DIR.name
+    created: list[tuple[int, str]] = []
+    installed = False
     with contextlib.ExitStack() as stack:
-        parent_fd, created = _open_parent(project_fd, stack)
-        installed = False
         try:
+            parent_fd = _open_parent(project_fd, stack, created)
             with _install_lock(parent_fd):
                 _remove_stale_staging(parent_fd)
                 try:
@@ -323,16 +324,20 @@ def _install(project_fd: int, tree: _SourceTree) -> bool:
                             f"{INSTALL_DIR} to reinstall"
                         )
                     return False
-                staging = _write_staging(parent_fd, tree)
+                staging = f"{STAGING_PREFIX}{secrets.token_hex(8)}"
                 try:
+                    _write_staging(parent_fd, staging, tree)
                     os.rename(staging, final, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
                 except BaseException:
+                    # A failed write (a full disk) or rename leaves no staging behind.
                     shutil.rmtree(staging, dir_fd=parent_fd, ignore_errors=True)
                     raise
                 installed = True
                 return True
         finally:
             if not installed:
+                # Only what this call created, deepest first; a folder another
+                # install filled meanwhile is not empty and stays.
                 for dir_fd, name in reversed(created):
                     with contextlib.suppress(OSError):
                         os.rmdir(name, dir_fd=dir_fd)
@@ -350,8 +355,14 @@ def install_runtime_source(project_dir: Path, *, archive: Path | None = None) ->
     try:
         # The project directory itself is the caller's choice, links included.
         project_fd = os.open(project_dir, _DIRECTORY_FLAGS & ~_NOFOLLOW)
-    except OSError as error:
+    except FileNotFoundError as error:
         raise RuntimeSourceError("the project directory does not exist") from error
+    except NotADirectoryError as error:
+        raise RuntimeSourceError("the project path is not a directory") from error
+    except OSError as error:
+        raise RuntimeSourceError(
+            f"cannot open the project directory: {error.strerror}"
+        ) from error
     try:
         return _install(project_fd, tree)
     except OSError as error:

@@ -3,15 +3,14 @@
 `cargo xtask test` runs this directory only in the newest-Core environment
 (Core >= 0.1.7, which rextio-torch 0.1.3 needs), where rextio-torch 0.1.3 and
 rextio-tensorflow 0.1.3 are installed with --no-deps from their PyPI sdists.
-Their CUDA candidate build scripts ship only in the sdists; `cargo xtask test`
-names the directory holding them in REXTIO_DOWNSTREAM_SDISTS. Missing
+Their CUDA candidate build scripts ship only in the sdists, which `cargo xtask
+setup` keeps (target/test-paths.json names their directory). Missing
 prerequisites fail, saying so; nothing here skips.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import tarfile
 from collections.abc import Callable
@@ -21,18 +20,9 @@ from types import ModuleType
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
-SDISTS_VARIABLE = "REXTIO_DOWNSTREAM_SDISTS"
-
-
-def _sdists() -> Path:
-    value = os.environ.get(SDISTS_VARIABLE)
-    if not value:
-        pytest.fail(
-            f"{SDISTS_VARIABLE} is not set: run the downstream tests through "
-            "`cargo xtask test`, which fetches the companion plugins' sdists"
-        )
-    return Path(value)
+from sim_namespace import built_path
 
 
 @pytest.fixture
@@ -40,9 +30,9 @@ def sdist_script(tmp_path: Path) -> Callable[[str, str], ModuleType]:
     """Loads one script from a plugin's sdist (``archive``, ``member``) as a module."""
 
     def load(archive: str, member: str) -> ModuleType:
-        path = _sdists() / archive
+        path = built_path("downstream_sdists") / archive
         if not path.is_file():
-            pytest.fail(f"{path} is missing: `cargo xtask test` downloads it")
+            pytest.fail(f"{path} is missing: `cargo xtask setup` downloads it")
         with tarfile.open(path, "r:gz") as sdist:
             extracted = sdist.extractfile(member)
             if extracted is None:

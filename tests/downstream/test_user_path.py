@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -35,7 +34,8 @@ from cuda_support import json_strings, json_values
 from sim_namespace import (
     DriverLayout,
     SimulatedHost,
-    binaries_from_env,
+    built_binaries,
+    built_path,
     namespace_tools_or_fail,
 )
 
@@ -66,7 +66,7 @@ def readme_files() -> dict[str, str]:
 
 @pytest.fixture
 def sim_host(tmp_path: Path) -> SimulatedHost:
-    return SimulatedHost(binaries_from_env(), namespace_tools_or_fail(), tmp_path)
+    return SimulatedHost(built_binaries(), namespace_tools_or_fail(), tmp_path)
 
 
 def _pasted(probe_output: str) -> tuple[str, str]:
@@ -223,9 +223,7 @@ NO_RUST = ("cargo", "rustc", "cc")
 
 def _offline_env(venv: Path, tmp_path: Path) -> dict[str, str]:
     """PATH is the venv's own bin alone; pip reads dist's wheels and the wheelhouse."""
-    dist, wheelhouse = os.environ.get("REXTIO_DIST_DIR"), os.environ.get("REXTIO_WHEELHOUSE")
-    assert dist, "REXTIO_DIST_DIR is not set: run the tests through `cargo xtask test`"
-    assert wheelhouse, "REXTIO_WHEELHOUSE is not set: run the tests through `cargo xtask test`"
+    dist, wheelhouse = built_path("dist_dir"), built_path("wheelhouse")
     path = str(venv / "bin")
     for tool in NO_RUST:
         assert shutil.which(tool, path=path) is None, tool

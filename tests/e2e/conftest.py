@@ -18,15 +18,15 @@ from sim_namespace import (
     NamespaceTools,
     NativeBinaries,
     SimulatedHost,
-    binaries_from_env,
+    built_binaries,
     namespace_tools_or_fail,
 )
 
 
 @pytest.fixture(scope="session")
 def native() -> NativeBinaries:
-    """The built binaries named by the test runner's environment."""
-    return binaries_from_env()
+    """The binaries `cargo xtask setup` built."""
+    return built_binaries()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,8 @@ import shlex
 import shutil
 import struct
 import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +63,7 @@ RUN_TIMEOUT_SECONDS = 120
 
 @dataclass(frozen=True)
 class NativeBinaries:
-    """The binaries `cargo xtask test` built for this run."""
+    """The binaries `cargo xtask setup` built."""
 
     probe: Path
     smoke: Path
@@ -98,6 +100,16 @@ class DriverLayout:
     # Shell steps run last, after every other step (``{image}`` is the
     # image's path); each must succeed or the setup fails.
     extra_steps: Sequence[str] = ()
+
+
+# Two simulated devices (the demo, the bench, xtask's symbol-proof).
+TWO_DEVICES = DriverLayout(
+    config=(
+        "driver_version=12040",
+        "device=NVIDIA Simulated A100|8|0",
+        "device=NVIDIA Simulated L4|8|9",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -341,25 +353,27 @@ def assert_no_device_preflight(run: NamespaceRun) -> None:
     assert refusal["explanation"], refusal
 
 
-def _binary_from_env(name: str) -> Path:
-    value = os.environ.get(name)
-    if not value:
+def built_path(key: str) -> Path:
+    """What `cargo xtask setup` prepared, by key, from ``target/test-paths.json``."""
+    target = os.environ.get("CARGO_TARGET_DIR") or Path(__file__).resolve().parents[2] / "target"
+    paths = Path(target) / "test-paths.json"
+    if not paths.is_file():
         pytest.fail(
-            f"{name} is not set: run the end-to-end tests through `cargo xtask test`, "
-            "which builds the probe, the smoke and the simulated driver"
+            f"{paths} is missing: run `cargo xtask setup` once; it builds the probe, the smoke, "
+            "the simulated driver and the wheel, and fetches what the tests use"
         )
-    path = Path(value)
-    if not path.is_file():
-        pytest.fail(f"{name} names {path}, which is not a built file")
-    return path
+    value = json.loads(paths.read_text(encoding="utf-8")).get(key)
+    if not isinstance(value, str) or not Path(value).exists():
+        pytest.fail(f"{paths} names no existing {key} ({value!r}): rerun `cargo xtask setup`")
+    return Path(value)
 
 
-def binaries_from_env() -> NativeBinaries:
-    """The built binaries named by the test runner's environment."""
+def built_binaries() -> NativeBinaries:
+    """The binaries `cargo xtask setup` built."""
     return NativeBinaries(
-        probe=_binary_from_env("REXTIO_CUDA_PROBE"),
-        smoke=_binary_from_env("REXTIO_CUDA_SMOKE"),
-        sim_driver=_binary_from_env("REXTIO_SIM_DRIVER"),
+        probe=built_path("probe"),
+        smoke=built_path("smoke"),
+        sim_driver=built_path("sim_driver"),
     )
 
 
@@ -389,3 +403,20 @@ def namespace_tools_or_fail() -> NamespaceTools:
             "/usr/local, so the probe would load the host's driver first"
         )
     return NamespaceTools(unshare=unshare, shell=shell)
+
+
+def main(arguments: list[str]) -> int:
+    """``python sim_namespace.py SIM_DRIVER PROGRAM [ARG...]``: PROGRAM run beside
+    the simulated driver with two devices; its output and exit status relayed."""
+    sim_driver, *argv = arguments
+    binaries = NativeBinaries(probe=Path(argv[0]), smoke=Path(argv[0]), sim_driver=Path(sim_driver))
+    with tempfile.TemporaryDirectory(prefix="rextio-sim-") as scratch:
+        host = SimulatedHost(binaries, namespace_tools_or_fail(), Path(scratch))
+        run = host.run(TWO_DEVICES, argv)
+    sys.stdout.write(run.stdout)
+    sys.stderr.write(run.stderr)
+    return run.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

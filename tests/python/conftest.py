@@ -1,13 +1,13 @@
-"""Fixtures; helpers live in cuda_support (this directory is put on sys.path).
+"""Fixtures; helpers live in cuda_support (this directory is put on sys.path)
+and in tests/e2e's sim_namespace (what `cargo xtask setup` built).
 
-Only tests/python is added: the package itself must come from the installed
-wheel, never from the source tree under python/.
+Only test directories are added: the package itself must come from the
+installed wheel, never from the source tree under python/.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,24 +15,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 
 from cuda_support import ProbeFactory
-
-# `cargo xtask stress` sets this: each process_stress test then runs that many times.
-STRESS_ROUNDS_VARIABLE = "REXTIO_STRESS_ROUNDS"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "process_stress: a process/signal test that `cargo xtask stress` repeats"
-    )
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    rounds = int(os.environ.get(STRESS_ROUNDS_VARIABLE, "0") or "0")
-    if rounds > 0 and metafunc.definition.get_closest_marker("process_stress"):
-        metafunc.fixturenames.append("stress_round")
-        metafunc.parametrize("stress_round", range(rounds))
 
 
 @pytest.fixture

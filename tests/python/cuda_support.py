@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +118,55 @@ def unavailable_report(
     )
 
 
+# A pinned probe must be a binary (a `#!` script is refused), so pinned tests
+# use this one: it reads its own image (/proc/self/exe, which for a sealed
+# run is the memfd), takes the trailer after the last MAGIC line (a marker
+# path, a newline, the output), appends "ran" to the marker and prints the
+# output. What it prints is therefore decided by the bytes that really ran.
+PRINTER_MAGIC = b"\n#REXTIO-FIXTURE-TRAILER#\n"
+_PRINTER_C = r"""
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+static char image[4 << 20];
+int main(void) {
+    int fd = open("/proc/self/exe", O_RDONLY);
+    size_t size = 0;
+    ssize_t got;
+    if (fd < 0) return 3;
+    while ((got = read(fd, image + size, sizeof image - size)) > 0) size += (size_t)got;
+    const char *magic = "MAGIC";
+    size_t length = strlen(magic);
+    char *trailer = NULL;
+    for (size_t at = 0; at + length <= size; at++)
+        if (memcmp(image + at, magic, length) == 0) trailer = image + at + length;
+    if (trailer == NULL) return 4;
+    char *newline = memchr(trailer, '\n', (size_t)(image + size - trailer));
+    if (newline == NULL) return 5;
+    *newline = 0;
+    int marker = open(trailer, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (marker < 0 || write(marker, "ran\n", 4) != 4) return 6;
+    close(marker);
+    char *output = newline + 1;
+    return write(1, output, (size_t)(image + size - output)) < 0 ? 7 : 0;
+}
+"""
+
+
+@functools.cache
+def printer_image() -> bytes:
+    """The compiled printer (built once per test process with $CC or cc)."""
+    with tempfile.TemporaryDirectory(prefix="rextio-printer-") as directory:
+        source = Path(directory) / "printer.c"
+        # The image holds the magic once itself: the trailer is after the last one.
+        magic = PRINTER_MAGIC.decode().replace("\n", "\\n")
+        source.write_text(_PRINTER_C.replace("MAGIC", magic), encoding="utf-8")
+        binary = Path(directory) / "printer"
+        compiler = os.environ.get("CC") or shutil.which("cc") or "cc"
+        subprocess.run([compiler, "-O1", "-o", str(binary), str(source)], check=True)
+        return binary.read_bytes()
+
+
 @dataclass
 class ProbeFactory:
     """Writes executable probe scripts; each touches a marker when it runs."""
@@ -136,14 +188,29 @@ class ProbeFactory:
         marker = self.marker(name)
         return self.python(f"open({str(marker)!r}, 'a').write('ran\\n')\nprint({text!r})\n", name)
 
+    def binary(self, value: object, name: str = "probe", marker: str | None = None) -> Path:
+        """A compiled probe (no ``#!``, so it can be pinned) that appends to the
+        marker of ``marker`` (default ``name``) and prints ``value`` as JSON."""
+        text = value if isinstance(value, str) else json.dumps(value)
+        return self.write_bytes(name, self.binary_bytes(text, marker or name))
+
+    def binary_bytes(self, text: str, marker: str) -> bytes:
+        """The bytes of a ``binary`` probe printing ``text`` (no newline added)."""
+        trailer = f"{self.marker(marker)}\n{text}\n".encode()
+        return printer_image() + PRINTER_MAGIC + trailer
+
     def marker(self, name: str = "probe") -> Path:
         """The file a ``printing`` probe appends to each time it runs."""
         return self.directory / f"{name}.ran"
 
     def write(self, name: str, text: str) -> Path:
         """An executable file with exactly ``text``."""
+        return self.write_bytes(name, text.encode("utf-8"))
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        """An executable file with exactly ``data``."""
         path = self.directory / name
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(data)
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         return path
 

@@ -1,16 +1,17 @@
 """Preflight latency through the provider versus the bare probe spawn (run by xtask bench).
 
-Usage: python preflight_bench.py /abs/path/to/fast-probe
+Usage: python preflight_bench.py /abs/path/to/reference/python (compiles its fast
+fixture probe with ``$CC`` or ``cc``)
+
+Warm: preflights in this process against the spawn floor. Cold: what one
+`rextio generate` pays, in fresh interpreters run in turn: ours, the published
+0.1.0 (the reference interpreter's environment) and the floor. Each child is
+this file run as `--cold KIND PROBE`, so its top imports only what Core
+itself loads; the rest of the standard library is imported where it is used.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import socket
-import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,53 +22,28 @@ from rextio.artifacts.profiles import rust_crate_profile
 from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, DeviceProviderSelection
 
 ROUNDS = 400
+COLD_ROUNDS = 40
+# The cold children, in the order of the first round (each round rotates it).
+COLD_KINDS = ("ours", "0.1.0", "floor")
 
-# The least any containment through another process costs: a standard-library
-# relay that receives the stdout pipe, posix_spawns the probe, waits for it
-# and answers its status (no subreaper, no sweep, no checks).
-_RELAY = """
-import json, os, socket, sys
-channel = socket.socket(fileno=int(sys.argv[1]))
-while True:
-    message, fds, _, _ = socket.recv_fds(channel, 4096, 1)
-    if not message:
-        break
-    argv = json.loads(message)
-    actions = [(os.POSIX_SPAWN_DUP2, fds[0], 1)]
-    pid = os.posix_spawn(argv[0], argv, {}, file_actions=actions, setsid=True)
-    os.close(fds[0])
-    channel.send(str(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])).encode())
+# A fast fixture probe: prints one fixed valid report and exits 0.
+FAST_PROBE_C = r"""#include <stdio.h>
+int main(void) {
+    fputs("{\"schema_version\":\"1\",\"probe\":\"rextio-cuda-driver-probe\",\"support_claim\":false,"
+          "\"target\":{\"os\":\"linux\",\"arch\":\"x86_64\",\"environment\":\"gnu\"},"
+          "\"platform_supported\":true,\"status\":\"probe-complete\",\"reason_code\":null,"
+          "\"driver_loaded\":true,\"driver_version\":12080,\"device_count\":1,\"cuda_result\":0,"
+          "\"devices\":[{\"ordinal\":0,\"name\":\"Bench GPU\",\"compute_major\":8,"
+          "\"compute_minor\":0,\"sm\":\"sm_80\"}]}\n", stdout);
+    return 0;
+}
 """
-
-
-class _Relay:
-    """A running relay process and the host's end of its socket."""
-
-    def __init__(self) -> None:
-        self.channel, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-c", _RELAY, str(child.fileno())],
-            pass_fds=(child.fileno(),),
-        )
-        child.close()
-
-    def run(self, probe: Path) -> None:
-        read_end, write_end = os.pipe()
-        socket.send_fds(self.channel, [json.dumps([str(probe)]).encode()], [write_end])
-        os.close(write_end)
-        while os.read(read_end, 65536):
-            pass
-        os.close(read_end)
-        if self.channel.recv(16) != b"0":
-            raise RuntimeError("the relayed probe failed")
-
-    def close(self) -> None:
-        self.channel.close()
-        self.process.wait()
 
 
 def _interleaved_medians(*actions: Callable[[], object], rounds: int = ROUNDS) -> list[float]:
     """Median seconds of each action, sampled in turn so load drift hits all."""
+    import statistics
+
     samples: list[list[float]] = [[] for _ in actions]
     for _ in range(rounds):
         for action, taken in zip(actions, samples, strict=True):
@@ -79,6 +55,9 @@ def _interleaved_medians(*actions: Callable[[], object], rounds: int = ROUNDS) -
 
 def _hash_cost(size: int, directory: Path) -> float:
     """Median seconds to hash a ``size``-byte file from an open descriptor."""
+    import os
+    import statistics
+
     from rextio_device_cuda._runner import sha256_of_descriptor
 
     path = directory / "hash-sample"
@@ -111,21 +90,131 @@ def _request(probe: Path, **extra: str) -> DevicePreflightRequest:
     )
 
 
-def main(probe: Path) -> None:
-    import_samples = []
-    for _ in range(10):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import time; t = time.perf_counter(); import rextio_device_cuda; "
-                "print(time.perf_counter() - t)",
-            ],
+def _spawn_floor(probe: Path) -> None:
+    """Spawn the probe and read it, with the isolation the provider's runner uses
+    (own session, empty env, no PATH lookup, stdin/stderr /dev/null, close_fds):
+    like is compared with like."""
+    import subprocess
+
+    subprocess.run(
+        [str(probe)],
+        executable=str(probe),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={},
+        close_fds=True,
+        start_new_session=True,
+        check=True,
+    )
+
+
+def cold_child(kind: str, probe: Path) -> None:
+    """One cold sample: prints the seconds of its two parts.
+
+    A provider: ``import rextio_device_cuda`` (and the entry point's module),
+    then the first preflight of a fresh ``provider()``. The floor: importing
+    ``subprocess`` (Core does not load it), then one spawn of the probe.
+    """
+    request = _request(probe)
+    if "rextio_device_cuda" in sys.modules or "subprocess" in sys.modules:
+        raise SystemExit("the cold child is not cold: the provider or subprocess is loaded")
+    if kind == "floor":
+        started = time.perf_counter()
+        import subprocess  # noqa: F401  (timed: the spawn below needs it)
+
+        imported = time.perf_counter()
+        _spawn_floor(probe)
+        finished = time.perf_counter()
+    else:
+        started = time.perf_counter()
+        import rextio_device_cuda
+        from rextio_device_cuda.provider import provider
+
+        imported = time.perf_counter()
+        result = provider().preflight(request)
+        finished = time.perf_counter()
+        if result.status.value != "ready" or not rextio_device_cuda.__version__:
+            raise SystemExit(f"{kind}: the first preflight is not ready: {result.reason_codes}")
+    print(imported - started, finished - imported)
+
+
+def _cold(probe: Path, reference: Path) -> None:
+    import statistics
+    import subprocess
+
+    pythons = {"ours": Path(sys.executable), "0.1.0": reference, "floor": Path(sys.executable)}
+    # Which installation each child imports: version and environment.
+    which = "import sys, rextio_device_cuda as m; print(m.__version__, 'in', sys.prefix)"
+    installs = {
+        kind: subprocess.run(
+            [str(python), "-I", "-c", which],
             capture_output=True,
             text=True,
             check=True,
+        ).stdout.strip()
+        for kind, python in pythons.items()
+        if kind != "floor"
+    }
+    if installs["ours"] == installs["0.1.0"]:
+        raise SystemExit("ours and the reference are the same installation")
+    parts: dict[str, list[tuple[float, float]]] = {kind: [] for kind in COLD_KINDS}
+    for round_index in range(COLD_ROUNDS):
+        shift = round_index % len(COLD_KINDS)
+        for kind in COLD_KINDS[shift:] + COLD_KINDS[:shift]:
+            done = subprocess.run(
+                [str(pythons[kind]), "-I", __file__, "--cold", kind, str(probe)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise SystemExit(f"cold child {kind} failed: {done.stderr.strip()}")
+            first, second = (float(value) for value in done.stdout.split())
+            parts[kind].append((first, second))
+
+    def summary(kind: str, pick: Callable[[list[float]], float]) -> tuple[float, float, float]:
+        samples = parts[kind]
+        return (
+            pick([first for first, _ in samples]) * 1e3,
+            pick([second for _, second in samples]) * 1e3,
+            pick([first + second for first, second in samples]) * 1e3,
         )
-        import_samples.append(float(done.stdout))
+
+    print(
+        f"cold path (fresh interpreters with Core imported, {COLD_ROUNDS} rounds, the three "
+        "interleaved in rotating order): from just before `import rextio_device_cuda` to the "
+        "first preflight's return; median (and least) of each part and of the sum"
+    )
+    medians = {kind: summary(kind, statistics.median) for kind in COLD_KINDS}
+    least = {kind: summary(kind, min) for kind in COLD_KINDS}
+    for kind, label in (("ours", installs["ours"]), ("0.1.0", installs["0.1.0"])):
+        (imported, preflight, total), (imported_least, preflight_least, total_least) = (
+            medians[kind],
+            least[kind],
+        )
+        print(
+            f"  {kind:<6} ({label}): import {imported:.2f} ({imported_least:.2f}) ms + first "
+            f"preflight {preflight:.2f} ({preflight_least:.2f}) ms = {total:.2f} "
+            f"({total_least:.2f}) ms"
+        )
+    floor, floor_least = medians["floor"], least["floor"]
+    print(
+        f"  floor  (import subprocess {floor[0]:.2f} ({floor_least[0]:.2f}) ms + one spawn "
+        f"{floor[1]:.2f} ({floor_least[1]:.2f}) ms) = {floor[2]:.2f} ({floor_least[2]:.2f}) ms"
+    )
+    ours, reference_ms = medians["ours"][2], medians["0.1.0"][2]
+    print(
+        f"ratio cold ours/0.1.0: {ours / reference_ms:.2f} (target <= 0.5; of the least: "
+        f"{least['ours'][2] / least['0.1.0'][2]:.2f})"
+    )
+    print(f"ratio cold ours/floor: {ours / floor[2]:.2f}")
+    print(f"ratio cold 0.1.0/floor: {reference_ms / floor[2]:.2f}")
+
+
+def _warm(probe: Path) -> None:
+    import hashlib
+
     from rextio_device_cuda import CudaDeviceProvider
 
     request = _request(probe)
@@ -133,76 +222,49 @@ def main(probe: Path) -> None:
     provider = CudaDeviceProvider()
     assert provider.preflight(request).status.value == "ready"
     assert provider.preflight(pinned).status.value == "ready"
-
-    def floor() -> None:
-        # Just spawn the probe and read it, with the process isolation the
-        # provider's runner uses (own session, empty env, no PATH lookup,
-        # stdin/stderr /dev/null, close_fds): like is compared with like.
-        subprocess.run(
-            [str(probe)],
-            executable=str(probe),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env={},
-            close_fds=True,
-            start_new_session=True,
-            check=True,
-        )
-
-    from rextio_device_cuda import _contained
-
-    supervised = _contained.start_supervised
-
-    def unsupervised() -> None:
-        # The same preflight with the probe spawned directly: only its
-        # process group contained (what a host without supervisors gets).
-        _contained.start_supervised = lambda *_: None
-        try:
-            provider.preflight(request)
-        finally:
-            _contained.start_supervised = supervised
-
-    relay = _Relay()
-    try:
-        floor_s, relay_s, preflight_s, pinned_s, unsupervised_s = _interleaved_medians(
-            floor,
-            lambda: relay.run(probe),
-            lambda: provider.preflight(request),
-            lambda: provider.preflight(pinned),
-            unsupervised,
-        )
-    finally:
-        relay.close()
+    floor_s, preflight_s, pinned_s = _interleaved_medians(
+        lambda: _spawn_floor(probe),
+        lambda: provider.preflight(request),
+        lambda: provider.preflight(pinned),
+    )
     print(
         f"probe spawn+read floor (median of {ROUNDS}, interleaved; runner's isolation flags: "
         f"start_new_session, env={{}}, close_fds, stdin/stderr DEVNULL): {floor_s * 1e3:.3f} ms"
     )
-    print(
-        f"relay floor            (median of {ROUNDS}, the probe spawned by a minimal "
-        f"helper process, the least any containment through a supervisor costs): "
-        f"{relay_s * 1e3:.3f} ms"
-    )
     print(f"provider preflight     (median of {ROUNDS}): {preflight_s * 1e3:.3f} ms")
     print(f"pinned preflight       (median of {ROUNDS}, probe_sha256): {pinned_s * 1e3:.3f} ms")
-    print(
-        f"unsupervised preflight (median of {ROUNDS}, probe spawned directly, "
-        f"process group only): {unsupervised_s * 1e3:.3f} ms"
-    )
     print(f"ratio preflight/floor: {preflight_s / floor_s:.2f} (target <= 1.3)")
-    print(f"ratio unsupervised preflight/floor: {unsupervised_s / floor_s:.2f}")
-    print(f"ratio relay floor/floor: {relay_s / floor_s:.2f}")
     print(f"ratio pinned preflight/floor: {pinned_s / floor_s:.2f} (target <= 1.3)")
     size = 512 * 1024
     print(
         f"sha256 of a {size // 1024} KiB file from its descriptor (a release probe's size, "
         f"median of 50): {_hash_cost(size, probe.parent) * 1e3:.3f} ms"
     )
-    print(
-        f"import rextio_device_cuda (median of 10 fresh interpreters): "
-        f"{statistics.median(import_samples) * 1e3:.1f} ms"
-    )
+
+
+def _fast_probe(directory: Path) -> Path:
+    import os
+    import subprocess
+
+    source, probe = directory / "fast_probe.c", directory / "fast-probe"
+    source.write_text(FAST_PROBE_C, encoding="utf-8")
+    compiler = os.environ.get("CC", "cc")
+    subprocess.run([compiler, "-O2", "-o", str(probe), str(source)], check=True, timeout=120)
+    return probe
+
+
+def main(reference: Path) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="rextio-preflight-bench-") as scratch:
+        probe = _fast_probe(Path(scratch).resolve())
+        # Cold first: the warm rounds would otherwise import the package here.
+        _cold(probe, reference)
+        _warm(probe)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve())
+    if sys.argv[1] == "--cold":
+        cold_child(sys.argv[2], Path(sys.argv[3]))
+    else:
+        main(Path(sys.argv[1]))

@@ -79,7 +79,7 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"]]
+    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"], ["validate"]]
 )
 def test_help_is_plain_text(command: list[str], tmp_path: Path) -> None:
     done = run_cli(*command, "--help", cwd=tmp_path)
@@ -102,6 +102,7 @@ def test_every_argument_has_help() -> None:
         "runtime-source",
         "pin-probe",
         "probe",
+        "validate",
     ]
     for each in parsers:
         for action in each._actions:
@@ -204,6 +205,12 @@ def test_runtime_source_command(tmp_path: Path) -> None:
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert missing.returncode == 1
     assert "Traceback" not in missing.stderr
+    regular = tmp_path / "a-file"
+    regular.write_text("kept\n")
+    into_file = run_cli("runtime-source", "--into", str(regular), cwd=tmp_path)
+    assert (into_file.returncode, into_file.stdout) == (1, "")
+    assert into_file.stderr == "error: the project path is not a directory\n"
+    assert regular.read_text() == "kept\n"
 
 
 def test_preflight_states_what_was_observed(probes: ProbeFactory, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """What `cargo xtask dist` wrote (contract section 9.1): four artifacts that
 `auditwheel show`, `twine check --strict` and `check-wheel-contents` accept,
 the binaries and their recorded digests in the platform wheels, the metadata,
-and an sdist that builds the pure wheel again. `cargo xtask test` names the
-directory in REXTIO_DIST_DIR and the pinned tools' in REXTIO_DIST_TOOLS.
+and an sdist that builds the pure wheel again. The directory and the pinned
+tools are the ones `cargo xtask setup` names in target/test-paths.json.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from cuda_support import SPEC
+from sim_namespace import built_path
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = SPEC["distribution"]["import_name"]
@@ -30,16 +31,12 @@ DIST_INFO = f"{NAME}-{VERSION}.dist-info"
 
 
 def _dist() -> Path:
-    value = os.environ.get("REXTIO_DIST_DIR")
-    assert value, "REXTIO_DIST_DIR is not set: run the tests through `cargo xtask test`"
-    return Path(value)
+    return built_path("dist_dir")
 
 
 def _tool(name: str, *arguments: str | Path) -> subprocess.CompletedProcess[str]:
-    tools = os.environ.get("REXTIO_DIST_TOOLS")
-    assert tools, "REXTIO_DIST_TOOLS is not set: run the tests through `cargo xtask test`"
     return subprocess.run(
-        [Path(tools) / name, *arguments],
+        [built_path("dist_tools") / name, *arguments],
         capture_output=True,
         text=True,
         timeout=300,
@@ -155,8 +152,7 @@ def _entries(wheel: Path) -> dict[str, bytes]:
 
 
 def test_the_sdist_builds_the_pure_wheel_again(tmp_path: Path) -> None:
-    python = os.environ.get("REXTIO_BUILD_PYTHON")
-    assert python, "REXTIO_BUILD_PYTHON is not set: run the tests through `cargo xtask test`"
+    python = built_path("build_python")
     with tarfile.open(_dist() / f"{NAME}-{VERSION}.tar.gz") as sdist:
         sdist.extractall(tmp_path, filter="data")
     out = tmp_path / "out"

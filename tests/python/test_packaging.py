@@ -18,6 +18,7 @@ from typing import Any
 
 from cuda_support import SPEC
 from rextio.devices import DeviceProviderSelection, load_selected_device_provider
+from sim_namespace import built_path
 
 import rextio_device_cuda
 from rextio_device_cuda import CudaDeviceProvider, CudaProviderConfig, probe, provider
@@ -139,8 +140,7 @@ def test_public_api() -> None:
 
 
 def test_the_wheel_is_built_in_an_environment_holding_only_its_build_backend() -> None:
-    python = os.environ.get("REXTIO_BUILD_PYTHON")
-    assert python, "REXTIO_BUILD_PYTHON is not set: run the tests through `cargo xtask test`"
+    python = built_path("build_python")
     listed = subprocess.run(
         [
             python,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -306,6 +307,22 @@ def _no_version_toolkit(ctx: Context) -> dict[str, str]:
     return ready_options(ctx.probe(), toolkit_root=str(root))
 
 
+def _binary(ctx: Context) -> Path:
+    """A compiled probe: a pin refuses scripts."""
+    return ctx.probes.binary(report())
+
+
+def _huge(ctx: Context) -> Path:
+    """A sparse file one byte above the pinned-probe bound."""
+    path = ctx.probes.write_bytes("huge", b"\x7fELF")
+    os.truncate(path, SPEC["probe_runner"]["max_pinned_probe_bytes"] + 1)
+    return path
+
+
+def _pinned(make: Callable[[Context], Path], pin: str) -> Callable[[Context], dict[str, str]]:
+    return lambda ctx: ready_options(make(ctx), probe_sha256=pin)
+
+
 def _non_executable(ctx: Context) -> Path:
     path = ctx.probe()
     path.chmod(0o644)
@@ -488,8 +505,14 @@ CASES: list[Case] = [
         False,
     ),
     # Pinned: a digest that differs is refused before the probe is spawned.
-    Case("PROBE_DIGEST_MISMATCH", _plain(options=_with(probe_sha256="0" * 64)), False),
-    Case("PROBE_DIGEST_MISMATCH", _plain(TORCH, options=_with(probe_sha256="0" * 64)), False),
+    Case("PROBE_DIGEST_MISMATCH", _plain(options=_pinned(_binary, "0" * 64)), False),
+    Case("PROBE_DIGEST_MISMATCH", _plain(TORCH, options=_pinned(_binary, "0" * 64)), False),
+    Case("PROBE_TOO_LARGE", _plain(options=_pinned(_huge, "0" * 64)), False),
+    Case(
+        "PROBE_PIN_SCRIPT_UNSUPPORTED",
+        _plain(options=_pinned(lambda ctx: ctx.probe(), "0" * 64)),
+        False,
+    ),
     Case(
         "PROBE_TIMEOUT",
         _plain(

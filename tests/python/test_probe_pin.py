@@ -24,7 +24,7 @@ from cuda_support import (
 from rextio.devices import DevicePreflightStatus
 
 from rextio_device_cuda import CudaDeviceProvider
-from rextio_device_cuda import _runner as runner_module
+from rextio_device_cuda import _sealed as sealed_module
 from rextio_device_cuda.config import CudaProviderConfig
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
 
@@ -75,7 +75,7 @@ def test_runner_rejects_a_malformed_pin(bad: str, probes: ProbeFactory) -> None:
 @pytest.mark.parametrize("capability", sorted(CAPABILITIES))
 def test_every_lane_accepts_the_pin_and_observes_it(capability: str, probes: ProbeFactory) -> None:
     triple = CAPABILITIES[capability]["target_triple"]
-    probe = probes.printing(report(target=TARGETS[triple]))
+    probe = probes.binary(report(target=TARGETS[triple]))
     pin = _digest(probe)
     unpinned = _provider_result(ready_options(probe), capability)
     pinned = _provider_result(ready_options(probe, probe_sha256=pin), capability)
@@ -89,7 +89,7 @@ def test_every_lane_accepts_the_pin_and_observes_it(capability: str, probes: Pro
 
 
 def test_a_wrong_pin_never_runs_the_probe(probes: ProbeFactory) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     wrong = hashlib.sha256(b"another probe").hexdigest()
     result = _provider_result(ready_options(probe, probe_sha256=wrong))
     assert result.status is DevicePreflightStatus.UNAVAILABLE  # type: ignore[attr-defined]
@@ -116,7 +116,7 @@ def test_a_malformed_pin_comes_with_the_option_checks(probes: ProbeFactory) -> N
 
 
 def test_pin_in_option_and_constructor(probes: ProbeFactory) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     pin = _digest(probe)
     request = request_for("cuda-linux-x86_64", ready_options(probe, probe_sha256=pin))
     same = CudaDeviceProvider(CudaProviderConfig(probe_sha256=pin)).preflight(request)
@@ -144,14 +144,14 @@ def test_a_pin_cannot_bind_an_injected_runner(probes: ProbeFactory) -> None:
 
 
 def test_runner_pinned_and_unpinned_read_the_same(probes: ProbeFactory) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     pinned = SubprocessProbeRunner(probe, probe_sha256=_digest(probe))
     assert pinned.probe_sha256 == _digest(probe)
     assert pinned.read_output() == SubprocessProbeRunner(probe).read_output()
 
 
 def test_a_symlinked_probe_is_pinned_by_its_target(probes: ProbeFactory) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     link = probes.directory / "link"
     link.symlink_to(probe)
     assert SubprocessProbeRunner(link, probe_sha256=_digest(probe)).run().status == (
@@ -181,18 +181,18 @@ def test_a_swap_after_the_check_does_not_change_what_runs(
 ) -> None:
     # Deterministic worst case: the file at the path is replaced right after
     # the descriptor was hashed and before the spawn. The checked bytes run.
-    good = probes.printing(report(), name="good")
-    bad = probes.printing(report(), name="bad")
+    good = probes.binary(report(), name="good")
+    bad = probes.binary(report(), name="bad")
     target = probes.directory / "probe"
     os.link(good, target)
-    real_hash = runner_module.sha256_of_descriptor
+    real_hash = sealed_module.sha256_of_descriptor
 
-    def hash_then_swap(descriptor: int) -> str:
-        digest = real_hash(descriptor)
+    def hash_then_swap(descriptor: int, deadline: float) -> str:
+        digest = real_hash(descriptor, deadline)
         os.replace(bad, target)
         return digest
 
-    monkeypatch.setattr(runner_module, "sha256_of_descriptor", hash_then_swap)
+    monkeypatch.setattr(sealed_module, "sha256_of_descriptor", hash_then_swap)
     parsed = SubprocessProbeRunner(target, probe_sha256=_digest(good)).run()
     assert parsed.status == "probe-complete"
     assert probes.marker("good").read_text() == "ran\n"
@@ -201,8 +201,8 @@ def test_a_swap_after_the_check_does_not_change_what_runs(
 
 
 def test_rename_race_never_runs_an_unpinned_binary(probes: ProbeFactory) -> None:
-    good = probes.printing(report(), name="good")
-    bad = probes.printing(report(), name="bad")
+    good = probes.binary(report(), name="good")
+    bad = probes.binary(report(), name="bad")
     target = probes.directory / "probe"
     staging = probes.directory / "staging"
     os.link(good, target)
@@ -238,7 +238,12 @@ def test_rename_race_never_runs_an_unpinned_binary(probes: ProbeFactory) -> None
 
 
 def test_spec_names_the_new_codes_and_keys() -> None:
-    for code in ("PROBE_SHA256_INVALID", "PROBE_DIGEST_MISMATCH"):
+    for code in (
+        "PROBE_SHA256_INVALID",
+        "PROBE_DIGEST_MISMATCH",
+        "PROBE_TOO_LARGE",
+        "PROBE_PIN_SCRIPT_UNSUPPORTED",
+    ):
         explanation, remedy = SPEC["reason_codes"][code]
         assert explanation
         assert remedy
@@ -255,7 +260,7 @@ def test_spec_names_the_new_codes_and_keys() -> None:
 def test_pin_probe_prints_the_digest_and_the_lines_to_paste(
     probes: ProbeFactory, tmp_path: Path
 ) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     done = run_cli("pin-probe", str(probe), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -266,7 +271,7 @@ def test_pin_probe_prints_the_digest_and_the_lines_to_paste(
 
 
 def test_pin_probe_of_a_relative_path(probes: ProbeFactory) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     done = run_cli("pin-probe", probe.name, cwd=probes.directory)
     assert done.returncode == 0, done.stderr
     assert f'probe_executable = "{probe}"' in done.stdout.splitlines()
@@ -301,7 +306,7 @@ def _preflight(probe: Path, pin: str, cwd: Path, *extra: str) -> subprocess.Comp
 
 
 def test_preflight_with_the_right_pin_observes_it(probes: ProbeFactory, tmp_path: Path) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     done = _preflight(probe, _digest(probe), tmp_path, "--json")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
@@ -317,7 +322,7 @@ def test_preflight_with_the_right_pin_observes_it(probes: ProbeFactory, tmp_path
 def test_preflight_with_a_wrong_pin_is_refused_unrun(
     pin: str, code: str, probes: ProbeFactory, tmp_path: Path
 ) -> None:
-    probe = probes.printing(report())
+    probe = probes.binary(report())
     done = _preflight(probe, pin, tmp_path)
     assert done.returncode == 1
     assert code in done.stderr
@@ -331,7 +336,7 @@ def test_preflight_with_a_wrong_pin_is_refused_unrun(
 def test_rextio_generate_locks_the_pinned_digest(
     plugin_site: Path, probes: ProbeFactory, tmp_path: Path
 ) -> None:
-    probe = generate_fixture._probe(probes)
+    probe = probes.binary(report())
     project = generate_fixture._write_project(
         tmp_path / "project", "cuda-libtorch-linux-x86_64", probe
     )
@@ -356,7 +361,7 @@ def test_rextio_generate_locks_the_pinned_digest(
 def test_rextio_generate_stops_on_a_wrong_pin(
     plugin_site: Path, probes: ProbeFactory, tmp_path: Path
 ) -> None:
-    probe = generate_fixture._probe(probes)
+    probe = probes.binary(report())
     project = generate_fixture._write_project(
         tmp_path / "project", "cuda-libtorch-linux-x86_64", probe
     )

@@ -6,11 +6,14 @@ import ctypes
 import gzip
 import hashlib
 import io
+import json
+import math
 import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -147,6 +150,102 @@ def test_refuses_a_linked_destination(tmp_path: Path) -> None:
     with pytest.raises(RuntimeSourceError, match="not a plain directory"):
         install_runtime_source(project)
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_regular_file_as_the_project_is_not_a_directory(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.write_text("a file\n")
+    with pytest.raises(RuntimeSourceError, match=r"^the project path is not a directory$"):
+        install_runtime_source(project)
+    assert project.read_text() == "a file\n"
+
+
+# One install into a fresh tmpfs of a given size, made in a private mount
+# namespace (`unshare -m`, as root: nothing mounted there reaches the host),
+# through the command line. The child prints its exit status, its stderr and
+# everything left in the project (the tmpfs) as JSON.
+_TINY_DISK_SCRIPT = 'mount -t tmpfs -o "size=$1" tmpfs "$2" && shift 2 && exec "$@"'
+_TINY_DISK_CHILD = """
+import contextlib, io, json, sys
+from pathlib import Path
+from rextio_device_cuda.cli import main
+project = Path(sys.argv[1])
+for name in sys.argv[2:]:
+    (project / name).mkdir()
+err = io.StringIO()
+with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    status = main(["runtime-source", "--into", str(project)])
+left = sorted(path.relative_to(project).as_posix() for path in project.rglob("*"))
+print(json.dumps({"exit": status, "stderr": err.getvalue(), "left": left}))
+"""
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _install_on_a_tmpfs(root: Path, pages: int, pre_existing: tuple[str, ...]) -> dict[str, Any]:
+    unshare, shell = shutil.which("unshare"), shutil.which("sh")
+    if unshare is None or shell is None:
+        pytest.fail("`unshare` (util-linux) and `sh` are needed for the full-disk tests")
+    done = subprocess.run(
+        [
+            unshare,
+            "--mount",
+            "--propagation",
+            "private",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--",
+            shell,
+            "-c",
+            _TINY_DISK_SCRIPT,
+            "sh",
+            str(pages * _PAGE),
+            str(root),
+            sys.executable,
+            "-I",
+            "-c",
+            _TINY_DISK_CHILD,
+            str(root),
+            *pre_existing,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"the namespace child failed (needs root): {done.stderr}"
+    outcome: dict[str, Any] = json.loads(done.stdout)
+    return outcome
+
+
+def _pages_the_install_needs() -> int:
+    """tmpfs pages of every packaged file (a file takes whole pages; folders none)."""
+    with tarfile.open(packaged_archive_path()) as archive:
+        return sum(math.ceil(member.size / _PAGE) for member in archive if member.isreg())
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("pre_existing", [(), (INSTALL.parts[0],)], ids=["empty", "with-parent"])
+@pytest.mark.parametrize("share", [0.0, 0.5, 0.95], ids=["one-page", "half", "almost"])
+def test_a_full_disk_while_staging_leaves_nothing_behind(
+    tmp_path: Path, share: float, pre_existing: tuple[str, ...]
+) -> None:
+    pages = max(1, int(_pages_the_install_needs() * share))
+    outcome = _install_on_a_tmpfs(tmp_path, pages, pre_existing)
+    assert outcome["exit"] == 1, outcome
+    assert "No space left on device" in outcome["stderr"]
+    assert "Traceback" not in outcome["stderr"]
+    # No staging, no lock file, no folder this install made; the user's stays.
+    assert outcome["left"] == list(pre_existing)
+
+
+@pytest.mark.process_stress
+def test_the_tiny_disk_holds_the_install_when_it_is_large_enough(tmp_path: Path) -> None:
+    # The other side of the test above: the same harness succeeds with room to spare.
+    outcome = _install_on_a_tmpfs(tmp_path, _pages_the_install_needs() + 8, ())
+    assert outcome["exit"] == 0, outcome
+    assert f"{INSTALL.as_posix()}/Cargo.toml" in outcome["left"]
+    assert not any(runtime_source.STAGING_PREFIX in name for name in outcome["left"])
 
 
 def _install_dir_listing(project: Path) -> list[str]:

@@ -8,7 +8,6 @@ Without the images the tests fail, saying so; they never skip.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -17,20 +16,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from real_libcuda import MANIFEST_ENV, RealDriver
-from sim_namespace import SimulatedHost, binaries_from_env, namespace_tools_or_fail
+from real_libcuda import RealDriver
+from sim_namespace import SimulatedHost, built_binaries, built_path, namespace_tools_or_fail
 
 
 @pytest.fixture(scope="session")
 def real_drivers() -> dict[str, RealDriver]:
-    """The fetched images by series, from the manifest `cargo xtask test` wrote."""
-    manifest = os.environ.get(MANIFEST_ENV)
-    if not manifest:
-        pytest.fail(
-            f"{MANIFEST_ENV} is not set: run these checks through `cargo xtask test`, "
-            "which fetches NVIDIA's libcuda1 packages"
-        )
-    entries = json.loads(Path(manifest).read_text(encoding="utf-8"))
+    """The fetched images by series, from the manifest `cargo xtask setup` wrote."""
+    manifest = built_path("real_libcuda")
+    entries = json.loads(manifest.read_text(encoding="utf-8"))
     drivers = {
         entry["series"]: RealDriver(
             series=entry["series"],
@@ -52,4 +46,4 @@ def real_drivers() -> dict[str, RealDriver]:
 @pytest.fixture
 def host(tmp_path: Path) -> SimulatedHost:
     """Fresh private namespaces for one test (the real image replaces the simulated one)."""
-    return SimulatedHost(binaries_from_env(), namespace_tools_or_fail(), tmp_path)
+    return SimulatedHost(built_binaries(), namespace_tools_or_fail(), tmp_path)

@@ -1,15 +1,9 @@
-"""What `cargo xtask test` fetched: one record per NVIDIA driver series."""
+"""What `cargo xtask setup` fetched: one record per NVIDIA driver series."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-# Names the manifest (JSON) written by xtask/src/real_driver.rs.
-MANIFEST_ENV = "REXTIO_REAL_LIBCUDA"
-# What cuDriverGetVersion returned for each series when these checks were
-# first run against the real libraries (CUDA 12.2, 12.4 and 12.5).
-OBSERVED_CUDA_VERSION = {"535": 12020, "550": 12040, "555": 12050}
 
 # What cuDriverGetVersion returned for each series when these checks were
 # first run against the real libraries (CUDA 12.2, 12.4 and 12.5); the arm64

@@ -77,7 +77,7 @@ pub fn build_wheel() -> Result<PathBuf> {
 
 /// Builds every artifact from the tree at `root` into `out` (emptied first).
 pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
-    let python = python_env::ensure_build_venv()?;
+    let python = python_env::Venv::Build.ensure()?;
     check_import(&python, root)?;
     let _ = fs::remove_dir_all(out);
     fs::create_dir_all(out).map_err(|error| format!("{}: {error}", out.display()))?;

@@ -82,7 +82,7 @@ fn cache_dir() -> PathBuf {
 /// `cargo xtask emulated`: this step alone.
 pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("emulated", args);
-    python_env::ensure_venv()?;
+    python_env::Venv::Floor.ensure()?;
     test(&shipped_aarch64()?)
 }
 
@@ -95,13 +95,13 @@ pub fn test(aarch64: &Aarch64Binaries) -> Result<()> {
     let mypy_path = std::env::join_paths([tests.join("e2e"), tests.join("real_driver")])
         .map_err(|error| error.to_string())?;
     process::run(
-        Command::new(python_env::venv_program("mypy"))
+        Command::new(python_env::Venv::Floor.program("mypy"))
             .current_dir(&root)
             .env("MYPYPATH", &mypy_path)
             .args(["--strict", "--config-file", "mypy.ini", TEST_DIR]),
     )?;
     process::run(
-        Command::new(python_env::venv_program("pytest"))
+        Command::new(python_env::Venv::Floor.program("pytest"))
             .current_dir(&root)
             .env_remove("PYTHONPATH")
             .env("PYTHONDONTWRITEBYTECODE", "1")

@@ -1,9 +1,8 @@
 //! The ABI check against NVIDIA's own headers (`cargo xtask test` step).
 //!
-//! For each header set of the symbol list: the pinned PyPI wheel is fetched
-//! with `pip download --no-deps --require-hashes` into `target/` (once; its
-//! SHA-256 is checked on every run), `cuda.h` and `cudaTypedefs.h` are taken
-//! from it, and `generated/driver-abi-check.c` is compiled with `-Werror`.
+//! For each header set of the symbol list: the pinned PyPI wheel is
+//! installed by uv into `target/` (once; uv checks its SHA-256), `cuda.h`
+//! and `cudaTypedefs.h` are taken from it, and `generated/driver-abi-check.c` is compiled with `-Werror`.
 //! Where the list says a header set does not declare an export, a compile
 //! that references it must fail. Finally a deliberately wrong copy of the
 //! list must fail, naming the symbol and the parameter.
@@ -11,14 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
 use crate::generate::abi_check::{self, expect_undeclared_macro, header_set_macro};
 use crate::generate::inputs::DRIVER_SYMBOLS_PATH;
 use crate::generate::results;
 use crate::generate::symbols::{HeaderSet, Symbol, SymbolList};
 use crate::paths::{repo_root, target_dir};
-use crate::Result;
+use crate::process::run;
+use crate::{python_env, Result};
 
 const HEADERS: [&str; 2] = ["cuda.h", "cudaTypedefs.h"];
 
@@ -63,116 +61,58 @@ pub fn check() -> Result<()> {
     Ok(())
 }
 
-/// The include directory of `set`'s wheel, fetched and unpacked under
-/// `target/nvidia-headers/` once.
+/// The include directory of `set`'s wheel, installed once by uv (which
+/// checks the pinned SHA-256) into `target/nvidia-headers/<package>-<version>/`.
 pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     // A copy of the repository (symbol-proof) shares this repository's cache.
     let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("nvidia-headers"));
-    let base = cache.join(format!("{}-{}", set.package, set.version));
-    let wheels = base.join("wheel");
-    let unpacked = base.join("unpacked");
-    let wheel = find_wheel(&wheels)?;
-    let wheel = match wheel {
-        Some(wheel) => wheel,
-        None => {
-            std::fs::create_dir_all(&wheels)
-                .map_err(|error| format!("{}: {error}", wheels.display()))?;
-            let requirement = base.join("requirement.txt");
-            std::fs::write(
-                &requirement,
-                format!(
-                    "{}=={} --hash=sha256:{}\n",
-                    set.package, set.version, set.wheel_sha256
-                ),
-            )
-            .map_err(|error| format!("{}: {error}", requirement.display()))?;
-            let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
-            let status = Command::new(python)
-                .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
-                .args([
-                    "-m",
-                    "pip",
-                    "download",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                    "--require-hashes",
-                    "--only-binary=:all:",
-                    "--platform",
-                    "manylinux2014_x86_64",
-                    "--python-version",
-                    "3.11",
-                    "--dest",
-                ])
-                .arg(&wheels)
-                .arg("--requirement")
-                .arg(&requirement)
-                .status()
-                .map_err(|error| format!("cannot run pip to fetch {}: {error}", set.package))?;
-            if !status.success() {
-                return Err(format!(
-                    "header set {}: `pip download {}=={}` failed ({status}); the ABI check needs it",
-                    set.name, set.package, set.version
-                ));
-            }
-            find_wheel(&wheels)?
-                .ok_or_else(|| format!("header set {}: pip downloaded no wheel", set.name))?
-        }
-    };
-    let bytes = std::fs::read(&wheel).map_err(|error| format!("{}: {error}", wheel.display()))?;
-    let digest: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
-    if digest != set.wheel_sha256 {
-        return Err(format!(
-            "header set {}: {} has SHA-256 {digest}, the list pins {}",
-            set.name,
-            wheel.display(),
-            set.wheel_sha256
-        ));
-    }
+    let unpacked = cache.join(format!("{}-{}", set.package, set.version));
     let include = unpacked.join(&set.include_dir);
-    if !HEADERS.iter().all(|header| include.join(header).is_file()) {
-        let members: Vec<String> = HEADERS
-            .iter()
-            .map(|header| format!("{}/{header}", set.include_dir))
-            .collect();
-        let script = "import sys, zipfile\n\
-                      with zipfile.ZipFile(sys.argv[1]) as wheel:\n\
-                      \x20   for member in sys.argv[3:]:\n\
-                      \x20       wheel.extract(member, sys.argv[2])\n";
-        let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
-        let status = Command::new(python)
-            .args(["-c", script])
-            .arg(&wheel)
-            .arg(&unpacked)
-            .args(&members)
-            .status()
-            .map_err(|error| format!("cannot run python to unpack {}: {error}", wheel.display()))?;
-        if !status.success() {
-            return Err(format!(
-                "header set {}: the wheel lacks {}",
-                set.name,
-                members.join(" or ")
-            ));
-        }
+    let present = || HEADERS.iter().all(|header| include.join(header).is_file());
+    if present() {
+        return Ok(include);
     }
-    Ok(include)
-}
-
-fn find_wheel(dir: &Path) -> Result<Option<PathBuf>> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(None);
-    };
-    let mut wheels: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.extension().is_some_and(|ext| ext == "whl"))
-        .collect();
-    wheels.sort();
-    Ok(wheels.pop())
+    std::fs::create_dir_all(&cache).map_err(|error| format!("{}: {error}", cache.display()))?;
+    let requirement = cache.join(format!("{}-{}.txt", set.package, set.version));
+    let pin = format!(
+        "{}=={} --hash=sha256:{}\n",
+        set.package, set.version, set.wheel_sha256
+    );
+    std::fs::write(&requirement, pin)
+        .map_err(|error| format!("{}: {error}", requirement.display()))?;
+    // The pinned wheel is the manylinux x86_64 one, whatever this host is.
+    run(python_env::uv()?
+        .args(["pip", "install", "--quiet", "--no-deps", "--require-hashes"])
+        .args([
+            "--python-platform",
+            "x86_64-manylinux2014",
+            "--python-version",
+            "3.11",
+        ])
+        .arg("--target")
+        .arg(&unpacked)
+        .arg("--requirement")
+        .arg(&requirement))
+    .map_err(|why| {
+        format!(
+            "header set {}: the ABI check needs its wheel: {why}",
+            set.name
+        )
+    })?;
+    if present() {
+        Ok(include)
+    } else {
+        Err(format!(
+            "header set {}: {}=={} holds no {} under {}",
+            set.name,
+            set.package,
+            set.version,
+            HEADERS.join(" and "),
+            set.include_dir
+        ))
+    }
 }
 
 /// Compiles `file` against `include`; `Err(compiler output)` on failure.

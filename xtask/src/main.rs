@@ -17,10 +17,7 @@ mod process;
 mod python_env;
 mod real_driver;
 mod scratch;
-mod stress;
-mod symbol_proof;
 mod test;
-mod validate;
 
 use std::process::ExitCode;
 
@@ -34,18 +31,17 @@ commands:
   generate [--check]       write every derived file (or only check they are current)
   verify-determinism       regenerate under varied conditions and compare every byte
   dist                     check generated files, then build the wheel into target/dist/
+  setup                    build the binaries and the wheel, make the Python environments
+                           (uv) and fetch what the tests use; then plain pytest runs any test
   test                     run every check and test of the project
   abi-check                compile the symbol list against NVIDIA's cuda.h (12.x and 13.x)
   symbol-proof             add symbols to a copy of the repository; its generate and tests pass
   bench                    measure generate, verify-determinism, preflight and probe costs
-  stress [--rounds N]      repeat the process/signal tests N times (default 200)
   demo                     show the whole chain on the simulated driver (no GPU needed)
   real-driver              fetch NVIDIA's libcuda1 (535, 550, 555) and run the probe,
                            smoke and preflight against it (part of `test`; no GPU needed)
   emulated                 run the aarch64 probe and smoke under qemu (NVIDIA's arm64
                            libcuda1) and the Windows loader under Wine (part of `test`)
-  validate-nvidia --sm sm_NN [--device N] [--toolkit-root DIR] [--output FILE]
-                           real-GPU evidence on a trusted NVIDIA host
 ";
 
 /// Exit status for input a command cannot use (as for an unknown command).
@@ -77,18 +73,17 @@ fn main() -> ExitCode {
         "generate" => generate::command(rest),
         "verify-determinism" => determinism::command(rest),
         "dist" => dist::command(rest),
+        "setup" => python_env::command(rest),
         "test" => test::command(rest),
-        "symbol-proof" => symbol_proof::command(rest),
+        "symbol-proof" => python_env::symbol_proof(rest),
         "abi-check" => {
             no_arguments("abi-check", rest);
             headers::check()
         }
         "bench" => bench::command(rest),
-        "stress" => stress::command(rest),
         "demo" => demo::command(rest),
         "real-driver" => real_driver::command(rest),
         "emulated" => emulated::command(rest),
-        "validate-nvidia" => validate::command(rest),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

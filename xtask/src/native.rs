@@ -1,14 +1,11 @@
 //! The native binaries: building the probe, the smoke and the simulated
-//! driver; running commands beside the simulated driver in a private mount
-//! namespace; timing the probe.
+//! driver; the shipped builds; timing the probe.
 
-use std::ffi::OsStr;
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
+use std::process::Command;
 
 use crate::paths::{repo_root, target_dir};
+use crate::python_env::Venv;
 use crate::{nolink, process, Result};
 
 /// Paths of the built native binaries.
@@ -25,7 +22,7 @@ const SMOKE_BINARY: &str = "rextio-cuda-runtime-smoke";
 const SIM_DRIVER_LIBRARY: &str = "librextio_sim_driver.so";
 
 /// Builds the probe, the smoke and the simulated driver (`release` for
-/// validate-nvidia: `--release --locked`).
+/// the bench: `--release --locked`).
 pub fn build(release: bool) -> Result<NativeArtifacts> {
     let mut command = cargo();
     command.args([
@@ -172,191 +169,17 @@ pub fn cargo() -> Command {
     command
 }
 
-/// The reviewed path where the namespace installs the simulated driver.
-pub const SIMULATED_DRIVER_PATH: &str = "/usr/local/nvidia/lib64/libcuda.so.1";
-/// Where the simulated driver reads its behaviour (see tests/sim-driver).
-const SIMULATED_CONFIG_PATH: &str = "/usr/local/nvidia/sim/config";
-/// Exit status the namespace script uses when its own setup fails.
-const NAMESPACE_SETUP_FAILED: i32 = 97;
-
-/// The simulated driver's behaviour for a demonstration: two devices.
-pub const TWO_DEVICE_CONFIG: &str = "\
-driver_version=12040
-device=NVIDIA Simulated A100|8|0
-device=NVIDIA Simulated L4|8|9
-";
-
-/// Runs `argv` in a fresh private mount namespace where a tmpfs covers
-/// `/usr/local` and the simulated driver sits at the reviewed path with
-/// `config`; nothing on the host changes and nothing started inside outlives
-/// the command. Needs root (`unshare -m -p`).
-pub fn run_with_simulated_driver(
-    sim_driver: &Path,
-    config: &str,
-    argv: &[&OsStr],
-) -> Result<Output> {
-    let scratch = target_dir().join(format!("sim-namespace-{}", std::process::id()));
-    fs::create_dir_all(&scratch)
-        .map_err(|error| format!("cannot create {}: {error}", scratch.display()))?;
-    let outcome = run_in_scratch(&scratch, sim_driver, config, argv);
-    let _ = fs::remove_dir_all(&scratch);
-    outcome
-}
-
-fn run_in_scratch(
-    scratch: &Path,
-    sim_driver: &Path,
-    config: &str,
-    argv: &[&OsStr],
-) -> Result<Output> {
-    let config_file = scratch.join("config");
-    fs::write(&config_file, config).map_err(|error| format!("cannot write config: {error}"))?;
-    let script = scratch.join("namespace.sh");
-    fs::write(&script, namespace_script(sim_driver, &config_file))
-        .map_err(|error| format!("cannot write namespace script: {error}"))?;
-    let output = Command::new("unshare")
-        // A private mount namespace, and a PID namespace whose init is the
-        // script: whatever the command leaves running dies with it.
-        .args(["--mount", "--propagation", "private"])
-        .args(["--pid", "--fork", "--kill-child", "sh"])
-        .arg(&script)
-        .args(argv)
-        .output()
-        .map_err(|error| format!("cannot start `unshare` (util-linux): {error}"))?;
-    if output.status.code() == Some(NAMESPACE_SETUP_FAILED) || unshare_refused(&output) {
-        return Err(format!(
-            "could not set up the simulated-driver namespace (needs root and `unshare -m`): {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    }
-    Ok(output)
-}
-
-fn unshare_refused(output: &Output) -> bool {
-    !output.status.success() && String::from_utf8_lossy(&output.stderr).starts_with("unshare:")
-}
-
-fn namespace_script(sim_driver: &Path, config_file: &Path) -> String {
-    let steps = [
-        "mount --make-rprivate /".to_string(),
-        "mount -t tmpfs -o mode=0755,size=64m rextio-sim /usr/local".to_string(),
-        "install -d -m 0755 /usr/local/nvidia /usr/local/nvidia/lib64 /usr/local/nvidia/sim"
-            .to_string(),
-        format!(
-            "install -m 0644 {} {SIMULATED_CONFIG_PATH}",
-            shell_quote(config_file)
-        ),
-        format!(
-            "install -m 0644 {} {SIMULATED_DRIVER_PATH}",
-            shell_quote(sim_driver)
-        ),
-    ];
-    let mut script = String::new();
-    for step in steps {
-        script.push_str(&format!(
-            "{step} || {{ echo 'namespace setup failed: {step}' >&2; exit {NAMESPACE_SETUP_FAILED}; }}\n"
-        ));
-    }
-    script.push_str("exec \"$@\"\n");
-    script
-}
-
-/// Single-quotes a path for `sh`.
-fn shell_quote(path: &Path) -> String {
-    format!("'{}'", path.to_string_lossy().replace('\'', r"'\''"))
-}
-
-const BENCH_RUNS: usize = 31;
-
-/// A shell loop that prints the wall time in nanoseconds of each of `runs`
-/// runs of "$1" (its output discarded), one number a line.
-const TIMING_LOOP: &str = r#"
-program="$1"; runs="$2"; i=0
-while [ "$i" -lt "$runs" ]; do
-  start=$(date +%s%N); "$program" >/dev/null 2>&1; end=$(date +%s%N)
-  echo $((end - start)); i=$((i + 1))
-done
-"#;
-
-/// Probe run time, median of several runs: with the simulated driver (in a
-/// namespace) and with no driver (on this host), beside the cost of spawning
-/// `true` measured the same way.
+/// Probe run time (tests/e2e/probe_bench.py) of the release build: with no
+/// driver and beside the simulated one, against the spawn floor.
 pub fn bench() -> Result<()> {
     let native = build(true)?;
-    let runs = BENCH_RUNS.to_string();
-    let true_program = which("true")?;
-    let timed = |program: &Path, simulated: bool| -> Result<Duration> {
-        let argv: [&OsStr; 6] = [
-            OsStr::new("sh"),
-            OsStr::new("-c"),
-            OsStr::new(TIMING_LOOP),
-            OsStr::new("rextio-bench"),
-            program.as_os_str(),
-            OsStr::new(&runs),
-        ];
-        let output = if simulated {
-            run_with_simulated_driver(&native.sim_driver, TWO_DEVICE_CONFIG, &argv)?
-        } else {
-            Command::new(argv[0])
-                .args(&argv[1..])
-                .output()
-                .map_err(|error| format!("cannot run sh: {error}"))?
-        };
-        median_of_lines(&String::from_utf8_lossy(&output.stdout))
-    };
-    let host_status = probe_status(&native.probe)?;
-    let spawn_floor = timed(&true_program, false)?;
-    let without_driver = timed(&native.probe, false)?;
-    let with_simulated = timed(&native.probe, true)?;
-    println!("probe (release, median of {BENCH_RUNS} runs, wall time including process spawn):");
-    println!("  spawn floor (`true`):            {}", millis(spawn_floor));
-    println!(
-        "  no driver on this host ({host_status}): {}",
-        millis(without_driver)
-    );
-    println!(
-        "  simulated driver, two devices:   {}",
-        millis(with_simulated)
-    );
-    Ok(())
-}
-
-fn probe_status(probe: &Path) -> Result<String> {
-    let output = Command::new(probe)
-        .output()
-        .map_err(|error| format!("cannot run the probe: {error}"))?;
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .map_err(|error| format!("the probe printed no JSON report: {error}"))?;
-    Ok(report["reason_code"]
-        .as_str()
-        .unwrap_or("probe-complete")
-        .to_string())
-}
-
-fn median_of_lines(text: &str) -> Result<Duration> {
-    let mut samples: Vec<u64> = text
-        .lines()
-        .filter_map(|line| line.trim().parse().ok())
-        .collect();
-    if samples.is_empty() {
-        return Err(format!("the timing loop printed no samples: {text:?}"));
-    }
-    samples.sort_unstable();
-    Ok(Duration::from_nanos(samples[samples.len() / 2]))
-}
-
-fn millis(duration: Duration) -> String {
-    format!("{:.2} ms", duration.as_secs_f64() * 1000.0)
-}
-
-/// An absolute path for `program` from PATH (for tools only, never the driver).
-fn which(program: &str) -> Result<PathBuf> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(program))
-        .find(|candidate| candidate.is_file())
-        .ok_or_else(|| format!("`{program}` is not on PATH"))
+    process::run(
+        Command::new(Venv::Floor.program("python"))
+            .current_dir(repo_root())
+            .arg("tests/e2e/probe_bench.py")
+            .arg(&native.probe)
+            .arg(&native.sim_driver),
+    )
 }
 
 #[cfg(test)]
@@ -385,27 +208,5 @@ mod tests {
             let floor = GLIBC_FLOOR.replace('.', "_");
             assert_eq!(target.platform_tag, format!("manylinux_{floor}_{arch}"));
         }
-    }
-
-    #[test]
-    fn median_ignores_noise_and_picks_the_middle() {
-        assert_eq!(
-            median_of_lines("5\n1\nx\n3\n").unwrap(),
-            Duration::from_nanos(3)
-        );
-        assert!(median_of_lines("").is_err());
-    }
-
-    #[test]
-    fn shell_quote_survives_quotes() {
-        assert_eq!(shell_quote(Path::new("/a b/it's")), r"'/a b/it'\''s'");
-    }
-
-    #[test]
-    fn namespace_script_installs_at_the_reviewed_path_and_execs() {
-        let script = namespace_script(Path::new("/t/sim.so"), Path::new("/t/config"));
-        assert!(script.starts_with("mount --make-rprivate / ||"));
-        assert!(script.contains("install -m 0644 '/t/sim.so' /usr/local/nvidia/lib64/libcuda.so.1"));
-        assert!(script.ends_with("exec \"$@\"\n"));
     }
 }

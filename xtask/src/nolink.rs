@@ -8,11 +8,13 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use object::elf;
+use object::read::elf::{Dyn, FileHeader};
+use object::Endianness;
 use syn::visit::Visit;
 
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
-use crate::scratch::ScratchDir;
 use crate::Result;
 
 /// The only crate whose sources may hold foreign blocks: the simulated
@@ -253,64 +255,22 @@ pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
     problems
 }
 
-/// Builds the runtime as a cdylib and checks its dynamic section.
+/// Builds the runtime as a cdylib (`cargo rustc --crate-type cdylib`) and
+/// checks its dynamic section.
 pub fn check_runtime_cdylib() -> Result<()> {
     if !cfg!(target_os = "linux") {
         return Err("the runtime cdylib check reads ELF files and runs on Linux only".into());
     }
-    let root = repo_root();
-    let scratch = ScratchDir::new("nolink-cdylib")?;
-    let crate_dir = scratch.path().join("rextio-cuda-runtime");
-    copy_tree(&root.join("runtime"), &crate_dir)?;
-    let manifest_path = crate_dir.join("Cargo.toml");
-    let manifest = std::fs::read_to_string(&manifest_path)
-        .map_err(|error| format!("runtime/Cargo.toml: {error}"))?;
-    std::fs::write(&manifest_path, with_cdylib(&manifest)?)
-        .map_err(|error| format!("{}: {error}", manifest_path.display()))?;
+    // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
-    run(Command::new("cargo")
-        .current_dir(&crate_dir)
-        .env("CARGO_TARGET_DIR", &build_dir)
-        .args(["build", "--offline", "--lib", "--manifest-path"])
-        .arg(&manifest_path))?;
-    let library = build_dir.join("debug").join("librextio_cuda_runtime.so");
-    check_dynamic_section(&library)
-}
-
-/// The runtime manifest with `crate-type = ["cdylib", "rlib"]` in `[lib]`.
-fn with_cdylib(manifest: &str) -> Result<String> {
-    if manifest.contains("crate-type") {
-        return Err("runtime/Cargo.toml already sets crate-type; update the cdylib check".into());
-    }
-    let crate_type = "crate-type = [\"cdylib\", \"rlib\"]";
-    if manifest.lines().any(|line| line.trim() == "[lib]") {
-        Ok(manifest.replacen("[lib]", &format!("[lib]\n{crate_type}"), 1))
-    } else {
-        Ok(format!("{manifest}\n[lib]\n{crate_type}\n"))
-    }
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    std::fs::create_dir_all(to).map_err(|error| format!("{}: {error}", to.display()))?;
-    let entries =
-        std::fs::read_dir(from).map_err(|error| format!("{}: {error}", from.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|error| format!("{}: {error}", from.display()))?;
-        let name = entry.file_name();
-        if name == "target" {
-            continue;
-        }
-        let kind = entry
-            .file_type()
-            .map_err(|error| format!("{}: {error}", entry.path().display()))?;
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &to.join(&name))?;
-        } else if kind.is_file() {
-            std::fs::copy(entry.path(), to.join(&name))
-                .map_err(|error| format!("{}: {error}", entry.path().display()))?;
-        }
-    }
-    Ok(())
+    run(
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .current_dir(repo_root())
+            .env("CARGO_TARGET_DIR", &build_dir)
+            .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
+            .args(["--package", "rextio-cuda-runtime"]),
+    )?;
+    check_dynamic_section(&build_dir.join("debug").join("librextio_cuda_runtime.so"))
 }
 
 /// Fails when the ELF/PE at `path` names libcuda or nvcuda as a dependency.
@@ -331,13 +291,8 @@ pub fn check_dynamic_section(path: &Path) -> Result<()> {
     }
 }
 
-const PT_LOAD: u32 = 1;
-const PT_DYNAMIC: u32 = 2;
-const DT_NULL: u64 = 0;
-const DT_NEEDED: u64 = 1;
-const DT_STRTAB: u64 = 5;
-
-/// The `DT_NEEDED` entries of a little-endian ELF64 file.
+/// The `DT_NEEDED` entries of an ELF file (32- or 64-bit, either byte order),
+/// read with the `object` crate.
 pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
@@ -345,83 +300,34 @@ pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
 }
 
 fn parse_needed(bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
-    if bytes.starts_with(b"MZ") {
-        return Err("not an ELF file (a PE image); the dynamic check reads ELF only".into());
+    match object::FileKind::parse(bytes) {
+        Ok(object::FileKind::Elf64) => needed_of::<elf::FileHeader64<Endianness>>(bytes),
+        Ok(object::FileKind::Elf32) => needed_of::<elf::FileHeader32<Endianness>>(bytes),
+        Ok(kind) => Err(format!(
+            "not an ELF file ({kind:?}); the dynamic check reads ELF only"
+        )),
+        Err(error) => Err(format!("not an ELF file: {error}")),
     }
-    if !bytes.starts_with(b"\x7fELF") {
-        return Err("not an ELF file".into());
-    }
-    if bytes.get(4) != Some(&2) || bytes.get(5) != Some(&1) {
-        return Err("only little-endian ELF64 is supported".into());
-    }
-    let read = |offset: usize, width: usize| -> std::result::Result<u64, String> {
-        let slice = offset
-            .checked_add(width)
-            .and_then(|end| bytes.get(offset..end))
-            .ok_or_else(|| format!("truncated ELF (read at {offset})"))?;
-        let mut value = 0u64;
-        for (shift, byte) in slice.iter().enumerate() {
-            value |= u64::from(*byte) << (8 * shift);
-        }
-        Ok(value)
-    };
-    let to_usize =
-        |value: u64| usize::try_from(value).map_err(|_| "ELF offset too large".to_string());
-    let program_headers = to_usize(read(0x20, 8)?)?;
-    let entry_size = to_usize(read(0x36, 2)?)?;
-    let count = to_usize(read(0x38, 2)?)?;
-    let mut loads = Vec::new();
-    let mut dynamic = None;
-    for index in 0..count {
-        let header = program_headers + index * entry_size;
-        let kind = read(header, 4)? as u32;
-        let offset = read(header + 0x08, 8)?;
-        let vaddr = read(header + 0x10, 8)?;
-        let file_size = read(header + 0x20, 8)?;
-        match kind {
-            PT_LOAD => loads.push((vaddr, offset, file_size)),
-            PT_DYNAMIC => dynamic = Some((offset, file_size)),
-            _ => {}
-        }
-    }
-    let Some((dynamic_offset, dynamic_size)) = dynamic else {
+}
+
+fn needed_of<Elf: FileHeader<Endian = Endianness>>(
+    bytes: &[u8],
+) -> std::result::Result<Vec<String>, String> {
+    let invalid = |error: object::Error| format!("invalid ELF: {error}");
+    let header = Elf::parse(bytes).map_err(invalid)?;
+    let endian = header.endian().map_err(invalid)?;
+    let sections = header.sections(endian, bytes).map_err(invalid)?;
+    let Some((entries, link)) = sections.dynamic(endian, bytes).map_err(invalid)? else {
         return Ok(Vec::new()); // statically linked: needs nothing
     };
-    let mut needed_offsets = Vec::new();
-    let mut string_table = None;
-    let mut entry = to_usize(dynamic_offset)?;
-    let end = to_usize(dynamic_offset.saturating_add(dynamic_size))?;
-    while entry + 16 <= end {
-        let (tag, value) = (read(entry, 8)?, read(entry + 8, 8)?);
-        match tag {
-            DT_NULL => break,
-            DT_NEEDED => needed_offsets.push(value),
-            DT_STRTAB => string_table = Some(value),
-            _ => {}
-        }
-        entry += 16;
-    }
-    if needed_offsets.is_empty() {
-        return Ok(Vec::new());
-    }
-    let address = string_table.ok_or("DT_NEEDED without DT_STRTAB")?;
-    let table = loads
+    let strings = sections.strings(endian, bytes, link).map_err(invalid)?;
+    entries
         .iter()
-        .find(|(vaddr, _, size)| (*vaddr..vaddr.saturating_add(*size)).contains(&address))
-        .map(|(vaddr, offset, _)| address - vaddr + offset)
-        .ok_or("DT_STRTAB is outside every loaded segment")?;
-    needed_offsets
-        .into_iter()
-        .map(|offset| {
-            let start = to_usize(table.saturating_add(offset))?;
-            let rest = bytes
-                .get(start..)
-                .ok_or("DT_NEEDED name outside the file")?;
-            let length = rest
-                .iter()
-                .position(|&byte| byte == 0)
-                .ok_or("unterminated DT_NEEDED name")?;
-            Ok(String::from_utf8_lossy(&rest[..length]).into_owned())
+        .take_while(|entry| entry.tag32(endian) != Some(elf::DT_NULL))
+        .filter(|entry| entry.tag32(endian) == Some(elf::DT_NEEDED))
+        .map(|entry| {
+            let name = entry.string(endian, strings).map_err(invalid)?;
+            Ok(String::from_utf8_lossy(name).into_owned())
         })
         .collect()
 }
@@ -429,6 +335,7 @@ fn parse_needed(bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::ScratchDir;
 
     #[test]
     fn link_attribute_is_rejected() {
@@ -488,13 +395,6 @@ mod tests {
     }
 
     #[test]
-    fn the_cdylib_manifest_gets_a_crate_type() {
-        let patched =
-            with_cdylib("[package]\nname = \"x\"\n\n[lib]\npath = \"src/lib.rs\"\n").unwrap();
-        assert!(patched.contains("[lib]\ncrate-type = [\"cdylib\", \"rlib\"]\npath"));
-    }
-
-    #[test]
     #[cfg(target_os = "linux")]
     fn dynamic_section_of_a_real_binary_is_read() {
         // This test binary is a real dynamically linked ELF that needs libc.
@@ -505,6 +405,46 @@ mod tests {
             "{needed:?}"
         );
         check_dynamic_section(&exe).unwrap();
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_library_that_needs_libcuda_is_refused() {
+        // A real ELF whose DT_NEEDED names libcuda.so.1, linked by the C compiler.
+        let scratch = ScratchDir::new("nolink-needs-cuda").unwrap();
+        let dir = scratch.path();
+        std::fs::write(dir.join("empty.c"), "int rextio_unused;\n").unwrap();
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let link = |args: &[&str]| {
+            let status = Command::new(&cc)
+                .current_dir(dir)
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(status.success(), "{args:?}");
+        };
+        link(&[
+            "-shared",
+            "-o",
+            "libcuda.so",
+            "-Wl,-soname,libcuda.so.1",
+            "empty.c",
+        ]);
+        link(&[
+            "-shared",
+            "-o",
+            "user.so",
+            "empty.c",
+            "-Wl,--no-as-needed",
+            "-L.",
+            "-lcuda",
+        ]);
+        let user = dir.join("user.so");
+        assert!(needed_libraries(&user)
+            .unwrap()
+            .contains(&"libcuda.so.1".to_string()));
+        let error = check_dynamic_section(&user).unwrap_err();
+        assert!(error.contains("DT_NEEDED [\"libcuda.so.1\"]"), "{error}");
     }
 
     #[test]
@@ -520,14 +460,12 @@ mod tests {
 
     #[test]
     fn non_elf_files_are_refused_clearly() {
-        assert!(parse_needed(b"MZ\x90\x00")
-            .unwrap_err()
-            .contains("PE image"));
+        let pe = parse_needed(b"MZ\x90\x00").unwrap_err();
+        assert!(pe.contains("not an ELF file"), "{pe}");
         assert!(parse_needed(b"#!/bin/sh\n")
             .unwrap_err()
             .contains("not an ELF file"));
-        assert!(parse_needed(b"\x7fELF\x02\x01")
-            .unwrap_err()
-            .contains("truncated"));
+        let truncated = parse_needed(b"\x7fELF\x02\x01").unwrap_err();
+        assert!(truncated.contains("ELF"), "{truncated}");
     }
 }

@@ -1,30 +1,32 @@
-//! The project's Python virtual environments (owned by the Python provider work).
+//! The project's Python environments, made by uv from PyPI under `target/`.
 //!
-//! Three environments under `target/`, each with exactly pinned packages from
-//! PyPI, created once and reused while every pin is satisfied:
-//!
+//! - `target/uv`: a venv holding only uv `UV` (installed once with the
+//!   interpreter's own pip); it makes every other environment.
 //! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
 //! - `target/venv-dist`: `dist`'s other tools: zig (`ziglang`) and
 //!   cargo-zigbuild for the shipped binaries, auditwheel, twine and
 //!   check-wheel-contents for the artifacts' checks.
 //! - `target/venv`: Rextio Core `FLOOR_CORE` (0.1.6, the lowest Core the
-//!   package supports) and every tool (pytest, ruff, mypy, hatchling).
-//!   `demo`, `bench` and `validate-nvidia` use it.
-//! - `target/venv-core-<NEWEST_CORE>` (today `target/venv-core-0.1.8`): the
-//!   newest Core 0.1.x on PyPI, the same tools, and the companion plugins
-//!   rextio-torch 0.1.3 and rextio-tensorflow 0.1.3 installed with `--no-deps`
-//!   from their sdists (which `target/downstream-sdists/` caches, SHA-256
-//!   pinned; their CUDA candidate builders ship only there).
+//!   package supports) and every tool. `demo` and `bench` use it.
+//! - `target/venv-core-<NEWEST_CORE>`: the newest Core 0.1.x, the same tools,
+//!   and the companion plugins installed `--no-deps` from their sdists
+//!   (kept in `target/downstream-sdists/`; uv checks each pinned SHA-256).
 //!
-//! `cargo xtask test` runs `tests/python` and `tests/e2e` in both, and
-//! `tests/downstream` (tests needing the plugins or Core >= 0.1.7) only in the
-//! newest. Tests always import the installed wheel, never the source tree.
+//! uv's cache is `target/uv-cache`, so nothing is cached outside the
+//! repository. `cargo xtask setup` prepares everything the Python tests use
+//! and writes `target/test-paths.json`, which the tests read to find the
+//! built binaries, the build environment, the sdists and NVIDIA's images:
+//! after it, plain `pytest` runs any test. Tests import the installed wheel,
+//! never the source tree.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::json;
+
 use crate::native::NativeArtifacts;
-use crate::{dist, paths, process, Result};
+use crate::paths::{repo_root, target_dir};
+use crate::{dist, native, process, real_driver, Result};
 
 /// The lowest Rextio Core the package supports (`rextio>=0.1.6,<0.2`).
 pub const FLOOR_CORE: &str = "0.1.6";
@@ -33,67 +35,62 @@ pub const FLOOR_CORE: &str = "0.1.6";
 /// 0.1.x is published (and say so in README.md).
 pub const NEWEST_CORE: &str = "0.1.8";
 
-/// Exact pins of every tool the Python checks and tests use (both environments;
-/// the tests build a fixture plugin with hatchling).
-const TOOL_PINS: &[(&str, &str)] = &[
-    ("pytest", "9.2.0"),
-    ("ruff", "0.17.6"),
-    ("mypy", "2.4.1"),
-    ("hatchling", HATCHLING),
+/// The uv that makes the environments, pinned exactly.
+const UV: &str = "0.13.8";
+
+/// Exact pins of every tool the Python checks and tests use (the tests install
+/// a fixture plugin with pip and hatchling; pytest-repeat repeats the stress tests).
+const TOOL_PINS: &[&str] = &[
+    "pip==26.3",
+    "pytest==9.2.0",
+    "pytest-repeat==0.9.4",
+    "ruff==0.17.6",
+    "mypy==2.4.1",
+    HATCHLING,
 ];
 
 /// The wheel's build backend, pinned exactly.
-const HATCHLING: &str = "1.33.0";
+const HATCHLING: &str = "hatchling==1.33.0";
 
 /// `dist`'s tools besides hatchling, pinned exactly.
-const DIST_TOOL_PINS: &[(&str, &str)] = &[
-    ("ziglang", "0.17.0"),
-    ("cargo-zigbuild", "0.24.0"),
-    ("auditwheel", "6.8.2"),
-    ("twine", "7.0.0"),
-    ("check-wheel-contents", "0.6.3"),
+const DIST_TOOL_PINS: &[&str] = &[
+    "ziglang==0.17.0",
+    "cargo-zigbuild==0.24.0",
+    "auditwheel==6.8.2",
+    "twine==7.0.0",
+    "check-wheel-contents==0.6.3",
 ];
 
-/// A companion plugin whose own code runs against our wheel: its sdist (the
-/// file name PyPI serves and its SHA-256) is installed with `--no-deps`.
-struct Downstream {
-    name: &'static str,
-    version: &'static str,
-    sdist: &'static str,
-    sha256: &'static str,
-}
-
-const DOWNSTREAM: &[Downstream] = &[
-    Downstream {
-        name: "rextio-torch",
-        version: "0.1.3",
-        sdist: "rextio_torch-0.1.3.tar.gz",
-        sha256: "db9e2676da976d6b50818969079b87cf118e969f38120263e9113a7c9a2fe3f7",
-    },
-    Downstream {
-        name: "rextio-tensorflow",
-        version: "0.1.3",
-        sdist: "rextio_tensorflow-0.1.3.tar.gz",
-        sha256: "64cbe95c313e555d2f9a1982d8357096100a1debfbd6f5f36abcee77aaf32c5c",
-    },
+/// The companion plugins whose own code runs against our wheel: the sdist
+/// PyPI serves (`name==version`, file name, SHA-256).
+const DOWNSTREAM: &[(&str, &str, &str)] = &[
+    (
+        "rextio-torch==0.1.3",
+        "rextio_torch-0.1.3.tar.gz",
+        "db9e2676da976d6b50818969079b87cf118e969f38120263e9113a7c9a2fe3f7",
+    ),
+    (
+        "rextio-tensorflow==0.1.3",
+        "rextio_tensorflow-0.1.3.tar.gz",
+        "64cbe95c313e555d2f9a1982d8357096100a1debfbd6f5f36abcee77aaf32c5c",
+    ),
 ];
 
-/// Exits 0 when every `name==version` argument is installed at that version.
-const PINS_SATISFIED: &str = "\
-import sys
-from importlib import metadata
-for pin in sys.argv[1:]:
-    name, version = pin.split('==')
-    try:
-        if metadata.version(name) != version:
-            sys.exit(1)
-    except metadata.PackageNotFoundError:
-        sys.exit(1)
-";
+/// The published build this package succeeds, the bench's cold-path
+/// reference only (`name==version`, the wheel PyPI serves, its SHA-256); its
+/// code is never copied into this repository.
+const REFERENCE: (&str, &str, &str) = (
+    "rextio-device-cuda==0.1.0",
+    "rextio_device_cuda-0.1.0-py3-none-any.whl",
+    "6ba40004e429b8b14c4b90f0ce75a479970b76a86a202d22655b7366d72fb7bf",
+);
+
+/// Where the tests find what `setup` prepared (read by tests/e2e/sim_namespace.py).
+const TEST_PATHS: &str = "test-paths.json";
 
 /// One of the environments.
 #[derive(Clone, Copy)]
-enum Venv {
+pub enum Venv {
     /// `target/venv-build`: the build backend alone.
     Build,
     /// `target/venv-dist`: `dist`'s tools.
@@ -102,353 +99,317 @@ enum Venv {
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
     Newest,
+    /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and `REFERENCE` (bench only).
+    Reference,
 }
 
 impl Venv {
     fn dir(self) -> PathBuf {
-        match self {
-            Venv::Build => paths::target_dir().join("venv-build"),
-            Venv::Dist => paths::target_dir().join("venv-dist"),
-            Venv::Floor => paths::target_dir().join("venv"),
-            Venv::Newest => paths::target_dir().join(format!("venv-core-{NEWEST_CORE}")),
-        }
+        target_dir().join(match self {
+            Venv::Build => "venv-build".to_owned(),
+            Venv::Dist => "venv-dist".to_owned(),
+            Venv::Floor => "venv".to_owned(),
+            Venv::Newest => format!("venv-core-{NEWEST_CORE}"),
+            Venv::Reference => "venv-bench-0.1.0".to_owned(),
+        })
     }
 
-    fn program(self, name: &str) -> PathBuf {
-        if cfg!(windows) {
-            self.dir().join("Scripts").join(format!("{name}.exe"))
-        } else {
-            self.dir().join("bin").join(name)
-        }
+    pub fn program(self, name: &str) -> PathBuf {
+        bin(&self.dir(), name)
     }
 
     fn pins(self) -> Vec<String> {
         let core = match self {
-            Venv::Build => return vec![format!("hatchling=={HATCHLING}")],
-            Venv::Dist => {
-                return DIST_TOOL_PINS
-                    .iter()
-                    .map(|(name, version)| format!("{name}=={version}"))
-                    .collect()
-            }
+            Venv::Build => return vec![HATCHLING.to_owned()],
+            Venv::Dist => return DIST_TOOL_PINS.iter().map(|pin| pin.to_string()).collect(),
+            Venv::Reference => return vec![format!("rextio=={FLOOR_CORE}")],
             Venv::Floor => FLOOR_CORE,
             Venv::Newest => NEWEST_CORE,
         };
-        std::iter::once(("rextio", core))
-            .chain(TOOL_PINS.iter().copied())
-            .map(|(name, version)| format!("{name}=={version}"))
-            .collect()
+        let mut pins = vec![format!("rextio=={core}")];
+        pins.extend(TOOL_PINS.iter().map(|pin| pin.to_string()));
+        pins
     }
 
-    /// Creates or reuses the environment with every pin; returns its python.
-    fn ensure(self) -> Result<PathBuf> {
+    /// Creates the environment if needed and installs every pin (uv leaves
+    /// what is already satisfied); returns its python.
+    pub fn ensure(self) -> Result<PathBuf> {
         let python = self.program("python");
-        let shown = self.dir();
-        let shown = shown
-            .strip_prefix(paths::repo_root())
-            .unwrap_or(&shown)
-            .display();
         if !python.exists() {
-            let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| {
-                if cfg!(windows) {
-                    "python".into()
-                } else {
-                    "python3".into()
-                }
-            });
-            println!("python: creating {shown}");
-            process::run(Command::new(base).args(["-m", "venv"]).arg(self.dir()))?;
-        }
-        let pins = self.pins();
-        if !pins_satisfied(&python, &pins)? {
-            println!(
-                "python: installing {} into {shown} from PyPI",
-                pins.join(" ")
-            );
-            process::run(pip_install(&python).args(&pins))?;
-        }
-        let supported = Command::new(&python)
-            .args(["-c", "import sys; sys.exit(sys.version_info < (3, 11))"])
-            .status()
-            .is_ok_and(|status| status.success());
-        if !supported {
-            return Err(format!(
-                "{} is older than Python 3.11; remove {} and set REXTIO_PYTHON \
-                 to a CPython 3.11+ interpreter",
-                python.display(),
-                self.dir().display()
-            ));
-        }
-        Ok(python)
-    }
-}
-
-fn pins_satisfied(python: &Path, pins: &[String]) -> Result<bool> {
-    Ok(Command::new(python)
-        .args(["-c", PINS_SATISFIED])
-        .args(pins)
-        .status()
-        .map_err(|error| format!("could not run {}: {error}", python.display()))?
-        .success())
-}
-
-/// A program inside the floor environment (`python`, `pytest`, ...).
-pub fn venv_program(name: &str) -> PathBuf {
-    Venv::Floor.program(name)
-}
-
-/// Creates or reuses `target/venv` with every pinned tool; returns its python.
-pub fn ensure_venv() -> Result<PathBuf> {
-    Venv::Floor.ensure()
-}
-
-/// Creates or reuses `target/venv-build` (the build backend only); returns its python.
-pub fn ensure_build_venv() -> Result<PathBuf> {
-    Venv::Build.ensure()
-}
-
-/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
-pub fn ensure_dist_tools() -> Result<PathBuf> {
-    Venv::Dist.ensure()?;
-    Ok(Venv::Dist
-        .dir()
-        .join(if cfg!(windows) { "Scripts" } else { "bin" }))
-}
-
-/// `python -m pip install`, quiet, with pip's download cache inside target/
-/// so nothing is cached outside the repository.
-fn pip_install(python: &Path) -> Command {
-    let mut command = pip(python);
-    command.args(["install", "--quiet"]);
-    command
-}
-
-fn pip(python: &Path) -> Command {
-    let mut command = Command::new(python);
-    command
-        .env("PIP_CACHE_DIR", paths::target_dir().join("pip-cache"))
-        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-        .args(["-m", "pip"]);
-    command
-}
-
-/// Where the plugins' sdists are cached.
-fn sdist_dir() -> PathBuf {
-    paths::target_dir().join("downstream-sdists")
-}
-
-/// Downloads (once) the plugins' sdists into `target/downstream-sdists/` and
-/// checks each against its pinned SHA-256.
-fn fetch_downstream_sdists(python: &Path) -> Result<PathBuf> {
-    let dir = sdist_dir();
-    let missing: Vec<String> = DOWNSTREAM
-        .iter()
-        .filter(|plugin| !dir.join(plugin.sdist).is_file())
-        .map(|plugin| format!("{}=={}", plugin.name, plugin.version))
-        .collect();
-    if !missing.is_empty() {
-        process::run(
-            pip(python)
-                .args(["download", "--quiet", "--no-deps", "--no-binary", ":all:"])
-                .arg("--dest")
-                .arg(&dir)
-                .args(&missing),
-        )?;
-    }
-    for plugin in DOWNSTREAM {
-        let path = dir.join(plugin.sdist);
-        let actual = dist::sha256_file(&path)?;
-        if actual != plugin.sha256 {
-            return Err(format!(
-                "{} has SHA-256 {actual}, not the pinned {}; remove it to download it again",
-                path.display(),
-                plugin.sha256
-            ));
-        }
-    }
-    Ok(dir)
-}
-
-/// The newest-Core environment with the plugins installed from their sdists.
-fn ensure_newest_with_plugins() -> Result<(PathBuf, PathBuf)> {
-    let python = Venv::Newest.ensure()?;
-    let sdists = fetch_downstream_sdists(&python)?;
-    for plugin in DOWNSTREAM {
-        let pin = [format!("{}=={}", plugin.name, plugin.version)];
-        if !pins_satisfied(&python, &pin)? {
-            // --no-deps: the build-only paths import neither torch nor tensorflow.
+            // REXTIO_PYTHON names an interpreter; otherwise uv finds a CPython 3.11+.
+            let wanted = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| ">=3.11".into());
             process::run(
-                pip_install(&python)
-                    .arg("--no-deps")
-                    .arg(sdists.join(plugin.sdist)),
+                uv()?
+                    .args(["venv", "--quiet", "--python", &wanted])
+                    .arg(self.dir()),
             )?;
         }
+        process::run(uv_pip(&python)?.args(self.pins()))?;
+        Ok(python)
     }
-    ensure_wheelhouse(&python, &sdists)?;
-    Ok((python, sdists))
-}
 
-/// Where the fresh-venv test installs from without an index: wheels of
-/// Core `NEWEST_CORE` and of the plugins (built once from their pinned sdists).
-fn wheelhouse() -> PathBuf {
-    paths::target_dir().join("wheelhouse")
-}
-
-fn ensure_wheelhouse(python: &Path, sdists: &Path) -> Result<()> {
-    let dir = wheelhouse();
-    if dir.is_dir() {
-        return Ok(());
+    /// mypy --strict over each group of paths (each test tree has its own conftest).
+    pub fn mypy(self, runs: &[&[&str]]) -> Result<()> {
+        for checked in runs {
+            process::run(
+                Command::new(self.program("mypy"))
+                    .current_dir(repo_root())
+                    // Test trees import the helpers of tests/python and tests/e2e.
+                    .env("MYPYPATH", "tests/python:tests/e2e")
+                    .args(["--strict", "--config-file", "mypy.ini"])
+                    .args(*checked),
+            )?;
+        }
+        Ok(())
     }
-    // Built aside and renamed, so a wheelhouse that exists is complete.
-    let partial = dir.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    let mut build = pip(python);
-    build
-        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
-        .arg(&partial)
-        .arg(format!("rextio=={NEWEST_CORE}"))
-        .args(DOWNSTREAM.iter().map(|plugin| sdists.join(plugin.sdist)));
-    process::run(&mut build)?;
-    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))
-}
 
-/// Core `FLOOR_CORE`: builds the wheel, installs it, runs ruff, mypy --strict and
-/// pytest on `tests/python` and `tests/e2e`; returns the wheel it tested.
-pub fn test_floor(native: &NativeArtifacts) -> Result<PathBuf> {
-    let root = paths::repo_root();
-    let python = Venv::Floor.ensure()?;
-    let wheel = dist::build_wheel()?;
-    install_wheel(&python, &wheel)?;
-    process::run(
-        Command::new(Venv::Floor.program("ruff"))
-            .current_dir(&root)
-            .args(["check", "python", "tests"]),
-    )?;
-    // Each test tree has its own conftest.py, so each gets its own mypy run.
-    mypy(
-        Venv::Floor,
-        &[
-            &[
-                "python/rextio_device_cuda",
-                "python/hatch_build.py",
-                "tests/python",
-            ],
-            &["tests/e2e"],
-        ],
-    )?;
-    pytest(Venv::Floor, native, &["tests/python", "tests/e2e"], None)?;
-    Ok(wheel)
-}
-
-/// The newest Core: the same `wheel`, pytest on `tests/python` and
-/// `tests/e2e`, and `tests/downstream` with the companion plugins (mypy
-/// --strict on the package and the downstream tests against this Core too).
-pub fn test_newest(native: &NativeArtifacts, wheel: &Path) -> Result<()> {
-    let (python, sdists) = ensure_newest_with_plugins()?;
-    install_wheel(&python, wheel)?;
-    mypy(
-        Venv::Newest,
-        &[&["python/rextio_device_cuda"], &["tests/downstream"]],
-    )?;
-    pytest(
-        Venv::Newest,
-        native,
-        &["tests/python", "tests/e2e", "tests/downstream"],
-        Some(&sdists),
-    )
-}
-
-fn mypy(venv: Venv, runs: &[&[&str]]) -> Result<()> {
-    for checked in runs {
+    /// pytest over `trees` (options in pytest.ini); any non-zero status,
+    /// 5 for "nothing collected" too, fails.
+    pub fn pytest(self, trees: &[&str]) -> Result<()> {
         process::run(
-            Command::new(venv.program("mypy"))
-                .current_dir(paths::repo_root())
-                // tests/downstream imports the helpers of tests/python and tests/e2e.
-                .env("MYPYPATH", "tests/python:tests/e2e")
-                .args(["--strict", "--config-file", "mypy.ini"])
-                .args(*checked),
+            Command::new(self.program("pytest"))
+                .current_dir(repo_root())
+                .env_remove("PYTHONPATH")
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .arg("-q")
+                .args(trees),
+        )
+    }
+}
+
+fn bin(venv: &Path, name: &str) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join(format!("{name}.exe"))
+    } else {
+        venv.join("bin").join(name)
+    }
+}
+
+/// uv `UV`, installed into `target/uv` on first use, with its cache in target/.
+pub fn uv() -> Result<Command> {
+    let venv = target_dir().join("uv");
+    let program = bin(&venv, "uv");
+    // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
+    let installed = Command::new(&program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).split(' ').nth(1) == Some(UV));
+    if !installed {
+        let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| "python3".into());
+        process::run(Command::new(base).args(["-m", "venv"]).arg(&venv))?;
+        process::run(
+            Command::new(bin(&venv, "python"))
+                .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
+                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+                .args(["-m", "pip", "install", "--quiet", &format!("uv=={UV}")]),
         )?;
     }
-    Ok(())
+    let mut command = Command::new(program);
+    command
+        .env("UV_CACHE_DIR", target_dir().join("uv-cache"))
+        // Only this machine's interpreters, and no uv.toml of the user's.
+        .env("UV_PYTHON_DOWNLOADS", "never")
+        .env("UV_NO_CONFIG", "1");
+    Ok(command)
 }
 
-fn pytest(
-    venv: Venv,
-    native: &NativeArtifacts,
-    trees: &[&str],
-    sdists: Option<&Path>,
-) -> Result<()> {
-    let mut pytest = Command::new(venv.program("pytest"));
-    pytest
-        .current_dir(paths::repo_root())
-        .env_remove("PYTHONPATH")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("REXTIO_CUDA_PROBE", &native.probe)
-        .env("REXTIO_CUDA_SMOKE", &native.smoke)
-        .env("REXTIO_SIM_DRIVER", &native.sim_driver)
-        .env("REXTIO_BUILD_PYTHON", Venv::Build.program("python"))
-        .env("REXTIO_DIST_DIR", paths::target_dir().join("dist"))
-        .env("REXTIO_DIST_TOOLS", ensure_dist_tools()?);
-    if let Some(sdists) = sdists {
-        pytest
-            .env("REXTIO_DOWNSTREAM_SDISTS", sdists)
-            .env("REXTIO_WHEELHOUSE", wheelhouse());
-    }
-    // importlib mode: the rootdir is not put on sys.path, so only the
-    // installed wheel can satisfy `import rextio_device_cuda`.
-    pytest
-        .args(["-p", "no:cacheprovider", "--import-mode=importlib", "-q"])
-        .args(trees);
-    // pytest exits 5 when it collected nothing; any non-zero status fails here.
-    process::run(&mut pytest)
+/// `uv pip install --quiet` into the environment of `python`.
+fn uv_pip(python: &Path) -> Result<Command> {
+    let mut command = uv()?;
+    command
+        .args(["pip", "install", "--quiet", "--python"])
+        .arg(python);
+    Ok(command)
 }
 
-/// Force-reinstalls the built wheel (without touching its pinned dependency).
+/// Force-reinstalls a built wheel (without touching its pinned dependency).
 pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
     process::run(
-        pip_install(python)
-            .args(["--force-reinstall", "--no-deps"])
+        uv_pip(python)?
+            .args(["--reinstall", "--no-deps"])
             .arg(wheel),
     )
 }
 
-/// C source of a fast fixture probe: prints one fixed valid report and exits 0.
-const FAST_PROBE_C: &str = r#"#include <stdio.h>
-int main(void) {
-    fputs("{\"schema_version\":\"1\",\"probe\":\"rextio-cuda-driver-probe\",\"support_claim\":false,"
-          "\"target\":{\"os\":\"linux\",\"arch\":\"x86_64\",\"environment\":\"gnu\"},"
-          "\"platform_supported\":true,\"status\":\"probe-complete\",\"reason_code\":null,"
-          "\"driver_loaded\":true,\"driver_version\":12080,\"device_count\":1,\"cuda_result\":0,"
-          "\"devices\":[{\"ordinal\":0,\"name\":\"Bench GPU\",\"compute_major\":8,"
-          "\"compute_minor\":0,\"sm\":\"sm_80\"}]}\n", stdout);
-    return 0;
+/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
+pub fn ensure_dist_tools() -> Result<PathBuf> {
+    let python = Venv::Dist.ensure()?;
+    Ok(python.parent().map(Path::to_path_buf).unwrap_or_default())
 }
-"#;
 
-/// Preflight latency versus the probe spawn floor; import time.
-pub fn bench() -> Result<()> {
-    let root = paths::repo_root();
-    let python = ensure_venv()?;
-    let wheel = dist::build_wheel()?;
-    install_wheel(&python, &wheel)?;
-    let work = paths::target_dir().join("python-bench");
-    std::fs::create_dir_all(&work).map_err(|error| format!("{}: {error}", work.display()))?;
-    let source = work.join("fast_probe.c");
-    std::fs::write(&source, FAST_PROBE_C)
-        .map_err(|error| format!("{}: {error}", source.display()))?;
-    let probe = work.join("fast-probe");
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+/// Where the fresh-venv test installs from without an index: wheels of Core
+/// `NEWEST_CORE` and of the plugins, built once (pip, in uv's venv: uv builds
+/// no wheel of a requirement) aside and renamed, so one that exists is complete.
+fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
+    let dir = target_dir().join("wheelhouse");
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    uv()?; // makes target/uv, whose pip builds
     process::run(
-        Command::new(compiler)
-            .args(["-O2", "-o"])
-            .arg(&probe)
-            .arg(&source),
+        Command::new(bin(&target_dir().join("uv"), "python"))
+            .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
+            .args(["-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir"])
+            .arg(&partial)
+            .arg(format!("rextio=={NEWEST_CORE}"))
+            .args(DOWNSTREAM.iter().map(|(_, file, _)| sdists.join(file))),
     )?;
+    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The floor environment with the freshly built wheel installed; its python.
+pub fn ensure_venv_with_wheel() -> Result<PathBuf> {
+    let python = Venv::Floor.ensure()?;
+    install_wheel(&python, &dist::build_wheel()?)?;
+    Ok(python)
+}
+
+/// Downloads the plugins' sdists once (pip, in uv's venv: uv downloads no
+/// sdist as a file) and installs them `--no-deps` (the build-only paths import
+/// neither torch nor tensorflow), uv checking each pinned SHA-256.
+fn install_plugins(python: &Path) -> Result<PathBuf> {
+    let dir = target_dir().join("downstream-sdists");
+    install_pinned_files(python, &dir, DOWNSTREAM, "--no-binary")?;
+    Ok(dir)
+}
+
+/// Downloads each pinned file once into `dir` (`kind`: pip's `--no-binary`
+/// or `--only-binary`) and installs them `--no-deps`, uv checking each SHA-256.
+fn install_pinned_files(
+    python: &Path,
+    dir: &Path,
+    pinned: &[(&str, &str, &str)],
+    kind: &str,
+) -> Result<()> {
+    let missing: Vec<&str> = pinned
+        .iter()
+        .filter(|(_, file, _)| !dir.join(file).is_file())
+        .map(|(pin, _, _)| *pin)
+        .collect();
+    if !missing.is_empty() {
+        uv()?; // makes target/uv, whose pip downloads
+        process::run(
+            Command::new(bin(&target_dir().join("uv"), "python"))
+                .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
+                .args(["-m", "pip", "download", "--quiet", "--no-deps"])
+                .args([kind, ":all:", "--dest"])
+                .arg(dir)
+                .args(&missing),
+        )?;
+    }
+    let requirements: String = pinned
+        .iter()
+        .map(|(pin, file, sha256)| {
+            let name = pin.split("==").next().unwrap_or(pin);
+            let url = format!("file://{}", dir.join(file).display());
+            format!("{name} @ {url} --hash=sha256:{sha256}\n")
+        })
+        .collect();
+    let listed = dir.join("requirements.txt");
+    std::fs::write(&listed, requirements)
+        .map_err(|error| format!("{}: {error}", listed.display()))?;
     process::run(
-        Command::new(&python)
-            .current_dir(&work)
+        uv_pip(python)?
+            .args(["--no-deps", "--require-hashes", "-r"])
+            .arg(&listed),
+    )
+}
+
+/// `cargo xtask setup`: everything the Python tests need, once.
+pub fn command(args: &[String]) -> Result<()> {
+    crate::no_arguments("setup", args);
+    setup(&native::build(false)?)?;
+    println!(
+        "setup: done; run a test with `{} tests/python/test_cli.py` \
+         (or `. target/venv/bin/activate` and plain `pytest ...`)",
+        Venv::Floor.program("pytest").display()
+    );
+    Ok(())
+}
+
+/// Every environment, the wheel in both Core environments, the plugins,
+/// NVIDIA's driver images, and `target/test-paths.json` naming them.
+pub fn setup(native: &NativeArtifacts) -> Result<()> {
+    let build = Venv::Build.ensure()?;
+    let floor = Venv::Floor.ensure()?;
+    let newest = Venv::Newest.ensure()?;
+    let sdists = install_plugins(&newest)?;
+    let wheelhouse = ensure_wheelhouse(&sdists)?;
+    let dist_tools = ensure_dist_tools()?;
+    // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
+    // the other artifacts in target/dist/ for the tests.
+    let wheel = dist::build_wheel()?;
+    install_wheel(&floor, &wheel)?;
+    install_wheel(&newest, &wheel)?;
+    let real_libcuda = real_driver::ensure_drivers()?;
+    let paths = json!({
+        "probe": native.probe,
+        "smoke": native.smoke,
+        "sim_driver": native.sim_driver,
+        "build_python": build,
+        "dist_dir": target_dir().join("dist"),
+        "dist_tools": dist_tools,
+        "wheelhouse": wheelhouse,
+        "downstream_sdists": sdists,
+        "real_libcuda": real_libcuda,
+    });
+    let file = target_dir().join(TEST_PATHS);
+    let text = serde_json::to_string_pretty(&paths).map_err(|error| error.to_string())?;
+    std::fs::write(&file, text + "\n").map_err(|error| format!("{}: {error}", file.display()))?;
+    println!("setup: {} names what the tests use", file.display());
+    Ok(())
+}
+
+/// Core `FLOOR_CORE`: ruff, mypy --strict and pytest on `tests/python` and `tests/e2e`.
+pub fn test_floor() -> Result<()> {
+    process::run(
+        Command::new(Venv::Floor.program("ruff"))
+            .current_dir(repo_root())
+            .args(["check", "python", "tests"]),
+    )?;
+    Venv::Floor.mypy(&[
+        &[
+            "python/rextio_device_cuda",
+            "python/hatch_build.py",
+            "tests/python",
+        ],
+        &["tests/e2e"],
+    ])?;
+    Venv::Floor.pytest(&["tests/python", "tests/e2e"])
+}
+
+/// The newest Core: pytest on `tests/python`, `tests/e2e` and
+/// `tests/downstream` with the companion plugins (mypy --strict on the
+/// package and the downstream tests against this Core too).
+pub fn test_newest() -> Result<()> {
+    Venv::Newest.mypy(&[&["python/rextio_device_cuda"], &["tests/downstream"]])?;
+    Venv::Newest.pytest(&["tests/python", "tests/e2e", "tests/downstream"])
+}
+
+/// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
+/// "How to add a driver symbol", done on a copy of the repository).
+pub fn symbol_proof(args: &[String]) -> Result<()> {
+    crate::no_arguments("symbol-proof", args);
+    setup(&native::build(false)?)?;
+    Venv::Floor.mypy(&[&["tests/symbol_proof"]])?;
+    Venv::Floor.pytest(&["tests/symbol_proof"])
+}
+
+/// Preflight latency versus the probe spawn floor, warm and cold, the cold
+/// path also against the published `REFERENCE` (tests/python/preflight_bench.py).
+pub fn bench() -> Result<()> {
+    let python = ensure_venv_with_wheel()?;
+    let reference = Venv::Reference.ensure()?;
+    let dir = target_dir().join("bench-reference");
+    install_pinned_files(&reference, &dir, &[REFERENCE], "--only-binary")?;
+    process::run(
+        Command::new(python)
+            .current_dir(repo_root())
             .env_remove("PYTHONPATH")
-            .arg(root.join("tests").join("python").join("preflight_bench.py"))
-            .arg(&probe),
+            .arg("tests/python/preflight_bench.py")
+            .arg(reference),
     )
 }

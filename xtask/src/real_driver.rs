@@ -17,8 +17,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use crate::native::NativeArtifacts;
-use crate::paths::{repo_root, target_dir};
+use crate::paths::target_dir;
 use crate::{process, python_env, Result};
 
 /// The driver series checked, each the newest `libcuda1` of that series the
@@ -37,8 +36,6 @@ const PACKAGE: &str = "libcuda1";
 const ALTERNATIVE_PACKAGE: &str = "nvidia-alternative";
 /// The test tree that runs the probe, smoke and preflight against the images.
 const TEST_DIR: &str = "tests/real_driver";
-/// Where the test finds the manifest.
-const MANIFEST_ENV: &str = "REXTIO_REAL_LIBCUDA";
 
 /// One fetched driver: its series, package version and extracted image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,48 +60,22 @@ fn manifest_path() -> PathBuf {
     cache_dir().join("drivers.json")
 }
 
-/// `cargo xtask real-driver`: builds the probe, smoke and wheel, then runs
-/// this step alone.
+/// `cargo xtask real-driver`: `setup` (the binaries, the wheel, the images),
+/// then this step alone.
 pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("real-driver", args);
-    let native = crate::native::build(false)?;
-    let python = python_env::ensure_venv()?;
-    python_env::install_wheel(&python, &crate::dist::build_wheel()?)?;
-    test(&native)
+    python_env::setup(&crate::native::build(false)?)?;
+    test()
 }
 
-/// Fetches (or reuses) the images, then runs tests/real_driver against them.
-pub fn test(native: &NativeArtifacts) -> Result<()> {
-    let manifest = ensure_drivers()?;
-    let root = repo_root();
-    process::run(
-        Command::new(python_env::venv_program("mypy"))
-            .current_dir(&root)
-            // The tests import the namespace helpers of tests/e2e.
-            .env("MYPYPATH", root.join("tests").join("e2e"))
-            .args(["--strict", "--config-file", "mypy.ini", TEST_DIR]),
-    )?;
-    process::run(
-        Command::new(python_env::venv_program("pytest"))
-            .current_dir(&root)
-            .env_remove("PYTHONPATH")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("REXTIO_CUDA_PROBE", &native.probe)
-            .env("REXTIO_CUDA_SMOKE", &native.smoke)
-            .env("REXTIO_SIM_DRIVER", &native.sim_driver)
-            .env(MANIFEST_ENV, &manifest)
-            .args([
-                "-p",
-                "no:cacheprovider",
-                "--import-mode=importlib",
-                "-q",
-                TEST_DIR,
-            ]),
-    )
+/// Runs tests/real_driver against the images `setup` fetched.
+pub fn test() -> Result<()> {
+    python_env::Venv::Floor.mypy(&[&[TEST_DIR]])?;
+    python_env::Venv::Floor.pytest(&[TEST_DIR])
 }
 
 /// The manifest of every series, fetching what the cache lacks.
-fn ensure_drivers() -> Result<PathBuf> {
+pub fn ensure_drivers() -> Result<PathBuf> {
     let manifest = manifest_path();
     if let Some(drivers) = cached_drivers(&manifest) {
         println!(

@@ -9,8 +9,7 @@ use std::process::Command;
 use crate::paths::repo_root;
 use crate::process::run;
 use crate::{
-    determinism, emulated, generate, headers, native, nolink, python_env, real_driver,
-    symbol_proof, Result,
+    determinism, emulated, generate, headers, native, nolink, python_env, real_driver, Result,
 };
 
 /// Cross targets whose platform-gated code is always compile-checked.
@@ -54,23 +53,28 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
     report.step("no cuda in probe and smoke", || {
         native::check_no_cuda_link(&artifacts)
     })?;
-    let wheel = report.step(
+    report.step(
+        "python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)",
+        || python_env::setup(&artifacts),
+    )?;
+    report.step(
         &format!(
-            "python, Core {} (floor): wheel, ruff, mypy, pytest",
+            "python, Core {} (floor): ruff, mypy, pytest",
             python_env::FLOOR_CORE
         ),
-        || python_env::test_floor(&artifacts),
+        python_env::test_floor,
     )?;
     report.step(
         &format!(
             "python, Core {} (newest): mypy, pytest, tests/downstream with the companion plugins",
             python_env::NEWEST_CORE
         ),
-        || python_env::test_newest(&artifacts, &wheel),
+        python_env::test_newest,
     )?;
-    report.step("real NVIDIA driver (libcuda1 535, 550, 555)", || {
-        real_driver::test(&artifacts)
-    })?;
+    report.step(
+        "real NVIDIA driver (libcuda1 535, 550, 555)",
+        real_driver::test,
+    )?;
     let aarch64 = report.step(
         "aarch64 probe and smoke as shipped (cargo-zigbuild)",
         emulated::shipped_aarch64,
@@ -80,7 +84,7 @@ fn run_steps(report: &mut StepReport) -> Result<()> {
         || emulated::test(&aarch64),
     )?;
     report.step("add a driver symbol by one edit (symbol-proof)", || {
-        symbol_proof::command(&[])
+        python_env::symbol_proof(&[])
     })?;
     for target in CROSS_TARGETS {
         report.step(&format!("cross check {target}"), || {
@@ -119,42 +123,17 @@ fn cargo() -> Command {
     command
 }
 
-/// Adds the cross target with rustup when it is missing; fails, saying why,
-/// when it cannot (the targets we claim are always compiled).
+/// `rustup target add` (a no-op when installed); fails, saying why, when
+/// rustup cannot (the targets we claim are always compiled).
 pub fn ensure_target(target: &str) -> Result<()> {
-    if target_installed(target) {
-        return Ok(());
-    }
-    run(Command::new("rustup").args(["target", "add", target]))
-        .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))?;
-    if target_installed(target) {
-        Ok(())
-    } else {
-        Err(format!(
-            "rustup added {target}, but it is still not installed"
-        ))
-    }
+    run(rustup().args(["target", "add", target]))
+        .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))
 }
 
-fn target_installed(target: &str) -> bool {
-    Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output()
-        .map(|output| {
-            String::from_utf8_lossy(&output.stdout)
-                .lines()
-                .any(|line| line.trim() == target)
-        })
-        .unwrap_or(false)
-}
-
-/// Installs Miri (and the sources it builds its sysroot from) on the
-/// nightly toolchain when missing; fails, saying why, when it cannot.
+/// Miri and the sources it builds its sysroot from, on the nightly
+/// toolchain (a no-op when installed); fails, saying why, when it cannot.
 fn ensure_miri() -> Result<()> {
-    if miri_installed() {
-        return Ok(());
-    }
-    run(Command::new("rustup").args([
+    run(rustup().args([
         "component",
         "add",
         "miri",
@@ -162,20 +141,13 @@ fn ensure_miri() -> Result<()> {
         "--toolchain",
         "nightly",
     ]))
-    .map_err(|why| format!("cannot install Miri with rustup: {why}"))?;
-    if miri_installed() {
-        Ok(())
-    } else {
-        Err("rustup installed Miri, but `cargo +nightly miri --version` still fails".to_owned())
-    }
+    .map_err(|why| format!("cannot install Miri with rustup: {why}"))
 }
 
-fn miri_installed() -> bool {
-    Command::new("cargo")
-        .args(["+nightly", "miri", "--version"])
-        .output()
-        .map(|output| output.status.success())
-        .unwrap_or(false)
+fn rustup() -> Command {
+    let mut command = Command::new("rustup");
+    command.current_dir(repo_root());
+    command
 }
 
 /// What ran and what passed.

@@ -7,14 +7,17 @@
 
 use std::io::Write;
 
+use rextio_cuda_probe::containment;
 use rextio_cuda_probe::generated::spec::reason_codes;
 use rextio_cuda_probe::inventory::{self, DriverEnvironment};
 use rextio_cuda_probe::report_out::ReportOut;
 
 fn main() {
-    // SAFETY: the first statement of main: the process has one thread (std
-    // starts none and nothing here has spawned one), so setting environment
-    // variables cannot race a reader.
+    // Before anything can fork: every orphaned descendant comes back here.
+    containment::become_subreaper();
+    // SAFETY: the process still has one thread (std starts none and nothing
+    // here has spawned one), so setting environment variables cannot race a
+    // reader.
     let environment = unsafe { DriverEnvironment::set() };
     // Before the driver loads: whatever it prints goes to stderr.
     let mut out = ReportOut::divert_stdout();
@@ -27,6 +30,8 @@ fn main() {
         }
     };
     let report = inventory::probe_at(&environment, &location);
+    // Nothing the driver started outlives the record, or holds its stdout.
+    containment::end_descendants();
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
     let _ = out.write_line(&report.to_json());

@@ -13,6 +13,8 @@
 //! - `device_count=N` makes `cuDeviceGetCount` report N whatever the rows
 //! - `fail=SYMBOL:RESULT` makes every call of SYMBOL return RESULT and do
 //!   nothing else
+//! - `daemon=load` / `daemon=init` leave a `setsid` daemon behind from the
+//!   library's constructor / from `cuInit` (see `daemon.rs`)
 //! - `print_at_load=TEXT` makes the library's constructor print TEXT and a
 //!   newline to stdout when it is loaded (a driver that talks)
 //!
@@ -56,6 +58,18 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// A driver that leaves daemons behind (`daemon=STAGE`; POSIX only).
+#[cfg(unix)]
+mod daemon;
+
+/// `daemon=STAGE`: a `setsid` daemon left behind at `stage` (Windows: none).
+fn leave_daemon(stage: &str) {
+    if config().daemons.contains(stage) {
+        #[cfg(unix)]
+        daemon::spawn(stage);
+    }
+}
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 #[allow(unused_imports)]
@@ -93,6 +107,7 @@ struct Config {
     device_count: Option<c_int>,
     failures: BTreeMap<String, CUresult>,
     print_at_load: Option<String>,
+    daemons: BTreeSet<String>,
 }
 
 impl Config {
@@ -118,6 +133,9 @@ impl Config {
                 "device_count" => config.device_count = value.trim().parse().ok(),
                 "device" => config.devices.extend(parse_device(value)),
                 "print_at_load" => config.print_at_load = Some(value.to_owned()),
+                "daemon" => {
+                    config.daemons.insert(value.trim().to_owned());
+                }
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -134,6 +152,7 @@ impl Config {
 
 /// Runs when the dynamic linker loads this library, as a C constructor does.
 extern "C" fn at_load() {
+    leave_daemon("load");
     if let Some(text) = &config().print_at_load {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
@@ -482,6 +501,7 @@ impl Exports for Sim {
         ] {
             call = call.arg(name, environment_value(name));
         }
+        leave_daemon("init");
         call.run(|| {
             if flags != 0 {
                 return Err(CUDA_ERROR_INVALID_VALUE);

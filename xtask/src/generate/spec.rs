@@ -429,7 +429,7 @@ record! {
 }
 
 record! {
-    /// The raw-driver requirement `validate-nvidia` and the CLI compose.
+    /// The raw-driver requirement the CLI's `preflight` and `validate` compose.
     pub struct ValidationRequirementSpec {
         pub runtime: String,
         pub features: Vec<String>,
@@ -445,6 +445,8 @@ record! {
         pub max_argument_chars: u32,
         pub windows_environment: Vec<String>,
         pub sha256_pattern: String,
+        /// A pinned probe above this many bytes is refused before it is read whole.
+        pub max_pinned_probe_bytes: u32,
     }
 }
 

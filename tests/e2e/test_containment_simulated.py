@@ -1,0 +1,80 @@
+"""The reviewed probe and smoke end whatever the driver leaves behind (contract 9.3).
+
+The simulated driver double-forks a ``setsid`` daemon from its constructor
+and from ``cuInit`` (``daemon=load``, ``daemon=init``): each leaves the
+process group and session the host would kill, and holds the binary's copy
+of stdout. After the binary returns, the namespace's shell looks up every
+daemon the driver logged: none may be alive. Without the binaries'
+containment the daemons are re-parented to the namespace's init and live on.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from sim_namespace import SIM_STATE_DIR, DriverLayout, SimulatedHost
+
+DAEMON_LOG = f"{SIM_STATE_DIR}/daemons.log"
+DAEMON_NAME = "rextio-sim-dmn"
+# Run the binary, then report on stderr every logged daemon that is still a
+# live (non-zombie) process named like the daemon, and how many were logged.
+AFTER = (
+    '"$0" "$@"; status=$?\n'
+    f"logged=$(grep -c '^daemon pid=' {DAEMON_LOG} 2>/dev/null || echo 0)\n"
+    'alive=""\n'
+    f"for pid in $(sed -n 's/^daemon pid=\\([0-9]*\\) .*/\\1/p' {DAEMON_LOG} 2>/dev/null); do\n"
+    '  state=$(sed -n \'s/^[0-9]* ([^)]*) \\([A-Z]\\).*/\\1/p\' /proc/$pid/stat 2>/dev/null)\n'
+    '  if [ -n "$state" ] && [ "$state" != Z ] && \\\n'
+    f'    [ "$(cat /proc/$pid/comm)" = {DAEMON_NAME} ]; then\n'
+    '    alive="$alive $pid"\n'
+    "  fi\n"
+    "done\n"
+    'echo "rextio-daemons logged=$logged alive=[${alive# }]" >&2\n'
+    'exit "$status"\n'
+)
+DEVICES = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
+
+
+def _daemons(stderr: str) -> tuple[int, str]:
+    lines = [line for line in stderr.splitlines() if line.startswith("rextio-daemons ")]
+    assert len(lines) == 1, stderr
+    logged, alive = lines[0].removeprefix("rextio-daemons ").split(" ", 1)
+    return int(logged.removeprefix("logged=")), alive.removeprefix("alive=")
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("binary", ["probe", "smoke"])
+def test_no_daemon_of_the_driver_outlives_the_binary(sim_host: SimulatedHost, binary: str) -> None:
+    layout = DriverLayout(config=(*DEVICES, "daemon=load", "daemon=init"))
+    if binary == "probe":
+        argv = ["/bin/sh", "-c", AFTER, str(sim_host.native.probe)]
+        expected = ("probe-complete", 0)
+    else:
+        argv = ["/bin/sh", "-c", AFTER, str(sim_host.native.smoke), "--device", "0"]
+        expected = ("smoke-complete", 0)
+    run = sim_host.run(layout, argv)
+    record = run.record()
+    assert (record["status"], run.returncode) == expected, (record, run.stderr)
+    logged, alive = _daemons(run.stderr)
+    # Both daemons really started (constructor and cuInit) and none is left.
+    assert logged == 2, run.stderr
+    assert alive == "[]", run.stderr
+
+
+def test_the_daemons_would_outlive_a_binary_that_does_not_contain_them(
+    sim_host: SimulatedHost,
+) -> None:
+    # The same driver loaded by a process that is no subreaper and ends no
+    # descendant (Python's ctypes): its daemons survive it. This is what the
+    # test above would see without the binaries' containment.
+    layout = DriverLayout(config=(*DEVICES, "daemon=load", "daemon=init"))
+    loader = (
+        "import ctypes; driver = ctypes.CDLL('/usr/local/nvidia/lib64/libcuda.so.1'); "
+        "print(driver.cuInit(0))"
+    )
+    run = sim_host.run(layout, ["/bin/sh", "-c", AFTER, sys.executable, "-c", loader])
+    assert run.stdout.strip() == "0", run.stderr
+    logged, alive = _daemons(run.stderr)
+    assert logged == 2, run.stderr
+    assert len(alive.strip("[]").split()) == 2, run.stderr

@@ -1,0 +1,335 @@
+"""The sealed pin (contract 9.2): what was hashed is what runs, and nothing else is read.
+
+Pinned probes here are compiled binaries (``ProbeFactory.binary``) that print
+what their own image says: a run of other bytes shows up as another marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cuda_support import SPEC, ProbeFactory, ready_options, report, request_for, run_cli
+
+from rextio_device_cuda import CudaDeviceProvider
+from rextio_device_cuda import _sealed as sealed_module
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+
+REWRITE_ROUNDS = 200
+# Bounds only: each wait ends as soon as the state it waits for holds.
+BOUND_SECONDS = 60
+BOUND: int = SPEC["probe_runner"]["max_pinned_probe_bytes"]
+WRONG_PIN = "0" * 64
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _code(runner: SubprocessProbeRunner) -> str:
+    with pytest.raises(CudaProbeError) as caught:
+        runner.run()
+    return caught.value.reason_code
+
+
+def _runs(marker: Path) -> int:
+    return marker.read_text().count("ran") if marker.exists() else 0
+
+
+# -- what a pin refuses --------------------------------------------------------------
+
+
+def test_a_pinned_script_is_refused_unrun(probes: ProbeFactory, tmp_path: Path) -> None:
+    probe = probes.printing(report())
+    runner = SubprocessProbeRunner(probe, probe_sha256=_digest(probe))
+    assert _code(runner) == "PROBE_PIN_SCRIPT_UNSUPPORTED"
+    result = CudaDeviceProvider().preflight(
+        request_for("cuda-linux-x86_64", ready_options(probe, probe_sha256=_digest(probe)))
+    )
+    assert result.reason_codes == ("PROBE_PIN_SCRIPT_UNSUPPORTED",)
+    # pin-probe prints no digest that a pinned run would refuse.
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "PROBE_PIN_SCRIPT_UNSUPPORTED" in done.stderr
+    assert not probes.marker().exists()
+    # The same script unpinned still runs, as before.
+    assert SubprocessProbeRunner(probe).run().status == "probe-complete"
+
+
+def _sparse(probes: ProbeFactory, name: str, size: int) -> Path:
+    path = probes.write_bytes(name, b"\x7fELF")
+    os.truncate(path, size)
+    return path
+
+
+def test_a_huge_sparse_probe_is_refused_before_it_is_read(probes: ProbeFactory) -> None:
+    # 3 GiB that would take seconds to hash; the bound refuses it from its size.
+    path = _sparse(probes, "huge", 3 << 30)
+    runner = SubprocessProbeRunner(path, timeout_seconds=1.0, probe_sha256=WRONG_PIN)
+    assert _code(runner) == "PROBE_TOO_LARGE"
+
+
+@pytest.mark.parametrize(
+    ("size", "code"), [(BOUND, "PROBE_DIGEST_MISMATCH"), (BOUND + 1, "PROBE_TOO_LARGE")]
+)
+def test_the_size_bound_is_exact(size: int, code: str, probes: ProbeFactory) -> None:
+    path = _sparse(probes, "edge", size)
+    runner = SubprocessProbeRunner(path, timeout_seconds=60.0, probe_sha256=WRONG_PIN)
+    assert _code(runner) == code
+
+
+def test_sealing_counts_against_the_deadline(probes: ProbeFactory) -> None:
+    probe = probes.binary(report())
+    with pytest.raises(CudaProbeError) as caught:
+        sealed_module.seal(str(probe), deadline=time.monotonic())
+    assert caught.value.reason_code == "PROBE_TIMEOUT"
+
+
+@pytest.fixture
+def fifo_watch(tmp_path: Path) -> Iterator[tuple[Path, threading.Event, list[bool]]]:
+    """A FIFO with a blocked writer: it records whether a reader opened it
+    before the test itself did (``released``)."""
+    fifo = tmp_path / "watched-fifo"
+    os.mkfifo(fifo, 0o755)
+    released = threading.Event()
+    early: list[bool] = []
+
+    def write() -> None:
+        descriptor = os.open(fifo, os.O_WRONLY)  # blocks until someone opens for reading
+        early.append(not released.is_set())
+        os.close(descriptor)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    yield fifo, released, early
+    released.set()
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    writer.join(BOUND_SECONDS)
+    os.close(reader)
+    assert early == [False], "a FIFO was opened for reading by the runner"
+
+
+def _in_thread(runner: SubprocessProbeRunner) -> str:
+    """The run's code; the run happens in a thread so a blocking open cannot hang the test."""
+    codes: list[str] = []
+
+    def run() -> None:
+        try:
+            runner.run()
+            codes.append("probe-complete")
+        except CudaProbeError as error:
+            codes.append(error.reason_code)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(BOUND_SECONDS)
+    assert codes, "the pinned run did not return"
+    return codes[0]
+
+
+@pytest.mark.process_stress
+def test_a_fifo_is_never_opened_for_reading(
+    fifo_watch: tuple[Path, threading.Event, list[bool]],
+) -> None:
+    fifo, _, _ = fifo_watch
+    assert _in_thread(SubprocessProbeRunner(fifo, probe_sha256=WRONG_PIN)) == (
+        "PROBE_NOT_EXECUTABLE"
+    )
+
+
+def _swap_in_before_sealing(
+    monkeypatch: pytest.MonkeyPatch, replacement: Path, target: Path
+) -> None:
+    # The worst moment: after the runner's path checks, before the one open.
+    real_seal = sealed_module.seal
+
+    def swap_then_seal(resolved: str, deadline: float) -> sealed_module.SealedProbe:
+        os.replace(replacement, target)
+        return real_seal(resolved, deadline)
+
+    monkeypatch.setattr(sealed_module, "seal", swap_then_seal)
+
+
+@pytest.mark.process_stress
+def test_a_fifo_swapped_in_is_refused_unread(
+    probes: ProbeFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    fifo_watch: tuple[Path, threading.Event, list[bool]],
+) -> None:
+    fifo, _, _ = fifo_watch
+    good = probes.binary(report())
+    # The watched FIFO is moved over the probe: its writer stays blocked.
+    _swap_in_before_sealing(monkeypatch, fifo, good)
+    runner = SubprocessProbeRunner(good, probe_sha256=_digest(good))
+    assert _in_thread(runner) == "PROBE_NOT_EXECUTABLE"
+    assert stat.S_ISFIFO(os.lstat(good).st_mode)
+    assert not probes.marker().exists()
+    os.replace(good, fifo)  # back where the fixture releases it
+
+
+@pytest.mark.process_stress
+def test_a_device_swapped_in_is_refused(
+    probes: ProbeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = probes.binary(report())
+    device = probes.directory / "zero"
+    # The zero device: endless bytes, were it ever read.
+    os.mknod(device, 0o755 | stat.S_IFCHR, os.makedev(1, 5))
+    _swap_in_before_sealing(monkeypatch, device, good)
+    runner = SubprocessProbeRunner(good, probe_sha256=_digest(good))
+    assert _in_thread(runner) == "PROBE_NOT_EXECUTABLE"
+    assert stat.S_ISCHR(os.lstat(good).st_mode)
+    assert not probes.marker().exists()
+
+
+# -- what runs is what was hashed ----------------------------------------------------
+
+# A same-user attacker (its own process): per round it restores the good
+# bytes, watches the probe with inotify, and the moment the host has read it
+# (IN_ACCESS: the digest's bytes are taken), rewrites it in place (pwrite,
+# same length) with other bytes. A host that hashed the file and then ran
+# the file would run those.
+REWRITER = r"""
+import ctypes, errno, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+IN_ACCESS = 0x1
+path, good, evil = sys.argv[1], open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()
+def rewrite(data):
+    # Open, write, close: a file held open for writing could not be executed.
+    # ETXTBSY: the file itself is running (a host that runs the file, not a
+    # copy); write once it is not.
+    for _ in range(60000):
+        try:
+            target = os.open(path, os.O_WRONLY)
+            break
+        except OSError as error:
+            if error.errno != errno.ETXTBSY:
+                raise
+            time.sleep(0.001)
+    os.pwrite(target, data, 0)
+    os.close(target)
+for _ in sys.stdin:
+    rewrite(good)
+    watch = libc.inotify_init1(os.O_CLOEXEC)
+    if watch < 0 or libc.inotify_add_watch(watch, path.encode(), IN_ACCESS) < 0:
+        sys.exit("inotify failed")
+    print("armed", flush=True)
+    os.read(watch, 4096)
+    rewrite(evil)
+    os.close(watch)
+    print("rewrote", flush=True)
+"""
+
+
+def _line(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], BOUND_SECONDS)
+    assert ready, "the rewriter did not answer"
+    return process.stdout.readline().strip()
+
+
+@pytest.mark.process_stress
+def test_an_in_place_rewriter_never_substitutes_the_probe(probes: ProbeFactory) -> None:
+    good_bytes = probes.binary_bytes(json.dumps(report()), "good")
+    evil_bytes = probes.binary_bytes(json.dumps(report()), "evil")
+    assert len(good_bytes) == len(evil_bytes)
+    assert good_bytes != evil_bytes
+    good_file = probes.write_bytes("good-bytes", good_bytes)
+    evil_file = probes.write_bytes("evil-bytes", evil_bytes)
+    target = probes.write_bytes("probe", good_bytes)
+    runner = SubprocessProbeRunner(target, timeout_seconds=30.0, probe_sha256=_digest(good_file))
+    rewriter = subprocess.Popen(
+        [sys.executable, "-c", REWRITER, str(target), str(good_file), str(evil_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert rewriter.stdin is not None
+    outcomes: dict[str, int] = {}
+    try:
+        for _ in range(REWRITE_ROUNDS):
+            rewriter.stdin.write("go\n")
+            rewriter.stdin.flush()
+            assert _line(rewriter) == "armed"
+            try:
+                outcome = runner.run().status
+            except CudaProbeError as error:
+                outcome = error.reason_code
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            # The rewrite happened in every round, right after the host's read.
+            assert _line(rewriter) == "rewrote"
+    finally:
+        # Between rounds it waits on stdin; after a failed round, on inotify.
+        rewriter.kill()
+        rewriter.wait(BOUND_SECONDS)
+        rewriter.stdin.close()
+        assert rewriter.stdout is not None
+        rewriter.stdout.close()
+    assert set(outcomes) <= {"probe-complete", "PROBE_DIGEST_MISMATCH"}, outcomes
+    assert sum(outcomes.values()) == REWRITE_ROUNDS
+    assert not probes.marker("evil").exists(), outcomes
+    assert _runs(probes.marker("good")) == outcomes.get("probe-complete", 0)
+    assert target.read_bytes() == evil_bytes  # the last rewrite stuck to the file
+
+
+# -- where the kernel forbids executing a memfd --------------------------------------
+
+NOEXEC_CHILD = r"""
+import json, sys
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+try:
+    SubprocessProbeRunner(sys.argv[1], probe_sha256=sys.argv[2]).run()
+    print(json.dumps({"code": None}))
+except CudaProbeError as error:
+    print(json.dumps({"code": error.reason_code, "detail": error.detail,
+                      "explanation": error.explanation}))
+"""
+
+
+@pytest.mark.process_stress
+def test_memfd_noexec_2_refuses_and_never_runs_the_file(probes: ProbeFactory) -> None:
+    probe = probes.binary(report())
+    setting = Path("/proc/sys/vm/memfd_noexec")
+    before = setting.read_text()
+    # vm.memfd_noexec belongs to a PID namespace: set to 2 in a new one only.
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "util-linux unshare is needed"
+    done = subprocess.run(
+        [
+            unshare,
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+            'echo 2 > /proc/sys/vm/memfd_noexec && exec "$@"',
+            "sh",
+            sys.executable,
+            "-c",
+            NOEXEC_CHILD,
+            str(probe),
+            _digest(probe),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=BOUND_SECONDS,
+        check=False,
+    )
+    assert setting.read_text() == before
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["code"] == "PROBE_EXECUTION_FAILED"
+    assert "vm.memfd_noexec" in outcome["detail"]
+    assert "vm.memfd_noexec" in outcome["explanation"]
+    assert not probes.marker().exists()
