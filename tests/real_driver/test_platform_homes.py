@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 from platform_layouts import PLATFORMS, Platform, PrivateRoot, RootRun
 from real_libcuda import OBSERVED_CUDA_VERSION, RealDriver
-from sim_namespace import NamespaceRun, assert_no_device_preflight, assert_no_device_probe
+from sim_namespace import (
+    NamespaceRun,
+    assert_no_device_preflight,
+    assert_no_device_probe,
+    built_path,
+)
 
 SERIES = sorted(OBSERVED_CUDA_VERSION)
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -40,13 +45,13 @@ def _host_state() -> tuple[list[tuple[str, int, int]], str]:
 
 @pytest.fixture
 def private_root(tmp_path: Path) -> PrivateRoot:
-    probe = Path(os.environ.get("REXTIO_CUDA_PROBE", "")).resolve()
+    probe = built_path("probe").resolve()
     python = Path(sys.executable)
     for path in (probe, python):
         if not path.is_file() or not path.is_relative_to(REPOSITORY):
             pytest.fail(
                 f"{path} must be a file inside {REPOSITORY} (it is bound into the private "
-                "root): run these checks through `cargo xtask test`"
+                "root): run `cargo xtask setup` (or `cargo xtask test`) in this checkout"
             )
     unshare, shell = shutil.which("unshare"), shutil.which("sh")
     if unshare is None or shell is None:
