@@ -20,15 +20,31 @@ class CudaProbeError(RuntimeError):
     """A probe, parser or toolkit refusal with a stable ``reason_code``.
 
     ``str(error)`` is exactly the reason code, so it is path-free by
-    construction (contract section 1). The explanation from the spec and an
-    optional path-free ``detail`` are separate attributes.
+    construction (contract section 1). The explanation from the spec, an
+    optional path-free ``detail`` and ``facts`` (a path-free sentence of what
+    was observed that decided the refusal, for the human refusal lines only,
+    never for a record) are separate attributes.
     """
 
-    def __init__(self, reason_code: str, detail: str | None = None) -> None:
+    def __init__(
+        self, reason_code: str, detail: str | None = None, *, facts: str | None = None
+    ) -> None:
         if not is_reason_code(reason_code):
             raise ValueError("reason_code must match ^[A-Z][A-Z0-9_]{0,63}$")
         super().__init__(reason_code)
         self.reason_code: Final[str] = reason_code
         self.detail: Final[str | None] = detail
+        self.facts: Final[str | None] = facts
         text = _codes.reason_text(reason_code)
         self.explanation: Final[str | None] = text[0] if text is not None else None
+
+
+def os_error_text(error: OSError) -> str:
+    """``ENOEXEC (Exec format error)``: an OS error as a fact, never its file name."""
+    import errno  # only a refusal needs the names
+
+    name = errno.errorcode.get(error.errno, f"error {error.errno}") if error.errno else "an error"
+    text = error.strerror
+    if text and "/" not in text and "\\" not in text:
+        return f"{name} ({text})"
+    return name

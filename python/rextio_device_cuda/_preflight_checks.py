@@ -49,6 +49,8 @@ _DEVICE_ORDINAL_MAX = PROVIDER_SPEC.policy.device_ordinal_max
 # The probe's one option (contract section 9.4): look only in this directory.
 _DRIVER_ROOT_ARGUMENT = "--driver-root"
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
+# The longest runner or inspector facts a refusal line shows.
+_MAX_FACTS_CHARS = 400
 # Bounds the memo tables below; requests name very few distinct devices/probes.
 _MEMO_SIZE = 256
 
@@ -139,6 +141,25 @@ def _refused(
     if code in PROVIDER_SPEC.incompatible_reason_codes:
         return _RefusedError(code, DevicePreflightStatus.INCOMPATIBLE, facts, cuda_result)
     return _RefusedError(code, DevicePreflightStatus.UNAVAILABLE, facts, cuda_result)
+
+
+def _error_facts(error: CudaProbeError) -> str | None:
+    """The facts a runner or inspector error carries, if they are plain path-free text.
+
+    An injected runner or inspector may raise ``CudaProbeError`` with any
+    text; facts with a path separator, a control character or over a line's
+    length are dropped rather than shown.
+    """
+    facts = getattr(error, "facts", None)
+    if (
+        not isinstance(facts, str)
+        or not 0 < len(facts) <= _MAX_FACTS_CHARS
+        or "/" in facts
+        or "\\" in facts
+        or not facts.isprintable()
+    ):
+        return None
+    return facts
 
 
 def _release(release: tuple[int, int]) -> str:
@@ -477,11 +498,17 @@ def _probe_report(
     try:
         report = run()
     except CudaProbeError as error:
-        raise _refused(error.reason_code) from error
+        raise _refused(error.reason_code, _error_facts(error)) from error
     except Exception as error:  # an injected runner's bug is a failed execution
-        raise _refused(_codes.PROBE_EXECUTION_FAILED) from error
+        raise _refused(
+            _codes.PROBE_EXECUTION_FAILED,
+            f"the injected probe runner raised {type(error).__name__}",
+        ) from error
     if not isinstance(report, CudaProbeReport):
-        raise _refused(_codes.PROBE_SCHEMA_INVALID)
+        raise _refused(
+            _codes.PROBE_SCHEMA_INVALID,
+            f"the injected probe runner returned {type(report).__name__}, not a CudaProbeReport",
+        )
     return report
 
 
@@ -562,12 +589,25 @@ def _toolkit_report(
             # a frozen record can still be altered after construction.
             CudaToolkitReport(report.version, report.runtime_version, report.components)
     except CudaProbeError as error:
-        raise _refused(error.reason_code) from error
+        raise _refused(error.reason_code, _error_facts(error)) from error
     except Exception as error:  # an injected inspector's bug fails closed
-        raise _refused(_codes.TOOLKIT_COMPONENT_INVALID) from error
+        raise _refused(
+            _codes.TOOLKIT_COMPONENT_INVALID,
+            f"the injected toolkit inspector raised {type(error).__name__}",
+        ) from error
     # The components must be exactly this target's.
-    if not isinstance(report, CudaToolkitReport) or report.components != components:
-        raise _refused(_codes.TOOLKIT_COMPONENT_INVALID)
+    if not isinstance(report, CudaToolkitReport):
+        raise _refused(
+            _codes.TOOLKIT_COMPONENT_INVALID,
+            f"the injected toolkit inspector returned {type(report).__name__}, "
+            "not a CudaToolkitReport",
+        )
+    if report.components != components:
+        raise _refused(
+            _codes.TOOLKIT_COMPONENT_INVALID,
+            f"the toolkit reports components {', '.join(report.components) or 'none'}; "
+            f"{triple} needs {', '.join(components)}",
+        )
     return report
 
 

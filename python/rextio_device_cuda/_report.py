@@ -38,7 +38,15 @@ _CONTROL_CHARACTER: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _schema_error(detail: str) -> CudaProbeError:
-    return CudaProbeError(_codes.PROBE_SCHEMA_INVALID, detail)
+    return CudaProbeError(
+        _codes.PROBE_SCHEMA_INVALID, detail, facts=f"the probe's report breaks schema 1: {detail}"
+    )
+
+
+def _output_error(detail: str) -> CudaProbeError:
+    return CudaProbeError(
+        _codes.PROBE_OUTPUT_INVALID, detail, facts=f"the probe's output is {detail}"
+    )
 
 
 def _is_int_in(value: object, bounds: tuple[int, int]) -> bool:
@@ -293,22 +301,22 @@ def parse_probe_report(payload: bytes | str) -> CudaProbeReport:
         try:
             output = output.encode("utf-8")
         except UnicodeEncodeError as error:
-            raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not UTF-8") from error
+            raise _output_error("not UTF-8") from error
     if not isinstance(output, bytes | bytearray | memoryview):
-        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not bytes")
+        raise _output_error("not bytes")
     data = bytes(output)
     if not data:
-        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "empty")
+        raise _output_error("empty")
     if len(data) > MAX_OUTPUT_BYTES:
-        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "too large")
+        raise _output_error("too large")
     try:
         text = data.decode("utf-8", errors="strict")
     except UnicodeDecodeError as error:
-        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not UTF-8") from error
+        raise _output_error("not UTF-8") from error
     try:
         decoded = _DECODER.decode(text)
     except _DuplicateKeyError as error:
         raise _schema_error("duplicate key") from error
     except (ValueError, RecursionError) as error:
-        raise CudaProbeError(_codes.PROBE_OUTPUT_INVALID, "not JSON") from error
+        raise _output_error("not JSON") from error
     return report_from_json(decoded)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from rextio_device_cuda import _codes, _sealed
-from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._errors import CudaProbeError, os_error_text
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
 
@@ -83,10 +83,36 @@ def probe_file_sha256(path: str) -> str:
     try:
         resolved = os.path.realpath(path, strict=True)
     except (OSError, ValueError) as error:
-        raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
+        raise CudaProbeError(_codes.PROBE_NOT_FOUND, facts=_not_found_facts(error)) from error
     sealed = _sealed.seal(resolved)
     sealed.close()
     return sealed.digest
+
+
+def _not_found_facts(error: Exception) -> str:
+    if not isinstance(error, OSError):
+        return "the configured probe path holds a NUL character"
+    return f"resolving the configured probe path failed with {os_error_text(error)}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _exit_facts(returncode: int) -> str:
+    """``the probe exited with status 3`` or ``the probe was ended by signal 9 (SIGKILL)``."""
+    if returncode >= 0:
+        return f"the probe exited with status {returncode}"
+    try:
+        name = f" ({signal.Signals(-returncode).name})"
+    except ValueError:
+        name = ""
+    return f"the probe was ended by signal {-returncode}{name}"
+
+
+def _digest_facts(found: str, pinned: str) -> str:
+    # Prefixes only: enough to tell two digests apart, never the whole pin.
+    return f"the file's SHA-256 begins {found[:8]}, the pin begins {pinned[:8]}"
 
 
 def _child_environment() -> dict[str, str]:
@@ -322,17 +348,26 @@ class SubprocessProbeRunner:
 
     def _resolve(self) -> str:
         if not self._is_absolute:
-            raise CudaProbeError(_codes.PROBE_PATH_NOT_ABSOLUTE)
+            raise CudaProbeError(
+                _codes.PROBE_PATH_NOT_ABSOLUTE, facts="the configured probe path is relative"
+            )
         try:
             # What Path.resolve(strict=True) does, minus the Path objects.
             resolved = os.path.realpath(self._executable, strict=True)
             status = os.stat(resolved)
         except (OSError, ValueError) as error:  # ValueError: an embedded NUL
-            raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
+            raise CudaProbeError(_codes.PROBE_NOT_FOUND, facts=_not_found_facts(error)) from error
         if not stat.S_ISREG(status.st_mode):
-            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
+            raise CudaProbeError(
+                _codes.PROBE_NOT_EXECUTABLE,
+                facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
+            )
         if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
-            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
+            raise CudaProbeError(
+                _codes.PROBE_NOT_EXECUTABLE,
+                facts=f"the probe file's mode is {stat.S_IMODE(status.st_mode):04o}; "
+                "this process may not execute it",
+            )
         return resolved
 
     def _spawn(self, executable: str, descriptor: int | None = None) -> _Child:
@@ -353,8 +388,15 @@ class SubprocessProbeRunner:
                 shell=False,
                 start_new_session=not _IS_WINDOWS,
             )
-        except (OSError, ValueError) as error:
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        except OSError as error:
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED,
+                facts=f"starting the probe failed with {os_error_text(error)}",
+            ) from error
+        except ValueError as error:
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED, facts="the probe's arguments could not be passed"
+            ) from error
         return _Child(process)
 
     def read_output(self) -> bytes:
@@ -374,7 +416,7 @@ class SubprocessProbeRunner:
     ) -> bytes:
         output, returncode = self._run_to_end(while_running, on_pause)
         if returncode != 0:
-            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO)
+            raise CudaProbeError(_codes.PROBE_EXIT_NONZERO, facts=_exit_facts(returncode))
         return output
 
     def _run_to_end(
@@ -388,13 +430,28 @@ class SubprocessProbeRunner:
         if self._sha256 is None:
             child = self._spawn(executable)
         else:
-            sealed = _sealed.seal(executable, deadline)
+            try:
+                sealed = _sealed.seal(executable, deadline)
+            except CudaProbeError as error:
+                if error.reason_code != _codes.PROBE_TIMEOUT:
+                    raise
+                raise CudaProbeError(
+                    _codes.PROBE_TIMEOUT,
+                    facts="copying and hashing the pinned probe took longer than the "
+                    f"{_seconds(self._timeout)} timeout",
+                ) from error
             try:
                 if sealed.digest != self._sha256:
-                    raise CudaProbeError(_codes.PROBE_DIGEST_MISMATCH)
+                    raise CudaProbeError(
+                        _codes.PROBE_DIGEST_MISMATCH,
+                        facts=_digest_facts(sealed.digest, self._sha256),
+                    )
                 if sealed.descriptor is None:
                     # Off Linux there is no sealed copy to run; never the file itself.
-                    raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
+                    raise CudaProbeError(
+                        _codes.PROBE_EXECUTION_FAILED,
+                        facts="this platform has no sealed copy to run a pinned probe from",
+                    )
                 child = self._spawn(executable, sealed.descriptor)
             finally:
                 sealed.close()
@@ -404,16 +461,24 @@ class SubprocessProbeRunner:
                 # probe runs instead of before it; if it raises, the group is
                 # killed like on any other failure.
                 while_running()
-            output = self._collect(child, deadline, on_pause)
+            output = self._collect(child, deadline, on_pause, self._timeout)
             if not child.wait_exit(deadline):
-                raise CudaProbeError(_codes.PROBE_TIMEOUT)
+                raise CudaProbeError(
+                    _codes.PROBE_TIMEOUT,
+                    facts="the probe closed its output but had not exited after "
+                    f"{_seconds(self._timeout)}",
+                )
         except BaseException:
             child.finish()
             raise
         returncode = child.finish()
         if not child.group_exited or returncode is None:
             # A process of the probe's group outlived the reap bound.
-            raise CudaProbeError(_codes.PROBE_TIMEOUT)
+            raise CudaProbeError(
+                _codes.PROBE_TIMEOUT,
+                facts="a process of the probe's group was still running "
+                f"{_seconds(REAP_SECONDS)} after it was killed",
+            )
         return output, returncode
 
     def run(self) -> CudaProbeReport:
@@ -428,13 +493,18 @@ class SubprocessProbeRunner:
 
     @staticmethod
     def _collect(
-        child: _Child, deadline: float, on_pause: Callable[[bytes], None] | None = None
+        child: _Child,
+        deadline: float,
+        on_pause: Callable[[bytes], None] | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> bytes:
         stdout = child.stdout
         if stdout is None:
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED, facts="the probe was started without its output"
+            )
         if _IS_WINDOWS:
-            return _collect_with_thread(stdout, deadline)
+            return _collect_with_thread(stdout, deadline, timeout)
         descriptor = stdout.fileno()
         chunks: list[bytes] = []
         size = 0
@@ -443,21 +513,26 @@ class SubprocessProbeRunner:
         try:
             poller.register(descriptor, select.POLLIN)
         except (OSError, ValueError) as error:
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED, facts="the probe's output could not be watched"
+            ) from error
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not poller.poll(_poll_milliseconds(remaining)):
-                raise CudaProbeError(_codes.PROBE_TIMEOUT)
+                raise CudaProbeError(_codes.PROBE_TIMEOUT, facts=_unfinished_facts(timeout))
             try:
                 chunk = os.read(descriptor, min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
             except OSError as error:
-                raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+                raise CudaProbeError(
+                    _codes.PROBE_EXECUTION_FAILED,
+                    facts=f"reading the probe's output failed with {os_error_text(error)}",
+                ) from error
             if not chunk:
                 return b"".join(chunks)
             chunks.append(chunk)
             size += len(chunk)
             if size > MAX_OUTPUT_BYTES:
-                raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE)
+                raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE, facts=_too_much_facts())
             if on_pause is not None and not poller.poll(0):
                 # Nothing more yet and no EOF: typically the probe wrote its
                 # report and is exiting. Hand over what was read (once).
@@ -497,7 +572,17 @@ class _EarlyParse:
         return self._report
 
 
-def _collect_with_thread(stdout: IO[bytes], deadline: float) -> bytes:  # pragma: no cover
+def _unfinished_facts(timeout: float) -> str:
+    return f"the probe did not finish within {_seconds(timeout)}"
+
+
+def _too_much_facts() -> str:
+    return f"the probe wrote more than {MAX_OUTPUT_BYTES:,} bytes"
+
+
+def _collect_with_thread(  # pragma: no cover
+    stdout: IO[bytes], deadline: float, timeout: float
+) -> bytes:
     """Windows pipes cannot be selected; a reader thread gives the same bounds."""
     chunks: list[bytes] = []
     failure: list[BaseException] = []
@@ -518,10 +603,12 @@ def _collect_with_thread(stdout: IO[bytes], deadline: float) -> bytes:  # pragma
     reader.start()
     reader.join(max(deadline - time.monotonic(), 0.0))
     if reader.is_alive():
-        raise CudaProbeError(_codes.PROBE_TIMEOUT)
+        raise CudaProbeError(_codes.PROBE_TIMEOUT, facts=_unfinished_facts(timeout))
     if failure:
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from failure[0]
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED, facts="reading the probe's output failed"
+        ) from failure[0]
     output = b"".join(chunks)
     if len(output) > MAX_OUTPUT_BYTES:
-        raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE)
+        raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE, facts=_too_much_facts())
     return output

@@ -25,7 +25,7 @@ import time
 from typing import Final
 
 from rextio_device_cuda import _codes
-from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._errors import CudaProbeError, os_error_text
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 MAX_PINNED_PROBE_BYTES: Final[int] = PROVIDER_SPEC.probe_runner.max_pinned_probe_bytes
@@ -37,6 +37,7 @@ _MFD_EXEC: Final[int] = 0x0010
 # linux/fcntl.h: F_ADD_SEALS and every seal (write, grow, shrink, seal).
 _F_ADD_SEALS: Final[int] = 1033
 _SEALS: Final[int] = 0x0008 | 0x0004 | 0x0002 | 0x0001
+SCRIPT_FACTS: Final[str] = "the pinned file begins with #!, so its interpreter would run unpinned"
 NOEXEC_DETAIL: Final[str] = (
     "the kernel refuses an executable memfd (sysctl vm.memfd_noexec = 2), so the sealed "
     "copy of the pinned probe cannot run; the unsealed file is never run instead"
@@ -75,12 +76,47 @@ def _check_deadline(deadline: float) -> None:
         raise CudaProbeError(_codes.PROBE_TIMEOUT)
 
 
+def file_kind(mode: int) -> str:
+    """What ``mode`` names, for a refusal's facts: ``a directory``, ``a FIFO``."""
+    for test, kind in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _mebibytes(size: int) -> str:
+    return f"{size / (1 << 20):,.1f} MiB".replace(".0 MiB", " MiB")
+
+
+def too_large_facts(size: int | None) -> str:
+    """``the pinned file is 70 MiB (73,400,320 bytes), over the 64 MiB bound``."""
+    bound = _mebibytes(MAX_PINNED_PROBE_BYTES)
+    if size is None:
+        return f"the pinned file grew past the {bound} bound while it was copied"
+    return f"the pinned file is {_mebibytes(size)} ({size:,} bytes), over the {bound} bound"
+
+
 def _checked_status(descriptor: int) -> os.stat_result:
     status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode) or not status.st_mode & 0o111:
-        raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE)
+    if not stat.S_ISREG(status.st_mode):
+        raise CudaProbeError(
+            _codes.PROBE_NOT_EXECUTABLE,
+            facts=f"the probe is {file_kind(status.st_mode)}, not a regular file",
+        )
+    if not status.st_mode & 0o111:
+        raise CudaProbeError(
+            _codes.PROBE_NOT_EXECUTABLE,
+            facts=f"the probe file's mode is {stat.S_IMODE(status.st_mode):04o}, no execute bit",
+        )
     if status.st_size > MAX_PINNED_PROBE_BYTES:
-        raise CudaProbeError(_codes.PROBE_TOO_LARGE)
+        raise CudaProbeError(_codes.PROBE_TOO_LARGE, facts=too_large_facts(status.st_size))
     return status
 
 
@@ -99,26 +135,51 @@ def _open_for_reading(resolved: str) -> int:
             return descriptor
         handle = os.open(resolved, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError as error:
-        raise CudaProbeError(_codes.PROBE_NOT_FOUND) from error
+        raise CudaProbeError(
+            _codes.PROBE_NOT_FOUND, facts="the probe disappeared after it was resolved"
+        ) from error
     except OSError as error:
         # ELOOP: a symlink swapped in after resolution; EACCES: no search permission.
-        raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE) from error
+        raise CudaProbeError(
+            _codes.PROBE_NOT_EXECUTABLE,
+            facts=f"opening the resolved probe failed with {os_error_text(error)}",
+        ) from error
     try:
         before = _checked_status(handle)
         try:
             # The magic link names the inode already opened: no lookup by name.
             descriptor = os.open(f"/proc/self/fd/{handle}", os.O_RDONLY | os.O_CLOEXEC)
         except PermissionError as error:
-            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE) from error
+            raise CudaProbeError(
+                _codes.PROBE_NOT_EXECUTABLE,
+                facts=f"reading the probe failed with {os_error_text(error)}",
+            ) from error
         except OSError as error:  # no /proc: nothing can be executed sealed either
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED,
+                facts=f"reopening the probe through procfs failed with {os_error_text(error)}",
+            ) from error
     finally:
         os.close(handle)
     after = os.fstat(descriptor)
     if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):  # pragma: no cover
         os.close(descriptor)
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED)
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED, facts="the probe was replaced while it was opened"
+        )
     return descriptor
+
+
+def _noexec_facts(error: OSError) -> str:
+    try:
+        with open("/proc/sys/vm/memfd_noexec", "rb") as file:
+            setting = file.read(8).strip()
+    except OSError:
+        setting = b""
+    refused = f"the kernel refused an executable memfd with {os_error_text(error)}"
+    if setting.isdigit():
+        return f"vm.memfd_noexec is {setting.decode()}; {refused}"
+    return refused
 
 
 def _executable_memfd() -> int:
@@ -127,14 +188,22 @@ def _executable_memfd() -> int:
         return os.memfd_create("rextio-cuda-probe", flags | _MFD_EXEC)
     except OSError as error:
         if error.errno in (1, 13):  # EPERM, EACCES: vm.memfd_noexec = 2
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED, NOEXEC_DETAIL) from error
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED, NOEXEC_DETAIL, facts=_noexec_facts(error)
+            ) from error
         if error.errno != 22:  # EINVAL: a kernel before 6.3 does not know MFD_EXEC
-            raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED,
+                facts=f"creating the sealed copy failed with {os_error_text(error)}",
+            ) from error
     try:
         # Before 6.3 every memfd is executable, and no sysctl forbids it.
         return os.memfd_create("rextio-cuda-probe", flags)
     except OSError as error:
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED,
+            facts=f"creating the sealed copy failed with {os_error_text(error)}",
+        ) from error
 
 
 def _sealed_copy(source: int, deadline: float) -> int:
@@ -151,13 +220,16 @@ def _sealed_copy(source: int, deadline: float) -> int:
                 break
             copied += sent
             if copied > MAX_PINNED_PROBE_BYTES:
-                raise CudaProbeError(_codes.PROBE_TOO_LARGE)
+                raise CudaProbeError(_codes.PROBE_TOO_LARGE, facts=too_large_facts(None))
         import fcntl  # Linux only (this function is); Windows has no fcntl module
 
         fcntl.fcntl(memfd, _F_ADD_SEALS, _SEALS)
     except OSError as error:
         os.close(memfd)
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED,
+            facts=f"copying the probe into its sealed copy failed with {os_error_text(error)}",
+        ) from error
     except BaseException:
         os.close(memfd)
         raise
@@ -175,7 +247,7 @@ def _bounded_bytes(source: int, deadline: float) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_PINNED_PROBE_BYTES:
-            raise CudaProbeError(_codes.PROBE_TOO_LARGE)
+            raise CudaProbeError(_codes.PROBE_TOO_LARGE, facts=too_large_facts(None))
 
 
 def seal(resolved: str, deadline: float = math.inf) -> SealedProbe:
@@ -190,22 +262,28 @@ def seal(resolved: str, deadline: float = math.inf) -> SealedProbe:
         if not IS_LINUX:
             data = _bounded_bytes(source, deadline)
             if data.startswith(_SCRIPT_MAGIC):
-                raise CudaProbeError(_codes.PROBE_PIN_SCRIPT_UNSUPPORTED)
+                raise CudaProbeError(_codes.PROBE_PIN_SCRIPT_UNSUPPORTED, facts=SCRIPT_FACTS)
             return SealedProbe(hashlib.sha256(data).hexdigest(), None)
         memfd = _sealed_copy(source, deadline)
     except OSError as error:  # a read failure of the opened file
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED,
+            facts=f"reading the probe failed with {os_error_text(error)}",
+        ) from error
     finally:
         os.close(source)
     sealed = SealedProbe("", memfd)
     try:
         # Read back from the sealed copy: nothing can change these bytes now.
         if os.pread(memfd, len(_SCRIPT_MAGIC), 0) == _SCRIPT_MAGIC:
-            raise CudaProbeError(_codes.PROBE_PIN_SCRIPT_UNSUPPORTED)
+            raise CudaProbeError(_codes.PROBE_PIN_SCRIPT_UNSUPPORTED, facts=SCRIPT_FACTS)
         sealed.digest = sha256_of_descriptor(memfd, deadline)
     except OSError as error:
         sealed.close()
-        raise CudaProbeError(_codes.PROBE_EXECUTION_FAILED) from error
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED,
+            facts=f"hashing the sealed copy failed with {os_error_text(error)}",
+        ) from error
     except BaseException:
         sealed.close()
         raise

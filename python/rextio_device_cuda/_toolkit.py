@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from rextio_device_cuda import _codes
-from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._errors import CudaProbeError, os_error_text
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 _VERSION_FILE: Final[str] = PROVIDER_SPEC.toolkit.version_file
@@ -40,9 +40,33 @@ _OPEN_FLAGS: Final[int] = (
 def toolkit_version_tuple(version: str) -> tuple[int, int, int]:
     """(major, minor, patch) of a toolkit version; patch 0 when absent."""
     if not isinstance(version, str) or _VERSION_PATTERN.fullmatch(version) is None:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID)
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_INVALID,
+            facts=f"a toolkit version is {_not_a_version(version)}",
+        )
     parts = [int(part) for part in version.split(".")]
     return parts[0], parts[1], parts[2] if len(parts) == 3 else 0
+
+
+def _not_a_version(value: object) -> str:
+    # Never the value itself: a version file can hold any text, a path included.
+    if isinstance(value, str):
+        return "a string that is not MAJOR.MINOR or MAJOR.MINOR.PATCH"
+    return f"a JSON {_json_kind(value)}, not a string"
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
 
 
 def toolkit_version_parts(version: str) -> tuple[int, int]:
@@ -91,11 +115,22 @@ class CudaToolkitReport:
         """Validate exactly as inspection does (contract section 1 order)."""
         toolkit = toolkit_version_tuple(self.version)
         if toolkit != toolkit_version_tuple(self.runtime_version):
-            raise CudaProbeError(_codes.TOOLKIT_RUNTIME_VERSION_MISMATCH)
-        if toolkit[:2] < PROVIDER_SPEC.policy.toolkit_version_floor:
-            raise CudaProbeError(_codes.TOOLKIT_VERSION_TOO_OLD)
+            raise CudaProbeError(
+                _codes.TOOLKIT_RUNTIME_VERSION_MISMATCH,
+                facts=f"the toolkit is {self.version}, its runtime {self.runtime_version}",
+            )
+        floor = PROVIDER_SPEC.policy.toolkit_version_floor
+        if toolkit[:2] < floor:
+            raise CudaProbeError(
+                _codes.TOOLKIT_VERSION_TOO_OLD,
+                facts=f"toolkit {self.version} is older than {floor[0]}.{floor[1]}, "
+                "the oldest this provider accepts",
+            )
         if not _is_component_tuple(self.components):
-            raise CudaProbeError(_codes.TOOLKIT_COMPONENT_INVALID)
+            raise CudaProbeError(
+                _codes.TOOLKIT_COMPONENT_INVALID,
+                facts="the toolkit's components are not a sorted tuple of distinct names",
+            )
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -149,30 +184,71 @@ def _read_bounded(descriptor: int) -> bytes:
     return b"".join(chunks)
 
 
+def _version_file_facts(root: Path) -> str:
+    """Why ``version.json`` could not be opened as a regular file inside ``root``."""
+    candidate = root / _VERSION_FILE
+    try:
+        status = candidate.lstat()
+    except (OSError, ValueError):
+        return f"the toolkit root has no {_VERSION_FILE}"
+    if _resolved_inside(root, candidate) is None:
+        if stat.S_ISLNK(status.st_mode):
+            return f"{_VERSION_FILE} is a link that leads outside the toolkit root or nowhere"
+        return f"{_VERSION_FILE} could not be resolved"
+    try:
+        kind = _sealed_kind(candidate.stat().st_mode)
+    except (OSError, ValueError):
+        kind = "unreadable"
+    return f"{_VERSION_FILE} is {kind}, not a regular file"
+
+
+def _sealed_kind(mode: int) -> str:
+    from rextio_device_cuda._sealed import file_kind  # only a refusal needs it
+
+    return file_kind(mode)
+
+
 def _read_version(root: Path) -> str:
     resolved = _resolved_inside(root, root / _VERSION_FILE)
     descriptor = _open_regular_file(resolved) if resolved is not None else None
     if descriptor is None:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE)
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_UNAVAILABLE, facts=_version_file_facts(root)
+        )
     try:
         data = _read_bounded(descriptor)
     except OSError as error:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE) from error
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_UNAVAILABLE,
+            facts=f"reading {_VERSION_FILE} failed with {os_error_text(error)}",
+        ) from error
     finally:
         os.close(descriptor)
     if len(data) > _MAX_VERSION_FILE_BYTES:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID, "version file too large")
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_INVALID,
+            "version file too large",
+            facts=f"{_VERSION_FILE} is larger than {_MAX_VERSION_FILE_BYTES:,} bytes",
+        )
     try:
         document = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE) from error
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_UNAVAILABLE,
+            facts=f"{_VERSION_FILE} is not a UTF-8 JSON document",
+        ) from error
     cuda = document.get("cuda") if isinstance(document, dict) else None
     if not isinstance(cuda, dict) or "version" not in cuda:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_UNAVAILABLE)
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_UNAVAILABLE, facts=f"{_VERSION_FILE} has no cuda.version"
+        )
     # Present but not a matching string (a number, null, "12.4.1234"): invalid.
     version = cuda["version"]
     if not isinstance(version, str) or _VERSION_PATTERN.fullmatch(version) is None:
-        raise CudaProbeError(_codes.TOOLKIT_VERSION_INVALID)
+        raise CudaProbeError(
+            _codes.TOOLKIT_VERSION_INVALID,
+            facts=f"{_VERSION_FILE}'s cuda.version is {_not_a_version(version)}",
+        )
     return version
 
 
@@ -194,6 +270,14 @@ def _is_regular_file_inside(root: Path, candidate: Path) -> bool:
     return True
 
 
+def _root_facts(error: Exception) -> str:
+    if isinstance(error, OSError):
+        return f"resolving the configured toolkit root failed with {os_error_text(error)}"
+    if isinstance(error, ValueError):
+        return "the configured toolkit root holds a NUL character"
+    return "the configured toolkit root's links form a loop"
+
+
 class FilesystemToolkitInspector:
     """Validates one explicit toolkit root for a raw-driver target."""
 
@@ -210,15 +294,19 @@ class FilesystemToolkitInspector:
         directory, a FIFO or outside the root is ``TOOLKIT_COMPONENT_MISSING``.
         """
         if not self._root.is_absolute():
-            raise CudaProbeError(_codes.TOOLKIT_PATH_NOT_ABSOLUTE)
+            raise CudaProbeError(
+                _codes.TOOLKIT_PATH_NOT_ABSOLUTE, facts="the configured toolkit root is relative"
+            )
         try:
             root = self._root.resolve(strict=True)
             is_directory = root.is_dir()
         # RuntimeError: a symlink loop; ValueError: an embedded NUL.
         except (OSError, RuntimeError, ValueError) as error:
-            raise CudaProbeError(_codes.TOOLKIT_NOT_FOUND) from error
+            raise CudaProbeError(_codes.TOOLKIT_NOT_FOUND, facts=_root_facts(error)) from error
         if not is_directory:
-            raise CudaProbeError(_codes.TOOLKIT_NOT_FOUND)
+            raise CudaProbeError(
+                _codes.TOOLKIT_NOT_FOUND, facts="the configured toolkit root is not a directory"
+            )
         version = _read_version(root)
         found: list[str] = []
         for name, patterns in expected_components(target_triple).items():
@@ -227,7 +315,12 @@ class FilesystemToolkitInspector:
                 for pattern in patterns
                 for candidate in _candidates(root, pattern)
             ):
-                raise CudaProbeError(_codes.TOOLKIT_COMPONENT_MISSING, name)
+                raise CudaProbeError(
+                    _codes.TOOLKIT_COMPONENT_MISSING,
+                    name,
+                    facts=f"toolkit component {name} is missing: no candidate of it is a "
+                    "regular file inside the toolkit root",
+                )
             found.append(name)
         return CudaToolkitReport(
             version=version, runtime_version=version, components=tuple(found)

@@ -339,7 +339,7 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     try:
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        print("\n".join(explain_lines(error.reason_code)), file=sys.stderr)
+        print("\n".join(explain_lines(error.reason_code, error.facts)), file=sys.stderr)
         return EXIT_NOT_READY
     print(digest)
     _print_pin(path, digest)
@@ -377,7 +377,7 @@ def _probe(arguments: argparse.Namespace) -> int:
         # is a regular executable.
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        print("\n".join(explain_lines(error.reason_code)), file=sys.stderr)
+        print("\n".join(explain_lines(error.reason_code, error.facts)), file=sys.stderr)
         return EXIT_NOT_READY
     if digest != shipped.sha256:
         print("error: the installed probe changed while it was read; run again", file=sys.stderr)
