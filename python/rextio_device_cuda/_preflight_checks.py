@@ -150,7 +150,11 @@ def _error_facts(error: CudaProbeError) -> str | None:
     text; facts with a path separator, a control character or over a line's
     length are dropped rather than shown.
     """
-    facts = getattr(error, "facts", None)
+    return _shown(getattr(error, "facts", None))
+
+
+def _shown(facts: object) -> str | None:
+    """``facts`` when a refusal line may show them: short, printable, path-free."""
     if (
         not isinstance(facts, str)
         or not 0 < len(facts) <= _MAX_FACTS_CHARS
@@ -502,12 +506,15 @@ def _probe_report(
     except Exception as error:  # an injected runner's bug is a failed execution
         raise _refused(
             _codes.PROBE_EXECUTION_FAILED,
-            f"the injected probe runner raised {type(error).__name__}",
+            _shown(f"the injected probe runner raised {type(error).__name__}"),
         ) from error
     if not isinstance(report, CudaProbeReport):
         raise _refused(
             _codes.PROBE_SCHEMA_INVALID,
-            f"the injected probe runner returned {type(report).__name__}, not a CudaProbeReport",
+            _shown(
+                f"the injected probe runner returned {type(report).__name__}, "
+                "not a CudaProbeReport"
+            ),
         )
     return report
 
@@ -593,14 +600,16 @@ def _toolkit_report(
     except Exception as error:  # an injected inspector's bug fails closed
         raise _refused(
             _codes.TOOLKIT_COMPONENT_INVALID,
-            f"the injected toolkit inspector raised {type(error).__name__}",
+            _shown(f"the injected toolkit inspector raised {type(error).__name__}"),
         ) from error
     # The components must be exactly this target's.
     if not isinstance(report, CudaToolkitReport):
         raise _refused(
             _codes.TOOLKIT_COMPONENT_INVALID,
-            f"the injected toolkit inspector returned {type(report).__name__}, "
-            "not a CudaToolkitReport",
+            _shown(
+                f"the injected toolkit inspector returned {type(report).__name__}, "
+                "not a CudaToolkitReport"
+            ),
         )
     if report.components != components:
         raise _refused(

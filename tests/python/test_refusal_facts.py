@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -350,6 +351,12 @@ def test_the_error_keeps_its_code_as_text_and_its_facts_apart() -> None:
     assert error.args == ("PROBE_TIMEOUT",)
     assert (error.detail, error.facts) == (None, "the probe did not finish within 1 s")
     assert CudaProbeError("PROBE_TIMEOUT").facts is None
+    copy = pickle.loads(pickle.dumps(error))  # noqa: S301  (bytes this test just made)
+    assert (str(copy), copy.reason_code, copy.facts) == (
+        "PROBE_TIMEOUT",
+        "PROBE_TIMEOUT",
+        "the probe did not finish within 1 s",
+    )
 
 
 # -- where the kernel forbids executing a memfd ----------------------------------------------
@@ -590,3 +597,53 @@ def test_the_process_command_states_a_toolkit_fact(
     assert record["reason_code"] == "TOOLKIT_COMPONENT_MISSING"
     assert record["observed"].startswith("toolkit component cuda-header is missing")
     assert str(tmp_path) not in done.stdout + done.stderr
+
+
+# -- injected runners and inspectors ------------------------------------------------------
+
+
+class _RaisingRunner:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def run(self) -> object:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "facts"),
+    [
+        (
+            CudaProbeError("PROBE_TIMEOUT", facts="the probe did not finish within 2 s"),
+            "PROBE_TIMEOUT",
+            "the probe did not finish within 2 s",
+        ),
+        (KeyError("x"), "PROBE_EXECUTION_FAILED", "the injected probe runner raised KeyError"),
+    ],
+    ids=["its-own-facts", "a-bug"],
+)
+def test_an_injected_runner_s_refusal_states_its_facts(
+    error: Exception,
+    code: str,
+    facts: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    options = ready_options(tmp_path / "unused")
+    codes, line = _log_line(caplog, options, probe_runner=_RaisingRunner(error))
+    assert codes == (code,)
+    assert f" Observed: {facts}. " in line
+
+
+@pytest.mark.parametrize(
+    "facts",
+    ["the probe at /opt/probe failed", "C:\\probe failed", "two\nlines", "x" * 401, ""],
+)
+def test_facts_an_injected_runner_gives_with_a_path_are_not_shown(
+    facts: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    runner = _RaisingRunner(CudaProbeError("PROBE_TIMEOUT", facts=facts))
+    codes, line = _log_line(caplog, ready_options(tmp_path / "unused"), probe_runner=runner)
+    assert codes == ("PROBE_TIMEOUT",)
+    assert "Observed:" not in line
+    assert "/opt/probe" not in line
