@@ -196,10 +196,12 @@ def _version_file_facts(root: Path) -> str:
             return f"{_VERSION_FILE} is a link that leads outside the toolkit root or nowhere"
         return f"{_VERSION_FILE} could not be resolved"
     try:
-        kind = _sealed_kind(candidate.stat().st_mode)
+        mode = candidate.stat().st_mode
     except (OSError, ValueError):
-        kind = "unreadable"
-    return f"{_VERSION_FILE} is {kind}, not a regular file"
+        return f"{_VERSION_FILE} could not be examined"
+    if stat.S_ISREG(mode):
+        return f"{_VERSION_FILE} could not be opened"
+    return f"{_VERSION_FILE} is {_sealed_kind(mode)}, not a regular file"
 
 
 def _sealed_kind(mode: int) -> str:
