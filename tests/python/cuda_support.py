@@ -352,3 +352,37 @@ def run_cli(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         check=False,
     )
+
+
+def run_with_memfd_noexec_2(
+    child_source: str, *arguments: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """``python -c child_source ARGUMENTS`` in a new PID namespace whose
+    ``vm.memfd_noexec`` is 2 (the setting belongs to a PID namespace); the
+    host's own setting is asserted unchanged afterwards."""
+    setting = Path("/proc/sys/vm/memfd_noexec")
+    before = setting.read_text()
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "util-linux unshare is needed"
+    done = subprocess.run(
+        [
+            unshare,
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+            'echo 2 > /proc/sys/vm/memfd_noexec && exec "$@"',
+            "sh",
+            sys.executable,
+            "-c",
+            child_source,
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert setting.read_text() == before
+    return done

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from cuda_support import (
     report,
     request_for,
     run_cli,
+    run_with_memfd_noexec_2,
 )
 
 from rextio_device_cuda import CudaDeviceProvider
@@ -402,33 +402,7 @@ print(json.dumps({"codes": codes, "log": log.getvalue(), "text": text.getvalue()
 def test_memfd_noexec_2_is_stated(probes: ProbeFactory, tmp_path: Path) -> None:
     probe = probes.binary(report())
     pin = probe_file_sha256(str(probe))
-    setting = Path("/proc/sys/vm/memfd_noexec")
-    before = setting.read_text()
-    # vm.memfd_noexec belongs to a PID namespace: set to 2 in a new one only.
-    unshare = shutil.which("unshare")
-    assert unshare is not None, "util-linux unshare is needed"
-    done = subprocess.run(
-        [
-            unshare,
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "sh",
-            "-c",
-            'echo 2 > /proc/sys/vm/memfd_noexec && exec "$@"',
-            "sh",
-            sys.executable,
-            "-c",
-            NOEXEC_CHILD,
-            str(probe),
-            pin,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=BOUND_SECONDS,
-        check=False,
-    )
-    assert setting.read_text() == before
+    done = run_with_memfd_noexec_2(NOEXEC_CHILD, str(probe), pin, timeout=BOUND_SECONDS)
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["codes"] == ["PROBE_EXECUTION_FAILED"]

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import select
-import shutil
 import stat
 import subprocess
 import sys
@@ -20,7 +19,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cuda_support import SPEC, ProbeFactory, ready_options, report, request_for, run_cli
+from cuda_support import (
+    SPEC,
+    ProbeFactory,
+    ready_options,
+    report,
+    request_for,
+    run_cli,
+    run_with_memfd_noexec_2,
+)
 
 from rextio_device_cuda import CudaDeviceProvider
 from rextio_device_cuda import _sealed as sealed_module
@@ -300,33 +307,7 @@ except CudaProbeError as error:
 @pytest.mark.process_stress
 def test_memfd_noexec_2_refuses_and_never_runs_the_file(probes: ProbeFactory) -> None:
     probe = probes.binary(report())
-    setting = Path("/proc/sys/vm/memfd_noexec")
-    before = setting.read_text()
-    # vm.memfd_noexec belongs to a PID namespace: set to 2 in a new one only.
-    unshare = shutil.which("unshare")
-    assert unshare is not None, "util-linux unshare is needed"
-    done = subprocess.run(
-        [
-            unshare,
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "sh",
-            "-c",
-            'echo 2 > /proc/sys/vm/memfd_noexec && exec "$@"',
-            "sh",
-            sys.executable,
-            "-c",
-            NOEXEC_CHILD,
-            str(probe),
-            _digest(probe),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=BOUND_SECONDS,
-        check=False,
-    )
-    assert setting.read_text() == before
+    done = run_with_memfd_noexec_2(NOEXEC_CHILD, str(probe), _digest(probe), timeout=BOUND_SECONDS)
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
     assert outcome["code"] == "PROBE_EXECUTION_FAILED"
