@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from real_libcuda import OBSERVED_CUDA_VERSION, RealDriver
+from sim_namespace import preflight_argv
 
 # unshare as in sim_namespace: the command is the PID namespace's init, so a
 # timeout that kills unshare kills everything left in the namespace.
@@ -199,22 +200,7 @@ class PrivateRoot:
         ]
         driver_root = () if layout.driver_root is None else ("--driver-root", layout.driver_root)
         probe = [str(self.probe), *driver_root]
-        preflight = [
-            str(self.python),
-            "-m",
-            "rextio_device_cuda",
-            "preflight",
-            "--capability",
-            "cuda-linux-x86_64",
-            "--probe",
-            str(self.probe),
-            "--device",
-            "0",
-            "--sm",
-            "sm_80",
-            "--json",
-            *driver_root,
-        ]
+        preflight = [*preflight_argv(str(self.python), self.probe), *driver_root]
         out = q(scratch)
         lines += [
             f"{self._in_root(probe)} >{out}/probe.out 2>{out}/probe.err; echo $? >{out}/probe.rc",
