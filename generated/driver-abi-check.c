@@ -6,189 +6,74 @@
 
 #define REXTIO_UNUSED __attribute__((unused))
 
-/* Named types. */
-#line 1 "type CUcontext"
 _Static_assert(__builtin_types_compatible_p(CUcontext, struct CUctx_st *), "CUcontext is struct CUctx_st *");
-#line 1 "type CUdevice"
 _Static_assert(__builtin_types_compatible_p(CUdevice, int), "CUdevice is int");
-#line 1 "type CUdeviceptr"
 _Static_assert(__builtin_types_compatible_p(CUdeviceptr, unsigned long long), "CUdeviceptr is unsigned long long");
-#line 1 "type CUresult"
 _Static_assert(sizeof(CUresult) * CHAR_BIT == 32, "CUresult has 32 bits");
-#line 1 "type CUstream"
 _Static_assert(__builtin_types_compatible_p(CUstream, struct CUstream_st *), "CUstream is struct CUstream_st *");
-
-/* Constants. */
-#line 1 "constant CUDA_ERROR_CONTEXT_IS_DESTROYED"
 _Static_assert(CUDA_ERROR_CONTEXT_IS_DESTROYED == 709, "CUDA_ERROR_CONTEXT_IS_DESTROYED is 709");
-#line 1 "constant CUDA_ERROR_INVALID_CONTEXT"
 _Static_assert(CUDA_ERROR_INVALID_CONTEXT == 201, "CUDA_ERROR_INVALID_CONTEXT is 201");
-#line 1 "constant CUDA_ERROR_INVALID_DEVICE"
 _Static_assert(CUDA_ERROR_INVALID_DEVICE == 101, "CUDA_ERROR_INVALID_DEVICE is 101");
-#line 1 "constant CUDA_ERROR_INVALID_HANDLE"
 _Static_assert(CUDA_ERROR_INVALID_HANDLE == 400, "CUDA_ERROR_INVALID_HANDLE is 400");
-#line 1 "constant CUDA_ERROR_INVALID_VALUE"
 _Static_assert(CUDA_ERROR_INVALID_VALUE == 1, "CUDA_ERROR_INVALID_VALUE is 1");
-#line 1 "constant CUDA_ERROR_NOT_INITIALIZED"
 _Static_assert(CUDA_ERROR_NOT_INITIALIZED == 3, "CUDA_ERROR_NOT_INITIALIZED is 3");
-#line 1 "constant CUDA_ERROR_NOT_SUPPORTED"
 _Static_assert(CUDA_ERROR_NOT_SUPPORTED == 801, "CUDA_ERROR_NOT_SUPPORTED is 801");
-#line 1 "constant CUDA_ERROR_NO_DEVICE"
 _Static_assert(CUDA_ERROR_NO_DEVICE == 100, "CUDA_ERROR_NO_DEVICE is 100");
-#line 1 "constant CUDA_ERROR_OUT_OF_MEMORY"
 _Static_assert(CUDA_ERROR_OUT_OF_MEMORY == 2, "CUDA_ERROR_OUT_OF_MEMORY is 2");
-#line 1 "constant CUDA_SUCCESS"
 _Static_assert(CUDA_SUCCESS == 0, "CUDA_SUCCESS is 0");
-#line 1 "constant CU_CTX_SCHED_AUTO"
 _Static_assert(CU_CTX_SCHED_AUTO == 0, "CU_CTX_SCHED_AUTO is 0");
-#line 1 "constant CU_STREAM_NON_BLOCKING"
 _Static_assert(CU_STREAM_NON_BLOCKING == 1, "CU_STREAM_NON_BLOCKING is 1");
 
-/* Symbols. */
-#line 1 "cuInit signature"
-typedef CUresult (CUDAAPI *rextio_list_cuInit)(
-#line 1 "cuInit parameter flags"
-    unsigned int flags);
-#line 1 "cuInit abi_version 2000 (PFN_cuInit_v2000)"
-static REXTIO_UNUSED const rextio_list_cuInit rextio_abi_cuInit = (PFN_cuInit_v2000)0;
-#line 1 "cuInit prototype"
-static REXTIO_UNUSED const rextio_list_cuInit rextio_prototype_cuInit = &cuInit;
-#line 1 "cuDriverGetVersion signature"
-typedef CUresult (CUDAAPI *rextio_list_cuDriverGetVersion)(
-#line 1 "cuDriverGetVersion parameter driver_version"
-    int * driver_version);
-#line 1 "cuDriverGetVersion abi_version 2020 (PFN_cuDriverGetVersion_v2020)"
-static REXTIO_UNUSED const rextio_list_cuDriverGetVersion rextio_abi_cuDriverGetVersion = (PFN_cuDriverGetVersion_v2020)0;
-#line 1 "cuDriverGetVersion prototype"
-static REXTIO_UNUSED const rextio_list_cuDriverGetVersion rextio_prototype_cuDriverGetVersion = &cuDriverGetVersion;
-#line 1 "cuDeviceGetCount signature"
-typedef CUresult (CUDAAPI *rextio_list_cuDeviceGetCount)(
-#line 1 "cuDeviceGetCount parameter count"
-    int * count);
-#line 1 "cuDeviceGetCount abi_version 2000 (PFN_cuDeviceGetCount_v2000)"
-static REXTIO_UNUSED const rextio_list_cuDeviceGetCount rextio_abi_cuDeviceGetCount = (PFN_cuDeviceGetCount_v2000)0;
-#line 1 "cuDeviceGetCount prototype"
-static REXTIO_UNUSED const rextio_list_cuDeviceGetCount rextio_prototype_cuDeviceGetCount = &cuDeviceGetCount;
-#line 1 "cuDeviceGet signature"
-typedef CUresult (CUDAAPI *rextio_list_cuDeviceGet)(
-#line 1 "cuDeviceGet parameter device"
-    CUdevice * device,
-#line 1 "cuDeviceGet parameter ordinal"
-    int ordinal);
-#line 1 "cuDeviceGet abi_version 2000 (PFN_cuDeviceGet_v2000)"
-static REXTIO_UNUSED const rextio_list_cuDeviceGet rextio_abi_cuDeviceGet = (PFN_cuDeviceGet_v2000)0;
-#line 1 "cuDeviceGet prototype"
-static REXTIO_UNUSED const rextio_list_cuDeviceGet rextio_prototype_cuDeviceGet = &cuDeviceGet;
-#line 1 "cuDeviceGetName signature"
-typedef CUresult (CUDAAPI *rextio_list_cuDeviceGetName)(
-#line 1 "cuDeviceGetName parameter name"
-    char * name,
-#line 1 "cuDeviceGetName parameter len"
-    int len,
-#line 1 "cuDeviceGetName parameter device"
-    CUdevice device);
-#line 1 "cuDeviceGetName abi_version 2000 (PFN_cuDeviceGetName_v2000)"
-static REXTIO_UNUSED const rextio_list_cuDeviceGetName rextio_abi_cuDeviceGetName = (PFN_cuDeviceGetName_v2000)0;
-#line 1 "cuDeviceGetName prototype"
-static REXTIO_UNUSED const rextio_list_cuDeviceGetName rextio_prototype_cuDeviceGetName = &cuDeviceGetName;
-#line 1 "cuDeviceComputeCapability signature"
-typedef CUresult (CUDAAPI *rextio_list_cuDeviceComputeCapability)(
-#line 1 "cuDeviceComputeCapability parameter major"
-    int * major,
-#line 1 "cuDeviceComputeCapability parameter minor"
-    int * minor,
-#line 1 "cuDeviceComputeCapability parameter device"
-    CUdevice device);
-#line 1 "cuDeviceComputeCapability abi_version 2000 (PFN_cuDeviceComputeCapability_v2000)"
-static REXTIO_UNUSED const rextio_list_cuDeviceComputeCapability rextio_abi_cuDeviceComputeCapability = (PFN_cuDeviceComputeCapability_v2000)0;
+typedef CUresult (CUDAAPI *rextio_signature_cuInit)(unsigned int flags);
+static REXTIO_UNUSED const rextio_signature_cuInit rextio_abi_cuInit = (PFN_cuInit_v2000)0;
+static REXTIO_UNUSED const rextio_signature_cuInit rextio_prototype_cuInit = &cuInit;
+typedef CUresult (CUDAAPI *rextio_signature_cuDriverGetVersion)(int * driver_version);
+static REXTIO_UNUSED const rextio_signature_cuDriverGetVersion rextio_abi_cuDriverGetVersion = (PFN_cuDriverGetVersion_v2020)0;
+static REXTIO_UNUSED const rextio_signature_cuDriverGetVersion rextio_prototype_cuDriverGetVersion = &cuDriverGetVersion;
+typedef CUresult (CUDAAPI *rextio_signature_cuDeviceGetCount)(int * count);
+static REXTIO_UNUSED const rextio_signature_cuDeviceGetCount rextio_abi_cuDeviceGetCount = (PFN_cuDeviceGetCount_v2000)0;
+static REXTIO_UNUSED const rextio_signature_cuDeviceGetCount rextio_prototype_cuDeviceGetCount = &cuDeviceGetCount;
+typedef CUresult (CUDAAPI *rextio_signature_cuDeviceGet)(CUdevice * device, int ordinal);
+static REXTIO_UNUSED const rextio_signature_cuDeviceGet rextio_abi_cuDeviceGet = (PFN_cuDeviceGet_v2000)0;
+static REXTIO_UNUSED const rextio_signature_cuDeviceGet rextio_prototype_cuDeviceGet = &cuDeviceGet;
+typedef CUresult (CUDAAPI *rextio_signature_cuDeviceGetName)(char * name, int len, CUdevice device);
+static REXTIO_UNUSED const rextio_signature_cuDeviceGetName rextio_abi_cuDeviceGetName = (PFN_cuDeviceGetName_v2000)0;
+static REXTIO_UNUSED const rextio_signature_cuDeviceGetName rextio_prototype_cuDeviceGetName = &cuDeviceGetName;
+typedef CUresult (CUDAAPI *rextio_signature_cuDeviceComputeCapability)(int * major, int * minor, CUdevice device);
+static REXTIO_UNUSED const rextio_signature_cuDeviceComputeCapability rextio_abi_cuDeviceComputeCapability = (PFN_cuDeviceComputeCapability_v2000)0;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#line 1 "cuDeviceComputeCapability prototype"
-static REXTIO_UNUSED const rextio_list_cuDeviceComputeCapability rextio_prototype_cuDeviceComputeCapability = &cuDeviceComputeCapability;
+static REXTIO_UNUSED const rextio_signature_cuDeviceComputeCapability rextio_prototype_cuDeviceComputeCapability = &cuDeviceComputeCapability;
 #pragma GCC diagnostic pop
-#line 1 "cuCtxCreate_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuCtxCreate_v2)(
-#line 1 "cuCtxCreate_v2 parameter context"
-    CUcontext * context,
-#line 1 "cuCtxCreate_v2 parameter flags"
-    unsigned int flags,
-#line 1 "cuCtxCreate_v2 parameter device"
-    CUdevice device);
-#line 1 "cuCtxCreate_v2 abi_version 3020 (PFN_cuCtxCreate_v3020)"
-static REXTIO_UNUSED const rextio_list_cuCtxCreate_v2 rextio_abi_cuCtxCreate_v2 = (PFN_cuCtxCreate_v3020)0;
+typedef CUresult (CUDAAPI *rextio_signature_cuCtxCreate_v2)(CUcontext * context, unsigned int flags, CUdevice device);
+static REXTIO_UNUSED const rextio_signature_cuCtxCreate_v2 rextio_abi_cuCtxCreate_v2 = (PFN_cuCtxCreate_v3020)0;
 #if !defined(REXTIO_HEADERS_cuda13)
-#line 1 "cuCtxCreate_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuCtxCreate_v2 rextio_prototype_cuCtxCreate_v2 = &cuCtxCreate_v2;
+static REXTIO_UNUSED const rextio_signature_cuCtxCreate_v2 rextio_prototype_cuCtxCreate_v2 = &cuCtxCreate_v2;
 #endif
 #if defined(REXTIO_EXPECT_UNDECLARED_cuCtxCreate_v2)
-#line 1 "cuCtxCreate_v2 expected undeclared"
 static REXTIO_UNUSED const void *rextio_undeclared_cuCtxCreate_v2 = (const void *)&cuCtxCreate_v2;
 #endif
-#line 1 "cuCtxDestroy_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuCtxDestroy_v2)(
-#line 1 "cuCtxDestroy_v2 parameter context"
-    CUcontext context);
-#line 1 "cuCtxDestroy_v2 abi_version 4000 (PFN_cuCtxDestroy_v4000)"
-static REXTIO_UNUSED const rextio_list_cuCtxDestroy_v2 rextio_abi_cuCtxDestroy_v2 = (PFN_cuCtxDestroy_v4000)0;
-#line 1 "cuCtxDestroy_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuCtxDestroy_v2 rextio_prototype_cuCtxDestroy_v2 = &cuCtxDestroy_v2;
-#line 1 "cuCtxPushCurrent_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuCtxPushCurrent_v2)(
-#line 1 "cuCtxPushCurrent_v2 parameter context"
-    CUcontext context);
-#line 1 "cuCtxPushCurrent_v2 abi_version 4000 (PFN_cuCtxPushCurrent_v4000)"
-static REXTIO_UNUSED const rextio_list_cuCtxPushCurrent_v2 rextio_abi_cuCtxPushCurrent_v2 = (PFN_cuCtxPushCurrent_v4000)0;
-#line 1 "cuCtxPushCurrent_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuCtxPushCurrent_v2 rextio_prototype_cuCtxPushCurrent_v2 = &cuCtxPushCurrent_v2;
-#line 1 "cuCtxPopCurrent_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuCtxPopCurrent_v2)(
-#line 1 "cuCtxPopCurrent_v2 parameter context"
-    CUcontext * context);
-#line 1 "cuCtxPopCurrent_v2 abi_version 4000 (PFN_cuCtxPopCurrent_v4000)"
-static REXTIO_UNUSED const rextio_list_cuCtxPopCurrent_v2 rextio_abi_cuCtxPopCurrent_v2 = (PFN_cuCtxPopCurrent_v4000)0;
-#line 1 "cuCtxPopCurrent_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuCtxPopCurrent_v2 rextio_prototype_cuCtxPopCurrent_v2 = &cuCtxPopCurrent_v2;
-#line 1 "cuStreamCreate signature"
-typedef CUresult (CUDAAPI *rextio_list_cuStreamCreate)(
-#line 1 "cuStreamCreate parameter stream"
-    CUstream * stream,
-#line 1 "cuStreamCreate parameter flags"
-    unsigned int flags);
-#line 1 "cuStreamCreate abi_version 2000 (PFN_cuStreamCreate_v2000)"
-static REXTIO_UNUSED const rextio_list_cuStreamCreate rextio_abi_cuStreamCreate = (PFN_cuStreamCreate_v2000)0;
-#line 1 "cuStreamCreate prototype"
-static REXTIO_UNUSED const rextio_list_cuStreamCreate rextio_prototype_cuStreamCreate = &cuStreamCreate;
-#line 1 "cuStreamDestroy_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuStreamDestroy_v2)(
-#line 1 "cuStreamDestroy_v2 parameter stream"
-    CUstream stream);
-#line 1 "cuStreamDestroy_v2 abi_version 4000 (PFN_cuStreamDestroy_v4000)"
-static REXTIO_UNUSED const rextio_list_cuStreamDestroy_v2 rextio_abi_cuStreamDestroy_v2 = (PFN_cuStreamDestroy_v4000)0;
-#line 1 "cuStreamDestroy_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuStreamDestroy_v2 rextio_prototype_cuStreamDestroy_v2 = &cuStreamDestroy_v2;
-#line 1 "cuStreamSynchronize signature"
-typedef CUresult (CUDAAPI *rextio_list_cuStreamSynchronize)(
-#line 1 "cuStreamSynchronize parameter stream"
-    CUstream stream);
-#line 1 "cuStreamSynchronize abi_version 2000 (PFN_cuStreamSynchronize_v2000)"
-static REXTIO_UNUSED const rextio_list_cuStreamSynchronize rextio_abi_cuStreamSynchronize = (PFN_cuStreamSynchronize_v2000)0;
-#line 1 "cuStreamSynchronize prototype"
-static REXTIO_UNUSED const rextio_list_cuStreamSynchronize rextio_prototype_cuStreamSynchronize = &cuStreamSynchronize;
-#line 1 "cuMemAlloc_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuMemAlloc_v2)(
-#line 1 "cuMemAlloc_v2 parameter device_pointer"
-    CUdeviceptr * device_pointer,
-#line 1 "cuMemAlloc_v2 parameter byte_size"
-    size_t byte_size);
-#line 1 "cuMemAlloc_v2 abi_version 3020 (PFN_cuMemAlloc_v3020)"
-static REXTIO_UNUSED const rextio_list_cuMemAlloc_v2 rextio_abi_cuMemAlloc_v2 = (PFN_cuMemAlloc_v3020)0;
-#line 1 "cuMemAlloc_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuMemAlloc_v2 rextio_prototype_cuMemAlloc_v2 = &cuMemAlloc_v2;
-#line 1 "cuMemFree_v2 signature"
-typedef CUresult (CUDAAPI *rextio_list_cuMemFree_v2)(
-#line 1 "cuMemFree_v2 parameter device_pointer"
-    CUdeviceptr device_pointer);
-#line 1 "cuMemFree_v2 abi_version 3020 (PFN_cuMemFree_v3020)"
-static REXTIO_UNUSED const rextio_list_cuMemFree_v2 rextio_abi_cuMemFree_v2 = (PFN_cuMemFree_v3020)0;
-#line 1 "cuMemFree_v2 prototype"
-static REXTIO_UNUSED const rextio_list_cuMemFree_v2 rextio_prototype_cuMemFree_v2 = &cuMemFree_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuCtxDestroy_v2)(CUcontext context);
+static REXTIO_UNUSED const rextio_signature_cuCtxDestroy_v2 rextio_abi_cuCtxDestroy_v2 = (PFN_cuCtxDestroy_v4000)0;
+static REXTIO_UNUSED const rextio_signature_cuCtxDestroy_v2 rextio_prototype_cuCtxDestroy_v2 = &cuCtxDestroy_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuCtxPushCurrent_v2)(CUcontext context);
+static REXTIO_UNUSED const rextio_signature_cuCtxPushCurrent_v2 rextio_abi_cuCtxPushCurrent_v2 = (PFN_cuCtxPushCurrent_v4000)0;
+static REXTIO_UNUSED const rextio_signature_cuCtxPushCurrent_v2 rextio_prototype_cuCtxPushCurrent_v2 = &cuCtxPushCurrent_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuCtxPopCurrent_v2)(CUcontext * context);
+static REXTIO_UNUSED const rextio_signature_cuCtxPopCurrent_v2 rextio_abi_cuCtxPopCurrent_v2 = (PFN_cuCtxPopCurrent_v4000)0;
+static REXTIO_UNUSED const rextio_signature_cuCtxPopCurrent_v2 rextio_prototype_cuCtxPopCurrent_v2 = &cuCtxPopCurrent_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuStreamCreate)(CUstream * stream, unsigned int flags);
+static REXTIO_UNUSED const rextio_signature_cuStreamCreate rextio_abi_cuStreamCreate = (PFN_cuStreamCreate_v2000)0;
+static REXTIO_UNUSED const rextio_signature_cuStreamCreate rextio_prototype_cuStreamCreate = &cuStreamCreate;
+typedef CUresult (CUDAAPI *rextio_signature_cuStreamDestroy_v2)(CUstream stream);
+static REXTIO_UNUSED const rextio_signature_cuStreamDestroy_v2 rextio_abi_cuStreamDestroy_v2 = (PFN_cuStreamDestroy_v4000)0;
+static REXTIO_UNUSED const rextio_signature_cuStreamDestroy_v2 rextio_prototype_cuStreamDestroy_v2 = &cuStreamDestroy_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuStreamSynchronize)(CUstream stream);
+static REXTIO_UNUSED const rextio_signature_cuStreamSynchronize rextio_abi_cuStreamSynchronize = (PFN_cuStreamSynchronize_v2000)0;
+static REXTIO_UNUSED const rextio_signature_cuStreamSynchronize rextio_prototype_cuStreamSynchronize = &cuStreamSynchronize;
+typedef CUresult (CUDAAPI *rextio_signature_cuMemAlloc_v2)(CUdeviceptr * device_pointer, size_t byte_size);
+static REXTIO_UNUSED const rextio_signature_cuMemAlloc_v2 rextio_abi_cuMemAlloc_v2 = (PFN_cuMemAlloc_v3020)0;
+static REXTIO_UNUSED const rextio_signature_cuMemAlloc_v2 rextio_prototype_cuMemAlloc_v2 = &cuMemAlloc_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuMemFree_v2)(CUdeviceptr device_pointer);
+static REXTIO_UNUSED const rextio_signature_cuMemFree_v2 rextio_abi_cuMemFree_v2 = (PFN_cuMemFree_v3020)0;
+static REXTIO_UNUSED const rextio_signature_cuMemFree_v2 rextio_prototype_cuMemFree_v2 = &cuMemFree_v2;

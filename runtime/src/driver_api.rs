@@ -3,28 +3,24 @@
 //! `templates/driver-symbols.json`.
 #![cfg_attr(rustfmt, rustfmt::skip)]
 #![allow(non_camel_case_types, non_snake_case, unused_imports)]
+
 use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
 use crate::driver_table;
-/// The driver's opaque `struct CUctx_st`; never constructed.
-#[repr(C)]
-pub struct CUctx_st {
-    _opaque: [u8; 0],
-}
+
 /// Opaque driver context handle.
 pub type CUcontext = *mut CUctx_st;
+/// The driver's opaque `struct CUctx_st`; never constructed.
+#[repr(C)] pub struct CUctx_st { _opaque: [u8; 0] }
 /// Device handle returned by cuDeviceGet.
 pub type CUdevice = c_int;
 /// Device address (the _v2 ABI is 64-bit).
 pub type CUdeviceptr = c_ulonglong;
 /// Driver status code; 0 is success.
 pub type CUresult = i32;
-/// The driver's opaque `struct CUstream_st`; never constructed.
-#[repr(C)]
-pub struct CUstream_st {
-    _opaque: [u8; 0],
-}
 /// Opaque driver stream handle.
 pub type CUstream = *mut CUstream_st;
+/// The driver's opaque `struct CUstream_st`; never constructed.
+#[repr(C)] pub struct CUstream_st { _opaque: [u8; 0] }
 /// The context the handle belongs to was destroyed.
 pub const CUDA_ERROR_CONTEXT_IS_DESTROYED: CUresult = 709;
 /// No context is current, or the context handle is not valid.
@@ -49,31 +45,33 @@ pub const CUDA_SUCCESS: CUresult = 0;
 pub const CU_CTX_SCHED_AUTO: c_uint = 0;
 /// cuStreamCreate flags: no implicit synchronization with the legacy default stream.
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+
 /// Passes every listed export, one `driver_table!` line each
 /// (`tier since export(params);`), to `callback!` after `prefix`.
 /// The parameter types are resolved where it is invoked.
 #[macro_export]
 macro_rules! with_driver_symbols {
-    ($callback:ident ! { $($prefix:tt)* }) => {
-        $callback ! { $($prefix)* required 2000 cuInit(flags : c_uint); required 2020
-        cuDriverGetVersion(driver_version : * mut c_int); required 2000
-        cuDeviceGetCount(count : * mut c_int); required 2000 cuDeviceGet(device : * mut
-        CUdevice, ordinal : c_int); required 2000 cuDeviceGetName(name : * mut c_char,
-        len : c_int, device : CUdevice); required 2000 cuDeviceComputeCapability(major :
-        * mut c_int, minor : * mut c_int, device : CUdevice); required 3020
-        cuCtxCreate_v2(context : * mut CUcontext, flags : c_uint, device : CUdevice);
-        required 4000 cuCtxDestroy_v2(context : CUcontext); required 4000
-        cuCtxPushCurrent_v2(context : CUcontext); required 4000
-        cuCtxPopCurrent_v2(context : * mut CUcontext); required 2000
-        cuStreamCreate(stream : * mut CUstream, flags : c_uint); required 4000
-        cuStreamDestroy_v2(stream : CUstream); required 2000 cuStreamSynchronize(stream :
-        CUstream); required 3020 cuMemAlloc_v2(device_pointer : * mut CUdeviceptr,
-        byte_size : usize); required 3020 cuMemFree_v2(device_pointer : CUdeviceptr); }
-    };
+    ($callback:ident ! { $($prefix:tt)* }) => { $callback! { $($prefix)*
+    required 2000 cuInit(flags: c_uint);
+    required 2020 cuDriverGetVersion(driver_version: *mut c_int);
+    required 2000 cuDeviceGetCount(count: *mut c_int);
+    required 2000 cuDeviceGet(device: *mut CUdevice, ordinal: c_int);
+    required 2000 cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice);
+    required 2000 cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, device: CUdevice);
+    required 3020 cuCtxCreate_v2(context: *mut CUcontext, flags: c_uint, device: CUdevice);
+    required 4000 cuCtxDestroy_v2(context: CUcontext);
+    required 4000 cuCtxPushCurrent_v2(context: CUcontext);
+    required 4000 cuCtxPopCurrent_v2(context: *mut CUcontext);
+    required 2000 cuStreamCreate(stream: *mut CUstream, flags: c_uint);
+    required 4000 cuStreamDestroy_v2(stream: CUstream);
+    required 2000 cuStreamSynchronize(stream: CUstream);
+    required 3020 cuMemAlloc_v2(device_pointer: *mut CUdeviceptr, byte_size: usize);
+    required 3020 cuMemFree_v2(device_pointer: CUdeviceptr);
+    } };
 }
-with_driver_symbols!(
-    driver_table! { #[doc =
-    " The CUDA Driver API functions (every listed symbol), resolved from one driver image."]
+
+with_driver_symbols!(driver_table! {
+    /// The CUDA Driver API functions (every listed symbol), resolved from one driver image.
     pub struct DriverApi; names DRIVER_EXPORT_NAMES; required DRIVER_EXPORT_REQUIRED;
-    public_path "rextio_cuda_runtime::DriverApi"; }
-);
+    public_path "rextio_cuda_runtime::DriverApi";
+});

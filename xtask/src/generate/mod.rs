@@ -67,7 +67,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
-        output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
+        output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
         output(

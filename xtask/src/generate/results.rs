@@ -2,19 +2,19 @@
 //! defines, by name, joined with the `CUresult` constants of the driver
 //! symbol list (each value is written once, in one of the two). It becomes
 //! `generated/cuda-results-check.c` (compiled against each header set by
-//! `cargo xtask test`: every name has its listed value) and
+//! `cargo xtask test`: every name of the file has its value; the list's
+//! constants are checked by `driver-abi-check.c`) and
 //! `python/rextio_device_cuda/_cuda_results.py` (the names and the remedies
 //! that refusals quote, contract 9.6).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
+use std::fmt::{Display, Write};
 
 use serde::Deserialize;
 
-use super::abi_check::header_set_macro;
-use super::python::{write_expr, PyExpr};
+use super::abi_check::unless_sets;
 use super::spec::Map;
-use super::symbols::{CType, SymbolList};
+use super::symbols::SymbolList;
 use crate::Result;
 
 pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
@@ -40,6 +40,8 @@ pub struct CudaResult {
     pub value: i64,
     /// The header sets that do not define it.
     pub undeclared_in: BTreeSet<String>,
+    /// A constant of the symbol list (checked with the list).
+    pub constant: bool,
 }
 
 /// Every `CUresult` name, by value, and the remedies refusals quote.
@@ -48,8 +50,13 @@ pub struct CudaResults {
     pub remedies: BTreeMap<String, (String, String)>,
 }
 
-fn refuse(path: impl std::fmt::Display, message: impl std::fmt::Display) -> String {
+fn refuse(path: impl Display, message: impl Display) -> String {
     format!("{CUDA_RESULTS_PATH}: {path}: {message}")
+}
+
+/// `Err(refuse(path, message))` unless `ok`.
+fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
+    ok.then_some(()).ok_or_else(|| refuse(path, message))
 }
 
 impl CudaResults {
@@ -58,83 +65,67 @@ impl CudaResults {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
         let raw: RawResults = serde_path_to_error::deserialize(&mut deserializer)
             .map_err(|error| refuse(error.path(), error.inner()))?;
-        if raw.schema_version != 1 {
-            return Err(refuse("schema_version", "only 1 is supported"));
-        }
-        let mut by_name: BTreeMap<String, (i64, BTreeSet<String>)> = BTreeMap::new();
+        ensure(
+            raw.schema_version == 1,
+            "schema_version",
+            "only 1 is supported",
+        )?;
+        let mut by_name: BTreeMap<&str, CudaResult> = BTreeMap::new();
+        let result = |name: &str, value: i64, constant: bool| CudaResult {
+            name: name.to_string(),
+            value,
+            undeclared_in: BTreeSet::new(),
+            constant,
+        };
         for constant in &symbols.constants {
-            if matches!(&constant.c_type, CType::Named(name) if name == "CUresult") {
-                let value = i64::try_from(constant.value)
-                    .map_err(|_| format!("constant {}: not a CUresult value", constant.name))?;
-                by_name.insert(constant.name.clone(), (value, BTreeSet::new()));
+            if constant.c_type.base == "CUresult" {
+                by_name.insert(&constant.name, result(&constant.name, constant.value, true));
             }
         }
         for (name, value) in raw.results.iter() {
             let path = format!("results.{name}");
-            if !name.starts_with("CUDA_") {
-                return Err(refuse(path, "a CUresult name starts with CUDA_"));
-            }
-            if !(0..=i64::from(i32::MAX)).contains(value) {
-                return Err(refuse(path, format!("{value} is not a CUresult value")));
-            }
-            if by_name.contains_key(name) {
-                return Err(refuse(
-                    path,
-                    "templates/driver-symbols.json holds it as a constant already",
-                ));
-            }
-            by_name.insert(name.clone(), (*value, BTreeSet::new()));
+            ensure(
+                name.starts_with("CUDA_"),
+                &path,
+                "a CUresult name starts with CUDA_",
+            )?;
+            let valid = (0..=i64::from(i32::MAX)).contains(value);
+            ensure(valid, &path, format!("{value} is not a CUresult value"))?;
+            let message = "templates/driver-symbols.json holds it as a constant already";
+            ensure(!by_name.contains_key(name.as_str()), &path, message)?;
+            by_name.insert(name, result(name, *value, false));
         }
-        let header_sets: BTreeSet<&str> = symbols
-            .header_sets
-            .iter()
-            .map(|set| set.name.as_str())
-            .collect();
         for (set, names) in raw.undeclared_in.iter() {
-            if !header_sets.contains(set.as_str()) {
-                return Err(refuse(
-                    format!("undeclared_in.{set}"),
-                    "not a header set of templates/driver-symbols.json",
-                ));
-            }
+            let path = format!("undeclared_in.{set}");
+            let known = symbols
+                .header_sets
+                .iter()
+                .any(|header_set| &header_set.name == set);
+            let message = "not a header set of templates/driver-symbols.json";
+            ensure(known, &path, message)?;
             for name in names {
-                if !raw.results.contains_key(name) {
-                    return Err(refuse(
-                        format!("undeclared_in.{set}"),
-                        format!("`{name}` is not one of `results`"),
-                    ));
-                }
-                if let Some((_, sets)) = by_name.get_mut(name) {
-                    sets.insert(set.clone());
+                let message = format!("`{name}` is not one of `results`");
+                ensure(raw.results.contains_key(name), &path, message)?;
+                if let Some(result) = by_name.get_mut(name.as_str()) {
+                    result.undeclared_in.insert(set.clone());
                 }
             }
         }
         let mut values = BTreeMap::new();
-        for (name, (value, _)) in &by_name {
-            if let Some(other) = values.insert(*value, name) {
-                return Err(refuse(
-                    format!("results.{name}"),
-                    format!("{value} is also `{other}`"),
-                ));
+        for (name, result) in &by_name {
+            if let Some(other) = values.insert(result.value, name) {
+                let message = format!("{} is also `{other}`", result.value);
+                return Err(refuse(format!("results.{name}"), message));
             }
         }
         for (name, (meaning, remedy)) in raw.remedies.iter() {
             let path = format!("remedies.{name}");
-            if !by_name.contains_key(name) {
-                return Err(refuse(path, "not a CUresult name of the list"));
-            }
-            if meaning.trim().is_empty() || remedy.trim().is_empty() {
-                return Err(refuse(path, "the meaning and the remedy must not be empty"));
-            }
+            let known = by_name.contains_key(name.as_str());
+            ensure(known, &path, "not a CUresult name of the list")?;
+            let given = !meaning.trim().is_empty() && !remedy.trim().is_empty();
+            ensure(given, &path, "the meaning and the remedy must not be empty")?;
         }
-        let mut results: Vec<CudaResult> = by_name
-            .into_iter()
-            .map(|(name, (value, undeclared_in))| CudaResult {
-                name,
-                value,
-                undeclared_in,
-            })
-            .collect();
+        let mut results: Vec<CudaResult> = by_name.into_values().collect();
         results.sort_by_key(|result| result.value);
         Ok(Self {
             results,
@@ -142,30 +133,28 @@ impl CudaResults {
         })
     }
 
-    /// The C check: each name equals its value in every header set that defines it.
+    /// The C check: each name of the file equals its value in every header
+    /// set that defines it (those some set lacks last, under their guard).
     pub fn check_source(&self) -> Vec<u8> {
+        let mut by_guard: BTreeMap<String, String> = BTreeMap::new();
+        for result in self.results.iter().filter(|result| !result.constant) {
+            let (name, value) = (&result.name, result.value);
+            let lines = by_guard
+                .entry(unless_sets(&result.undeclared_in))
+                .or_default();
+            let _ = writeln!(
+                lines,
+                "_Static_assert({name} == {value}, \"{name} is {value}\");"
+            );
+        }
         let mut out = String::from(
             "/* @generated by `cargo xtask generate` from templates/cuda-results.json; do not edit. */\n\
              /* Compiled by `cargo xtask test` against each header set: every CUresult name has its value. */\n\
-             #include <cuda.h>\n\n",
+             #include <cuda.h>\n",
         );
-        for result in &self.results {
-            let (name, value) = (&result.name, result.value);
-            let guards: Vec<String> = result
-                .undeclared_in
-                .iter()
-                .map(|set| format!("!defined({})", header_set_macro(set)))
-                .collect();
-            if !guards.is_empty() {
-                let _ = writeln!(out, "#if {}", guards.join(" && "));
-            }
-            let _ = writeln!(
-                out,
-                "#line 1 \"result {name}\"\n_Static_assert({name} == {value}, \"{name} is {value}\");"
-            );
-            if !guards.is_empty() {
-                out.push_str("#endif\n");
-            }
+        for (guard, lines) in by_guard {
+            let end = if guard.is_empty() { "" } else { "#endif\n" };
+            let _ = write!(out, "\n{guard}{lines}{end}");
         }
         out.into_bytes()
     }
@@ -177,47 +166,39 @@ impl CudaResults {
              \"\"\"Every CUresult cuda.h 12.x and 13.x define, and the remedies refusals quote (data only).\n\
              \n\
              Imported only to explain a refusal that carries a CUDA result.\n\
-             \"\"\"\n\nfrom typing import Final\n\n",
+             \"\"\"\n\nfrom typing import Final\n\nCUDA_RESULTS: Final[dict[str, int]] = {\n",
         );
-        let names = PyExpr::Dict(
-            self.results
-                .iter()
-                .map(|result| {
-                    (
-                        result.name.clone(),
-                        PyExpr::Number(result.value.to_string()),
-                    )
-                })
-                .collect(),
-        );
-        write_expr(
-            &mut out,
-            0,
-            "CUDA_RESULTS: Final[dict[str, int]] = ",
-            &names,
-            "",
-        );
-        let remedies = PyExpr::Dict(
-            self.remedies
-                .iter()
-                .map(|(name, (meaning, remedy))| {
-                    (
-                        name.clone(),
-                        PyExpr::Tuple(vec![
-                            PyExpr::Str(meaning.clone()),
-                            PyExpr::Str(remedy.clone()),
-                        ]),
-                    )
-                })
-                .collect(),
-        );
-        write_expr(
-            &mut out,
-            0,
-            "CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = ",
-            &remedies,
-            "",
-        );
+        for result in &self.results {
+            let _ = writeln!(out, "    \"{}\": {},", result.name, result.value);
+        }
+        out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
+        for (name, (meaning, remedy)) in &self.remedies {
+            let _ = writeln!(
+                out,
+                "    \"{name}\": (\n{}{}    ),",
+                python_text(meaning),
+                python_text(remedy)
+            );
+        }
+        out.push_str("}\n");
         out.into_bytes()
     }
+}
+
+/// `text` as Python string literals (JSON's escapes are Python's), one per
+/// line at an indent of 8, broken after a space so that no line passes 100
+/// characters, then a comma.
+fn python_text(text: &str) -> String {
+    let mut pieces: Vec<String> = Vec::new();
+    for word in text.split_inclusive(' ') {
+        match pieces.last_mut() {
+            Some(piece) if piece.len() + word.len() <= 86 => piece.push_str(word),
+            _ => pieces.push(word.to_string()),
+        }
+    }
+    let literals: Vec<String> = pieces
+        .iter()
+        .map(|piece| format!("        {}", serde_json::Value::from(piece.as_str())))
+        .collect();
+    format!("{},\n", literals.join("\n"))
 }

@@ -3,13 +3,14 @@
 //! value; nothing is written when the list is refused.
 //!
 //! The C types a symbol may use are those of NVIDIA's `cuda.h`: the scalar
-//! types, the driver's typedefs ([`BUILTIN_TYPES`]: `CUresult`, `CUdevice`,
-//! `CUdeviceptr`, the opaque handles), enum types declared in the list's
-//! `types` table with their integer width, and pointers to any of these. One
-//! table here maps each to its Rust type and to its C spelling for the
-//! header check, so the two never disagree.
+//! types ([`SCALARS`]), the driver's typedefs ([`BUILTIN_TYPES`]: `CUresult`,
+//! `CUdevice`, `CUdeviceptr`, the opaque handles), enum types declared in the
+//! list's `types` table with their integer width, and pointers to any of
+//! these. [`SCALARS`] and [`CType`] give each its Rust and its C spelling,
+//! once, so the Rust table and the header check never disagree.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
 
 use serde::Deserialize;
 
@@ -18,88 +19,36 @@ use crate::Result;
 
 pub const COMPONENT_PROBE_INVENTORY: &str = "probe-inventory";
 const COMPONENTS: [&str; 2] = [COMPONENT_PROBE_INVENTORY, "runtime"];
-const SCHEMA_VERSION: u32 = 2;
+const TIERS: [&str; 2] = ["required", "optional"];
 
-/// The C scalar types of `cuda.h` signatures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scalar {
-    Void,
-    Char,
-    Int,
-    UnsignedInt,
-    LongLong,
-    UnsignedLongLong,
-    SizeT,
-    Float,
-    Double,
-}
-
-/// A scalar's C spelling, Rust spelling, and value range if an integer.
-type ScalarEntry = (&'static str, &'static str, Scalar, Option<(i128, i128)>);
-
-const SCALARS: [ScalarEntry; 9] = [
-    ("void", "c_void", Scalar::Void, None),
-    ("char", "c_char", Scalar::Char, None),
-    (
-        "int",
-        "c_int",
-        Scalar::Int,
-        Some((i32::MIN as i128, i32::MAX as i128)),
-    ),
-    (
-        "unsigned int",
-        "c_uint",
-        Scalar::UnsignedInt,
-        Some((0, u32::MAX as i128)),
-    ),
-    (
-        "long long",
-        "c_longlong",
-        Scalar::LongLong,
-        Some((i64::MIN as i128, i64::MAX as i128)),
-    ),
-    (
-        "unsigned long long",
-        "c_ulonglong",
-        Scalar::UnsignedLongLong,
-        Some((0, u64::MAX as i128)),
-    ),
-    (
-        "size_t",
-        "usize",
-        Scalar::SizeT,
-        Some((0, u64::MAX as i128)),
-    ),
-    ("float", "f32", Scalar::Float, None),
-    ("double", "f64", Scalar::Double, None),
+/// The C scalar types of `cuda.h` signatures: C spelling, Rust spelling, and
+/// the value range of an integer.
+#[rustfmt::skip]
+pub const SCALARS: [(&str, &str, Option<(i128, i128)>); 9] = [
+    ("void", "c_void", None),
+    ("char", "c_char", None),
+    ("int", "c_int", Some((i32::MIN as i128, i32::MAX as i128))),
+    ("unsigned int", "c_uint", Some((0, u32::MAX as i128))),
+    ("long long", "c_longlong", Some((i64::MIN as i128, i64::MAX as i128))),
+    ("unsigned long long", "c_ulonglong", Some((0, u64::MAX as i128))),
+    ("size_t", "usize", Some((0, u64::MAX as i128))),
+    ("float", "f32", None),
+    ("double", "f64", None),
 ];
 
-impl Scalar {
-    fn entry(self) -> &'static ScalarEntry {
-        SCALARS
-            .iter()
-            .find(|entry| entry.2 == self)
-            .unwrap_or(&SCALARS[0])
-    }
-
-    pub fn c_spelling(self) -> &'static str {
-        self.entry().0
-    }
-
-    pub fn rust_spelling(self) -> &'static str {
-        self.entry().1
-    }
+fn scalar(c_spelling: &str) -> Option<&'static (&'static str, &'static str, Option<(i128, i128)>)> {
+    SCALARS.iter().find(|entry| entry.0 == c_spelling)
 }
 
 /// What a named driver type is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamedKind {
-    /// A typedef of an integer scalar (`CUdevice` is `int`).
-    Integer(Scalar),
+    /// A typedef of an integer scalar, by its C spelling (`CUdevice` is `int`).
+    Integer(&'static str),
     /// `struct TAG *`: an opaque handle the host never dereferences.
-    Handle { tag: &'static str },
+    Handle(&'static str),
     /// A C enum of this many bits (`CUresult`, `CUdevice_attribute`).
-    Enum { bits: u8 },
+    Enum(u8),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,169 +59,163 @@ pub struct NamedType {
 }
 
 impl NamedType {
-    /// The Rust integer of an enum or integer typedef.
-    pub fn rust_integer(&self) -> Option<&'static str> {
+    /// The Rust type it aliases (`c_int`, `i32`, `*mut CUctx_st`).
+    pub fn rust_alias(&self) -> String {
         match self.kind {
-            NamedKind::Integer(scalar) => Some(scalar.rust_spelling()),
-            NamedKind::Enum { bits } => {
-                Some(["i8", "i16", "i32", "i64"][bits.trailing_zeros() as usize - 3])
-            }
-            NamedKind::Handle { .. } => None,
+            NamedKind::Integer(c_type) => scalar(c_type).map_or("", |entry| entry.1).into(),
+            NamedKind::Enum(bits) => format!("i{bits}"),
+            NamedKind::Handle(tag) => format!("*mut {tag}"),
         }
     }
 
     fn integer_range(&self) -> Option<(i128, i128)> {
         match self.kind {
-            NamedKind::Integer(scalar) => scalar.entry().3,
-            NamedKind::Enum { bits } => Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)),
-            NamedKind::Handle { .. } => None,
+            NamedKind::Integer(c_type) => scalar(c_type)?.2,
+            NamedKind::Enum(bits) => Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)),
+            NamedKind::Handle(_) => None,
         }
     }
 }
 
 use NamedKind::{Handle, Integer};
-const ENUM32: NamedKind = NamedKind::Enum { bits: 32 };
-const ULL: NamedKind = Integer(Scalar::UnsignedLongLong);
-const fn handle(tag: &'static str) -> NamedKind {
-    Handle { tag }
-}
+const ENUM32: NamedKind = NamedKind::Enum(32);
+const ULL: NamedKind = Integer("unsigned long long");
 
 /// The typedefs of `cuda.h` every list may use without declaring them:
 /// (name, kind, doc). Handle tags are `cuda.h`'s own.
 #[rustfmt::skip]
 pub const BUILTIN_TYPES: &[(&str, NamedKind, &str)] = &[
     ("CUresult", ENUM32, "Driver status code; 0 is success."),
-    ("CUdevice", Integer(Scalar::Int), "Device handle returned by cuDeviceGet."),
+    ("CUdevice", Integer("int"), "Device handle returned by cuDeviceGet."),
     ("CUdeviceptr", ULL, "Device address (the _v2 ABI is 64-bit)."),
     ("CUtexObject", ULL, "Texture object handle."),
     ("CUsurfObject", ULL, "Surface object handle."),
     ("CUmemGenericAllocationHandle", ULL, "Generic memory allocation handle."),
-    ("CUarray", handle("CUarray_st"), "Opaque CUDA array handle."),
-    ("CUcontext", handle("CUctx_st"), "Opaque driver context handle."),
-    ("CUdevResourceDesc", handle("CUdevResourceDesc_st"), "Opaque device resource descriptor."),
-    ("CUevent", handle("CUevent_st"), "Opaque event handle."),
-    ("CUexternalMemory", handle("CUextMemory_st"), "Opaque external memory handle."),
-    ("CUexternalSemaphore", handle("CUextSemaphore_st"), "Opaque external semaphore handle."),
-    ("CUfunction", handle("CUfunc_st"), "Opaque kernel function handle."),
-    ("CUgraph", handle("CUgraph_st"), "Opaque graph handle."),
-    ("CUgraphExec", handle("CUgraphExec_st"), "Opaque executable graph handle."),
-    ("CUgraphNode", handle("CUgraphNode_st"), "Opaque graph node handle."),
-    ("CUgraphicsResource", handle("CUgraphicsResource_st"), "Opaque graphics interop resource handle."),
-    ("CUgreenCtx", handle("CUgreenCtx_st"), "Opaque green context handle."),
-    ("CUkernel", handle("CUkern_st"), "Opaque library kernel handle."),
-    ("CUlibrary", handle("CUlib_st"), "Opaque library handle."),
-    ("CUlinkState", handle("CUlinkState_st"), "Opaque linker state handle."),
-    ("CUmemoryPool", handle("CUmemPoolHandle_st"), "Opaque memory pool handle."),
-    ("CUmipmappedArray", handle("CUmipmappedArray_st"), "Opaque mipmapped array handle."),
-    ("CUmodule", handle("CUmod_st"), "Opaque module handle."),
-    ("CUstream", handle("CUstream_st"), "Opaque driver stream handle."),
-    ("CUsurfref", handle("CUsurfref_st"), "Opaque surface reference handle."),
-    ("CUtexref", handle("CUtexref_st"), "Opaque texture reference handle."),
-    ("CUuserObject", handle("CUuserObject_st"), "Opaque user object handle."),
+    ("CUarray", Handle("CUarray_st"), "Opaque CUDA array handle."),
+    ("CUcontext", Handle("CUctx_st"), "Opaque driver context handle."),
+    ("CUdevResourceDesc", Handle("CUdevResourceDesc_st"), "Opaque device resource descriptor."),
+    ("CUevent", Handle("CUevent_st"), "Opaque event handle."),
+    ("CUexternalMemory", Handle("CUextMemory_st"), "Opaque external memory handle."),
+    ("CUexternalSemaphore", Handle("CUextSemaphore_st"), "Opaque external semaphore handle."),
+    ("CUfunction", Handle("CUfunc_st"), "Opaque kernel function handle."),
+    ("CUgraph", Handle("CUgraph_st"), "Opaque graph handle."),
+    ("CUgraphExec", Handle("CUgraphExec_st"), "Opaque executable graph handle."),
+    ("CUgraphNode", Handle("CUgraphNode_st"), "Opaque graph node handle."),
+    ("CUgraphicsResource", Handle("CUgraphicsResource_st"), "Opaque graphics interop resource handle."),
+    ("CUgreenCtx", Handle("CUgreenCtx_st"), "Opaque green context handle."),
+    ("CUkernel", Handle("CUkern_st"), "Opaque library kernel handle."),
+    ("CUlibrary", Handle("CUlib_st"), "Opaque library handle."),
+    ("CUlinkState", Handle("CUlinkState_st"), "Opaque linker state handle."),
+    ("CUmemoryPool", Handle("CUmemPoolHandle_st"), "Opaque memory pool handle."),
+    ("CUmipmappedArray", Handle("CUmipmappedArray_st"), "Opaque mipmapped array handle."),
+    ("CUmodule", Handle("CUmod_st"), "Opaque module handle."),
+    ("CUstream", Handle("CUstream_st"), "Opaque driver stream handle."),
+    ("CUsurfref", Handle("CUsurfref_st"), "Opaque surface reference handle."),
+    ("CUtexref", Handle("CUtexref_st"), "Opaque texture reference handle."),
+    ("CUuserObject", Handle("CUuserObject_st"), "Opaque user object handle."),
 ];
 
-/// A C type of a parameter, return value or constant.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CType {
-    Scalar(Scalar),
-    /// A builtin typedef or a declared enum, by name.
-    Named(String),
-    Pointer {
-        pointee: Box<CType>,
-        /// `const T *`: the callee does not write through it.
-        const_pointee: bool,
-    },
+/// A C type: `[const] BASE` (a scalar's C spelling or a named type) under
+/// `stars` pointer levels; `const` qualifies the innermost pointee.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CType {
+    pub base: String,
+    pub is_const: bool,
+    pub stars: usize,
 }
 
 impl CType {
-    /// The canonical C spelling, as `cuda.h` writes it (`const void *`, `void **`).
+    /// As `cuda.h` spells it: `const void *`, `void **`, `CUdevice`.
     pub fn c_spelling(&self) -> String {
-        match self {
-            CType::Scalar(scalar) => scalar.c_spelling().to_string(),
-            CType::Named(name) => name.clone(),
-            CType::Pointer {
-                pointee,
-                const_pointee,
-            } => {
-                let inner = pointee.c_spelling();
-                let inner = if *const_pointee {
-                    format!("const {inner}")
-                } else {
-                    inner
-                };
-                let space = if inner.ends_with('*') { "" } else { " " };
-                format!("{inner}{space}*")
+        let qualifier = if self.is_const { "const " } else { "" };
+        let space = if self.stars > 0 { " " } else { "" };
+        format!("{qualifier}{}{space}{}", self.base, "*".repeat(self.stars))
+    }
+
+    /// As Rust spells it: `*const c_void`, `*mut *mut c_void`, `CUdevice`.
+    pub fn rust_spelling(&self) -> String {
+        let base = scalar(&self.base).map_or(self.base.as_str(), |entry| entry.1);
+        match self.stars {
+            0 => base.to_string(),
+            stars => {
+                let innermost = if self.is_const { "*const " } else { "*mut " };
+                format!("{}{innermost}{base}", "*mut ".repeat(stars - 1))
             }
         }
     }
 
-    /// The named type this type mentions.
-    fn named(&self) -> Option<&str> {
-        match self {
-            CType::Scalar(_) => None,
-            CType::Named(name) => Some(name),
-            CType::Pointer { pointee, .. } => pointee.named(),
-        }
+    /// Parses `[const] BASE` followed by any number of `*`; `None` for an
+    /// unknown base, a const value (meaningless to the ABI) or a bare `void`.
+    fn parse(text: &str, named: &BTreeMap<String, NamedType>) -> Option<CType> {
+        let spaced = text.replace('*', " * ");
+        let mut words: Vec<&str> = spaced.split_whitespace().collect();
+        let stars = words.iter().rev().take_while(|word| **word == "*").count();
+        words.truncate(words.len() - stars);
+        let is_const = words.first() == Some(&"const");
+        let base = words[usize::from(is_const)..].join(" ");
+        let known = scalar(&base).is_some() || named.contains_key(&base);
+        (known && (stars > 0 || !(is_const || base == "void"))).then_some(CType {
+            base,
+            is_const,
+            stars,
+        })
     }
 }
 
-/// Whether a missing symbol fails the load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Tier {
-    Required,
-    Optional,
-}
-
-impl Tier {
-    /// The tier as the list spells it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Required => "required",
-            Tier::Optional => "optional",
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Param {
     pub name: String,
+    #[serde(rename = "c_type")]
+    spelled: String,
+    #[serde(skip)]
     pub c_type: CType,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Symbol {
     pub export: String,
     pub api: String,
     pub abi_version: u32,
     /// The driver version (cuDriverGetVersion units) that introduced the export.
     pub since: u32,
-    pub returns: CType,
+    /// Always `CUresult`.
+    returns: String,
     pub params: Vec<Param>,
-    /// Component -> tier.
-    pub components: BTreeMap<String, Tier>,
+    /// Component -> tier (`required` or `optional`).
+    pub components: BTreeMap<String, String>,
     /// Header set -> why its `cuda.h` does not declare this export.
+    #[serde(default)]
     pub undeclared_in: BTreeMap<String, String>,
     /// Why the list still uses an export the headers mark deprecated.
+    #[serde(default)]
     pub deprecated: Option<String>,
 }
 
 impl Symbol {
     /// The tier in a table for `component` (None: every symbol, required
     /// when any component requires it).
-    pub fn tier(&self, component: Option<&str>) -> Option<Tier> {
+    pub fn tier(&self, component: Option<&str>) -> Option<&str> {
         match component {
-            Some(component) => self.components.get(component).copied(),
-            None => self.components.values().min().copied(),
+            Some(component) => self.components.get(component).map(String::as_str),
+            None if self.components.values().any(|tier| tier == "required") => Some("required"),
+            None => Some("optional"),
         }
     }
 }
 
 /// A constant the code relies on, checked against the headers.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Constant {
+    #[serde(skip)]
     pub name: String,
+    #[serde(rename = "c_type")]
+    spelled: String,
+    #[serde(skip)]
     pub c_type: CType,
-    pub value: i128,
+    pub value: i64,
     pub doc: String,
 }
 
@@ -298,70 +241,33 @@ pub struct SymbolList {
     pub symbols: Vec<Symbol>,
 }
 
-// ---------------------------------------------------------------- raw JSON
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawList {
     schema_version: u32,
     calling_convention: String,
     header_sets: BTreeMap<String, HeaderSet>,
-    types: BTreeMap<String, RawEnum>,
-    constants: BTreeMap<String, RawConstant>,
-    symbols: Vec<RawSymbol>,
+    types: BTreeMap<String, DeclaredEnum>,
+    constants: BTreeMap<String, Constant>,
+    symbols: Vec<Symbol>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawEnum {
+struct DeclaredEnum {
     kind: String,
     bits: u8,
     doc: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConstant {
-    c_type: String,
-    value: i64,
-    doc: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSymbol {
-    export: String,
-    api: String,
-    abi_version: u32,
-    since: u32,
-    returns: String,
-    params: Vec<RawParam>,
-    components: BTreeMap<String, String>,
-    #[serde(default)]
-    undeclared_in: BTreeMap<String, String>,
-    #[serde(default)]
-    deprecated: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawParam {
-    name: String,
-    c_type: String,
-}
-
 /// An error at `json_path` of the list.
-fn at(json_path: &str, message: impl std::fmt::Display) -> String {
+fn at(json_path: impl Display, message: impl Display) -> String {
     format!("{DRIVER_SYMBOLS_PATH}: {json_path}: {message}")
 }
 
 /// `Err(at(path, message))` unless `ok`.
-fn ensure(ok: bool, path: impl std::fmt::Display, message: impl std::fmt::Display) -> Result<()> {
-    if ok {
-        Ok(())
-    } else {
-        Err(at(&path.to_string(), message))
-    }
+fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
+    ok.then_some(()).ok_or_else(|| at(path, message))
 }
 
 const RUST_KEYWORDS: &[&str] = &[
@@ -371,6 +277,9 @@ const RUST_KEYWORDS: &[&str] = &[
     "true", "try", "type", "unsafe", "use", "where", "while", "yield", "abstract", "become", "do",
     "final", "macro", "override", "priv", "typeof", "unsized", "virtual",
 ];
+const C_TYPE_WORDS: &[&str] = &[
+    "const", "signed", "unsigned", "long", "short", "struct", "enum",
+];
 
 /// An identifier valid in both Rust and C (and not a keyword of either that matters here).
 pub fn is_identifier(text: &str) -> bool {
@@ -379,46 +288,10 @@ pub fn is_identifier(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && text != "_"
         && !RUST_KEYWORDS.contains(&text)
+        && !C_TYPE_WORDS.contains(&text)
         && SCALARS
             .iter()
-            .all(|scalar| !scalar.0.split(' ').any(|word| word == text))
-        && ![
-            "const", "signed", "unsigned", "long", "short", "struct", "enum",
-        ]
-        .contains(&text)
-}
-
-/// Parses a C type: `[const] BASE` followed by any number of `*`.
-fn parse_c_type(text: &str, named: &BTreeMap<String, NamedType>) -> Option<CType> {
-    let spaced = text.replace('*', " * ");
-    let mut words: Vec<&str> = spaced.split_whitespace().collect();
-    let stars = words.iter().rev().take_while(|word| **word == "*").count();
-    words.truncate(words.len() - stars);
-    let const_base = words.first() == Some(&"const");
-    if const_base {
-        words.remove(0);
-    }
-    let base_text = words.join(" ");
-    let mut c_type = if let Some(scalar) = SCALARS.iter().find(|entry| entry.0 == base_text) {
-        CType::Scalar(scalar.2)
-    } else if named.contains_key(&base_text) {
-        CType::Named(base_text)
-    } else {
-        return None;
-    };
-    // `const` qualifies the pointee; a const value parameter means nothing to
-    // the ABI, and `void` is only a pointee.
-    if stars == 0 && (const_base || c_type == CType::Scalar(Scalar::Void)) {
-        return None;
-    }
-    for level in 0..stars {
-        let const_pointee = const_base && level == 0;
-        c_type = CType::Pointer {
-            pointee: Box::new(c_type),
-            const_pointee,
-        };
-    }
-    Some(c_type)
+            .all(|entry| !entry.0.split(' ').any(|word| word == text))
 }
 
 const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **, \
@@ -426,7 +299,8 @@ const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **
     a cuda.h typedef (CUresult, CUdevice, CUdeviceptr, CUcontext, CUstream, CUmodule, ...), \
     an enum declared in `types`, or a pointer to any of these";
 
-fn doc_present(doc: &str, path: &str) -> Result<()> {
+fn name_and_doc(name: &str, doc: &str, path: &str) -> Result<()> {
+    ensure(is_identifier(name), path, "the name is not an identifier")?;
     ensure(
         !doc.trim().is_empty(),
         format!("{path}.doc"),
@@ -452,92 +326,77 @@ impl SymbolList {
                 )
             })
         })?;
-        Self::from_raw(raw)
-    }
-
-    fn from_raw(raw: RawList) -> Result<Self> {
         let version = raw.schema_version;
-        let message = format!("{version} is not supported (expected {SCHEMA_VERSION})");
-        ensure(version == SCHEMA_VERSION, "schema_version", message)?;
+        let message = format!("{version} is not supported (expected 2)");
+        ensure(version == 2, "schema_version", message)?;
         let convention = &raw.calling_convention;
         let message = format!("`{convention}` is not supported (expected `system`)");
         ensure(convention == "system", "calling_convention", message)?;
         let header_sets = parse_header_sets(raw.header_sets)?;
 
-        let mut named: BTreeMap<String, NamedType> = BUILTIN_TYPES
-            .iter()
-            .map(|(name, kind, doc)| {
-                (
-                    name.to_string(),
-                    NamedType {
-                        name: name.to_string(),
-                        kind: *kind,
-                        doc: doc.to_string(),
-                    },
-                )
-            })
-            .collect();
-        for (name, raw_enum) in &raw.types {
+        let mut named: BTreeMap<String, NamedType> = BTreeMap::new();
+        for (name, kind, doc) in BUILTIN_TYPES {
+            let (name, doc) = (name.to_string(), doc.to_string());
+            named.insert(
+                name.clone(),
+                NamedType {
+                    name,
+                    kind: *kind,
+                    doc,
+                },
+            );
+        }
+        for (name, declared) in &raw.types {
             let path = format!("types.{name}");
-            ensure(is_identifier(name), &path, "the name is not an identifier")?;
+            name_and_doc(name, &declared.doc, &path)?;
             let message = "cuda.h's own typedef; the generator knows it already";
             ensure(!named.contains_key(name), &path, message)?;
-            let kind = &raw_enum.kind;
+            let kind = &declared.kind;
             let message = format!("`{kind}` is not supported (expected `enum`)");
             ensure(kind == "enum", format!("{path}.kind"), message)?;
-            ensure(
-                [8, 16, 32, 64].contains(&raw_enum.bits),
-                format!("{path}.bits"),
-                "expected 8, 16, 32 or 64",
-            )?;
-            doc_present(&raw_enum.doc, &path)?;
-            let kind = NamedKind::Enum {
-                bits: raw_enum.bits,
-            };
+            let bits_ok = [8, 16, 32, 64].contains(&declared.bits);
+            ensure(bits_ok, format!("{path}.bits"), "expected 8, 16, 32 or 64")?;
+            let (kind, doc) = (NamedKind::Enum(declared.bits), declared.doc.clone());
             named.insert(
                 name.clone(),
                 NamedType {
                     name: name.clone(),
                     kind,
-                    doc: raw_enum.doc.clone(),
+                    doc,
                 },
             );
         }
+        let parse_type = |text: &str, path: String, what: &str| {
+            CType::parse(text, &named).ok_or_else(|| {
+                at(
+                    path,
+                    format!("{what}unknown C type `{text}` ({C_TYPE_HELP})"),
+                )
+            })
+        };
 
         let mut constants = Vec::new();
-        for (name, raw_constant) in raw.constants {
+        for (name, mut constant) in raw.constants {
             let path = format!("constants.{name}");
-            ensure(is_identifier(&name), &path, "the name is not an identifier")?;
-            let c_type = parse_c_type(&raw_constant.c_type, &named).ok_or_else(|| {
-                at(
-                    &format!("{path}.c_type"),
-                    format!("unknown C type `{}` ({C_TYPE_HELP})", raw_constant.c_type),
-                )
-            })?;
-            let range = match &c_type {
-                CType::Scalar(scalar) => scalar.entry().3,
-                CType::Named(type_name) => named.get(type_name).and_then(NamedType::integer_range),
-                CType::Pointer { .. } => None,
+            name_and_doc(&name, &constant.doc, &path)?;
+            constant.c_type = parse_type(&constant.spelled, format!("{path}.c_type"), "")?;
+            let range = match scalar(&constant.c_type.base) {
+                Some(entry) => entry.2,
+                None => named
+                    .get(&constant.c_type.base)
+                    .and_then(NamedType::integer_range),
             }
-            .ok_or_else(|| {
-                at(
-                    &format!("{path}.c_type"),
-                    "a constant needs an integer type",
-                )
-            })?;
-            let value = i128::from(raw_constant.value);
+            .filter(|_| constant.c_type.stars == 0);
+            let message = "a constant needs an integer type";
+            let (low, high) = range.ok_or_else(|| at(format!("{path}.c_type"), message))?;
+            let in_range = (low..=high).contains(&i128::from(constant.value));
             ensure(
-                (range.0..=range.1).contains(&value),
+                in_range,
                 format!("{path}.value"),
                 "out of range for its C type",
             )?;
-            doc_present(&raw_constant.doc, &path)?;
-            constants.push(Constant {
-                name,
-                c_type,
-                value,
-                doc: raw_constant.doc,
-            });
+            constant.name = name;
+            constants.push(constant);
         }
         let has_success = constants
             .iter()
@@ -550,37 +409,47 @@ impl SymbolList {
             "the symbol list is empty",
         )?;
         let mut exports = BTreeSet::new();
-        let mut symbols = Vec::new();
-        for (index, raw_symbol) in raw.symbols.into_iter().enumerate() {
-            let symbol = parse_symbol(index, raw_symbol, &named, &header_sets)?;
-            let export = &symbol.export;
-            let (new, message) = (
-                exports.insert(export.clone()),
-                format!("duplicate export name `{export}`"),
+        let mut symbols = raw.symbols;
+        for (index, symbol) in symbols.iter_mut().enumerate() {
+            let path = |key: &str| format!("symbols[{index}].{key}");
+            check_symbol(symbol, &header_sets, path)?;
+            let returns = CType::parse(&symbol.returns, &named);
+            let message = format!(
+                "`{}`: every Driver API function returns CUresult",
+                symbol.returns
             );
-            ensure(new, format!("symbols[{index}].export"), message)?;
-            symbols.push(symbol);
+            let cu_result = CType {
+                base: "CUresult".into(),
+                ..CType::default()
+            };
+            ensure(returns == Some(cu_result), path("returns"), message)?;
+            for (param_index, param) in symbol.params.iter_mut().enumerate() {
+                let what = format!("parameter `{}` has ", param.name);
+                let param_path = path(&format!("params[{param_index}].c_type"));
+                param.c_type = parse_type(&param.spelled, param_path, &what)?;
+            }
+            let message = format!("duplicate export name `{}`", symbol.export);
+            ensure(
+                exports.insert(symbol.export.clone()),
+                path("export"),
+                message,
+            )?;
         }
         for constant in &constants {
+            let path = format!("constants.{}", constant.name);
             ensure(
                 !exports.contains(&constant.name),
-                format!("constants.{}", constant.name),
+                path,
                 "the name is also an export",
             )?;
         }
 
         let mut used: BTreeSet<&str> = BTreeSet::from(["CUresult"]);
-        let mentioned = symbols
-            .iter()
-            .flat_map(|symbol| {
-                symbol
-                    .params
-                    .iter()
-                    .map(|param| &param.c_type)
-                    .chain([&symbol.returns])
-            })
-            .chain(constants.iter().map(|constant| &constant.c_type));
-        used.extend(mentioned.filter_map(CType::named));
+        let params = symbols.iter().flat_map(|symbol| &symbol.params);
+        let mentioned = params
+            .map(|param| &param.c_type)
+            .chain(constants.iter().map(|c| &c.c_type));
+        used.extend(mentioned.map(|c_type| c_type.base.as_str()));
         used.extend(raw.types.keys().map(String::as_str));
         let types = used
             .into_iter()
@@ -601,146 +470,77 @@ fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>>
         let path = format!("header_sets.{name}");
         ensure(is_identifier(&name), &path, "the name is not an identifier")?;
         let plain = |text: &str| {
+            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
             !text.is_empty()
-                && text
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+                && text.chars().all(allowed)
                 && !text.split('/').any(|part| part.is_empty() || part == "..")
         };
         let plain_names = plain(&set.package) && plain(&set.version) && plain(&set.include_dir);
-        ensure(
-            plain_names,
-            &path,
-            "package, version and include_dir must be plain names",
-        )?;
+        let message = "package, version and include_dir must be plain names";
+        ensure(plain_names, &path, message)?;
         let digest = &set.wheel_sha256;
-        let digest_ok = digest.len() == 64
-            && digest
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
-        ensure(
-            digest_ok,
-            format!("{path}.wheel_sha256"),
-            "expected 64 lowercase hex digits",
-        )?;
+        let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+        let digest_ok = digest.len() == 64 && digest.chars().all(hex);
+        let message = "expected 64 lowercase hex digits";
+        ensure(digest_ok, format!("{path}.wheel_sha256"), message)?;
         set.name = name;
         sets.push(set);
     }
-    ensure(
-        !sets.is_empty(),
-        "header_sets",
-        "no header set to check the list against",
-    )?;
+    let message = "no header set to check the list against";
+    ensure(!sets.is_empty(), "header_sets", message)?;
     Ok(sets)
 }
 
-fn parse_symbol(
-    index: usize,
-    raw: RawSymbol,
-    named: &BTreeMap<String, NamedType>,
+/// Everything of a symbol but its types.
+fn check_symbol(
+    symbol: &Symbol,
     header_sets: &[HeaderSet],
-) -> Result<Symbol> {
-    // Paths are spelled only for an error.
-    let path = |key: &str| format!("symbols[{index}].{key}");
+    path: impl Fn(&str) -> String,
+) -> Result<()> {
     ensure(
-        is_identifier(&raw.export),
+        is_identifier(&symbol.export),
         path("export"),
         "not an identifier",
     )?;
-    let api_ok = is_identifier(&raw.api) && raw.export.starts_with(&raw.api);
-    ensure(
-        api_ok,
-        path("api"),
-        "not an identifier that starts the export name",
-    )?;
-    let (since, abi) = (raw.since, raw.abi_version);
+    let api_ok = is_identifier(&symbol.api) && symbol.export.starts_with(&symbol.api);
+    let message = "not an identifier that starts the export name";
+    ensure(api_ok, path("api"), message)?;
+    let (since, abi) = (symbol.since, symbol.abi_version);
     let message = format!("{since} is older than the export's abi_version {abi}");
     ensure(since >= abi, path("since"), message)?;
     let message = "expected a cuDriverGetVersion value such as 2000 or 3020";
     ensure((2000..100_000).contains(&abi), path("abi_version"), message)?;
-    let returns = parse_c_type(&raw.returns, named)
-        .filter(|returns| matches!(returns, CType::Named(name) if name == "CUresult"))
-        .ok_or_else(|| {
-            at(
-                &path("returns"),
-                format!(
-                    "`{}`: every Driver API function returns CUresult",
-                    raw.returns
-                ),
-            )
-        })?;
-    let mut params: Vec<Param> = Vec::with_capacity(raw.params.len());
-    for (param_index, param) in raw.params.into_iter().enumerate() {
-        let param_path = |key: &str| path(&format!("params[{param_index}].{key}"));
-        ensure(
-            is_identifier(&param.name),
-            param_path("name"),
-            "not an identifier",
-        )?;
-        let unique = !params.iter().any(|earlier| earlier.name == param.name);
-        ensure(
-            unique,
-            param_path("name"),
-            format!("duplicate parameter name `{}`", param.name),
-        )?;
-        let c_type = parse_c_type(&param.c_type, named).ok_or_else(|| {
-            let message = format!(
-                "parameter `{}` has unknown C type `{}` ({C_TYPE_HELP})",
-                param.name, param.c_type
-            );
-            at(&param_path("c_type"), message)
-        })?;
-        params.push(Param {
-            name: param.name,
-            c_type,
-        });
+    for (index, param) in symbol.params.iter().enumerate() {
+        let param_path = path(&format!("params[{index}].name"));
+        ensure(is_identifier(&param.name), &param_path, "not an identifier")?;
+        let unique = !symbol.params[..index]
+            .iter()
+            .any(|earlier| earlier.name == param.name);
+        let message = format!("duplicate parameter name `{}`", param.name);
+        ensure(unique, &param_path, message)?;
     }
-    let mut components = BTreeMap::new();
-    for (component, tier) in raw.components {
-        let component_path = || path(&format!("components.{component}"));
+    for (component, tier) in &symbol.components {
+        let component_path = path(&format!("components.{component}"));
         let known = COMPONENTS.contains(&component.as_str());
         let message = format!(
             "unknown component (expected one of {})",
             COMPONENTS.join(", ")
         );
-        ensure(known, component_path(), message)?;
-        let tier = match tier.as_str() {
-            "required" => Tier::Required,
-            "optional" => Tier::Optional,
-            other => {
-                return Err(at(
-                    &component_path(),
-                    format!("unknown tier `{other}` (expected required or optional)"),
-                ))
-            }
-        };
-        components.insert(component, tier);
+        ensure(known, &component_path, message)?;
+        let message = format!("unknown tier `{tier}` (expected required or optional)");
+        ensure(TIERS.contains(&tier.as_str()), &component_path, message)?;
     }
-    ensure(
-        !components.is_empty(),
-        path("components"),
-        "no component uses this symbol",
-    )?;
-    for (set, why) in &raw.undeclared_in {
-        let set_path = || path(&format!("undeclared_in.{set}"));
+    let message = "no component uses this symbol";
+    ensure(!symbol.components.is_empty(), path("components"), message)?;
+    for (set, why) in &symbol.undeclared_in {
+        let set_path = path(&format!("undeclared_in.{set}"));
         let known = header_sets.iter().any(|header_set| &header_set.name == set);
-        ensure(known, set_path(), "not a header set of `header_sets`")?;
-        ensure(!why.trim().is_empty(), set_path(), "say why")?;
+        ensure(known, &set_path, "not a header set of `header_sets`")?;
+        ensure(!why.trim().is_empty(), &set_path, "say why")?;
     }
-    let deprecated_ok = !raw
+    let deprecated_ok = !symbol
         .deprecated
         .as_ref()
         .is_some_and(|why| why.trim().is_empty());
-    ensure(deprecated_ok, path("deprecated"), "say why")?;
-    Ok(Symbol {
-        deprecated: raw.deprecated,
-        export: raw.export,
-        api: raw.api,
-        abi_version: raw.abi_version,
-        since: raw.since,
-        returns,
-        params,
-        components,
-        undeclared_in: raw.undeclared_in,
-    })
+    ensure(deprecated_ok, path("deprecated"), "say why")
 }
