@@ -102,7 +102,7 @@ pub fn param_type(param: &str) -> CType {
         .map(|word| match word.rsplit_once("_v") {
             Some((plain, version))
                 if word.starts_with("CU")
-                    && is_word(version)
+                    && !version.is_empty()
                     && version.chars().all(|c| c.is_ascii_digit()) =>
             {
                 plain

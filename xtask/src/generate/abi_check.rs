@@ -52,8 +52,7 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
          #include <limits.h>\n#include <cuda.h>\n#include <cudaTypedefs.h>\n\n\
          #define REXTIO_UNUSED __attribute__((unused))\n\n",
     );
-    for named in &symbols.types {
-        let name = &named.name;
+    for (name, named) in &symbols.types {
         let (test, fact) = match named.kind {
             NamedKind::Handle(tag) => (
                 format!("__builtin_types_compatible_p({name}, struct {tag} *)"),
@@ -70,8 +69,8 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
         };
         let _ = writeln!(out, "_Static_assert({test}, \"{name} {fact}\");");
     }
-    for constant in &symbols.constants {
-        let (name, value) = (&constant.name, constant.value);
+    for (name, constant) in &symbols.constants {
+        let value = constant.value;
         let _ = writeln!(
             out,
             "_Static_assert({name} == {value}, \"{name} is {value}\");"

@@ -7,7 +7,7 @@
 //! `python/rextio_device_cuda/_cuda_results.py` (the names and the remedies
 //! that refusals quote, contract 9.6).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::{Display, Write};
 
 use serde::Deserialize;
@@ -34,29 +34,17 @@ struct RawResults {
     remedies: Map<(String, String)>,
 }
 
-/// One `CUresult` name.
-pub struct CudaResult {
-    pub name: String,
-    pub value: i64,
-    /// The header sets that do not define it.
-    pub undeclared_in: BTreeSet<String>,
-    /// A constant of the symbol list (checked with the list).
-    pub constant: bool,
-}
-
 /// Every `CUresult` name, by value, and the remedies refusals quote.
 pub struct CudaResults {
-    pub results: Vec<CudaResult>,
-    pub remedies: BTreeMap<String, (String, String)>,
+    /// Every name and its value (the symbol list's constants among them), by value.
+    all: Vec<(String, i64)>,
+    raw: RawResults,
 }
 
-fn refuse(path: impl Display, message: impl Display) -> String {
-    format!("{CUDA_RESULTS_PATH}: {path}: {message}")
-}
-
-/// `Err(refuse(path, message))` unless `ok`.
+/// `Err` naming the file, the JSON path and the message unless `ok`.
 fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
-    ok.then_some(()).ok_or_else(|| refuse(path, message))
+    let error = || format!("{CUDA_RESULTS_PATH}: {path}: {message}");
+    ok.then_some(()).ok_or_else(error)
 }
 
 impl CudaResults {
@@ -64,24 +52,17 @@ impl CudaResults {
     pub fn parse(bytes: &[u8], symbols: &SymbolList) -> Result<Self> {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
         let raw: RawResults = serde_path_to_error::deserialize(&mut deserializer)
-            .map_err(|error| refuse(error.path(), error.inner()))?;
+            .map_err(|error| format!("{CUDA_RESULTS_PATH}: {}: {}", error.path(), error.inner()))?;
         ensure(
             raw.schema_version == 1,
             "schema_version",
             "only 1 is supported",
         )?;
-        let mut by_name: BTreeMap<&str, CudaResult> = BTreeMap::new();
-        let result = |name: &str, value: i64, constant: bool| CudaResult {
-            name: name.to_string(),
-            value,
-            undeclared_in: BTreeSet::new(),
-            constant,
-        };
-        for constant in &symbols.constants {
-            if constant.c_type.base == "CUresult" {
-                by_name.insert(&constant.name, result(&constant.name, constant.value, true));
-            }
-        }
+        let constants = symbols.constants.iter();
+        let constants = constants.filter(|(_, constant)| constant.c_type.base == "CUresult");
+        let mut by_name: BTreeMap<&str, i64> = constants
+            .map(|(name, constant)| (name.as_str(), constant.value))
+            .collect();
         for (name, value) in raw.results.iter() {
             let path = format!("results.{name}");
             ensure(
@@ -92,8 +73,7 @@ impl CudaResults {
             let valid = (0..=i64::from(i32::MAX)).contains(value);
             ensure(valid, &path, format!("{value} is not a CUresult value"))?;
             let message = "templates/driver-symbols.json holds it as a constant already";
-            ensure(!by_name.contains_key(name.as_str()), &path, message)?;
-            by_name.insert(name, result(name, *value, false));
+            ensure(by_name.insert(name, *value).is_none(), &path, message)?;
         }
         for (set, names) in raw.undeclared_in.iter() {
             let path = format!("undeclared_in.{set}");
@@ -106,16 +86,13 @@ impl CudaResults {
             for name in names {
                 let message = format!("`{name}` is not one of `results`");
                 ensure(raw.results.contains_key(name), &path, message)?;
-                if let Some(result) = by_name.get_mut(name.as_str()) {
-                    result.undeclared_in.insert(set.clone());
-                }
             }
         }
         let mut values = BTreeMap::new();
-        for (name, result) in &by_name {
-            if let Some(other) = values.insert(result.value, name) {
-                let message = format!("{} is also `{other}`", result.value);
-                return Err(refuse(format!("results.{name}"), message));
+        for (name, value) in &by_name {
+            if let Some(other) = values.insert(*value, name) {
+                let message = format!("{value} is also `{other}`");
+                return Err(format!("{CUDA_RESULTS_PATH}: results.{name}: {message}"));
             }
         }
         for (name, (meaning, remedy)) in raw.remedies.iter() {
@@ -125,27 +102,33 @@ impl CudaResults {
             let given = !meaning.trim().is_empty() && !remedy.trim().is_empty();
             ensure(given, &path, "the meaning and the remedy must not be empty")?;
         }
-        let mut results: Vec<CudaResult> = by_name.into_values().collect();
-        results.sort_by_key(|result| result.value);
-        Ok(Self {
-            results,
-            remedies: raw.remedies.0,
-        })
+        let mut all: Vec<(String, i64)> = by_name
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect();
+        all.sort_by_key(|(_, value)| *value);
+        Ok(Self { all, raw })
     }
 
     /// The C check: each name of the file equals its value in every header
     /// set that defines it (those some set lacks last, under their guard).
     pub fn check_source(&self) -> Vec<u8> {
         let mut by_guard: BTreeMap<String, String> = BTreeMap::new();
-        for result in self.results.iter().filter(|result| !result.constant) {
-            let (name, value) = (&result.name, result.value);
-            let lines = by_guard
-                .entry(unless_sets(&result.undeclared_in))
-                .or_default();
-            let _ = writeln!(
-                lines,
-                "_Static_assert({name} == {value}, \"{name} is {value}\");"
-            );
+        for (name, value) in &self.all {
+            if self.raw.results.contains_key(name) {
+                let lacking = self
+                    .raw
+                    .undeclared_in
+                    .iter()
+                    .filter(|(_, names)| names.contains(name));
+                let lines = by_guard
+                    .entry(unless_sets(lacking.map(|(set, _)| set)))
+                    .or_default();
+                let _ = writeln!(
+                    lines,
+                    "_Static_assert({name} == {value}, \"{name} is {value}\");"
+                );
+            }
         }
         let mut out = String::from(
             "/* @generated by `cargo xtask generate` from templates/cuda-results.json; do not edit. */\n\
@@ -168,11 +151,11 @@ impl CudaResults {
              Imported only to explain a refusal that carries a CUDA result.\n\
              \"\"\"\n\nfrom typing import Final\n\nCUDA_RESULTS: Final[dict[str, int]] = {\n",
         );
-        for result in &self.results {
-            let _ = writeln!(out, "    \"{}\": {},", result.name, result.value);
+        for (name, value) in &self.all {
+            let _ = writeln!(out, "    \"{name}\": {value},");
         }
         out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
-        for (name, (meaning, remedy)) in &self.remedies {
+        for (name, (meaning, remedy)) in self.raw.remedies.iter() {
             let _ = writeln!(
                 out,
                 "    \"{name}\": (\n{}{}    ),",

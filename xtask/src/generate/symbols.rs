@@ -3,11 +3,10 @@
 //! value; nothing is written when the list is refused.
 //!
 //! The C types a symbol may use are those of NVIDIA's `cuda.h`: the scalar
-//! types ([`SCALARS`]), the driver's typedefs ([`BUILTIN_TYPES`]: `CUresult`,
-//! `CUdevice`, `CUdeviceptr`, the opaque handles), enum types declared in the
-//! list's `types` table with their integer width, and pointers to any of
-//! these. [`SCALARS`] and [`CType`] give each its Rust and its C spelling,
-//! once, so the Rust table and the header check never disagree.
+//! types ([`SCALARS`]), the driver's typedefs ([`BUILTIN_TYPES`]), enum types
+//! declared in the list's `types` table with their integer width, and
+//! pointers to any of these. [`CType`] spells each in Rust and in C from this
+//! one table, so the Rust table and the header check never disagree.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -19,12 +18,12 @@ use crate::Result;
 
 pub const COMPONENT_PROBE_INVENTORY: &str = "probe-inventory";
 const COMPONENTS: [&str; 2] = [COMPONENT_PROBE_INVENTORY, "runtime"];
-const TIERS: [&str; 2] = ["required", "optional"];
 
-/// The C scalar types of `cuda.h` signatures: C spelling, Rust spelling, and
-/// the value range of an integer.
+/// A C scalar: its C spelling, its Rust spelling, the range of an integer.
+pub type Scalar = (&'static str, &'static str, Option<(i128, i128)>);
+
 #[rustfmt::skip]
-pub const SCALARS: [(&str, &str, Option<(i128, i128)>); 9] = [
+pub const SCALARS: [Scalar; 9] = [
     ("void", "c_void", None),
     ("char", "c_char", None),
     ("int", "c_int", Some((i32::MIN as i128, i32::MAX as i128))),
@@ -36,7 +35,7 @@ pub const SCALARS: [(&str, &str, Option<(i128, i128)>); 9] = [
     ("double", "f64", None),
 ];
 
-fn scalar(c_spelling: &str) -> Option<&'static (&'static str, &'static str, Option<(i128, i128)>)> {
+fn scalar(c_spelling: &str) -> Option<&'static Scalar> {
     SCALARS.iter().find(|entry| entry.0 == c_spelling)
 }
 
@@ -51,41 +50,14 @@ pub enum NamedKind {
     Enum(u8),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamedType {
-    pub name: String,
-    pub kind: NamedKind,
-    pub doc: String,
-}
-
-impl NamedType {
-    /// The Rust type it aliases (`c_int`, `i32`, `*mut CUctx_st`).
-    pub fn rust_alias(&self) -> String {
-        match self.kind {
-            NamedKind::Integer(c_type) => scalar(c_type).map_or("", |entry| entry.1).into(),
-            NamedKind::Enum(bits) => format!("i{bits}"),
-            NamedKind::Handle(tag) => format!("*mut {tag}"),
-        }
-    }
-
-    fn integer_range(&self) -> Option<(i128, i128)> {
-        match self.kind {
-            NamedKind::Integer(c_type) => scalar(c_type)?.2,
-            NamedKind::Enum(bits) => Some((-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)),
-            NamedKind::Handle(_) => None,
-        }
-    }
-}
-
 use NamedKind::{Handle, Integer};
-const ENUM32: NamedKind = NamedKind::Enum(32);
 const ULL: NamedKind = Integer("unsigned long long");
 
 /// The typedefs of `cuda.h` every list may use without declaring them:
 /// (name, kind, doc). Handle tags are `cuda.h`'s own.
 #[rustfmt::skip]
 pub const BUILTIN_TYPES: &[(&str, NamedKind, &str)] = &[
-    ("CUresult", ENUM32, "Driver status code; 0 is success."),
+    ("CUresult", NamedKind::Enum(32), "Driver status code; 0 is success."),
     ("CUdevice", Integer("int"), "Device handle returned by cuDeviceGet."),
     ("CUdeviceptr", ULL, "Device address (the _v2 ABI is 64-bit)."),
     ("CUtexObject", ULL, "Texture object handle."),
@@ -115,13 +87,61 @@ pub const BUILTIN_TYPES: &[(&str, NamedKind, &str)] = &[
     ("CUuserObject", Handle("CUuserObject_st"), "Opaque user object handle."),
 ];
 
-/// A C type: `[const] BASE` (a scalar's C spelling or a named type) under
+/// A named type: what it is, and its doc line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedType {
+    pub kind: NamedKind,
+    pub doc: String,
+}
+
+impl NamedType {
+    /// The Rust type it aliases (`c_int`, `i32`, `*mut CUctx_st`).
+    pub fn rust_alias(&self) -> String {
+        match self.kind {
+            Integer(c_type) => scalar(c_type).map_or("", |entry| entry.1).into(),
+            NamedKind::Enum(bits) => format!("i{bits}"),
+            Handle(tag) => format!("*mut {tag}"),
+        }
+    }
+}
+
+/// A C type: `[const] BASE` (a scalar's C spelling or a type name) under
 /// `stars` pointer levels; `const` qualifies the innermost pointee.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct CType {
     pub base: String,
     pub is_const: bool,
     pub stars: usize,
+}
+
+const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **, \
+    const char *, int, unsigned int, long long, unsigned long long, size_t, float, double, \
+    a cuda.h typedef (CUresult, CUdevice, CUdeviceptr, CUcontext, CUstream, CUmodule, ...), \
+    an enum declared in `types`, or a pointer to any of these";
+
+impl TryFrom<String> for CType {
+    type Error = String;
+
+    /// `[const] BASE` then any number of `*`. A const value means nothing
+    /// to the ABI, and `void` is only a pointee.
+    fn try_from(text: String) -> std::result::Result<Self, String> {
+        let spaced = text.replace('*', " * ");
+        let mut words: Vec<&str> = spaced.split_whitespace().collect();
+        let stars = words.iter().rev().take_while(|word| **word == "*").count();
+        words.truncate(words.len() - stars);
+        let is_const = words.first() == Some(&"const");
+        let base = words[usize::from(is_const)..].join(" ");
+        let known = scalar(&base).is_some() || is_identifier(&base);
+        let c_type = CType {
+            base,
+            is_const,
+            stars,
+        };
+        let value = stars > 0 || !(is_const || c_type.base == "void");
+        let message = || format!("unknown C type `{text}` ({C_TYPE_HELP})");
+        (known && value).then_some(c_type).ok_or_else(message)
+    }
 }
 
 impl CType {
@@ -135,30 +155,11 @@ impl CType {
     /// As Rust spells it: `*const c_void`, `*mut *mut c_void`, `CUdevice`.
     pub fn rust_spelling(&self) -> String {
         let base = scalar(&self.base).map_or(self.base.as_str(), |entry| entry.1);
+        let innermost = if self.is_const { "*const " } else { "*mut " };
         match self.stars {
             0 => base.to_string(),
-            stars => {
-                let innermost = if self.is_const { "*const " } else { "*mut " };
-                format!("{}{innermost}{base}", "*mut ".repeat(stars - 1))
-            }
+            stars => format!("{}{innermost}{base}", "*mut ".repeat(stars - 1)),
         }
-    }
-
-    /// Parses `[const] BASE` followed by any number of `*`; `None` for an
-    /// unknown base, a const value (meaningless to the ABI) or a bare `void`.
-    fn parse(text: &str, named: &BTreeMap<String, NamedType>) -> Option<CType> {
-        let spaced = text.replace('*', " * ");
-        let mut words: Vec<&str> = spaced.split_whitespace().collect();
-        let stars = words.iter().rev().take_while(|word| **word == "*").count();
-        words.truncate(words.len() - stars);
-        let is_const = words.first() == Some(&"const");
-        let base = words[usize::from(is_const)..].join(" ");
-        let known = scalar(&base).is_some() || named.contains_key(&base);
-        (known && (stars > 0 || !(is_const || base == "void"))).then_some(CType {
-            base,
-            is_const,
-            stars,
-        })
     }
 }
 
@@ -166,9 +167,6 @@ impl CType {
 #[serde(deny_unknown_fields)]
 pub struct Param {
     pub name: String,
-    #[serde(rename = "c_type")]
-    spelled: String,
-    #[serde(skip)]
     pub c_type: CType,
 }
 
@@ -181,7 +179,7 @@ pub struct Symbol {
     /// The driver version (cuDriverGetVersion units) that introduced the export.
     pub since: u32,
     /// Always `CUresult`.
-    returns: String,
+    returns: CType,
     pub params: Vec<Param>,
     /// Component -> tier (`required` or `optional`).
     pub components: BTreeMap<String, String>,
@@ -197,10 +195,10 @@ impl Symbol {
     /// The tier in a table for `component` (None: every symbol, required
     /// when any component requires it).
     pub fn tier(&self, component: Option<&str>) -> Option<&str> {
+        let required = self.components.values().any(|tier| tier == "required");
         match component {
             Some(component) => self.components.get(component).map(String::as_str),
-            None if self.components.values().any(|tier| tier == "required") => Some("required"),
-            None => Some("optional"),
+            None => Some(if required { "required" } else { "optional" }),
         }
     }
 }
@@ -209,11 +207,6 @@ impl Symbol {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Constant {
-    #[serde(skip)]
-    pub name: String,
-    #[serde(rename = "c_type")]
-    spelled: String,
-    #[serde(skip)]
     pub c_type: CType,
     pub value: i64,
     pub doc: String,
@@ -234,9 +227,9 @@ pub struct HeaderSet {
 
 #[derive(Clone, Debug)]
 pub struct SymbolList {
-    /// Every named type the list uses (and `CUresult`), sorted by name.
-    pub types: Vec<NamedType>,
-    pub constants: Vec<Constant>,
+    /// Every named type the list uses (and `CUresult`).
+    pub types: BTreeMap<String, NamedType>,
+    pub constants: BTreeMap<String, Constant>,
     pub header_sets: Vec<HeaderSet>,
     pub symbols: Vec<Symbol>,
 }
@@ -260,14 +253,10 @@ struct DeclaredEnum {
     doc: String,
 }
 
-/// An error at `json_path` of the list.
-fn at(json_path: impl Display, message: impl Display) -> String {
-    format!("{DRIVER_SYMBOLS_PATH}: {json_path}: {message}")
-}
-
-/// `Err(at(path, message))` unless `ok`.
+/// `Err` naming the list, the JSON path and the message unless `ok`.
 fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
-    ok.then_some(()).ok_or_else(|| at(path, message))
+    let error = || format!("{DRIVER_SYMBOLS_PATH}: {path}: {message}");
+    ok.then_some(()).ok_or_else(error)
 }
 
 const RUST_KEYWORDS: &[&str] = &[
@@ -277,8 +266,9 @@ const RUST_KEYWORDS: &[&str] = &[
     "true", "try", "type", "unsafe", "use", "where", "while", "yield", "abstract", "become", "do",
     "final", "macro", "override", "priv", "typeof", "unsized", "virtual",
 ];
-const C_TYPE_WORDS: &[&str] = &[
-    "const", "signed", "unsigned", "long", "short", "struct", "enum",
+const C_WORDS: &[&str] = &[
+    "const", "signed", "unsigned", "long", "short", "struct", "enum", "void", "char", "int",
+    "size_t", "float", "double",
 ];
 
 /// An identifier valid in both Rust and C (and not a keyword of either that matters here).
@@ -288,173 +278,105 @@ pub fn is_identifier(text: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
         && text != "_"
         && !RUST_KEYWORDS.contains(&text)
-        && !C_TYPE_WORDS.contains(&text)
-        && SCALARS
-            .iter()
-            .all(|entry| !entry.0.split(' ').any(|word| word == text))
-}
-
-const C_TYPE_HELP: &str = "expected a cuda.h type: void *, const void *, void **, \
-    const char *, int, unsigned int, long long, unsigned long long, size_t, float, double, \
-    a cuda.h typedef (CUresult, CUdevice, CUdeviceptr, CUcontext, CUstream, CUmodule, ...), \
-    an enum declared in `types`, or a pointer to any of these";
-
-fn name_and_doc(name: &str, doc: &str, path: &str) -> Result<()> {
-    ensure(is_identifier(name), path, "the name is not an identifier")?;
-    ensure(
-        !doc.trim().is_empty(),
-        format!("{path}.doc"),
-        "the doc text is empty",
-    )
+        && !C_WORDS.contains(&text)
 }
 
 impl SymbolList {
     /// Parses and validates the list file. Bad JSON, and a missing,
     /// unknown or mistyped key, are named by their place in the file.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        // Tracking the path costs on every key: only a refused list pays it.
-        let raw = serde_json::from_slice::<RawList>(bytes).or_else(|error| {
-            if error.is_syntax() || error.is_eof() {
-                return Err(format!("{DRIVER_SYMBOLS_PATH}: not valid JSON: {error}"));
-            }
-            let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let raw: RawList =
             serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-                let path = error.path().to_string();
-                at(
-                    if path == "." { "(top level)" } else { &path },
-                    error.inner(),
-                )
-            })
-        })?;
+                let (path, inner) = (error.path().to_string(), error.inner());
+                let place = match path.as_str() {
+                    _ if inner.is_syntax() || inner.is_eof() => "not valid JSON",
+                    "." => "(top level)",
+                    path => path,
+                };
+                format!("{DRIVER_SYMBOLS_PATH}: {place}: {inner}")
+            })?;
         let version = raw.schema_version;
         let message = format!("{version} is not supported (expected 2)");
         ensure(version == 2, "schema_version", message)?;
         let convention = &raw.calling_convention;
         let message = format!("`{convention}` is not supported (expected `system`)");
         ensure(convention == "system", "calling_convention", message)?;
-        let header_sets = parse_header_sets(raw.header_sets)?;
+        let header_sets = header_sets(raw.header_sets)?;
 
-        let mut named: BTreeMap<String, NamedType> = BTreeMap::new();
+        let mut used = BTreeSet::from(["CUresult".to_string()]);
+        let mut named = BTreeMap::new();
         for (name, kind, doc) in BUILTIN_TYPES {
-            let (name, doc) = (name.to_string(), doc.to_string());
-            named.insert(
-                name.clone(),
-                NamedType {
-                    name,
-                    kind: *kind,
-                    doc,
-                },
-            );
+            let doc = doc.to_string();
+            named.insert(name.to_string(), NamedType { kind: *kind, doc });
         }
-        for (name, declared) in &raw.types {
+        for (name, declared) in raw.types {
             let path = format!("types.{name}");
-            name_and_doc(name, &declared.doc, &path)?;
+            identifier_and_doc(&name, &declared.doc, &path)?;
             let message = "cuda.h's own typedef; the generator knows it already";
-            ensure(!named.contains_key(name), &path, message)?;
+            ensure(!named.contains_key(&name), &path, message)?;
             let kind = &declared.kind;
             let message = format!("`{kind}` is not supported (expected `enum`)");
             ensure(kind == "enum", format!("{path}.kind"), message)?;
-            let bits_ok = [8, 16, 32, 64].contains(&declared.bits);
-            ensure(bits_ok, format!("{path}.bits"), "expected 8, 16, 32 or 64")?;
-            let (kind, doc) = (NamedKind::Enum(declared.bits), declared.doc.clone());
-            named.insert(
-                name.clone(),
-                NamedType {
-                    name: name.clone(),
-                    kind,
-                    doc,
-                },
-            );
+            let bits = [8, 16, 32, 64].contains(&declared.bits);
+            ensure(bits, format!("{path}.bits"), "expected 8, 16, 32 or 64")?;
+            let (kind, doc) = (NamedKind::Enum(declared.bits), declared.doc);
+            used.insert(name.clone());
+            named.insert(name, NamedType { kind, doc });
         }
-        let parse_type = |text: &str, path: String, what: &str| {
-            CType::parse(text, &named).ok_or_else(|| {
-                at(
-                    path,
-                    format!("{what}unknown C type `{text}` ({C_TYPE_HELP})"),
-                )
-            })
+        // Every named type the list mentions must be known.
+        let mut known = |c_type: &CType, path: String| {
+            let found = scalar(&c_type.base).is_some() || named.contains_key(&c_type.base);
+            let spelled = c_type.c_spelling();
+            let message = format!("unknown C type `{spelled}` ({C_TYPE_HELP})");
+            used.insert(c_type.base.clone());
+            ensure(found, path, message)
         };
 
-        let mut constants = Vec::new();
-        for (name, mut constant) in raw.constants {
+        for (name, constant) in &raw.constants {
             let path = format!("constants.{name}");
-            name_and_doc(&name, &constant.doc, &path)?;
-            constant.c_type = parse_type(&constant.spelled, format!("{path}.c_type"), "")?;
-            let range = match scalar(&constant.c_type.base) {
+            identifier_and_doc(name, &constant.doc, &path)?;
+            known(&constant.c_type, format!("{path}.c_type"))?;
+            let base = &constant.c_type.base;
+            let range = match scalar(base) {
                 Some(entry) => entry.2,
-                None => named
-                    .get(&constant.c_type.base)
-                    .and_then(NamedType::integer_range),
-            }
-            .filter(|_| constant.c_type.stars == 0);
+                None => named.get(base).and_then(NamedType::integer_range),
+            };
+            let range = range.filter(|_| constant.c_type.stars == 0);
             let message = "a constant needs an integer type";
-            let (low, high) = range.ok_or_else(|| at(format!("{path}.c_type"), message))?;
+            ensure(range.is_some(), format!("{path}.c_type"), message)?;
+            let (low, high) = range.unwrap_or_default();
             let in_range = (low..=high).contains(&i128::from(constant.value));
             ensure(
                 in_range,
                 format!("{path}.value"),
                 "out of range for its C type",
             )?;
-            constant.name = name;
-            constants.push(constant);
         }
-        let has_success = constants
-            .iter()
-            .any(|constant| constant.name == "CUDA_SUCCESS");
-        ensure(has_success, "constants", "lacks `CUDA_SUCCESS`")?;
+        let success = raw.constants.contains_key("CUDA_SUCCESS");
+        ensure(success, "constants", "lacks `CUDA_SUCCESS`")?;
 
-        ensure(
-            !raw.symbols.is_empty(),
-            "symbols",
-            "the symbol list is empty",
-        )?;
+        let symbols = raw.symbols;
+        ensure(!symbols.is_empty(), "symbols", "the symbol list is empty")?;
         let mut exports = BTreeSet::new();
-        let mut symbols = raw.symbols;
-        for (index, symbol) in symbols.iter_mut().enumerate() {
+        for (index, symbol) in symbols.iter().enumerate() {
             let path = |key: &str| format!("symbols[{index}].{key}");
             check_symbol(symbol, &header_sets, path)?;
-            let returns = CType::parse(&symbol.returns, &named);
-            let message = format!(
-                "`{}`: every Driver API function returns CUresult",
-                symbol.returns
-            );
-            let cu_result = CType {
-                base: "CUresult".into(),
-                ..CType::default()
-            };
-            ensure(returns == Some(cu_result), path("returns"), message)?;
-            for (param_index, param) in symbol.params.iter_mut().enumerate() {
-                let what = format!("parameter `{}` has ", param.name);
-                let param_path = path(&format!("params[{param_index}].c_type"));
-                param.c_type = parse_type(&param.spelled, param_path, &what)?;
+            for (param_index, param) in symbol.params.iter().enumerate() {
+                known(
+                    &param.c_type,
+                    path(&format!("params[{param_index}].c_type")),
+                )?;
             }
             let message = format!("duplicate export name `{}`", symbol.export);
-            ensure(
-                exports.insert(symbol.export.clone()),
-                path("export"),
-                message,
-            )?;
+            ensure(exports.insert(&symbol.export), path("export"), message)?;
         }
-        for constant in &constants {
-            let path = format!("constants.{}", constant.name);
-            ensure(
-                !exports.contains(&constant.name),
-                path,
-                "the name is also an export",
-            )?;
+        for name in raw.constants.keys() {
+            let path = format!("constants.{name}");
+            ensure(!exports.contains(name), path, "the name is also an export")?;
         }
-
-        let mut used: BTreeSet<&str> = BTreeSet::from(["CUresult"]);
-        let params = symbols.iter().flat_map(|symbol| &symbol.params);
-        let mentioned = params
-            .map(|param| &param.c_type)
-            .chain(constants.iter().map(|c| &c.c_type));
-        used.extend(mentioned.map(|c_type| c_type.base.as_str()));
-        used.extend(raw.types.keys().map(String::as_str));
-        let types = used
-            .into_iter()
-            .filter_map(|name| named.get(name).cloned())
-            .collect();
+        named.retain(|name, _| used.contains(name));
+        let (types, constants) = (named, raw.constants);
         Ok(Self {
             types,
             constants,
@@ -464,25 +386,40 @@ impl SymbolList {
     }
 }
 
-fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>> {
+impl NamedType {
+    fn integer_range(&self) -> Option<(i128, i128)> {
+        let half = |bits: u8| 1i128 << (bits - 1);
+        match self.kind {
+            Integer(c_type) => scalar(c_type)?.2,
+            NamedKind::Enum(bits) => Some((-half(bits), half(bits) - 1)),
+            Handle(_) => None,
+        }
+    }
+}
+
+fn identifier_and_doc(name: &str, doc: &str, path: &str) -> Result<()> {
+    ensure(is_identifier(name), path, "the name is not an identifier")?;
+    let message = "the doc text is empty";
+    ensure(!doc.trim().is_empty(), format!("{path}.doc"), message)
+}
+
+fn header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>> {
     let mut sets = Vec::new();
     for (name, mut set) in raw {
         let path = format!("header_sets.{name}");
         ensure(is_identifier(&name), &path, "the name is not an identifier")?;
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-_./".contains(c);
         let plain = |text: &str| {
-            let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
-            !text.is_empty()
-                && text.chars().all(allowed)
-                && !text.split('/').any(|part| part.is_empty() || part == "..")
+            let parts_ok = !text.split('/').any(|part| part.is_empty() || part == "..");
+            text.chars().all(allowed) && parts_ok
         };
         let plain_names = plain(&set.package) && plain(&set.version) && plain(&set.include_dir);
         let message = "package, version and include_dir must be plain names";
         ensure(plain_names, &path, message)?;
-        let digest = &set.wheel_sha256;
         let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
-        let digest_ok = digest.len() == 64 && digest.chars().all(hex);
+        let digest = set.wheel_sha256.len() == 64 && set.wheel_sha256.chars().all(hex);
         let message = "expected 64 lowercase hex digits";
-        ensure(digest_ok, format!("{path}.wheel_sha256"), message)?;
+        ensure(digest, format!("{path}.wheel_sha256"), message)?;
         set.name = name;
         sets.push(set);
     }
@@ -491,18 +428,11 @@ fn parse_header_sets(raw: BTreeMap<String, HeaderSet>) -> Result<Vec<HeaderSet>>
     Ok(sets)
 }
 
-/// Everything of a symbol but its types.
-fn check_symbol(
-    symbol: &Symbol,
-    header_sets: &[HeaderSet],
-    path: impl Fn(&str) -> String,
-) -> Result<()> {
-    ensure(
-        is_identifier(&symbol.export),
-        path("export"),
-        "not an identifier",
-    )?;
-    let api_ok = is_identifier(&symbol.api) && symbol.export.starts_with(&symbol.api);
+/// Everything of a symbol but whether its types are known.
+fn check_symbol(symbol: &Symbol, sets: &[HeaderSet], path: impl Fn(&str) -> String) -> Result<()> {
+    let export = &symbol.export;
+    ensure(is_identifier(export), path("export"), "not an identifier")?;
+    let api_ok = is_identifier(&symbol.api) && export.starts_with(&symbol.api);
     let message = "not an identifier that starts the export name";
     ensure(api_ok, path("api"), message)?;
     let (since, abi) = (symbol.since, symbol.abi_version);
@@ -510,37 +440,40 @@ fn check_symbol(
     ensure(since >= abi, path("since"), message)?;
     let message = "expected a cuDriverGetVersion value such as 2000 or 3020";
     ensure((2000..100_000).contains(&abi), path("abi_version"), message)?;
+    let returns = symbol.returns.c_spelling();
+    let message = format!("`{returns}`: every Driver API function returns CUresult");
+    ensure(returns == "CUresult", path("returns"), message)?;
     for (index, param) in symbol.params.iter().enumerate() {
-        let param_path = path(&format!("params[{index}].name"));
-        ensure(is_identifier(&param.name), &param_path, "not an identifier")?;
+        let (name, param_path) = (&param.name, path(&format!("params[{index}].name")));
+        ensure(is_identifier(name), &param_path, "not an identifier")?;
         let unique = !symbol.params[..index]
             .iter()
-            .any(|earlier| earlier.name == param.name);
-        let message = format!("duplicate parameter name `{}`", param.name);
+            .any(|earlier| &earlier.name == name);
+        let message = format!("duplicate parameter name `{name}`");
         ensure(unique, &param_path, message)?;
     }
+    let components = COMPONENTS.join(", ");
     for (component, tier) in &symbol.components {
         let component_path = path(&format!("components.{component}"));
         let known = COMPONENTS.contains(&component.as_str());
-        let message = format!(
-            "unknown component (expected one of {})",
-            COMPONENTS.join(", ")
-        );
+        let message = format!("unknown component (expected one of {components})");
         ensure(known, &component_path, message)?;
+        let tier_ok = tier == "required" || tier == "optional";
         let message = format!("unknown tier `{tier}` (expected required or optional)");
-        ensure(TIERS.contains(&tier.as_str()), &component_path, message)?;
+        ensure(tier_ok, &component_path, message)?;
     }
     let message = "no component uses this symbol";
     ensure(!symbol.components.is_empty(), path("components"), message)?;
     for (set, why) in &symbol.undeclared_in {
         let set_path = path(&format!("undeclared_in.{set}"));
-        let known = header_sets.iter().any(|header_set| &header_set.name == set);
+        let known = sets.iter().any(|header_set| &header_set.name == set);
         ensure(known, &set_path, "not a header set of `header_sets`")?;
         ensure(!why.trim().is_empty(), &set_path, "say why")?;
     }
-    let deprecated_ok = !symbol
-        .deprecated
-        .as_ref()
-        .is_some_and(|why| why.trim().is_empty());
-    ensure(deprecated_ok, path("deprecated"), "say why")
+    let blank = |why: &String| why.trim().is_empty();
+    ensure(
+        !symbol.deprecated.as_ref().is_some_and(blank),
+        path("deprecated"),
+        "say why",
+    )
 }

@@ -56,8 +56,8 @@ pub fn runtime_table(symbols: &SymbolList) -> Result<Vec<u8>> {
          #![allow(non_camel_case_types, non_snake_case, unused_imports)]\n\n{FFI}\
          use crate::driver_table;\n\n"
     );
-    for named in &symbols.types {
-        let (name, doc, alias) = (&named.name, &named.doc, named.rust_alias());
+    for (name, named) in &symbols.types {
+        let (doc, alias) = (&named.doc, named.rust_alias());
         let _ = writeln!(out, "/// {doc}\npub type {name} = {alias};");
         if let NamedKind::Handle(tag) = named.kind {
             let _ = writeln!(
@@ -67,8 +67,8 @@ pub fn runtime_table(symbols: &SymbolList) -> Result<Vec<u8>> {
             );
         }
     }
-    for constant in &symbols.constants {
-        let (name, doc, value) = (&constant.name, &constant.doc, constant.value);
+    for (name, constant) in &symbols.constants {
+        let (doc, value) = (&constant.doc, constant.value);
         let c_type = constant.c_type.rust_spelling();
         let _ = writeln!(out, "/// {doc}\npub const {name}: {c_type} = {value};");
     }
