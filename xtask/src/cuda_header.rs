@@ -15,13 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
-use crate::generate::symbols::{CType, SymbolList, BUILTIN_TYPES, SCALARS};
+use crate::generate::symbols::{CType, SymbolList, BUILTIN_TYPES, C_WORDS, SCALARS};
 use crate::Result;
-
-/// The words a C scalar type is spelt with (never a parameter's name).
-const SCALAR_WORDS: [&str; 10] = [
-    "void", "char", "short", "int", "unsigned", "signed", "long", "size_t", "float", "double",
-];
 
 fn is_word(text: &str) -> bool {
     !text.is_empty()
@@ -32,91 +27,78 @@ fn is_word(text: &str) -> bool {
 /// `text` without its `/* */` and `//` comments.
 fn strip_comments(text: &str) -> String {
     let (mut out, mut rest) = (String::with_capacity(text.len()), text);
-    while let Some(start) = rest.find("/*").into_iter().chain(rest.find("//")).min() {
-        out.push_str(&rest[..start]);
-        let (close, skip) = if rest[start..].starts_with("/*") {
-            ("*/", 2)
-        } else {
-            ("\n", 0)
+    while let Some(slash) = rest.find('/') {
+        out.push_str(&rest[..slash]);
+        let (block, line) = (
+            rest[slash..].strip_prefix("/*"),
+            rest[slash..].strip_prefix("//"),
+        );
+        rest = match (block, line) {
+            (Some(comment), _) => comment.split_once("*/").map_or("", |(_, after)| after),
+            (_, Some(comment)) => comment.find('\n').map_or("", |end| &comment[end..]),
+            _ => {
+                out.push('/');
+                &rest[slash + 1..]
+            }
         };
-        rest = rest[start + 2..]
-            .find(close)
-            .map_or("", |end| &rest[start + 2 + end + skip..]);
     }
     out + rest
 }
 
-/// Every `NAME ... (PARAMS)` that follows `marker` in `text` (comments
-/// removed), in order: (NAME, each parameter declaration).
+/// Every `NAME(PARAMS)` that follows `marker` in a declaration of `text`
+/// (comments removed), in order: (NAME, each parameter declaration).
 pub fn prototypes(text: &str, marker: &str) -> Vec<(String, Vec<String>)> {
-    let text = strip_comments(text);
     let mut found = Vec::new();
-    let mut rest = text.as_str();
-    while let Some(start) = rest.find(marker) {
-        rest = &rest[start + marker.len()..];
-        let name_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'));
-        let (Some(name_end), Some(open)) = (name_end, rest.find('(')) else {
-            break;
+    for statement in strip_comments(text).split(';') {
+        let declaration = statement.split_once(marker).map(|(_, after)| after);
+        let Some((name, params)) = declaration.and_then(|text| text.split_once('(')) else {
+            continue;
         };
-        let Some(close) = rest[open..].find(')') else {
-            break;
-        };
-        let (name, between) = (&rest[..name_end], &rest[name_end..open]);
-        let params = &rest[open + 1..open + close];
-        rest = &rest[open + close..];
-        if is_word(name) && between.chars().all(|c| c.is_whitespace() || c == ')') {
-            let params = params
-                .split(',')
-                .map(|param| param.split_whitespace().collect::<Vec<_>>().join(" "));
-            let params = params
-                .filter(|param| !param.is_empty() && param != "void")
-                .collect();
-            found.push((name.to_string(), params));
+        let name = name.trim().trim_end_matches(')');
+        let params = params.split(')').next().unwrap_or_default().split(',');
+        let params = params.map(|param| param.split_whitespace().collect::<Vec<_>>().join(" "));
+        let params = params.filter(|param| !param.is_empty() && param != "void");
+        if is_word(name) {
+            found.push((name.to_string(), params.collect()));
         }
     }
     found
 }
 
+/// `CUdevice_v1` as `CUdevice`: a `CU` typedef without its version suffix.
+fn unversioned(word: &str) -> &str {
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_digit());
+    match digits.strip_suffix("_v") {
+        Some(plain) if word.starts_with("CU") && digits.len() < word.len() => plain,
+        _ => word,
+    }
+}
+
 /// A parameter declaration's type (`const CUDA_MEMCPY2D *pCopy` is `const
 /// CUDA_MEMCPY2D *`): its name and `struct`/`enum` dropped, an array as a
-/// pointer, `unsigned` as `unsigned int`, and the `_vN` suffix of a `CU`
-/// typedef dropped (`CUdevice_v1` is `CUdevice`).
+/// pointer, `unsigned` as `unsigned int`, typedefs [`unversioned`].
 pub fn param_type(param: &str) -> CType {
     let spaced = param.replace('*', " * ").replace('[', " * [");
-    let mut words: Vec<&str> = spaced
-        .split_whitespace()
-        .filter(|word| !word.starts_with('[') && !["struct", "enum"].contains(word))
-        .collect();
+    let words = spaced.split_whitespace();
+    let mut words: Vec<&str> = words.filter(|word| !word.starts_with('[')).collect();
+    words.retain(|word| *word != "struct" && *word != "enum");
     // The last word is the parameter's name unless the declaration is a bare type.
-    if words.len() > 1
-        && is_word(words[words.len() - 1])
-        && !SCALAR_WORDS.contains(&words[words.len() - 1])
-    {
-        words.pop();
+    if let [_, .., name] = words[..] {
+        if is_word(name) && !C_WORDS.contains(&name) {
+            words.pop();
+        }
     }
     let stars = words.iter().filter(|word| **word == "*").count();
-    let is_const = words.first() == Some(&"const");
-    let base: Vec<&str> = words
-        .into_iter()
-        .filter(|word| *word != "*" && *word != "const")
-        .map(|word| match word.rsplit_once("_v") {
-            Some((plain, version))
-                if word.starts_with("CU")
-                    && !version.is_empty()
-                    && version.chars().all(|c| c.is_ascii_digit()) =>
-            {
-                plain
-            }
-            _ => word,
-        })
-        .collect();
-    let base = match base.join(" ") {
-        unsigned if unsigned == "unsigned" => "unsigned int".to_string(),
-        base => base,
-    };
+    let is_const = words.first() == Some(&"const") && stars > 0;
+    words.retain(|word| *word != "*" && *word != "const");
+    let mut base: Vec<&str> = words.into_iter().map(unversioned).collect();
+    if base == ["unsigned"] {
+        base.push("int");
+    }
+    let base = base.join(" ");
     CType {
         base,
-        is_const: is_const && stars > 0,
+        is_const,
         stars,
     }
 }
@@ -134,9 +116,6 @@ fn list_type(param: &str, known: &BTreeSet<String>, new_types: &mut BTreeSet<Str
             new_types.insert(c_type.base.clone());
         }
     }
-    if c_type.base == "void" && c_type.stars == 0 {
-        return "int".to_string();
-    }
     c_type.c_spelling()
 }
 
@@ -146,75 +125,51 @@ fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
     for line in strip_comments(cuda_h).lines() {
         if let ["#define", api, export] = line.split_whitespace().collect::<Vec<_>>()[..] {
             if api.starts_with("cu") && export.starts_with(api) && is_word(export) {
-                renamed
-                    .entry(api.to_string())
-                    .or_insert_with(|| export.to_string());
+                renamed.entry(api.to_string()).or_insert(export.to_string());
             }
         }
     }
+    let export = |api: &String| renamed.get(api).unwrap_or(api).clone();
     let found = prototypes(cuda_h, "CUresult CUDAAPI ").into_iter();
-    found
-        .map(|(api, params)| {
-            (
-                api.clone(),
-                renamed.get(&api).cloned().unwrap_or(api),
-                params,
-            )
-        })
-        .collect()
+    let found = found.map(|(api, params)| (api.clone(), export(&api), params));
+    found.collect()
 }
 
 /// A copy of `inputs` whose symbol list also holds every export `cuda_h`
 /// declares that it lacks. Returns the copy and its symbol count.
 pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
-    let mut list: Value = serde_json::from_slice(inputs.get(DRIVER_SYMBOLS_PATH)?)
-        .map_err(|error| format!("{DRIVER_SYMBOLS_PATH}: {error}"))?;
-    let mut known: BTreeSet<String> = BUILTIN_TYPES
-        .iter()
-        .map(|entry| entry.0.to_string())
-        .collect();
-    known.extend(
-        list["types"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .map(|(name, _)| name.clone()),
-    );
-    let mut exports: BTreeSet<String> = list["symbols"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|symbol| symbol["export"].as_str().map(str::to_string))
-        .collect();
+    let bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
+    let listed = SymbolList::parse(bytes)?;
+    let mut known: BTreeSet<String> = listed.types.into_keys().collect();
+    known.extend(BUILTIN_TYPES.iter().map(|entry| entry.0.to_string()));
+    let exports = listed.symbols.into_iter().map(|symbol| symbol.export);
+    let mut exports: BTreeSet<String> = exports.collect();
+    let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
     let (mut new_types, mut added) = (BTreeSet::new(), Vec::new());
     for (api, export, params) in declarations(cuda_h) {
         if exports.insert(export.clone()) {
-            let params: Vec<Value> = params
-                .iter()
-                .enumerate()
-                .map(|(index, param)| json!({ "name": format!("p{index}"), "c_type": list_type(param, &known, &mut new_types) }))
-                .collect();
+            let mut entries = Vec::new();
+            for (index, param) in params.iter().enumerate() {
+                let c_type = list_type(param, &known, &mut new_types);
+                entries.push(json!({ "name": format!("p{index}"), "c_type": c_type }));
+            }
             added.push(json!({
                 "export": export, "api": api, "abi_version": 2000, "since": 2000,
-                "returns": "CUresult", "params": params, "components": { "runtime": "optional" }
+                "returns": "CUresult", "params": entries, "components": { "runtime": "optional" }
             }));
         }
     }
     for name in new_types {
-        list["types"][name.as_str()] =
-            json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
+        list["types"][name] = json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
     }
-    let symbols = list["symbols"]
-        .as_array_mut()
-        .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no symbols list"))?;
-    symbols.extend(added);
-    let count = symbols.len();
+    let symbols = list["symbols"].as_array_mut();
+    symbols.ok_or("the list holds no symbols")?.extend(added);
     let bytes = serde_json::to_vec_pretty(&list).map_err(|error| error.to_string())?;
     // The copy must be a list the generator accepts, or the bench times an error.
     SymbolList::parse(&bytes)?;
     let mut copy = inputs.clone();
     copy.files.insert(DRIVER_SYMBOLS_PATH.to_string(), bytes);
-    Ok((copy, count))
+    Ok((copy, exports.len()))
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! The ABI check against NVIDIA's own headers (`cargo xtask test` step).
 //!
-//! For each header set of the symbol list: the pinned PyPI wheel is
-//! installed by uv into `target/` (once; uv checks its SHA-256), `cuda.h`
-//! and `cudaTypedefs.h` are taken from it, and `generated/driver-abi-check.c`
-//! and `generated/cuda-results-check.c` are compiled with `-Werror`; each
-//! error is named by the fact its line of the check states. Where the list
-//! says a header set does not declare an export, a compile that references
-//! it must fail. Finally a deliberately wrong copy of the list must fail,
-//! naming the symbol and the parameter.
+//! For each header set of the symbol list: its pinned PyPI wheel is
+//! installed by uv into `target/` (once; uv checks its SHA-256), and
+//! `generated/driver-abi-check.c` and `generated/cuda-results-check.c` are
+//! compiled against its `cuda.h` and `cudaTypedefs.h` with `-Werror`, each
+//! error named by the fact its line states. Where the list says a header set
+//! does not declare an export, a compile that references it must fail.
+//! Finally a deliberately wrong copy of the list must fail, naming the
+//! symbol and the parameter.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,13 +15,16 @@ use std::process::Command;
 use crate::cuda_header::{param_type, prototypes};
 use crate::generate::abi_check::{self, expect_undeclared_macro, header_set_macro};
 use crate::generate::inputs::DRIVER_SYMBOLS_PATH;
-use crate::generate::results::{CUDA_RESULTS_PATH, RESULTS_CHECK_PATH};
-use crate::generate::symbols::{CType, HeaderSet, Symbol, SymbolList};
+use crate::generate::results::RESULTS_CHECK_PATH;
+use crate::generate::symbols::{HeaderSet, Symbol, SymbolList};
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
 use crate::{python_env, Result};
 
 const HEADERS: [&str; 2] = ["cuda.h", "cudaTypedefs.h"];
+
+/// Each compiler error of a check, named by its fact; `Err` when no compiler ran.
+type Errors = Result<Vec<String>>;
 
 fn io<T>(path: &Path, outcome: std::io::Result<T>) -> Result<T> {
     outcome.map_err(|error| format!("{}: {error}", path.display()))
@@ -29,43 +32,34 @@ fn io<T>(path: &Path, outcome: std::io::Result<T>) -> Result<T> {
 
 pub fn check() -> Result<()> {
     let root = repo_root();
-    let symbols = SymbolList::parse(&io(
-        Path::new(DRIVER_SYMBOLS_PATH),
-        std::fs::read(root.join(DRIVER_SYMBOLS_PATH)),
-    )?)?;
-    let (check_file, results_file) = (
-        root.join(abi_check::ABI_CHECK_PATH),
-        root.join(RESULTS_CHECK_PATH),
-    );
+    let list = root.join(DRIVER_SYMBOLS_PATH);
+    let symbols = SymbolList::parse(&io(&list, std::fs::read(&list))?)?;
+    let check_file = root.join(abi_check::ABI_CHECK_PATH);
     let scratch = target_dir().join("abi-check");
     io(&scratch, std::fs::create_dir_all(&scratch))?;
     for set in &symbols.header_sets {
         let include = fetch_headers(set)?;
-        let typedefs_path = include.join("cudaTypedefs.h");
-        let typedefs = io(&typedefs_path, std::fs::read_to_string(&typedefs_path))?;
-        compile(&include, set, &check_file, None)
-            .map_err(|errors| diagnose(&symbols, set, &typedefs, &errors))?;
-        // Every CUresult name refusals quote has its value in this header set.
-        compile(&include, set, &results_file, None).map_err(|errors| {
-            let (package, version) = (&set.package, &set.version);
-            format!(
-                "{CUDA_RESULTS_PATH} does not match {package} {version}:\n  {}",
-                errors.join("\n  ")
-            )
-        })?;
+        let typedefs = include.join("cudaTypedefs.h");
+        let typedefs = io(&typedefs, std::fs::read_to_string(&typedefs))?;
+        // The list, then every CUresult name refusals quote, has its value here.
+        for file in [check_file.clone(), root.join(RESULTS_CHECK_PATH)] {
+            let errors = compile(&include, set, &file, None)?;
+            if !errors.is_empty() {
+                return Err(diagnose(&symbols, set, &typedefs, &errors));
+            }
+        }
         for symbol in &symbols.symbols {
             if symbol.undeclared_in.contains_key(&set.name) {
                 expect_undeclared(&include, set, &check_file, symbol)?;
             }
         }
-        println!(
-            "abi check: {} symbols, {} types, {} constants match {} {} headers",
-            symbols.symbols.len(),
-            symbols.types.len(),
-            symbols.constants.len(),
-            set.package,
-            set.version
+        let (package, version) = (&set.package, &set.version);
+        let (types, constants) = (symbols.types.len(), symbols.constants.len());
+        let listed = format!(
+            "{} symbols, {types} types, {constants} constants",
+            symbols.symbols.len()
         );
+        println!("abi check: {listed} match {package} {version} headers");
         wrong_copy_is_refused(&symbols, set, &include, &typedefs, &scratch)?;
     }
     Ok(())
@@ -78,122 +72,77 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("nvidia-headers"));
-    let unpacked = cache.join(format!("{}-{}", set.package, set.version));
+    let (name, package, version) = (&set.name, &set.package, &set.version);
+    let unpacked = cache.join(format!("{package}-{version}"));
     let include = unpacked.join(&set.include_dir);
     let present = || HEADERS.iter().all(|header| include.join(header).is_file());
-    if present() {
-        return Ok(include);
+    if !present() {
+        io(&cache, std::fs::create_dir_all(&cache))?;
+        let requirement = cache.join(format!("{package}-{version}.txt"));
+        let pin = format!("{package}=={version} --hash=sha256:{}\n", set.wheel_sha256);
+        io(&requirement, std::fs::write(&requirement, pin))?;
+        // The pinned wheel is the manylinux x86_64 one, whatever this host is.
+        let mut uv = python_env::uv()?;
+        let options = "--quiet --no-deps --require-hashes --python-version 3.11 --python-platform";
+        uv.args(["pip", "install"])
+            .args(options.split(' '))
+            .arg("x86_64-manylinux2014");
+        uv.arg("--target")
+            .arg(&unpacked)
+            .arg("--requirement")
+            .arg(&requirement);
+        let needs = |why| format!("header set {name}: the ABI check needs its wheel: {why}");
+        run(&mut uv).map_err(needs)?;
     }
-    io(&cache, std::fs::create_dir_all(&cache))?;
-    let requirement = cache.join(format!("{}-{}.txt", set.package, set.version));
-    let pin = format!(
-        "{}=={} --hash=sha256:{}\n",
-        set.package, set.version, set.wheel_sha256
-    );
-    io(&requirement, std::fs::write(&requirement, pin))?;
-    // The pinned wheel is the manylinux x86_64 one, whatever this host is.
-    run(python_env::uv()?
-        .args(["pip", "install", "--quiet", "--no-deps", "--require-hashes"])
-        .args([
-            "--python-platform",
-            "x86_64-manylinux2014",
-            "--python-version",
-            "3.11",
-        ])
-        .arg("--target")
-        .arg(&unpacked)
-        .arg("--requirement")
-        .arg(&requirement))
-    .map_err(|why| {
-        format!(
-            "header set {}: the ABI check needs its wheel: {why}",
-            set.name
-        )
-    })?;
-    if present() {
-        return Ok(include);
-    }
-    let (name, package, version) = (&set.name, &set.package, &set.version);
     let (headers, dir) = (HEADERS.join(" and "), &set.include_dir);
-    Err(format!(
-        "header set {name}: {package}=={version} holds no {headers} under {dir}"
-    ))
+    let missing = format!("header set {name}: {package}=={version} holds no {headers} under {dir}");
+    present().then_some(include).ok_or(missing)
 }
 
-/// Compiles `file` against `include`. On failure: each error, as
+/// Compiles `file` against `include`, defining `define`. Returns each error:
 /// `FACT: MESSAGE` where it is on a line of `file` (FACT: what that line
 /// states), else as the compiler wrote it.
-fn compile(
-    include: &Path,
-    set: &HeaderSet,
-    file: &Path,
-    define: Option<&str>,
-) -> std::result::Result<(), Vec<String>> {
+fn compile(include: &Path, set: &HeaderSet, file: &Path, define: Option<&str>) -> Errors {
     let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
     let output = Command::new(compiler)
-        .args([
-            "-std=c11",
-            "-fsyntax-only",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-isystem",
-        ])
+        .args("-std=c11 -fsyntax-only -Wall -Wextra -Werror -isystem".split(' '))
         .arg(include)
         .arg(format!("-D{}", header_set_macro(&set.name)))
         .args(define.map(|define| format!("-D{define}")))
         .arg(file)
         .output()
-        .map_err(|error| vec![format!("cannot run the C compiler (cc): {error}")])?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let source = std::fs::read_to_string(file).unwrap_or_default();
+        .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
+    let source = io(file, std::fs::read_to_string(file))?;
     let lines: Vec<&str> = source.lines().collect();
-    let stderr = String::from_utf8_lossy(&output.stderr);
     let prefix = format!("{}:", file.display());
-    let named = |place: &str, message: &str| {
-        let number: usize = place
-            .strip_prefix(&prefix)?
-            .split(':')
-            .next()?
-            .parse()
-            .ok()?;
-        Some(format!(
-            "{}: {message}",
-            fact(lines.get(number.checked_sub(1)?)?)
-        ))
+    let named = |line: &str| {
+        let (place, message) = line.split_once(": error: ")?;
+        let (number, _) = place.strip_prefix(&prefix)?.split_once(':')?;
+        let line = lines.get(number.parse::<usize>().ok()?.checked_sub(1)?)?;
+        Some(format!("{}: {message}", fact(line)))
     };
-    let errors: Vec<String> = stderr
-        .lines()
-        .filter_map(|line| {
-            line.split_once(": error: ")
-                .map(|(place, message)| named(place, message).unwrap_or_else(|| line.to_string()))
-        })
-        .collect();
-    Err(if errors.is_empty() {
-        vec![stderr.trim().to_string()]
-    } else {
-        errors
-    })
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors = stderr.lines().filter(|line| line.contains(": error: "));
+    let named = errors.map(|line| named(line).unwrap_or(line.into()));
+    let mut errors: Vec<String> = named.collect();
+    if errors.is_empty() && !output.status.success() {
+        errors.push(stderr.trim().to_string());
+    }
+    Ok(errors)
 }
 
 /// What a line of a generated check states: its `_Static_assert`'s message,
 /// or `EXPORT CHECK` for the `rextio_CHECK_EXPORT` it declares last.
 fn fact(line: &str) -> String {
-    if let Some((_, message)) = line
+    let message = line
         .strip_suffix("\");")
-        .and_then(|rest| rest.rsplit_once('"'))
-    {
-        return message.to_string();
-    }
+        .and_then(|rest| rest.rsplit_once('"'));
     let (_, declared) = line.rsplit_once("rextio_").unwrap_or_default();
-    let end = declared
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(declared.len());
-    match declared[..end].split_once('_') {
-        Some((check, export)) => format!("{export} {check}"),
-        None => line.trim().to_string(),
+    let end = declared.find([' ', ')', ';']).unwrap_or(declared.len());
+    match (message, declared[..end].split_once('_')) {
+        (Some((_, message)), _) => message.to_string(),
+        (None, Some((check, export))) => format!("{export} {check}"),
+        (None, None) => line.trim().to_string(),
     }
 }
 
@@ -202,76 +151,63 @@ fn fact(line: &str) -> String {
 fn diagnose(symbols: &SymbolList, set: &HeaderSet, typedefs: &str, errors: &[String]) -> String {
     let mut findings = errors.to_vec();
     for symbol in &symbols.symbols {
-        if errors
-            .iter()
-            .any(|error| error.starts_with(&format!("{} ", symbol.export)))
-        {
+        let export = format!("{} ", symbol.export);
+        if errors.iter().any(|error| error.starts_with(&export)) {
             findings.extend(parameter_differences(symbol, typedefs));
         }
     }
     let (package, version, name) = (&set.package, &set.version, &set.name);
-    format!(
-        "the symbol list does not match {package} {version} (header set {name}):\n  {}",
-        findings.join("\n  ")
-    )
+    let findings = findings.join("\n  ");
+    format!("the lists do not match {package} {version} (header set {name}):\n  {findings}")
 }
 
 /// Each parameter of `symbol` whose type differs from the header's
 /// `PFN_<api>_v<abi_version>` typedef, both in the list's spelling.
 fn parameter_differences(symbol: &Symbol, typedefs: &str) -> Vec<String> {
-    let (export, pfn) = (
-        &symbol.export,
-        format!("PFN_{}_v{}", symbol.api, symbol.abi_version),
-    );
-    let found = prototypes(typedefs, "(CUDAAPI *")
-        .into_iter()
-        .find(|(name, _)| *name == pfn);
-    let Some((_, header)) = found else {
+    let export = &symbol.export;
+    let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
+    let mut typedefs = prototypes(typedefs, "(CUDAAPI *").into_iter();
+    let Some((_, header)) = typedefs.find(|(name, _)| *name == pfn) else {
         return vec![format!(
             "{export}: the headers have no {pfn} typedef (abi_version)"
         )];
     };
-    if header.len() != symbol.params.len() {
-        let (theirs, ours) = (header.len(), symbol.params.len());
+    let (theirs, ours) = (header.len(), symbol.params.len());
+    if theirs != ours {
         return vec![format!(
-            "{export}: the header's {pfn} takes {theirs} parameters, the list {ours}"
+            "{export}: the header's {pfn} takes {theirs} parameters, not {ours}"
         )];
     }
-    let pairs = symbol.params.iter().zip(header);
-    pairs
-        .filter_map(|(param, header)| {
-            let listed = param_type(&param.c_type.c_spelling()).c_spelling();
-            let header = param_type(&header).c_spelling();
-            let name = &param.name;
-            (listed != header).then(|| format!("{export} parameter `{name}`: the header has `{header}`, the list says `{listed}`"))
-        })
-        .collect()
+    let mut differences = Vec::new();
+    for (param, header) in symbol.params.iter().zip(header) {
+        let listed = param_type(&param.c_type.c_spelling()).c_spelling();
+        let header = param_type(&header).c_spelling();
+        let says = format!("the header has `{header}`, the list says `{listed}`");
+        if listed != header {
+            differences.push(format!("{export} parameter `{}`: {says}", param.name));
+        }
+    }
+    differences
 }
 
 fn expect_undeclared(include: &Path, set: &HeaderSet, file: &Path, symbol: &Symbol) -> Result<()> {
-    let (export, name) = (&symbol.export, &set.name);
-    match compile(include, set, file, Some(&expect_undeclared_macro(export))) {
-        Ok(()) => Err(format!(
-            "{DRIVER_SYMBOLS_PATH}: {export} says header set {name} does not declare it, but {} {} \
-             does: remove `undeclared_in.{name}`",
-            set.package, set.version
-        )),
-        Err(errors)
-            if errors
-                .iter()
-                .any(|error| error.starts_with(&format!("{export} undeclared: "))) =>
-        {
-            println!(
-                "abi check: {} {} does not declare {export}, as the list records",
-                set.package, set.version
-            );
-            Ok(())
-        }
-        Err(errors) => Err(format!(
-            "the undeclared check of {export} against {name} failed for another reason:\n  {}",
-            errors.join("\n  ")
-        )),
+    let (export, name, package, version) = (&symbol.export, &set.name, &set.package, &set.version);
+    let errors = compile(include, set, file, Some(&expect_undeclared_macro(export)))?;
+    if errors.is_empty() {
+        return Err(format!(
+            "{DRIVER_SYMBOLS_PATH}: {export} says header set {name} does not declare it, but \
+             {package} {version} does: remove `undeclared_in.{name}`"
+        ));
     }
+    let undeclared = format!("{export} undeclared: ");
+    if !errors.iter().any(|error| error.starts_with(&undeclared)) {
+        let errors = errors.join("\n  ");
+        return Err(format!(
+            "the undeclared check of {export} against {name}:\n  {errors}"
+        ));
+    }
+    println!("abi check: {package} {version} does not declare {export}, as the list records");
+    Ok(())
 }
 
 /// The check must catch a mismatch and name it: a copy of the list whose
@@ -285,35 +221,25 @@ fn wrong_copy_is_refused(
     scratch: &Path,
 ) -> Result<()> {
     let mut wrong = symbols.clone();
-    let size_t = CType {
-        base: "size_t".into(),
-        ..CType::default()
-    };
     let changed = wrong.symbols.iter_mut().find_map(|symbol| {
-        let param = symbol
-            .params
-            .iter_mut()
-            .find(|param| param.c_type == size_t)?;
+        let mut params = symbol.params.iter_mut();
+        let param = params.find(|param| param.c_type.c_spelling() == "size_t")?;
         param.c_type.base = "unsigned int".into();
         Some((symbol.export.clone(), param.name.clone()))
     });
-    let Some((symbol, param)) = changed else {
-        return Err("the wrong-copy self-test needs a symbol with a size_t parameter".into());
-    };
+    let (symbol, param) = changed.ok_or("the wrong-copy self-test needs a size_t parameter")?;
     let file = scratch.join(format!("wrong-{}.c", set.name));
     io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
-    let Err(errors) = compile(include, set, &file, None) else {
-        let name = &set.name;
-        return Err(format!(
-            "self-test: a list whose {symbol} takes `unsigned int {param}` compiled against {name}"
-        ));
-    };
+    let errors = compile(include, set, &file, None)?;
     let message = diagnose(&wrong, set, typedefs, &errors);
     let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
-    if message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected) {
-        println!("abi check: a wrong copy of the list is refused: {expected}, the list says `unsigned int`");
-        Ok(())
-    } else {
-        Err(format!("self-test: the refusal of a wrong copy does not name {symbol} and `{param}`:\n{message}"))
+    let named = message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
+    let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
+    if errors.is_empty() || !named {
+        return Err(format!(
+            "self-test: {refusal} does not name them:\n{message}"
+        ));
     }
+    println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
+    Ok(())
 }

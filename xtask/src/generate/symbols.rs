@@ -266,7 +266,8 @@ const RUST_KEYWORDS: &[&str] = &[
     "true", "try", "type", "unsafe", "use", "where", "while", "yield", "abstract", "become", "do",
     "final", "macro", "override", "priv", "typeof", "unsized", "virtual",
 ];
-const C_WORDS: &[&str] = &[
+/// The words C spells its scalar types with, and other C keywords of types.
+pub const C_WORDS: &[&str] = &[
     "const", "signed", "unsigned", "long", "short", "struct", "enum", "void", "char", "int",
     "size_t", "float", "double",
 ];
