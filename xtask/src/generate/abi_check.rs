@@ -53,15 +53,13 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
          #define REXTIO_UNUSED __attribute__((unused))\n\n",
     );
     for (name, named) in &symbols.types {
+        let same = |c_type: String| {
+            let test = format!("__builtin_types_compatible_p({name}, {c_type})");
+            (test, format!("is {c_type}"))
+        };
         let (test, fact) = match named.kind {
-            NamedKind::Handle(tag) => (
-                format!("__builtin_types_compatible_p({name}, struct {tag} *)"),
-                format!("is struct {tag} *"),
-            ),
-            NamedKind::Integer(c_type) => (
-                format!("__builtin_types_compatible_p({name}, {c_type})"),
-                format!("is {c_type}"),
-            ),
+            NamedKind::Handle(tag) => same(format!("struct {tag} *")),
+            NamedKind::Integer(c_type) => same(c_type.to_string()),
             NamedKind::Enum(bits) => (
                 format!("sizeof({name}) * CHAR_BIT == {bits}"),
                 format!("has {bits} bits"),
@@ -79,25 +77,14 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
     out.push('\n');
     for symbol in &symbols.symbols {
         let (export, api, abi) = (&symbol.export, &symbol.api, symbol.abi_version);
-        let params: Vec<String> = symbol
-            .params
-            .iter()
-            .map(|param| format!("{} {}", param.c_type.c_spelling(), param.name))
-            .collect();
-        let params = if params.is_empty() {
-            "void".to_string()
-        } else {
-            params.join(", ")
-        };
+        let params =
+            symbol.params_as(|param| format!("{} {}", param.c_type.c_spelling(), param.name));
+        let params = if params.is_empty() { "void" } else { &params };
         let list = format!("static REXTIO_UNUSED const rextio_signature_{export}");
         let guard = unless_sets(symbol.undeclared_in.keys());
         // A deprecated export: the list says why it is still used.
         let (quiet, loud) = match symbol.deprecated {
-            Some(_) => (
-                "#pragma GCC diagnostic push\n\
-                 #pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n",
-                "#pragma GCC diagnostic pop\n",
-            ),
+            Some(_) => (QUIET, "#pragma GCC diagnostic pop\n"),
             None => ("", ""),
         };
         let _ = write!(
@@ -107,13 +94,17 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
              {guard}{quiet}{list} rextio_prototype_{export} = &{export};\n{loud}"
         );
         if !guard.is_empty() {
+            let expect = expect_undeclared_macro(export);
+            let declared =
+                format!("const void *rextio_undeclared_{export} = (const void *)&{export}");
             let _ = write!(
                 out,
-                "#endif\n#if defined({})\nstatic REXTIO_UNUSED const void \
-                 *rextio_undeclared_{export} = (const void *)&{export};\n#endif\n",
-                expect_undeclared_macro(export)
+                "#endif\n#if defined({expect})\nstatic REXTIO_UNUSED {declared};\n#endif\n"
             );
         }
     }
     out.into_bytes()
 }
+
+const QUIET: &str =
+    "#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n";

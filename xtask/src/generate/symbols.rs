@@ -192,6 +192,12 @@ pub struct Symbol {
 }
 
 impl Symbol {
+    /// Each parameter as `spell` writes it, joined by `, `.
+    pub fn params_as(&self, spell: impl Fn(&Param) -> String) -> String {
+        let params: Vec<String> = self.params.iter().map(spell).collect();
+        params.join(", ")
+    }
+
     /// The tier in a table for `component` (None: every symbol, required
     /// when any component requires it).
     pub fn tier(&self, component: Option<&str>) -> Option<&str> {

@@ -34,13 +34,10 @@ fn lines(symbols: &SymbolList, component: Option<&str>) -> Result<String> {
         let Some(tier) = symbol.tier(component) else {
             continue;
         };
-        let params: Vec<String> = symbol
-            .params
-            .iter()
-            .map(|param| format!("{}: {}", param.name, param.c_type.rust_spelling()))
-            .collect();
+        let params =
+            symbol.params_as(|param| format!("{}: {}", param.name, param.c_type.rust_spelling()));
         let (since, export) = (symbol.since, &symbol.export);
-        let _ = writeln!(out, "    {tier} {since} {export}({});", params.join(", "));
+        let _ = writeln!(out, "    {tier} {since} {export}({});", params);
     }
     let component = component.unwrap_or("any");
     let message = format!("{DRIVER_SYMBOLS_PATH}: no symbol is used by component `{component}`");
