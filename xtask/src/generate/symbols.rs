@@ -354,11 +354,8 @@ impl SymbolList {
             ensure(range.is_some(), format!("{path}.c_type"), message)?;
             let (low, high) = range.unwrap_or_default();
             let in_range = (low..=high).contains(&i128::from(constant.value));
-            ensure(
-                in_range,
-                format!("{path}.value"),
-                "out of range for its C type",
-            )?;
+            let message = "out of range for its C type";
+            ensure(in_range, format!("{path}.value"), message)?;
         }
         let success = raw.constants.contains_key("CUDA_SUCCESS");
         ensure(success, "constants", "lacks `CUDA_SUCCESS`")?;
@@ -478,9 +475,6 @@ fn check_symbol(symbol: &Symbol, sets: &[HeaderSet], path: impl Fn(&str) -> Stri
         ensure(!why.trim().is_empty(), &set_path, "say why")?;
     }
     let blank = |why: &String| why.trim().is_empty();
-    ensure(
-        !symbol.deprecated.as_ref().is_some_and(blank),
-        path("deprecated"),
-        "say why",
-    )
+    let deprecated_ok = !symbol.deprecated.as_ref().is_some_and(blank);
+    ensure(deprecated_ok, path("deprecated"), "say why")
 }
