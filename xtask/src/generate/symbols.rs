@@ -103,6 +103,15 @@ impl NamedType {
             Handle(tag) => format!("*mut {tag}"),
         }
     }
+
+    fn integer_range(&self) -> Option<(i128, i128)> {
+        let half = |bits: u8| 1i128 << (bits - 1);
+        match self.kind {
+            Integer(c_type) => scalar(c_type)?.2,
+            NamedKind::Enum(bits) => Some((-half(bits), half(bits) - 1)),
+            Handle(_) => None,
+        }
+    }
 }
 
 /// A C type: `[const] BASE` (a scalar's C spelling or a type name) under
@@ -231,27 +240,26 @@ pub struct HeaderSet {
     pub include_dir: String,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SymbolList {
-    /// Every named type the list uses (and `CUresult`).
+    schema_version: u32,
+    calling_convention: String,
+    #[serde(rename = "header_sets")]
+    sets: BTreeMap<String, HeaderSet>,
+    #[serde(rename = "types")]
+    declared: BTreeMap<String, DeclaredEnum>,
+    /// After `parse`: every named type the list uses (and `CUresult`).
+    #[serde(skip)]
     pub types: BTreeMap<String, NamedType>,
     pub constants: BTreeMap<String, Constant>,
+    /// After `parse`: the header sets, named.
+    #[serde(skip)]
     pub header_sets: Vec<HeaderSet>,
     pub symbols: Vec<Symbol>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawList {
-    schema_version: u32,
-    calling_convention: String,
-    header_sets: BTreeMap<String, HeaderSet>,
-    types: BTreeMap<String, DeclaredEnum>,
-    constants: BTreeMap<String, Constant>,
-    symbols: Vec<Symbol>,
-}
-
-#[derive(Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeclaredEnum {
     kind: String,
@@ -293,7 +301,7 @@ impl SymbolList {
     /// unknown or mistyped key, are named by their place in the file.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let raw: RawList =
+        let mut list: SymbolList =
             serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
                 let (path, inner) = (error.path().to_string(), error.inner());
                 let place = match path.as_str() {
@@ -303,13 +311,13 @@ impl SymbolList {
                 };
                 format!("{DRIVER_SYMBOLS_PATH}: {place}: {inner}")
             })?;
-        let version = raw.schema_version;
+        let version = list.schema_version;
         let message = format!("{version} is not supported (expected 2)");
         ensure(version == 2, "schema_version", message)?;
-        let convention = &raw.calling_convention;
+        let convention = &list.calling_convention;
         let message = format!("`{convention}` is not supported (expected `system`)");
         ensure(convention == "system", "calling_convention", message)?;
-        let header_sets = header_sets(raw.header_sets)?;
+        list.header_sets = header_sets(std::mem::take(&mut list.sets))?;
 
         let mut used = BTreeSet::from(["CUresult".to_string()]);
         let mut named = BTreeMap::new();
@@ -317,7 +325,7 @@ impl SymbolList {
             let doc = doc.to_string();
             named.insert(name.to_string(), NamedType { kind: *kind, doc });
         }
-        for (name, declared) in raw.types {
+        for (name, declared) in std::mem::take(&mut list.declared) {
             let path = format!("types.{name}");
             identifier_and_doc(&name, &declared.doc, &path)?;
             let message = "cuda.h's own typedef; the generator knows it already";
@@ -340,7 +348,7 @@ impl SymbolList {
             ensure(found, path, message)
         };
 
-        for (name, constant) in &raw.constants {
+        for (name, constant) in &list.constants {
             let path = format!("constants.{name}");
             identifier_and_doc(name, &constant.doc, &path)?;
             known(&constant.c_type, format!("{path}.c_type"))?;
@@ -357,15 +365,15 @@ impl SymbolList {
             let message = "out of range for its C type";
             ensure(in_range, format!("{path}.value"), message)?;
         }
-        let success = raw.constants.contains_key("CUDA_SUCCESS");
+        let success = list.constants.contains_key("CUDA_SUCCESS");
         ensure(success, "constants", "lacks `CUDA_SUCCESS`")?;
 
-        let symbols = raw.symbols;
-        ensure(!symbols.is_empty(), "symbols", "the symbol list is empty")?;
+        let any = !list.symbols.is_empty();
+        ensure(any, "symbols", "the symbol list is empty")?;
         let mut exports = BTreeSet::new();
-        for (index, symbol) in symbols.iter().enumerate() {
+        for (index, symbol) in list.symbols.iter().enumerate() {
             let path = |key: &str| format!("symbols[{index}].{key}");
-            check_symbol(symbol, &header_sets, path)?;
+            check_symbol(symbol, &list.header_sets, path)?;
             for (param_index, param) in symbol.params.iter().enumerate() {
                 known(
                     &param.c_type,
@@ -375,29 +383,13 @@ impl SymbolList {
             let message = format!("duplicate export name `{}`", symbol.export);
             ensure(exports.insert(&symbol.export), path("export"), message)?;
         }
-        for name in raw.constants.keys() {
+        for name in list.constants.keys() {
             let path = format!("constants.{name}");
             ensure(!exports.contains(name), path, "the name is also an export")?;
         }
         named.retain(|name, _| used.contains(name));
-        let (types, constants) = (named, raw.constants);
-        Ok(Self {
-            types,
-            constants,
-            header_sets,
-            symbols,
-        })
-    }
-}
-
-impl NamedType {
-    fn integer_range(&self) -> Option<(i128, i128)> {
-        let half = |bits: u8| 1i128 << (bits - 1);
-        match self.kind {
-            Integer(c_type) => scalar(c_type)?.2,
-            NamedKind::Enum(bits) => Some((-half(bits), half(bits) - 1)),
-            Handle(_) => None,
-        }
+        list.types = named;
+        Ok(list)
     }
 }
 
