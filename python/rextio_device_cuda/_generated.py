@@ -4,6 +4,4 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final[str] = (
-    "71c51c96b000dcbc7a403ad34878297bca5aa231dce7cbfe79980acd52799b28"
-)
+RUNTIME_SOURCE_SHA256: Final = "71c51c96b000dcbc7a403ad34878297bca5aa231dce7cbfe79980acd52799b28"

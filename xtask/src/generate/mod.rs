@@ -23,8 +23,7 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use python::PyValue;
-use spec::ProviderSpec;
+use spec::Val;
 use symbols::SymbolList;
 
 pub use index::sha256_hex;
@@ -58,7 +57,7 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 /// last), on one thread: the whole CUDA 13 driver API renders within the
 /// 100 ms target (`cargo xtask bench`).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
-    let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
+    let spec = spec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
     let cuda_results =
         results::CudaResults::parse(inputs.get(results::CUDA_RESULTS_PATH)?, &symbols)?;
@@ -69,7 +68,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)?),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
-        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
+        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)),
         output(
             PYTHON_MODULE_PATH,
             python::module(&archive_name, &sha256_hex(&archive)),
@@ -81,10 +80,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
             python::pyproject(inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?, &spec)?,
         ),
         output(format!("generated/{archive_name}"), archive),
-        output(
-            PYTHON_SPEC_PATH,
-            python::spec_module(&spec::python_classes(), &spec.expr()),
-        ),
+        output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];
     let index = index::index(&outputs)?;
     outputs.push(output(INDEX_PATH, index));
@@ -94,12 +90,8 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// The runtime crate's source tarball: what its users build (its manifest,
 /// README, license and the library sources, the generated table among them;
 /// never its unit tests). Returns (file name, bytes).
-fn runtime_archive(
-    inputs: &Inputs,
-    spec: &ProviderSpec,
-    driver_api: &[u8],
-) -> Result<(String, Vec<u8>)> {
-    let stem = spec.runtime_archive_stem();
+fn runtime_archive(inputs: &Inputs, spec: &Val, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
+    let stem = spec::runtime_archive_stem(spec);
     let mut packaged: Vec<(String, Vec<u8>)> = inputs
         .runtime_sources()
         .map(|(path, bytes)| (path.to_string(), bytes.to_vec()))

@@ -1,15 +1,11 @@
-//! Generated Rust: the probe's spec constants, and the helpers every
-//! generated Rust file shares. Built with `quote`, checked by parsing with `syn`,
-//! printed with `prettyplease`.
+//! Generated Rust: the probe's spec constants (plain text, as rustfmt lays
+//! it out), and the printer the symbol tables share.
 
-use proc_macro2::{Ident, Literal, Span, TokenStream};
-use quote::quote;
-
-use super::spec::{ProviderSpec, PROVIDER_SPEC_PATH};
+use super::spec::{Val, PROVIDER_SPEC_PATH};
 use crate::Result;
 
 /// Parses generated `tokens` as a file; `what` names it in the error.
-pub(super) fn parse_file(tokens: TokenStream, what: &str) -> Result<syn::File> {
+pub(super) fn parse_file(tokens: proc_macro2::TokenStream, what: &str) -> Result<syn::File> {
     syn::parse2(tokens)
         .map_err(|error| format!("internal error: generated {what} does not parse: {error}"))
 }
@@ -22,106 +18,93 @@ pub(super) fn print_file(source: &str, file: &syn::File) -> Vec<u8> {
         .into_bytes()
 }
 
-/// `/// doc` then `pub const NAME: ty = value;`.
-fn constant(name: &str, doc: &str, ty: TokenStream, value: TokenStream) -> TokenStream {
-    let (ident, doc) = (Ident::new(name, Span::call_site()), format!(" {doc}"));
-    quote! {
-        #[doc = #doc]
-        pub const #ident: #ty = #value;
+/// `&[a, b]` on one line after `prefix` where it fits in 100 columns, else
+/// one item a line.
+fn array(prefix: &str, items: &[String]) -> String {
+    let line = format!("&[{}]", items.join(", "));
+    if prefix.len() + line.len() < 100 {
+        return line;
     }
-}
-
-/// A typed value of the spec, as a Rust type and expression.
-fn text(value: &str) -> (TokenStream, TokenStream) {
-    (quote!(&str), quote!(#value))
-}
-
-fn integer(rust_type: &str, value: u64) -> (TokenStream, TokenStream) {
-    let (ty, literal) = (
-        Ident::new(rust_type, Span::call_site()),
-        Literal::u64_unsuffixed(value),
-    );
-    (quote!(#ty), quote!(#literal))
-}
-
-fn range((low, high): (i32, i32)) -> (TokenStream, TokenStream) {
-    let (low, high) = (Literal::i32_unsuffixed(low), Literal::i32_unsuffixed(high));
-    (quote!(core::ops::RangeInclusive<i32>), quote!(#low..=#high))
-}
-
-/// The probe and smoke constants of `spec.rs` that the probe reads, in
-/// output order (their bounds are checked when the spec is parsed).
-fn spec_constants(spec: &ProviderSpec) -> Vec<TokenStream> {
-    let (report, smoke) = (&spec.probe_report, &spec.smoke);
-    #[rustfmt::skip]
-    let constants = [
-        ("PROBE_SCHEMA_VERSION", "The probe report's `schema_version`.", text(&report.schema_version)),
-        ("PROBE_NAME", "The probe report's `probe` value and the probe binary's name.", text(&report.probe)),
-        ("PROBE_COMPLETE_STATUS", "The status of a complete inventory.", text(&report.complete_status)),
-        ("MAX_DEVICES", "The largest device count a report may hold.", integer("i32", report.max_devices.into())),
-        ("MAX_DEVICE_ORDINAL", "The largest device ordinal.", integer("i32", report.max_device_ordinal.into())),
-        ("MAX_DEVICE_NAME_CHARS", "The most characters of a reported device name.", integer("usize", report.max_device_name_chars.into())),
-        ("DEVICE_NAME_BUFFER_BYTES", "The size of the buffer passed to `cuDeviceGetName`.", integer("usize", report.device_name_buffer_bytes.into())),
-        ("DRIVER_VERSION_RANGE", "The plausible `cuDriverGetVersion` values.", range(report.driver_version_range)),
-        ("COMPUTE_MAJOR_RANGE", "The plausible compute capability major numbers.", range(report.compute_major_range)),
-        ("COMPUTE_MINOR_RANGE", "The plausible compute capability minor numbers.", range(report.compute_minor_range)),
-        ("SMOKE_NAME", "The lifetime smoke's report name and binary name.", text(&smoke.probe)),
-        ("SMOKE_SCHEMA_VERSION", "The smoke report's `schema_version`.", text(&smoke.schema_version)),
-        ("SMOKE_ALLOCATION_BYTES", "The size of the smoke's device allocation.", integer("usize", smoke.allocation_bytes)),
-        ("SMOKE_COMPLETE_STATUS", "The status of a complete smoke.", text(&smoke.complete_status)),
-        ("SMOKE_FAILURE_STATUS", "The status of a failed smoke.", text(&smoke.failure_status)),
-    ];
-    constants
-        .into_iter()
-        .map(|(name, doc, (ty, value))| constant(name, doc, ty, value))
-        .collect()
+    let items: String = items.iter().map(|item| format!("    {item},\n")).collect();
+    format!("&[\n{items}]")
 }
 
 /// `probe/src/generated/spec.rs`: the reason codes the probe and the smoke
-/// report, and their constants.
-pub fn probe_spec(spec: &ProviderSpec) -> Result<Vec<u8>> {
-    let mut codes: Vec<&String> = spec
-        .probe_report
-        .reason_codes
+/// report, and the constants of their reports.
+pub fn probe_spec(spec: &Val) -> Vec<u8> {
+    let (report, smoke) = (spec.get("probe_report"), spec.get("smoke"));
+    let lists = [report, smoke].map(|part| part.get("reason_codes").items());
+    let mut codes: Vec<&str> = lists
         .iter()
-        .chain(&spec.smoke.reason_codes)
+        .flat_map(|list| list.iter().map(Val::str))
         .collect();
-    codes.sort();
+    codes.sort_unstable();
     codes.dedup();
-    let code_consts = codes.into_iter().map(|code| {
-        let (explanation, _) = spec
-            .reason_codes
+    let mut out = format!(
+        "// @generated by `cargo xtask generate` from {PROVIDER_SPEC_PATH}; do not edit.\n\
+         //! The probe's and smoke's reason codes and constants, from `{PROVIDER_SPEC_PATH}`.\n\n\
+         /// The reason codes the probe and the smoke report, one constant each.\n\
+         pub mod reason_codes {{\n"
+    );
+    for code in codes {
+        let explanation = spec
+            .get("reason_codes")
             .get(code)
-            .map_or(("", ""), |(e, r)| (e.as_str(), r.as_str()));
-        constant(code, explanation, quote!(&str), quote!(#code))
-    });
-    let statuses = &spec.probe_report.statuses;
-    let environment_pairs = spec
-        .probe_report
-        .driver_environment
-        .iter()
-        .map(|(name, value)| quote!((#name, #value)));
-    let constants = spec_constants(spec);
-
-    let tokens = quote! {
-        //! The probe's and smoke's reason codes and constants, from `templates/provider-spec.json`.
-        #![cfg_attr(rustfmt, rustfmt::skip)]
-
-        /// The reason codes the probe and the smoke report, one constant each.
-        pub mod reason_codes {
-            #(#code_consts)*
-        }
-
-        /// Every report status.
-        pub const PROBE_STATUSES: &[&str] = &[#(#statuses),*];
-
-        /// Environment set before `cuInit`, as `(name, value)`, sorted by name.
-        pub const DRIVER_ENVIRONMENT: &[(&str, &str)] = &[#(#environment_pairs),*];
-
-        #(#constants)*
+            .items()
+            .first()
+            .map_or("", Val::str);
+        let doc = explanation.replace('\n', " ");
+        out.push_str(&format!(
+            "    /// {doc}\n    pub const {code}: &str = {code:?};\n"
+        ));
+    }
+    out.push_str("}\n\n");
+    let text = |value: &Val| ("&str", format!("{:?}", value.str()));
+    let int = |ty, value: &Val| (ty, value.int().to_string());
+    let range = |value: &Val| {
+        let (low, high) = value.pair();
+        ("core::ops::RangeInclusive<i32>", format!("{low}..={high}"))
     };
-    Ok(print_file(
-        PROVIDER_SPEC_PATH,
-        &parse_file(tokens, "spec.rs")?,
-    ))
+    let statuses: Vec<String> = report
+        .get("statuses")
+        .items()
+        .iter()
+        .map(|s| format!("{:?}", s.str()))
+        .collect();
+    let environment = report.get("driver_environment").entries();
+    let environment: Vec<String> = environment
+        .iter()
+        .map(|(k, v)| format!("({k:?}, {:?})", v.str()))
+        .collect();
+    #[rustfmt::skip]
+    let constants = [
+        ("PROBE_STATUSES", "Every report status.", ("&[&str]", statuses)),
+        ("DRIVER_ENVIRONMENT", "Environment set before `cuInit`, as `(name, value)`, sorted by name.", ("&[(&str, &str)]", environment)),
+    ];
+    for (name, doc, (ty, items)) in constants {
+        let prefix = format!("pub const {name}: {ty} = ");
+        out.push_str(&format!("/// {doc}\n{prefix}{};\n", array(&prefix, &items)));
+    }
+    #[rustfmt::skip]
+    let constants = [
+        ("PROBE_SCHEMA_VERSION", "The probe report's `schema_version`.", text(report.get("schema_version"))),
+        ("PROBE_NAME", "The probe report's `probe` value and the probe binary's name.", text(report.get("probe"))),
+        ("PROBE_COMPLETE_STATUS", "The status of a complete inventory.", text(report.get("complete_status"))),
+        ("MAX_DEVICES", "The largest device count a report may hold.", int("i32", report.get("max_devices"))),
+        ("MAX_DEVICE_ORDINAL", "The largest device ordinal.", int("i32", report.get("max_device_ordinal"))),
+        ("MAX_DEVICE_NAME_CHARS", "The most characters of a reported device name.", int("usize", report.get("max_device_name_chars"))),
+        ("DEVICE_NAME_BUFFER_BYTES", "The size of the buffer passed to `cuDeviceGetName`.", int("usize", report.get("device_name_buffer_bytes"))),
+        ("DRIVER_VERSION_RANGE", "The plausible `cuDriverGetVersion` values.", range(report.get("driver_version_range"))),
+        ("COMPUTE_MAJOR_RANGE", "The plausible compute capability major numbers.", range(report.get("compute_major_range"))),
+        ("COMPUTE_MINOR_RANGE", "The plausible compute capability minor numbers.", range(report.get("compute_minor_range"))),
+        ("SMOKE_NAME", "The lifetime smoke's report name and binary name.", text(smoke.get("probe"))),
+        ("SMOKE_SCHEMA_VERSION", "The smoke report's `schema_version`.", text(smoke.get("schema_version"))),
+        ("SMOKE_ALLOCATION_BYTES", "The size of the smoke's device allocation.", int("usize", smoke.get("allocation_bytes"))),
+        ("SMOKE_COMPLETE_STATUS", "The status of a complete smoke.", text(smoke.get("complete_status"))),
+        ("SMOKE_FAILURE_STATUS", "The status of a failed smoke.", text(smoke.get("failure_status"))),
+    ];
+    for (name, doc, (ty, value)) in constants {
+        out.push_str(&format!("/// {doc}\npub const {name}: {ty} = {value};\n"));
+    }
+    out.into_bytes()
 }
