@@ -6,14 +6,14 @@
 use serde_json::json;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::{schema, Val};
+use super::spec::{schema, Class, Val};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
 const INDENT: &str = "    ";
 
 /// A Python expression: a literal, a string, or a container / keyword call
-/// (`open`, then `label` + item each, then `close`).
+/// (its opening, then `label` + item each, then its closing).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Py {
     Atom(String),
@@ -21,35 +21,35 @@ pub enum Py {
     Seq(String, &'static str, Vec<(String, Py)>),
 }
 
+fn seq(open: &str, close: &'static str, items: impl Iterator<Item = (String, Py)>) -> Py {
+    Py::Seq(open.into(), close, items.collect())
+}
+
 /// A spec value as Python.
 pub fn expr(value: &Val) -> Py {
     let plain = |items: &[Val]| {
-        items
-            .iter()
-            .map(|item| (String::new(), expr(item)))
-            .collect()
+        let items: Vec<_> = items.iter().map(|v| (String::new(), expr(v))).collect();
+        items.into_iter()
     };
     match value {
         Val::Null => Py::Atom("None".into()),
-        Val::Bool(value) => Py::Atom(if *value { "True" } else { "False" }.into()),
+        Val::Bool(true) => Py::Atom("True".into()),
+        Val::Bool(false) => Py::Atom("False".into()),
         Val::Int(value) => Py::Atom(value.to_string()),
         // Debug spells the shortest round-trip form with a `.0` or an exponent.
         Val::Float(value) => Py::Atom(format!("{value:?}")),
         Val::Str(text) => Py::Str(text.clone()),
-        Val::Tuple(items) => Py::Seq("(".into(), ")", plain(items)),
+        Val::Tuple(items) => seq("(", ")", plain(items)),
         Val::Set(items) if items.is_empty() => Py::Atom("frozenset()".into()),
-        Val::Set(items) => Py::Seq("frozenset({".into(), "})", plain(items)),
-        Val::Map(map) => {
-            let entries = map
-                .iter()
-                .map(|(key, value)| (literal(key) + ": ", expr(value)));
-            Py::Seq("{".into(), "}", entries.collect())
-        }
+        Val::Set(items) => seq("frozenset({", "})", plain(items)),
+        Val::Map(map) => seq(
+            "{",
+            "}",
+            map.iter().map(|(k, v)| (literal(k) + ": ", expr(v))),
+        ),
         Val::Rec(name, fields) => {
-            let fields = fields
-                .iter()
-                .map(|(key, value)| (format!("{key}="), expr(value)));
-            Py::Seq(format!("{name}("), ")", fields.collect())
+            let fields = fields.iter().map(|(k, v)| (format!("{k}="), expr(v)));
+            seq(&format!("{name}("), ")", fields)
         }
     }
 }
@@ -57,22 +57,15 @@ pub fn expr(value: &Val) -> Py {
 impl Py {
     /// The one-line form.
     fn flat(&self) -> String {
-        match self {
-            Py::Atom(text) => text.clone(),
-            Py::Str(text) => literal(text),
-            Py::Seq(open, close, items) => {
-                let items: Vec<String> = items
-                    .iter()
-                    .map(|(label, item)| label.clone() + &item.flat())
-                    .collect();
-                let comma = if open == "(" && items.len() == 1 {
-                    ","
-                } else {
-                    ""
-                };
-                format!("{open}{}{comma}{close}", items.join(", "))
-            }
-        }
+        let (open, close, items) = match self {
+            Py::Atom(text) => return text.clone(),
+            Py::Str(text) => return literal(text),
+            Py::Seq(open, close, items) => (open, close, items),
+        };
+        let items: Vec<String> = items.iter().map(|(l, v)| l.clone() + &v.flat()).collect();
+        let one = open == "(" && items.len() == 1;
+        let comma = if one { "," } else { "" };
+        format!("{open}{}{comma}{close}", items.join(", "))
     }
 }
 
@@ -90,8 +83,8 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         _ if width(&line) <= MAX_LINE + 1 => out.push_str(&line),
         Py::Seq(open, close, items) => {
             out.push_str(&format!("{indent}{prefix}{open}\n"));
-            let fill = !open.starts_with('{')
-                && items.iter().all(|(_, item)| !matches!(item, Py::Seq(..)));
+            let nested = items.iter().any(|(_, item)| matches!(item, Py::Seq(..)));
+            let fill = !open.starts_with('{') && !nested;
             let mut filled = String::new();
             for (label, item) in items {
                 let text = format!("{label}{},", item.flat());
@@ -146,57 +139,45 @@ pub fn write_expr(out: &mut String, depth: usize, prefix: &str, expr: &PyExpr, s
         match expr {
             PyExpr::Number(text) => Py::Atom(text.clone()),
             PyExpr::Str(text) => Py::Str(text.clone()),
-            PyExpr::Tuple(items) => {
-                let items = items.iter().map(|item| (String::new(), py(item)));
-                Py::Seq("(".into(), ")", items.collect())
-            }
-            PyExpr::Dict(entries) => {
-                let entries = entries
-                    .iter()
-                    .map(|(key, item)| (literal(key) + ": ", py(item)));
-                Py::Seq("{".into(), "}", entries.collect())
-            }
+            PyExpr::Tuple(items) => seq("(", ")", items.iter().map(|v| (String::new(), py(v)))),
+            PyExpr::Dict(entries) => seq(
+                "{",
+                "}",
+                entries.iter().map(|(k, v)| (literal(k) + ": ", py(v))),
+            ),
         }
     }
     write(out, depth, prefix, &py(expr), suffix);
 }
 
-/// The first line of a generated Python file, naming its inputs.
-fn header(inputs: &str) -> String {
-    format!("# @generated by `cargo xtask generate` from {inputs}; do not edit.\n")
+/// The first line of a generated Python file, naming its inputs, and its docstring.
+fn header(inputs: &str, doc: &str) -> String {
+    let marker = format!("# @generated by `cargo xtask generate` from {inputs}; do not edit.");
+    format!("{marker}\n\"\"\"{doc}\"\"\"\n\n")
 }
 
 /// `_provider_spec.py`: a record class per schema class, `PROVIDER_SPEC` and
 /// the capabilities by id.
 pub fn spec_module(spec: &Val) -> Vec<u8> {
-    let mut out = header(PROVIDER_SPEC_PATH);
+    let doc = "The provider spec as frozen records; the schema is xtask/src/generate/spec.rs.";
+    let mut out = header(PROVIDER_SPEC_PATH, doc);
     out.push_str(
-        "\"\"\"The provider spec as frozen records; the schema is xtask/src/generate/spec.rs.\"\"\"\n\n\
-         from __future__ import annotations\n\n\
+        "from __future__ import annotations\n\n\
          from collections.abc import Mapping\n\
          from typing import Final\n\n\
          from rextio_device_cuda._record import Record\n",
     );
-    for class in schema() {
-        let (name, doc) = (class.name, class.doc);
-        out.push_str(&format!(
-            "\n\nclass {name}(Record):\n{INDENT}\"\"\"{doc}\"\"\"\n"
-        ));
-        for (name, ty, _, comment) in &class.fields {
-            let comment = comment
-                .map(|text| format!("  # {text}"))
-                .unwrap_or_default();
+    for Class(name, doc, fields) in schema() {
+        let class = format!("class {name}(Record):\n{INDENT}\"\"\"{doc}\"\"\"");
+        out.push_str(&format!("\n\n{class}\n"));
+        for (name, ty, _, comment) in fields {
+            let comment = comment.map_or(String::new(), |text| format!("  # {text}"));
             out.push_str(&format!("{INDENT}{name}: {ty}{comment}\n"));
         }
     }
     out.push_str("\n\n");
-    write(
-        &mut out,
-        0,
-        "PROVIDER_SPEC: Final[ProviderSpec] = ",
-        &expr(spec),
-        "",
-    );
+    let prefix = "PROVIDER_SPEC: Final[ProviderSpec] = ";
+    write(&mut out, 0, prefix, &expr(spec), "");
     out.push_str(
         "CAPABILITIES: Final[Mapping[str, CapabilitySpec]] = {\n\
          \x20   capability.id: capability for capability in PROVIDER_SPEC.capabilities\n\
@@ -207,12 +188,9 @@ pub fn spec_module(spec: &Val) -> Vec<u8> {
 
 /// `_generated.py`: the packaged runtime tarball's name and digest.
 pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
-    let mut out = header("templates/");
-    out.push_str(
-        "\"\"\"The packaged runtime source's file name and SHA-256 (data only).\"\"\"\n\n\
-         from typing import Final\n\n",
-    );
+    let doc = "The packaged runtime source's file name and SHA-256 (data only).";
     let (name, digest) = (literal(archive_name), literal(archive_sha256));
+    let mut out = header("templates/", doc) + "from typing import Final\n\n";
     out.push_str(&format!("RUNTIME_SOURCE_ARCHIVE: Final[str] = {name}\n"));
     out.push_str(&format!("RUNTIME_SOURCE_SHA256: Final = {digest}\n"));
     out.into_bytes()
@@ -221,21 +199,15 @@ pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
 /// `_reason_codes.py`: a name for every reason code the provider's Python
 /// spells (all but the framework lanes', which it builds from their prefix).
 pub fn reason_codes(spec: &Val) -> Vec<u8> {
-    let mut out = header(PROVIDER_SPEC_PATH);
-    out.push_str(
-        "\"\"\"The reason codes, one name each (the lanes' codes are built from their prefix).\"\"\"\n\n\
-         from typing import Final\n\n",
-    );
+    let doc = "The reason codes, one name each (the lanes' codes are built from their prefix).";
+    let mut out = header(PROVIDER_SPEC_PATH, doc) + "from typing import Final\n\n";
     let lanes = spec.get("lanes").entries();
-    let prefixes: Vec<&str> = lanes
+    let prefixes = lanes
         .iter()
-        .map(|(_, lane)| lane.get("reason_prefix").str())
-        .collect();
+        .map(|(_, lane)| lane.get("reason_prefix").str());
+    let prefixes: Vec<&str> = prefixes.filter(|prefix| !prefix.is_empty()).collect();
     for (code, _) in spec.get("reason_codes").entries() {
-        if !prefixes
-            .iter()
-            .any(|prefix| !prefix.is_empty() && code.starts_with(prefix))
-        {
+        if !prefixes.iter().any(|prefix| code.starts_with(prefix)) {
             out.push_str(&format!("{code}: Final = {}\n", literal(code)));
         }
     }
@@ -248,16 +220,17 @@ pub fn reason_codes(spec: &Val) -> Vec<u8> {
 pub fn pyproject(template: &[u8], spec: &Val) -> Result<Vec<u8>> {
     let path = PYPROJECT_TEMPLATE_PATH;
     let text = std::str::from_utf8(template).map_err(|_| format!("{path}: not UTF-8"))?;
-    let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}")) + text;
+    let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}"), "");
+    out.truncate(out.find('\n').unwrap_or(0) + 1);
+    out.push_str(text);
     for (key, value) in spec.get("distribution").entries() {
-        let fields = value
-            .entries()
-            .into_iter()
-            .map(|(name, item)| (format!("{key}_{name}"), item));
+        let fields = value.entries().into_iter();
+        let fields = fields.map(|(name, item)| (format!("{key}_{name}"), item));
         for (name, value) in fields.chain([(key.to_string(), value)]) {
+            let items: Vec<&str> = value.items().iter().map(Val::str).collect();
             let value = match value {
                 Val::Str(text) => json!(text),
-                _ => json!(value.items().iter().map(Val::str).collect::<Vec<_>>()),
+                _ => json!(items),
             };
             out = out.replace(&format!("{{{{{name}}}}}"), &value.to_string());
         }
@@ -273,11 +246,8 @@ pub fn pyproject(template: &[u8], spec: &Val) -> Result<Vec<u8>> {
 /// A Python string literal: double quotes unless the text holds a double
 /// quote and no single quote (so no quote needs escaping).
 pub fn literal(text: &str) -> String {
-    let quote = if text.contains('"') && !text.contains('\'') {
-        '\''
-    } else {
-        '"'
-    };
+    let single = text.contains('"') && !text.contains('\'');
+    let quote = if single { '\'' } else { '"' };
     let mut out = String::from(quote);
     for c in text.chars() {
         match c {

@@ -107,18 +107,14 @@ RuntimePackageSpec: The packaged runtime crate.
     version: str; install_dir: str
 ";
 
-/// One record class of [`SCHEMA`].
-pub struct Class {
-    pub name: &'static str,
-    pub doc: &'static str,
-    /// (name, Python annotation, default, comment).
-    pub fields: Vec<Field>,
-}
+/// One record class of [`SCHEMA`]: name, docstring and fields.
+pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
+/// A field: name, Python annotation, default (empty: none) and comment.
 pub type Field = (
     &'static str,
     &'static str,
-    Option<&'static str>,
+    &'static str,
     Option<&'static str>,
 );
 
@@ -136,28 +132,22 @@ pub fn schema() -> &'static [Class] {
     static CLASSES: OnceLock<Vec<Class>> = OnceLock::new();
     CLASSES.get_or_init(|| {
         let mut classes: Vec<Class> = Vec::new();
-        let split = |text: &'static str, at| {
-            text.split_once(at)
-                .map_or((text, None), |(a, b)| (a, Some(b)))
-        };
+        let split = |text: &'static str, at| text.split_once(at).unwrap_or((text, ""));
         for line in SCHEMA.lines() {
             let Some(fields) = line.strip_prefix("    ") else {
-                let (name, doc) = line.split_once(": ").unwrap_or((line, ""));
-                classes.push(Class {
-                    name,
-                    doc,
-                    fields: Vec::new(),
-                });
+                let (name, doc) = split(line, ": ");
+                classes.push(Class(name, doc, Vec::new()));
                 continue;
             };
-            let (fields, comment) = split(fields, "  # ");
+            let (fields, comment) = fields.split_once("  # ").unzip();
+            let fields = fields.unwrap_or(line.trim_start());
             let fields: Vec<&str> = fields.split("; ").collect();
             for (index, field) in fields.iter().enumerate() {
-                let (field, default) = split(field, " = ");
-                let (name, ty) = field.split_once(": ").unwrap_or_default();
-                let comment = comment.filter(|_| index + 1 == fields.len());
+                let ((field, default), last) = (split(field, " = "), index + 1 == fields.len());
+                let (name, ty) = split(field, ": ");
+                let comment = comment.filter(|_| last);
                 let class = classes.last_mut().into_iter();
-                class.for_each(|class| class.fields.push((name, ty, default, comment)));
+                class.for_each(|class| class.2.push((name, ty, default, comment)));
             }
         }
         classes
@@ -187,8 +177,8 @@ const NULL: Val = Val::Null;
 impl Val {
     /// A record's field or a map's entry; `Null` when there is none.
     pub fn get(&self, key: &str) -> &Val {
-        self.entries()
-            .into_iter()
+        let mut entries = self.entries().into_iter();
+        entries
             .find(|(name, _)| *name == key)
             .map_or(&NULL, |(_, v)| v)
     }
@@ -203,18 +193,16 @@ impl Val {
     }
 
     pub fn str(&self) -> &str {
-        if let Val::Str(text) = self {
-            text
-        } else {
-            ""
+        match self {
+            Val::Str(text) => text,
+            _ => "",
         }
     }
 
     pub fn int(&self) -> u64 {
-        if let Val::Int(value) = self {
-            u64::from(*value)
-        } else {
-            0
+        match self {
+            Val::Int(value) => u64::from(*value),
+            _ => 0,
         }
     }
 
@@ -228,11 +216,8 @@ impl Val {
 
     /// `(major, minor)` or `[low, high]`.
     pub fn pair(&self) -> (u64, u64) {
-        let items = self.items();
-        (
-            items.first().map_or(0, Val::int),
-            items.last().map_or(0, Val::int),
-        )
+        let [low, high] = [self.items().first(), self.items().last()];
+        (low.map_or(0, Val::int), high.map_or(0, Val::int))
     }
 
     /// A map's entries, or a record's fields.
@@ -253,12 +238,14 @@ impl Val {
         let Val::Rec(_, fields) = self else {
             return None;
         };
+        let mut fields = fields.iter_mut();
         fields
-            .iter_mut()
             .find(|(name, _)| *name == key)
             .map(|(_, value)| value)
     }
 }
+
+type Res<T, E> = std::result::Result<T, E>;
 
 /// A JSON object that refuses a key given twice (a plain map keeps the last
 /// silently); results.rs reads `templates/cuda-results.json` with it.
@@ -273,14 +260,14 @@ impl<V> std::ops::Deref for Map<V> {
 }
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> std::result::Result<Self, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Res<Self, D::Error> {
         struct Entries<V>(std::marker::PhantomData<V>);
         impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
             type Value = Map<V>;
             fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
                 formatter.write_str("an object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Map<V>, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Map<V>, A::Error> {
                 entries(map, |map| map.next_value()).map(Map)
             }
         }
@@ -291,8 +278,8 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
 /// A JSON object's entries, refusing a key given twice.
 fn entries<'de, A: MapAccess<'de>, V>(
     mut map: A,
-    mut value: impl FnMut(&mut A) -> std::result::Result<V, A::Error>,
-) -> std::result::Result<BTreeMap<String, V>, A::Error> {
+    mut value: impl FnMut(&mut A) -> Res<V, A::Error>,
+) -> Res<BTreeMap<String, V>, A::Error> {
     let mut entries = BTreeMap::new();
     while let Some(key) = map.next_key::<String>()? {
         if entries.contains_key(&key) {
@@ -310,7 +297,7 @@ struct Typed(&'static str);
 impl<'de> DeserializeSeed<'de> for Typed {
     type Value = Val;
 
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> std::result::Result<Val, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Val, D::Error> {
         match self.0 {
             "str" => String::deserialize(de).map(Val::Str),
             "int" => u32::deserialize(de).map(Val::Int),
@@ -328,7 +315,7 @@ struct Refuse(String);
 impl<'de> DeserializeSeed<'de> for Refuse {
     type Value = Val;
 
-    fn deserialize<D: Deserializer<'de>>(self, _: D) -> std::result::Result<Val, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Res<Val, D::Error> {
         Err(D::Error::custom(self.0))
     }
 }
@@ -341,32 +328,31 @@ impl<'de> Visitor<'de> for Typed {
         formatter.write_str(if list { "a list" } else { "an object" })
     }
 
-    fn visit_none<E: Error>(self) -> std::result::Result<Val, E> {
+    fn visit_none<E: Error>(self) -> Res<Val, E> {
         Ok(NULL)
     }
 
-    fn visit_some<D: Deserializer<'de>>(self, de: D) -> std::result::Result<Val, D::Error> {
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Res<Val, D::Error> {
         Typed(self.0.trim_end_matches(" | None")).deserialize(de)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Val, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Val, A::Error> {
         let set = self.0.starts_with("frozenset[");
+        let open = if set { "frozenset[" } else { "tuple[" };
         let items = self
             .0
-            .strip_prefix(if set { "frozenset[" } else { "tuple[" });
-        let Some(items) = items.and_then(|items| items.strip_suffix(']')) else {
+            .strip_prefix(open)
+            .and_then(|ty| ty.strip_suffix(']'));
+        let Some(items) = items else {
             return Err(A::Error::invalid_type(Unexpected::Seq, &self));
         };
         // `T, ...`: any number of T; `A, B`: a pair.
         let (first, second) = items.split_once(", ").unwrap_or((items, "..."));
         let mut values = Vec::new();
         loop {
-            let ty = if values.is_empty() || second == "..." {
-                first
-            } else {
-                second
-            };
-            let Some(value) = seq.next_element_seed(Typed(ty))? else {
+            let later = !values.is_empty() && second != "...";
+            let Some(value) = seq.next_element_seed(Typed(if later { second } else { first }))?
+            else {
                 break;
             };
             if set && values.contains(&value) {
@@ -386,33 +372,22 @@ impl<'de> Visitor<'de> for Typed {
         Ok(Val::Set(values))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Val, A::Error> {
-        let mapping = self
-            .0
-            .strip_prefix("Mapping[str, ")
-            .and_then(|ty| ty.strip_suffix(']'));
-        if let Some(ty) = mapping {
-            return entries(map, |map| map.next_value_seed(Typed(ty))).map(Val::Map);
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Res<Val, A::Error> {
+        let mapping = self.0.strip_prefix("Mapping[str, ");
+        if let Some(ty) = mapping.and_then(|ty| ty.strip_suffix(']')) {
+            let values = entries(map, |map| map.next_value_seed(Typed(ty)));
+            return values.map(Val::Map);
         }
-        let Some(class) = schema().iter().find(|class| class.name == self.0) else {
+        let Some(Class(class, _, all)) = schema().iter().find(|class| class.0 == self.0) else {
             return Err(A::Error::invalid_type(Unexpected::Map, &self));
         };
-        let fields = class
-            .fields
-            .iter()
-            .filter(|field| field.2 != Some("derived"));
-        let fields: Vec<&Field> = fields.collect();
+        let fields: Vec<&Field> = all.iter().filter(|field| field.2 != "derived").collect();
         let mut values: Vec<Option<Val>> = vec![None; fields.len()];
         while let Some(name) = map.next_key::<String>()? {
             let Some(index) = fields.iter().position(|field| key(field.0) == name) else {
-                let known: Vec<String> = fields
-                    .iter()
-                    .map(|field| format!("`{}`", key(field.0)))
-                    .collect();
-                let message = format!(
-                    "unknown field `{name}`, expected one of {}",
-                    known.join(", ")
-                );
+                let known = fields.iter().map(|field| format!("`{}`", key(field.0)));
+                let known = known.collect::<Vec<_>>().join(", ");
+                let message = format!("unknown field `{name}`, expected one of {known}");
                 map.next_value_seed(Refuse(message))?;
                 continue;
             };
@@ -422,17 +397,17 @@ impl<'de> Visitor<'de> for Typed {
             values[index] = Some(map.next_value_seed(Typed(fields[index].1))?);
         }
         let mut record = Vec::new();
-        for &(name, _, default, _) in &class.fields {
-            let index = fields.iter().position(|field| field.0 == name);
-            let value = match (index.and_then(|index| values[index].take()), default) {
+        for (name, _, default, _) in all {
+            let index = fields.iter().position(|field| field.0 == *name);
+            let value = match (index.and_then(|index| values[index].take()), *default) {
                 (Some(value), _) => value,
-                (None, Some("()")) => Val::Tuple(Vec::new()),
-                (None, Some(_)) => NULL,
-                (None, None) => return Err(A::Error::missing_field(key(name))),
+                (None, "()") => Val::Tuple(Vec::new()),
+                (None, "") => return Err(A::Error::missing_field(key(name))),
+                (None, _) => NULL,
             };
-            record.push((name, value));
+            record.push((*name, value));
         }
-        Ok(Val::Rec(class.name, record))
+        Ok(Val::Rec(class, record))
     }
 }
 
@@ -446,14 +421,13 @@ pub fn parse(bytes: &[u8]) -> Result<Val> {
         "." => format!("{PROVIDER_SPEC_PATH}: {error}"),
         path => format!("{PROVIDER_SPEC_PATH}: {path}: {error}"),
     })?;
-    json.end()
-        .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {error}"))?;
+    let trailing = |error| format!("{PROVIDER_SPEC_PATH}: {error}");
+    json.end().map_err(trailing)?;
     check(&spec)?;
     // The version is written once, in `distribution`.
     let version = spec.at("distribution.version").str().to_string();
     let placeholders = reason_placeholders(&spec);
-    let manifest = spec.field_mut("manifest");
-    if let Some(Val::Rec(_, fields)) = manifest {
+    if let Some(Val::Rec(_, fields)) = spec.field_mut("manifest") {
         for (name, value) in fields.iter_mut() {
             match (*name, value) {
                 ("display_name", Val::Str(text)) => *text = format!("{text} {version}"),
@@ -530,10 +504,9 @@ fn ensure(ok: bool, path_and_message: String) -> Result<()> {
 /// The spec's pattern at `path`, which Python's `re` reads too.
 fn pattern(spec: &Val, path: &str) -> Result<regex_lite::Regex> {
     let text = spec.at(path).str();
-    let error = |error| {
-        format!("{PROVIDER_SPEC_PATH}: {path}: `{text}` is not a regular expression: {error}")
-    };
-    regex_lite::Regex::new(text).map_err(error)
+    let message = |error| format!("{path}: `{text}` is not a regular expression: {error}");
+    regex_lite::Regex::new(text)
+        .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {}", message(error)))
 }
 
 /// Fails at `path` when `items` holds an entry twice.
@@ -541,10 +514,8 @@ fn unique<'a>(path: &str, items: impl IntoIterator<Item = &'a Val>) -> Result<()
     let mut seen = BTreeSet::new();
     for (index, item) in items.into_iter().enumerate() {
         let item = item.str();
-        ensure(
-            seen.insert(item),
-            format!("{path}[{index}]: `{item}` is listed twice"),
-        )?;
+        let message = format!("{path}[{index}]: `{item}` is listed twice");
+        ensure(seen.insert(item), message)?;
     }
     Ok(())
 }
@@ -558,11 +529,8 @@ pub fn architecture_names(spec: &Val) -> Vec<&str> {
 /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
 pub fn runtime_archive_stem(spec: &Val) -> String {
     let package = spec.get("runtime_package");
-    let (name, version) = (
-        package.get("crate_name").str(),
-        package.get("version").str(),
-    );
-    format!("{name}-{version}")
+    let name = package.get("crate_name").str();
+    format!("{name}-{}", package.get("version").str())
 }
 
 /// The cross-reference and bound checks the schema cannot express.
@@ -583,18 +551,15 @@ fn check_reason_codes(spec: &Val) -> Result<()> {
     for (code, texts) in reason_codes.entries() {
         let message = format!("reason_codes.{code}: the code does not match {codes}");
         ensure(codes.is_match(code), message)?;
-        let filled = texts
+        let empty = texts
             .items()
             .iter()
-            .all(|text| !text.str().trim().is_empty());
+            .any(|text| text.str().trim().is_empty());
         let message = "the explanation and the remedy must not be empty";
-        ensure(filled, format!("reason_codes.{code}: {message}"))?;
+        ensure(!empty, format!("reason_codes.{code}: {message}"))?;
     }
-    for path in [
-        "probe_report.reason_codes",
-        "smoke.reason_codes",
-        "incompatible_reason_codes",
-    ] {
+    let lists = ["probe_report.reason_codes", "smoke.reason_codes"];
+    for path in lists.into_iter().chain(["incompatible_reason_codes"]) {
         unique(path, spec.at(path).items())?;
         for (index, code) in spec.at(path).items().iter().enumerate() {
             let code = code.str();
@@ -615,27 +580,20 @@ fn check_vocabulary(spec: &Val) -> Result<()> {
     let message = "manifest.architectures: the SM vocabulary is empty";
     ensure(!architectures.is_empty(), message.into())?;
     for (index, item) in architectures.iter().enumerate() {
-        let (path, sm) = (
-            format!("manifest.architectures[{index}]"),
-            item.get("sm").str(),
-        );
+        let path = format!("manifest.architectures[{index}]");
+        let sm = item.get("sm").str();
         let message = format!("{path}.sm: `{sm}` does not match `policy.sm_pattern` {sms}");
         ensure(sms.is_match(sm), message)?;
         // Releases below the floor are never distinguished: the floor is the earliest.
         let (first, last) = (item.get("first").pair(), item.get("last"));
         let ((major, minor), (low_major, low_minor)) = (first, floor);
-        let message = format!("is below the toolkit floor {low_major}.{low_minor}");
-        ensure(
-            first >= floor,
-            format!("{path}.first: {major}.{minor} {message}"),
-        )?;
+        let message = format!("{major}.{minor} is below the toolkit floor {low_major}.{low_minor}");
+        ensure(first >= floor, format!("{path}.first: {message}"))?;
         let message = format!("{path}.last: `{sm}` is last compiled before its first release");
         ensure(*last == NULL || last.pair() >= first, message)?;
     }
-    unique(
-        "manifest.architectures",
-        architectures.iter().map(|item| item.get("sm")),
-    )?;
+    let names = architectures.iter().map(|item| item.get("sm"));
+    unique("manifest.architectures", names)?;
     // Core keeps one runtime requirement per name: a second must be the same.
     fn canonical(pin: &Val) -> (&str, &str, BTreeSet<&str>) {
         let features = pin.get("features").items().iter().map(|f| f.str().trim());
@@ -645,15 +603,11 @@ fn check_vocabulary(spec: &Val) -> Result<()> {
     let pins = spec.at("manifest.runtime_requirements").items();
     for (index, pin) in pins.iter().enumerate() {
         let pin = canonical(pin);
-        let earlier = pins[..index].iter().map(canonical);
-        let conflict = earlier
-            .filter(|other| other.0 == pin.0)
-            .any(|other| other != pin);
+        let mut earlier = pins[..index].iter().map(canonical);
+        let conflict = earlier.any(|other| other.0 == pin.0 && other != pin);
         let message = format!("conflicting runtime requirements for `{}`", pin.0);
-        ensure(
-            !conflict,
-            format!("manifest.runtime_requirements[{index}]: {message}"),
-        )?;
+        let path = format!("manifest.runtime_requirements[{index}]");
+        ensure(!conflict, format!("{path}: {message}"))?;
     }
     Ok(())
 }
@@ -665,21 +619,19 @@ fn check_capabilities(spec: &Val) -> Result<()> {
     let mut ids = BTreeSet::new();
     for (index, capability) in capabilities.iter().enumerate() {
         let path = format!("capabilities[{index}]");
-        let [id, lane, triple] =
-            ["id", "lane", "target_triple"].map(|key| capability.get(key).str());
-        ensure(
-            ids.insert(id),
-            format!("{path}.id: `{id}` is declared twice"),
-        )?;
+        let keys = ["id", "lane", "target_triple"];
+        let [id, lane, triple] = keys.map(|key| capability.get(key).str());
+        let message = format!("{path}.id: `{id}` is declared twice");
+        ensure(ids.insert(id), message)?;
         let message = format!("{path}.lane: `{lane}` is not a key of `lanes`");
         ensure(spec.get("lanes").has(lane), message)?;
         let target = spec.get("probe_targets").get(triple);
         let message = format!("`{triple}` is not a key of `probe_targets`");
         ensure(*target != NULL, format!("{path}.target_triple: {message}"))?;
         let os = target.get("os").str();
-        let message =
-            format!("probe_targets.{triple}.os: `{os}` is not a key of `toolkit.components`");
-        ensure(spec.at("toolkit.components").has(os), message)?;
+        let message = format!("`{os}` is not a key of `toolkit.components`");
+        let known = spec.at("toolkit.components").has(os);
+        ensure(known, format!("probe_targets.{triple}.os: {message}"))?;
         let message = "a capability builds at least one artifact kind";
         let kinds = capability.get("artifact_kinds");
         ensure(
@@ -700,14 +652,15 @@ fn check_lanes(spec: &Val) -> Result<()> {
             let message = format!("`{}` is not one of the `option_keys`", option.str());
             ensure(known, format!("{path}.option_allowlist: {message}"))?;
         }
-        match (lane.get("requirement_policy"), lane.get("requirement")) {
+        let (policy, requirement) = (lane.get("requirement_policy"), lane.get("requirement"));
+        match (policy, requirement) {
             (&NULL, &NULL) | (Val::Rec(..), Val::Rec(..)) => {
                 let message = "a lane has exactly one of `requirement_policy` (raw-driver) \
                                and `requirement` (framework reuse)";
                 ensure(false, format!("{path}: {message}"))?;
             }
-            (&NULL, requirement) => check_framework_lane(spec, &path, lane, requirement)?,
-            (policy, _) => check_raw_lane(spec, &path, lane, policy)?,
+            (&NULL, _) => check_framework_lane(spec, &path, lane, requirement)?,
+            _ => check_raw_lane(spec, &path, lane, policy)?,
         }
         let used = capabilities
             .iter()
@@ -758,8 +711,9 @@ fn check_framework_lane(spec: &Val, path: &str, lane: &Val, requirement: &Val) -
     let device = requirement.get("logical_device").str().trim();
     let message = format!("{path}.requirement.logical_device: the device is empty");
     ensure(!device.is_empty(), message)?;
-    let message = format!("{path}.runtime_pins: a framework reuse lane pins at least one runtime");
-    ensure(!lane.get("runtime_pins").is_empty(), message)?;
+    let message = "a framework reuse lane pins at least one runtime";
+    let pins = lane.get("runtime_pins");
+    ensure(!pins.is_empty(), format!("{path}.runtime_pins: {message}"))?;
     let vocabulary = architecture_names(spec);
     for (index, sm) in requirement.get("architectures").items().iter().enumerate() {
         let sm = sm.str();
@@ -776,8 +730,8 @@ fn check_bounds(spec: &Val) -> Result<()> {
     let (u32_max, i32_max) = (u64::from(u32::MAX), i32::MAX as u64);
     let ordinal_max = int("probe_report.max_device_ordinal");
     let part_max = int("policy.toolkit_version_part_max");
-    let floor = spec.at("policy.toolkit_version_floor").pair();
     let ceiling = int("policy.driver_version_ceiling");
+    let floor = spec.at("policy.toolkit_version_floor").pair();
     #[rustfmt::skip]
     let within = [
         ("probe_report.max_output_bytes", 1, u32_max),
@@ -790,15 +744,9 @@ fn check_bounds(spec: &Val) -> Result<()> {
         ("policy.driver_version_floor", 1, ceiling),
     ];
     let within = within.map(|(path, low, high)| (path.to_string(), int(path), low, high));
-    let parts = [(0, floor.0, 1), (1, floor.1, 0)];
-    let parts = parts.map(|(index, value, low)| {
-        (
-            format!("policy.toolkit_version_floor[{index}]"),
-            value,
-            low,
-            part_max,
-        )
-    });
+    let part = |index, value, low| (format!("policy.toolkit_version_floor[{index}]"), value, low);
+    let parts = [part(0, floor.0, 1), part(1, floor.1, 0)];
+    let parts = parts.map(|(path, value, low)| (path, value, low, part_max));
     for (path, value, low, high) in within.into_iter().chain(parts) {
         let message = format!("{path}: {value} is not from {low} to {high}");
         ensure((low..=high).contains(&value), message)?;
@@ -810,28 +758,20 @@ fn check_bounds(spec: &Val) -> Result<()> {
     ] {
         let (low, high) = spec.get("probe_report").get(name).pair();
         let message = format!("[{low}, {high}] is not a range of integers from 0 to {i32_max}");
-        ensure(
-            low <= high && high <= i32_max,
-            format!("probe_report.{name}: {message}"),
-        )?;
+        let range = low <= high && high <= i32_max;
+        ensure(range, format!("probe_report.{name}: {message}"))?;
     }
-    let (report, complete) = (
-        spec.get("probe_report"),
-        spec.at("probe_report.complete_status"),
-    );
+    let complete = spec.at("probe_report.complete_status");
     let message = format!("`{}` is not one of `probe_report.statuses`", complete.str());
-    let known = report.get("statuses").items().contains(complete);
+    let known = spec.at("probe_report.statuses").items().contains(complete);
     ensure(known, format!("probe_report.complete_status: {message}"))?;
     let seconds = |key| match spec.get("probe_runner").get(key) {
         Val::Float(value) => *value,
         _ => 0.0,
     };
-    let (default, max) = (
-        seconds("default_timeout_seconds"),
-        seconds("max_timeout_seconds"),
-    );
+    let default = seconds("default_timeout_seconds");
+    let timeout = default > 0.0 && default <= seconds("max_timeout_seconds");
     let message = "the default timeout must be positive and at most `max_timeout_seconds`";
-    let timeout = default > 0.0 && default <= max;
     ensure(
         timeout,
         format!("probe_runner.default_timeout_seconds: {message}"),
@@ -840,6 +780,6 @@ fn check_bounds(spec: &Val) -> Result<()> {
     let plain = stem
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    let message = format!("runtime_package: crate/version `{stem}` is not a plain file name");
-    ensure(plain, message)
+    let message = format!("crate/version `{stem}` is not a plain file name");
+    ensure(plain, format!("runtime_package: {message}"))
 }

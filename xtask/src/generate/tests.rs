@@ -792,9 +792,9 @@ fn the_python_spec_module_holds_every_record() {
     let text = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
     for class in spec::schema() {
         assert!(
-            text.contains(&format!("\n\nclass {}(Record):\n", class.name)),
+            text.contains(&format!("\n\nclass {}(Record):\n", class.0)),
             "{}",
-            class.name
+            class.0
         );
     }
     assert!(text.contains("    driver_version_floor=12000,\n"), "{text}");
