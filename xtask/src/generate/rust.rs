@@ -33,11 +33,8 @@ fn array(prefix: &str, items: &[String]) -> String {
 /// report, and the constants of their reports.
 pub fn probe_spec(spec: &Val) -> Vec<u8> {
     let (report, smoke) = (spec.get("probe_report"), spec.get("smoke"));
-    let lists = [report, smoke].map(|part| part.get("reason_codes").items());
-    let mut codes: Vec<&str> = lists
-        .iter()
-        .flat_map(|list| list.iter().map(Val::str))
-        .collect();
+    let lists = [report, smoke].map(|part| part.get("reason_codes").items().iter());
+    let mut codes: Vec<&str> = lists.into_iter().flatten().map(Val::str).collect();
     codes.sort_unstable();
     codes.dedup();
     let mut out = format!(
@@ -47,13 +44,8 @@ pub fn probe_spec(spec: &Val) -> Vec<u8> {
          pub mod reason_codes {{\n"
     );
     for code in codes {
-        let explanation = spec
-            .get("reason_codes")
-            .get(code)
-            .items()
-            .first()
-            .map_or("", Val::str);
-        let doc = explanation.replace('\n', " ");
+        let texts = spec.get("reason_codes").get(code).items();
+        let doc = texts.first().map_or("", Val::str).replace('\n', " ");
         out.push_str(&format!(
             "    /// {doc}\n    pub const {code}: &str = {code:?};\n"
         ));
@@ -65,23 +57,18 @@ pub fn probe_spec(spec: &Val) -> Vec<u8> {
         let (low, high) = value.pair();
         ("core::ops::RangeInclusive<i32>", format!("{low}..={high}"))
     };
-    let statuses: Vec<String> = report
-        .get("statuses")
-        .items()
-        .iter()
-        .map(|s| format!("{:?}", s.str()))
+    let statuses = report.get("statuses").items().iter();
+    let statuses: Vec<String> = statuses
+        .map(|status| format!("{:?}", status.str()))
         .collect();
-    let environment = report.get("driver_environment").entries();
-    let environment: Vec<String> = environment
-        .iter()
-        .map(|(k, v)| format!("({k:?}, {:?})", v.str()))
-        .collect();
+    let environment = report.get("driver_environment").entries().into_iter();
+    let environment = environment.map(|(name, value)| format!("({name:?}, {:?})", value.str()));
     #[rustfmt::skip]
-    let constants = [
-        ("PROBE_STATUSES", "Every report status.", ("&[&str]", statuses)),
-        ("DRIVER_ENVIRONMENT", "Environment set before `cuInit`, as `(name, value)`, sorted by name.", ("&[(&str, &str)]", environment)),
+    let arrays = [
+        ("PROBE_STATUSES", "Every report status.", "&[&str]", statuses),
+        ("DRIVER_ENVIRONMENT", "Environment set before `cuInit`, as `(name, value)`, sorted by name.", "&[(&str, &str)]", environment.collect()),
     ];
-    for (name, doc, (ty, items)) in constants {
+    for (name, doc, ty, items) in arrays {
         let prefix = format!("pub const {name}: {ty} = ");
         out.push_str(&format!("/// {doc}\n{prefix}{};\n", array(&prefix, &items)));
     }

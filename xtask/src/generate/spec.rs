@@ -111,12 +111,8 @@ RuntimePackageSpec: The packaged runtime crate.
 pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
 /// A field: name, Python annotation, default (empty: none) and comment.
-pub type Field = (
-    &'static str,
-    &'static str,
-    &'static str,
-    Option<&'static str>,
-);
+pub type Field = (&'static str, &'static str, &'static str, Opt);
+type Opt = Option<&'static str>;
 
 /// A field's JSON key: its name, but for the Rust keyword `crate`.
 fn key(name: &str) -> &str {
@@ -178,9 +174,7 @@ impl Val {
     /// A record's field or a map's entry; `Null` when there is none.
     pub fn get(&self, key: &str) -> &Val {
         let mut entries = self.entries().into_iter();
-        entries
-            .find(|(name, _)| *name == key)
-            .map_or(&NULL, |(_, v)| v)
+        entries.find(|(k, _)| *k == key).map_or(&NULL, |(_, v)| v)
     }
 
     /// The value at a `.`-separated path of fields and keys.
@@ -239,9 +233,7 @@ impl Val {
             return None;
         };
         let mut fields = fields.iter_mut();
-        fields
-            .find(|(name, _)| *name == key)
-            .map(|(_, value)| value)
+        fields.find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 }
 
@@ -339,10 +331,8 @@ impl<'de> Visitor<'de> for Typed {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Val, A::Error> {
         let set = self.0.starts_with("frozenset[");
         let open = if set { "frozenset[" } else { "tuple[" };
-        let items = self
-            .0
-            .strip_prefix(open)
-            .and_then(|ty| ty.strip_suffix(']'));
+        let items = self.0.strip_prefix(open);
+        let items = items.and_then(|ty| ty.strip_suffix(']'));
         let Some(items) = items else {
             return Err(A::Error::invalid_type(Unexpected::Seq, &self));
         };
@@ -466,18 +456,16 @@ fn reason_placeholders(spec: &Val) -> [(&'static str, String); 3] {
     let mut first: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     let mut compile: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     for item in spec.at("manifest.architectures").items() {
-        let (sm, from, last) = (
-            item.get("sm").str(),
-            item.get("first").pair(),
-            item.get("last"),
-        );
-        first.entry(release(from)).or_default().push(sm);
+        let (sm, from) = (item.get("sm").str(), item.get("first").pair());
+        let last = item.get("last");
+        first.entry(from).or_default().push(sm);
         let last = (*last != NULL).then(|| last.pair());
         compile.entry((from, last)).or_default().push(sm);
     }
     let first = first
         .iter()
-        .map(|(from, sms)| format!("{from}: {}", sms.join(", ")));
+        .map(|(from, sms)| (release(*from), sms.join(", ")));
+    let first = first.map(|(from, sms)| format!("{from}: {sms}"));
     let compile = compile.iter().map(|((from, last), sms)| {
         let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
         format!("{}{until}: {}", release(*from), sms.join(", "))
@@ -551,10 +539,8 @@ fn check_reason_codes(spec: &Val) -> Result<()> {
     for (code, texts) in reason_codes.entries() {
         let message = format!("reason_codes.{code}: the code does not match {codes}");
         ensure(codes.is_match(code), message)?;
-        let empty = texts
-            .items()
-            .iter()
-            .any(|text| text.str().trim().is_empty());
+        let mut texts = texts.items().iter();
+        let empty = texts.any(|text| text.str().trim().is_empty());
         let message = "the explanation and the remedy must not be empty";
         ensure(!empty, format!("reason_codes.{code}: {message}"))?;
     }
@@ -564,10 +550,8 @@ fn check_reason_codes(spec: &Val) -> Result<()> {
         for (index, code) in spec.at(path).items().iter().enumerate() {
             let code = code.str();
             let message = format!("the reason code `{code}` has no entry in `reason_codes`");
-            ensure(
-                reason_codes.has(code),
-                format!("{path}[{index}]: {message}"),
-            )?;
+            let message = format!("{path}[{index}]: {message}");
+            ensure(reason_codes.has(code), message)?;
         }
     }
     Ok(())
@@ -634,10 +618,8 @@ fn check_capabilities(spec: &Val) -> Result<()> {
         ensure(known, format!("probe_targets.{triple}.os: {message}"))?;
         let message = "a capability builds at least one artifact kind";
         let kinds = capability.get("artifact_kinds");
-        ensure(
-            !kinds.is_empty(),
-            format!("{path}.artifact_kinds: {message}"),
-        )?;
+        let message = format!("{path}.artifact_kinds: {message}");
+        ensure(!kinds.is_empty(), message)?;
     }
     Ok(())
 }
@@ -662,9 +644,7 @@ fn check_lanes(spec: &Val) -> Result<()> {
             (&NULL, _) => check_framework_lane(spec, &path, lane, requirement)?,
             _ => check_raw_lane(spec, &path, lane, policy)?,
         }
-        let used = capabilities
-            .iter()
-            .any(|item| item.get("lane").str() == name);
+        let used = capabilities.iter().any(|c| c.get("lane").str() == name);
         ensure(used, format!("{path}: no capability uses this lane"))?;
     }
     Ok(())
@@ -682,11 +662,8 @@ fn check_raw_lane(spec: &Val, path: &str, lane: &Val, policy: &Val) -> Result<()
     let validation = spec.get("validation_requirement");
     let allows = |key: &str, allowed: &str| {
         let allowed = policy.get(allowed).items();
-        validation
-            .get(key)
-            .items()
-            .iter()
-            .all(|item| allowed.contains(item))
+        let mut items = validation.get(key).items().iter();
+        items.all(|item| allowed.contains(item))
     };
     let runtimes = policy.get("allowed_runtimes").items();
     let accepted = runtimes.contains(validation.get("runtime"))
@@ -772,14 +749,11 @@ fn check_bounds(spec: &Val) -> Result<()> {
     let default = seconds("default_timeout_seconds");
     let timeout = default > 0.0 && default <= seconds("max_timeout_seconds");
     let message = "the default timeout must be positive and at most `max_timeout_seconds`";
-    ensure(
-        timeout,
-        format!("probe_runner.default_timeout_seconds: {message}"),
-    )?;
+    let message = format!("probe_runner.default_timeout_seconds: {message}");
+    ensure(timeout, message)?;
     let stem = runtime_archive_stem(spec);
-    let plain = stem
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    let plain = stem.chars().all(allowed);
     let message = format!("crate/version `{stem}` is not a plain file name");
     ensure(plain, format!("runtime_package: {message}"))
 }
