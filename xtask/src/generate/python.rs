@@ -109,7 +109,10 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         }
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
-            let pieces = split_for_width(text, MAX_LINE - width(&indent) - width(suffix));
+            let pieces = split_for_width(
+                text,
+                MAX_LINE.saturating_sub(width(&indent) + width(suffix)),
+            );
             let last = pieces.len() - 1;
             for (index, piece) in pieces.iter().enumerate() {
                 let end = if index == last { suffix } else { "" };

@@ -346,7 +346,10 @@ impl<'de> Visitor<'de> for Typed {
                 break;
             };
             if set && values.contains(&value) {
-                let shown = serde_json::to_string(value.str()).unwrap_or_default();
+                let shown = match &value {
+                    Val::Str(text) => format!("{text:?}"),
+                    _ => "null".into(),
+                };
                 let message = format!("the entry {shown} is given twice");
                 return Err(A::Error::custom(message));
             }
