@@ -63,7 +63,7 @@ class ManifestSpec(Record):
 
 class ArchitectureSpec(Record):
     """One SM of the vocabulary, as NVIDIA's compilers measure it (contract 9.5)."""
-    sm: str
+    sm: str  # `sm_NN` or `sm_NNN`; tests/python/test_compiler_architectures.py re-reads them
     first: tuple[int, int]  # the first release at or above the toolkit floor that knows it
     last: tuple[int, int] | None  # the last release that compiles it; None: every later one
 
