@@ -11,7 +11,6 @@ from rextio_device_cuda._record import Record
 
 class ProviderSpec(Record):
     """The whole provider spec: every fact of the provider, once."""
-
     schema_version: int
     distribution: DistributionSpec
     manifest: ManifestSpec
@@ -27,13 +26,12 @@ class ProviderSpec(Record):
     toolkit: ToolkitSpec
     smoke: SmokeSpec
     runtime_package: RuntimePackageSpec
-    incompatible_reason_codes: tuple[str, ...]
-    reason_codes: Mapping[str, tuple[str, str]]
+    incompatible_reason_codes: tuple[str, ...]  # status `incompatible`; others `unavailable`
+    reason_codes: Mapping[str, tuple[str, str]]  # code -> (explanation, remedy)
 
 
 class DistributionSpec(Record):
-    """The Python distribution's metadata."""
-
+    """The Python distribution's metadata (pyproject.toml is written from it)."""
     name: str
     import_name: str
     version: str
@@ -45,7 +43,6 @@ class DistributionSpec(Record):
 
 class EntryPointSpec(Record):
     """The entry point Rextio Core loads the provider from."""
-
     group: str
     name: str
     value: str
@@ -53,31 +50,26 @@ class EntryPointSpec(Record):
 
 class ManifestSpec(Record):
     """The passive provider manifest."""
-
     provider_id: str
-    display_name: str
-    provider_version: str
+    display_name: str  # the spec's text, then the version
+    provider_version: str  # distribution.version
     backend: str
     api_version: str
     runtime_requirements: tuple[RuntimePin, ...]
-    architectures: tuple[ArchitectureSpec, ...]
+    architectures: tuple[ArchitectureSpec, ...]  # the SM vocabulary, oldest first
     evidence_references: tuple[str, ...]
     certification_tier: str
 
 
 class ArchitectureSpec(Record):
-    """One architecture of the SM vocabulary, as NVIDIA's compilers measure it
-    (contract 9.5; `tests/python/test_compiler_architectures.py` re-reads them).
-    """
-
-    sm: str
-    first: tuple[int, int]
-    last: tuple[int, int] | None
+    """One SM of the vocabulary, as NVIDIA's compilers measure it (contract 9.5)."""
+    sm: str  # `sm_NN` or `sm_NNN`; tests/python/test_compiler_architectures.py re-reads them
+    first: tuple[int, int]  # the first release at or above the toolkit floor that knows it
+    last: tuple[int, int] | None  # the last release that compiles it; None: every later one
 
 
 class RuntimePin(Record):
     """A runtime requirement: a name, an exact version and its features."""
-
     name: str
     version: str
     features: tuple[str, ...]
@@ -85,7 +77,6 @@ class RuntimePin(Record):
 
 class PolicySpec(Record):
     """Bounds the provider enforces on its configuration."""
-
     driver_version_floor: int
     driver_version_ceiling: int
     toolkit_version_floor: tuple[int, int]
@@ -96,7 +87,6 @@ class PolicySpec(Record):
 
 class OptionKeysSpec(Record):
     """The device option names."""
-
     probe: str
     toolkit: str
     driver_root: str
@@ -107,7 +97,6 @@ class OptionKeysSpec(Record):
 
 class CapabilitySpec(Record):
     """One declared capability; `lane` names a key of `lanes`."""
-
     id: str
     lane: str
     target_triple: str
@@ -118,21 +107,17 @@ class CapabilitySpec(Record):
 
 class ProbeTargetSpec(Record):
     """The (os, arch, environment) a probe reports for a target triple."""
-
     os: str
     arch: str
     environment: str
 
 
 class LaneSpec(Record):
-    """One lane: raw-driver (with `requirement_policy`), or a framework
-    runtime-reuse lane (with `reason_prefix`, `requirement` and `runtime_pins`).
-    """
-
+    """A raw-driver lane (`requirement_policy`) or a framework reuse lane (`requirement`)."""
     reason_prefix: str | None
     option_allowlist: frozenset[str]
     toolkit_inspection: bool
-    required_python_fallback_backend: str | None
+    required_python_fallback_backend: str | None  # None: any backend
     requirement_policy: RawRequirementPolicy | None
     requirement: RequirementSpec | None
     runtime_pins: tuple[RuntimePin, ...]
@@ -142,7 +127,6 @@ class LaneSpec(Record):
 
 class RawRequirementPolicy(Record):
     """What a raw-driver lane accepts in a CUDA device requirement."""
-
     allowed_runtimes: frozenset[str | None]
     allowed_features: frozenset[str]
     allowed_memory_spaces: frozenset[str]
@@ -151,7 +135,6 @@ class RawRequirementPolicy(Record):
 
 class RequirementSpec(Record):
     """The one device requirement a framework lane declares and accepts."""
-
     logical_device: str
     backend: str
     runtime: str
@@ -164,7 +147,6 @@ class RequirementSpec(Record):
 
 class ContributionSpec(Record):
     """The declarative build inputs of one lane."""
-
     cargo_features: tuple[str, ...]
     native_libraries: tuple[str, ...]
     package_references: tuple[str, ...]
@@ -175,7 +157,6 @@ class ContributionSpec(Record):
 
 class ResourceContractSpec(Record):
     """One resource contract of a lane's build contribution."""
-
     resource_kind: str
     owner: str
     access: str
@@ -186,7 +167,6 @@ class ResourceContractSpec(Record):
 
 class ObservationKeysSpec(Record):
     """The observation keys of a ready preflight."""
-
     device_count: str
     driver_version: str
     minimum_driver_version: str
@@ -204,7 +184,6 @@ class ObservationKeysSpec(Record):
 
 class ProbeReportSpec(Record):
     """The probe report's schema and bounds."""
-
     schema_version: str
     probe: str
     statuses: tuple[str, ...]
@@ -219,13 +198,12 @@ class ProbeReportSpec(Record):
     compute_minor_range: tuple[int, int]
     reason_code_pattern: str
     target_field_pattern: str
-    driver_environment: Mapping[str, str]
-    reason_codes: tuple[str, ...]
+    driver_environment: Mapping[str, str]  # set before `cuInit`
+    reason_codes: tuple[str, ...]  # the codes the probe itself reports
 
 
 class ValidationRequirementSpec(Record):
     """The raw-driver requirement the CLI's `preflight` and `validate` compose."""
-
     runtime: str
     features: tuple[str, ...]
     memory_spaces: tuple[str, ...]
@@ -233,39 +211,35 @@ class ValidationRequirementSpec(Record):
 
 class ProbeRunnerSpec(Record):
     """Bounds of the probe subprocess."""
-
     default_timeout_seconds: float
     max_timeout_seconds: float
     max_argument_chars: int
     windows_environment: tuple[str, ...]
     sha256_pattern: str
-    max_pinned_probe_bytes: int
+    max_pinned_probe_bytes: int  # a larger pinned probe is refused before it is read whole
 
 
 class ToolkitSpec(Record):
     """What the toolkit inspector reads."""
-
     version_file: str
     max_version_file_bytes: int
     version_pattern: str
-    components: Mapping[str, Mapping[str, tuple[str, ...]]]
+    components: Mapping[str, Mapping[str, tuple[str, ...]]]  # os -> component -> paths
 
 
 class SmokeSpec(Record):
     """The lifetime smoke's report."""
-
     probe: str
     schema_version: str
     allocation_bytes: int
     complete_status: str
     failure_status: str
-    reason_codes: tuple[str, ...]
+    reason_codes: tuple[str, ...]  # the codes the smoke itself reports
 
 
 class RuntimePackageSpec(Record):
     """The packaged runtime crate."""
-
-    crate_name: str
+    crate_name: str  # the JSON key is `crate`
     version: str
     install_dir: str
 
@@ -280,8 +254,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         dependencies=("rextio>=0.1.6,<0.2",),
         license="MIT",
         entry_point=EntryPointSpec(
-            group="rextio.device_providers",
-            name="rextio-device-cuda",
+            group="rextio.device_providers", name="rextio-device-cuda",
             value="rextio_device_cuda.provider:provider",
         ),
     ),
@@ -326,12 +299,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         sm_pattern="^sm_[0-9]{2,3}$",
     ),
     option_keys=OptionKeysSpec(
-        probe="probe_executable",
-        toolkit="toolkit_root",
-        driver_root="driver_root",
-        device="device_ordinal",
-        sm="sm",
-        probe_sha256="probe_sha256",
+        probe="probe_executable", toolkit="toolkit_root", driver_root="driver_root",
+        device="device_ordinal", sm="sm", probe_sha256="probe_sha256",
     ),
     capabilities=(
         CapabilitySpec(
@@ -384,11 +353,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "libtorch": LaneSpec(
             reason_prefix="LIBTORCH_",
             option_allowlist=frozenset({
-                "device_ordinal",
-                "driver_root",
-                "probe_executable",
-                "probe_sha256",
-                "sm",
+                "device_ordinal", "driver_root", "probe_executable", "probe_sha256", "sm",
             }),
             toolkit_inspection=False,
             required_python_fallback_backend=None,
@@ -421,27 +386,18 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 runtime_check_ids=(),
                 resource_contracts=(
                     ResourceContractSpec(
-                        resource_kind="framework.tensor",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.tensor", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                     ResourceContractSpec(
-                        resource_kind="framework.allocator",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.allocator", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                     ResourceContractSpec(
-                        resource_kind="framework.current-stream",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.current-stream", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                 ),
@@ -450,11 +406,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "raw-driver": LaneSpec(
             reason_prefix=None,
             option_allowlist=frozenset({
-                "device_ordinal",
-                "driver_root",
-                "probe_executable",
-                "probe_sha256",
-                "sm",
+                "device_ordinal", "driver_root", "probe_executable", "probe_sha256", "sm",
                 "toolkit_root",
             }),
             toolkit_inspection=True,
@@ -478,59 +430,35 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 runtime_check_ids=("rextio_cuda_driver_inventory_v1",),
                 resource_contracts=(
                     ResourceContractSpec(
-                        resource_kind="raw.cuda.context",
-                        owner="provider",
-                        access="owned",
-                        may_allocate=True,
-                        may_replace=False,
+                        resource_kind="raw.cuda.context", owner="provider", access="owned",
+                        may_allocate=True, may_replace=False, may_synchronize=False,
+                    ),
+                    ResourceContractSpec(
+                        resource_kind="raw.cuda.dedicated-stream", owner="provider", access="owned",
+                        may_allocate=True, may_replace=False, may_synchronize=True,
+                    ),
+                    ResourceContractSpec(
+                        resource_kind="raw.cuda.device-memory", owner="provider", access="owned",
+                        may_allocate=True, may_replace=False, may_synchronize=False,
+                    ),
+                    ResourceContractSpec(
+                        resource_kind="framework.tensor", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                     ResourceContractSpec(
-                        resource_kind="raw.cuda.dedicated-stream",
-                        owner="provider",
-                        access="owned",
-                        may_allocate=True,
-                        may_replace=False,
-                        may_synchronize=True,
-                    ),
-                    ResourceContractSpec(
-                        resource_kind="raw.cuda.device-memory",
-                        owner="provider",
-                        access="owned",
-                        may_allocate=True,
-                        may_replace=False,
+                        resource_kind="framework.allocator", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                     ResourceContractSpec(
-                        resource_kind="framework.tensor",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.current-stream", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                     ResourceContractSpec(
-                        resource_kind="framework.allocator",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
-                        may_synchronize=False,
-                    ),
-                    ResourceContractSpec(
-                        resource_kind="framework.current-stream",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
-                        may_synchronize=False,
-                    ),
-                    ResourceContractSpec(
-                        resource_kind="framework.event",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.event", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                 ),
@@ -539,11 +467,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "tensorflow-tfe": LaneSpec(
             reason_prefix="TENSORFLOW_TFE_",
             option_allowlist=frozenset({
-                "device_ordinal",
-                "driver_root",
-                "probe_executable",
-                "probe_sha256",
-                "sm",
+                "device_ordinal", "driver_root", "probe_executable", "probe_sha256", "sm",
             }),
             toolkit_inspection=False,
             required_python_fallback_backend="cpython",
@@ -580,19 +504,13 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 runtime_check_ids=(),
                 resource_contracts=(
                     ResourceContractSpec(
-                        resource_kind="framework.tensor",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.tensor", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                     ResourceContractSpec(
-                        resource_kind="framework.eager-context",
-                        owner="framework",
-                        access="borrow-validate",
-                        may_allocate=False,
-                        may_replace=False,
+                        resource_kind="framework.eager-context", owner="framework",
+                        access="borrow-validate", may_allocate=False, may_replace=False,
                         may_synchronize=False,
                     ),
                 ),
@@ -600,19 +518,12 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
     },
     observation_keys=ObservationKeysSpec(
-        device_count="device.count",
-        driver_version="driver.version",
+        device_count="device.count", driver_version="driver.version",
         minimum_driver_version="policy.minimum-driver-version",
-        minimum_toolkit_version="policy.minimum-toolkit-version",
-        probe_schema="probe.schema",
-        selected_device="selected.device",
-        selected_sm="selected.sm",
-        target_arch="target.arch",
-        target_os="target.os",
-        toolkit_runtime="toolkit.runtime",
-        toolkit_version="toolkit.version",
-        toolkit_not_configured="not-configured",
-        probe_sha256="probe.sha256",
+        minimum_toolkit_version="policy.minimum-toolkit-version", probe_schema="probe.schema",
+        selected_device="selected.device", selected_sm="selected.sm", target_arch="target.arch",
+        target_os="target.os", toolkit_runtime="toolkit.runtime", toolkit_version="toolkit.version",
+        toolkit_not_configured="not-configured", probe_sha256="probe.sha256",
     ),
     probe_report=ProbeReportSpec(
         schema_version="1",
@@ -635,21 +546,11 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "CUDA_FORCE_PRELOAD_LIBRARIES": "0",
         },
         reason_codes=(
-            "CU_DEVICE_CAPABILITY_FAILED",
-            "CU_DEVICE_COUNT_FAILED",
-            "CU_DEVICE_GET_FAILED",
-            "CU_DEVICE_NAME_FAILED",
-            "CU_DRIVER_VERSION_FAILED",
-            "CU_INIT_FAILED",
-            "DRIVER_ROOT_NOT_ABSOLUTE",
-            "INVALID_ARGUMENTS",
-            "INVALID_COMPUTE_CAPABILITY",
-            "INVALID_DEVICE_COUNT",
-            "LIBCUDA_SO_LOAD_FAILED",
-            "LIBCUDA_SO_NOT_FOUND",
-            "NO_CUDA_DEVICES",
-            "NVCUDA_DLL_NOT_FOUND",
-            "REQUIRED_SYMBOL_MISSING",
+            "CU_DEVICE_CAPABILITY_FAILED", "CU_DEVICE_COUNT_FAILED", "CU_DEVICE_GET_FAILED",
+            "CU_DEVICE_NAME_FAILED", "CU_DRIVER_VERSION_FAILED", "CU_INIT_FAILED",
+            "DRIVER_ROOT_NOT_ABSOLUTE", "INVALID_ARGUMENTS", "INVALID_COMPUTE_CAPABILITY",
+            "INVALID_DEVICE_COUNT", "LIBCUDA_SO_LOAD_FAILED", "LIBCUDA_SO_NOT_FOUND",
+            "NO_CUDA_DEVICES", "NVCUDA_DLL_NOT_FOUND", "REQUIRED_SYMBOL_MISSING",
             "UNSUPPORTED_TARGET",
         ),
     ),
@@ -689,29 +590,18 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         complete_status="smoke-complete",
         failure_status="unavailable",
         reason_codes=(
-            "CONTEXT_CREATE_OR_DETACH_FAILED",
-            "CONTEXT_DESTROY_FAILED",
-            "CU_DEVICE_GET_FAILED",
-            "CU_INIT_FAILED",
-            "DEVICE_ALLOCATION_FAILED",
-            "DEVICE_FREE_FAILED",
-            "INVALID_ARGUMENTS",
-            "STREAM_CREATE_FAILED",
-            "STREAM_DESTROY_FAILED",
-            "STREAM_SYNCHRONIZE_FAILED",
+            "CONTEXT_CREATE_OR_DETACH_FAILED", "CONTEXT_DESTROY_FAILED", "CU_DEVICE_GET_FAILED",
+            "CU_INIT_FAILED", "DEVICE_ALLOCATION_FAILED", "DEVICE_FREE_FAILED", "INVALID_ARGUMENTS",
+            "STREAM_CREATE_FAILED", "STREAM_DESTROY_FAILED", "STREAM_SYNCHRONIZE_FAILED",
         ),
     ),
     runtime_package=RuntimePackageSpec(
-        crate_name="rextio-cuda-runtime",
-        version="0.1.0",
+        crate_name="rextio-cuda-runtime", version="0.1.0",
         install_dir="generated/device-providers/rextio-device-cuda/rextio-cuda-runtime",
     ),
     incompatible_reason_codes=(
-        "PROVIDER_ID_MISMATCH",
-        "CAPABILITY_UNKNOWN",
-        "TARGET_MISMATCH",
-        "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED",
-        "TENSORFLOW_TFE_ARTIFACT_KIND_UNSUPPORTED",
+        "PROVIDER_ID_MISMATCH", "CAPABILITY_UNKNOWN", "TARGET_MISMATCH",
+        "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED", "TENSORFLOW_TFE_ARTIFACT_KIND_UNSUPPORTED",
     ),
     reason_codes={
         "AT_MOST_ONE_SM_ALLOWED": (
@@ -727,27 +617,20 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Check that the device is not in exclusive or prohibited compute mode.",
         ),
         "CONTEXT_DESTROY_FAILED": (
-            "Destroying the raw context failed.",
-            "Check the device for errors (nvidia-smi).",
+            "Destroying the raw context failed.", "Check the device for errors (nvidia-smi).",
         ),
         "CUDA_ARCHITECTURE_DRIVER_TOO_OLD": (
-            (
-                "The CUDA driver is older than the first CUDA release that knows the selected "
-                "architecture."
-            ),
-            (
-                "Install an NVIDIA driver of at least that CUDA release (12.0: sm_60, sm_61, "
-                "sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.8: sm_100, sm_101, "
-                "sm_120; 12.9: sm_103, sm_121; 13.0: sm_88, sm_110; 13.4: sm_107), or select the "
-                "architecture the device reports."
-            ),
+            "The CUDA driver is older than the first CUDA release that knows the selected "
+            "architecture.",
+            "Install an NVIDIA driver of at least that CUDA release (12.0: sm_60, sm_61, sm_70, "
+            "sm_72, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.8: sm_100, sm_101, sm_120; 12.9: "
+            "sm_103, sm_121; 13.0: sm_88, sm_110; 13.4: sm_107), or select the architecture the "
+            "device reports.",
         ),
         "CUDA_ARCHITECTURE_UNSUPPORTED": (
             "The architecture is not in this provider's SM vocabulary.",
-            (
-                "Use one of sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_88, sm_89, "
-                "sm_90, sm_100, sm_101, sm_103, sm_107, sm_110, sm_120, sm_121."
-            ),
+            "Use one of sm_60, sm_61, sm_70, sm_72, sm_75, sm_80, sm_86, sm_87, sm_88, sm_89, "
+            "sm_90, sm_100, sm_101, sm_103, sm_107, sm_110, sm_120, sm_121.",
         ),
         "CUDA_DEVICE_NOT_FOUND": (
             "The selected device ordinal is not among the devices the probe found.",
@@ -778,12 +661,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Set sm to the architecture the probe reports for that device.",
         ),
         "CU_DEVICE_CAPABILITY_FAILED": (
-            "cuDeviceComputeCapability failed.",
-            "Check the NVIDIA driver.",
+            "cuDeviceComputeCapability failed.", "Check the NVIDIA driver.",
         ),
         "CU_DEVICE_COUNT_FAILED": (
-            "cuDeviceGetCount failed.",
-            "Check the NVIDIA driver and device permissions.",
+            "cuDeviceGetCount failed.", "Check the NVIDIA driver and device permissions.",
         ),
         "CU_DEVICE_GET_FAILED": (
             "cuDeviceGet failed for a device ordinal.",
@@ -796,19 +677,15 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Check the NVIDIA kernel module and device permissions (nvidia-smi).",
         ),
         "DEVICE_ALLOCATION_FAILED": (
-            "Allocating device memory failed.",
-            "Check the device's free memory.",
+            "Allocating device memory failed.", "Check the device's free memory.",
         ),
         "DEVICE_CONFIGURATION_CONFLICT": (
-            (
-                "device_ordinal is set both as a device option and in the constructor, with "
-                "different values."
-            ),
+            "device_ordinal is set both as a device option and in the constructor, with different "
+            "values.",
             "Set the device ordinal in one place, or make both values identical.",
         ),
         "DEVICE_FREE_FAILED": (
-            "Freeing device memory failed.",
-            "Check the device for errors (nvidia-smi).",
+            "Freeing device memory failed.", "Check the device for errors (nvidia-smi).",
         ),
         "DEVICE_ORDINAL_INVALID": (
             "The device ordinal is not a decimal number from 0 to 1023.",
@@ -824,10 +701,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "DRIVER_ROOT_NOT_ABSOLUTE": (
             "The driver_root device option (the probe's --driver-root) is not an absolute path.",
-            (
-                "Set driver_root to the absolute directory that holds libcuda.so.1, for example "
-                "/usr/local/cuda/compat."
-            ),
+            "Set driver_root to the absolute directory that holds libcuda.so.1, for example "
+            "/usr/local/cuda/compat.",
         ),
         "DRIVER_TOOLKIT_INCOMPATIBLE": (
             "The CUDA driver is older than the toolkit it would run.",
@@ -835,10 +710,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "DRIVER_VERSION_TOO_OLD": (
             "The CUDA driver is older than the required floor.",
-            (
-                "Install an NVIDIA driver that supports at least CUDA 12.0, or the configured "
-                "higher floor."
-            ),
+            "Install an NVIDIA driver that supports at least CUDA 12.0, or the configured higher "
+            "floor.",
         ),
         "DRIVER_VERSION_UNAVAILABLE": (
             "The probe did not report a CUDA driver version.",
@@ -857,15 +730,11 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Select the libtorch or TensorFlow TFE capability for framework reuse.",
         ),
         "INVALID_ARGUMENTS": (
-            (
-                "The probe or the smoke was called with arguments it does not take: the probe "
-                "takes none or exactly --driver-root DIR, the smoke exactly --device N with N from "
-                "0 to 1023."
-            ),
-            (
-                "Run rextio-cuda-driver-probe alone or with --driver-root /absolute/dir, and "
-                "rextio-cuda-runtime-smoke --device 0."
-            ),
+            "The probe or the smoke was called with arguments it does not take: the probe takes "
+            "none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to "
+            "1023.",
+            "Run rextio-cuda-driver-probe alone or with --driver-root /absolute/dir, and "
+            "rextio-cuda-runtime-smoke --device 0.",
         ),
         "INVALID_COMPUTE_CAPABILITY": (
             "The driver reported a compute capability outside 1.0 to 99.99.",
@@ -881,39 +750,32 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "LIBCUDA_SO_LOAD_FAILED": (
             "A libcuda.so.1 exists, but none passed the loader's rules and loaded.",
-            (
-                "Run the probe by hand (with --driver-root DIR if driver_root is set): stderr "
-                "names, for each candidate, the rule that refused it. The rules: owner (the image, "
-                "every directory from / down to it and every link on its way are root's), mode "
-                "(the image has no group/other write bit), writable-directory (a directory on its "
-                "way, from /usr down, that group or others may write passes only when it is sticky "
-                "and root's and the entry below it is root's, as in the Nix store), links (one "
-                "hard link, unless the image lies on a read-only mount), location (it resolves "
-                "below a reviewed root or below driver_root), regular-file, resolution (no "
-                "dangling link or loop). Fix what the named rule requires; if every rule passes "
-                "and it still fails, the image did not load (a wrong architecture or a missing "
-                "library beside it)."
-            ),
+            "Run the probe by hand (with --driver-root DIR if driver_root is set): stderr names, "
+            "for each candidate, the rule that refused it. The rules: owner (the image, every "
+            "directory from / down to it and every link on its way are root's), mode (the image "
+            "has no group/other write bit), writable-directory (a directory on its way, from /usr "
+            "down, that group or others may write passes only when it is sticky and root's and "
+            "the entry below it is root's, as in the Nix store), links (one hard link, unless the "
+            "image lies on a read-only mount), location (it resolves below a reviewed root or "
+            "below driver_root), regular-file, resolution (no dangling link or loop). Fix what "
+            "the named rule requires; if every rule passes and it still fails, the image did not "
+            "load (a wrong architecture or a missing library beside it).",
         ),
         "LIBCUDA_SO_NOT_FOUND": (
-            (
-                "No libcuda.so.1 exists where the probe looked: with driver_root set, only in that "
-                "directory; otherwise in each directory it searches, in this order: on Linux "
-                "x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
-                "/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, "
-                "/run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 "
-                "/usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
-                "/usr/lib/aarch64-linux-gnu/nvidia, /usr/lib/aarch64-linux-gnu/tegra, "
-                "/usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /run/opengl-driver/lib, "
-                "/.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the environment)."
-            ),
-            (
-                "If the driver is installed elsewhere (NVIDIA's forward-compatibility package in "
-                "/usr/local/cuda/compat, Jetson Thor's /opt/nvidia/l4t-gpu-libs/openrm, a "
-                "container's own driver directory), set the device option driver_root to that "
-                "absolute directory; otherwise install the NVIDIA driver, or run where one is "
-                "visible (in a container, with the NVIDIA container runtime or --nv)."
-            ),
+            "No libcuda.so.1 exists where the probe looked: with driver_root set, only in that "
+            "directory; otherwise in each directory it searches, in this order: on Linux x86_64 "
+            "/usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
+            "/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, "
+            "/run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 "
+            "/usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/nvidia, "
+            "/usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, "
+            "/run/opengl-driver/lib, /.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the "
+            "environment).",
+            "If the driver is installed elsewhere (NVIDIA's forward-compatibility package in "
+            "/usr/local/cuda/compat, Jetson Thor's /opt/nvidia/l4t-gpu-libs/openrm, a container's "
+            "own driver directory), set the device option driver_root to that absolute directory; "
+            "otherwise install the NVIDIA driver, or run where one is visible (in a container, "
+            "with the NVIDIA container runtime or --nv).",
         ),
         "LIBTORCH_ARTIFACT_KIND_UNSUPPORTED": (
             "The libtorch reuse capability accepts only host-extension artifacts.",
@@ -937,10 +799,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "LIBTORCH_RUNTIME_PINS_REQUIRED": (
             "The artifact lacks the frozen libtorch 2.11.0 and tch 0.24.0 runtime pins.",
-            (
-                'Emit RuntimeRequirement("libtorch", "2.11.0", ("cuda", "pytorch-wheel")) and '
-                'RuntimeRequirement("tch", "0.24.0", ("cuda",)).'
-            ),
+            'Emit RuntimeRequirement("libtorch", "2.11.0", ("cuda", "pytorch-wheel")) and '
+            'RuntimeRequirement("tch", "0.24.0", ("cuda",)).',
         ),
         "LIBTORCH_RUNTIME_REQUIRED": (
             "The requirement does not name the libtorch runtime.",
@@ -956,44 +816,31 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "NO_CUDA_DEVICES": (
             "The driver loaded but reports no CUDA devices.",
-            (
-                "Check that the GPU is present and that nvidia-smi lists it; in a container, pass "
-                "the GPU in (the NVIDIA Container Toolkit, docker --gpus). The probe runs with an "
-                "empty environment, so no CUDA environment variable hides devices from it."
-            ),
+            "Check that the GPU is present and that nvidia-smi lists it; in a container, pass the "
+            "GPU in (the NVIDIA Container Toolkit, docker --gpus). The probe runs with an empty "
+            "environment, so no CUDA environment variable hides devices from it.",
         ),
         "NVCUDA_DLL_NOT_FOUND": (
-            "nvcuda.dll could not be loaded from System32.",
-            "Install the NVIDIA display driver.",
+            "nvcuda.dll could not be loaded from System32.", "Install the NVIDIA display driver.",
         ),
         "PROBE_CONFIGURATION_CONFLICT": (
-            (
-                "probe_executable or probe_sha256 is set both as a device option and in the "
-                "constructor with different values, or probe_sha256 is set for an injected probe "
-                "runner (which the provider cannot pin)."
-            ),
-            (
-                "Set each value in one place, or make both identical; pin only the provider's own "
-                "subprocess runner."
-            ),
+            "probe_executable or probe_sha256 is set both as a device option and in the "
+            "constructor with different values, or probe_sha256 is set for an injected probe "
+            "runner (which the provider cannot pin).",
+            "Set each value in one place, or make both identical; pin only the provider's own "
+            "subprocess runner.",
         ),
         "PROBE_DIGEST_MISMATCH": (
             "The probe file's SHA-256 differs from probe_sha256, so it was not run.",
-            (
-                "Rebuild the probe you pinned, or re-pin the probe you trust with python -m "
-                "rextio_device_cuda pin-probe PATH."
-            ),
+            "Rebuild the probe you pinned, or re-pin the probe you trust with python -m "
+            "rextio_device_cuda pin-probe PATH.",
         ),
         "PROBE_EXECUTION_FAILED": (
-            (
-                "The probe could not be started or its output could not be read; a pinned probe "
-                "also fails here where the kernel forbids executing its sealed copy (sysctl "
-                "vm.memfd_noexec = 2) or off Linux, where no sealed copy exists."
-            ),
-            (
-                "Run the probe by hand to see why it cannot start; for a pinned probe with "
-                "vm.memfd_noexec = 2, lower that setting to 1 or 0, or run without probe_sha256."
-            ),
+            "The probe could not be started or its output could not be read; a pinned probe also "
+            "fails here where the kernel forbids executing its sealed copy (sysctl "
+            "vm.memfd_noexec = 2) or off Linux, where no sealed copy exists.",
+            "Run the probe by hand to see why it cannot start; for a pinned probe with "
+            "vm.memfd_noexec = 2, lower that setting to 1 or 0, or run without probe_sha256.",
         ),
         "PROBE_EXIT_NONZERO": (
             "The probe exited with a non-zero status.",
@@ -1008,8 +855,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Point probe_executable at the built probe binary and make it executable.",
         ),
         "PROBE_NOT_FOUND": (
-            "The probe path does not exist.",
-            "Build the probe and give its absolute path.",
+            "The probe path does not exist.", "Build the probe and give its absolute path.",
         ),
         "PROBE_NOT_READY": (
             "The probe did not complete its inventory and gave no reason.",
@@ -1028,14 +874,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Give the absolute path of the probe executable.",
         ),
         "PROBE_PIN_SCRIPT_UNSUPPORTED": (
-            (
-                "The pinned probe starts with #!: it is a script, and the interpreter that would "
-                "run it is outside the pin."
-            ),
-            (
-                "Pin the probe binary itself (python -m rextio_device_cuda probe prints its path "
-                "and digest), not a script that starts it."
-            ),
+            "The pinned probe starts with #!: it is a script, and the interpreter that would run "
+            "it is outside the pin.",
+            "Pin the probe binary itself (python -m rextio_device_cuda probe prints its path and "
+            "digest), not a script that starts it.",
         ),
         "PROBE_SCHEMA_INVALID": (
             "The probe output is JSON but does not follow probe schema 1.",
@@ -1043,16 +885,12 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "PROBE_SHA256_INVALID": (
             "probe_sha256 is not exactly 64 lowercase hexadecimal digits.",
-            (
-                "Print the digest with python -m rextio_device_cuda pin-probe PATH and paste it "
-                "unchanged."
-            ),
+            "Print the digest with python -m rextio_device_cuda pin-probe PATH and paste it "
+            "unchanged.",
         ),
         "PROBE_TARGET_MISMATCH": (
-            (
-                "The probe reports a different operating system, architecture or environment than "
-                "the capability targets."
-            ),
+            "The probe reports a different operating system, architecture or environment than the "
+            "capability targets.",
             "Run the probe built for the capability's target on a host of that target.",
         ),
         "PROBE_TIMEOUT": (
@@ -1060,14 +898,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Check the driver on this host; a healthy probe finishes in well under a second.",
         ),
         "PROBE_TOO_LARGE": (
-            (
-                "The pinned probe is larger than 64 MiB, so it was refused before being read "
-                "whole; the real probe is a few MiB."
-            ),
-            (
-                "Pin the probe this package ships (python -m rextio_device_cuda probe prints its "
-                "path and digest), or the probe you built yourself."
-            ),
+            "The pinned probe is larger than 64 MiB, so it was refused before being read whole; "
+            "the real probe is a few MiB.",
+            "Pin the probe this package ships (python -m rextio_device_cuda probe prints its path "
+            "and digest), or the probe you built yourself.",
         ),
         "PROVIDER_ID_MISMATCH": (
             "The request selects a provider other than rextio-device-cuda.",
@@ -1079,10 +913,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "PROVIDER_OPTION_UNKNOWN": (
             "A device option name is not accepted by the selected capability.",
-            (
-                "Use only probe_executable, probe_sha256, device_ordinal, sm, driver_root and "
-                "(raw-driver capabilities only) toolkit_root."
-            ),
+            "Use only probe_executable, probe_sha256, device_ordinal, sm, driver_root and "
+            "(raw-driver capabilities only) toolkit_root.",
         ),
         "REQUIRED_SYMBOL_MISSING": (
             "The driver image lacks a required CUDA Driver API export.",
@@ -1093,16 +925,13 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Set the architecture in one place, or make both values identical.",
         ),
         "SM_NOT_CONFIGURED": (
-            "No architecture was selected.",
-            'Set device_options.sm, for example "sm_80".',
+            "No architecture was selected.", 'Set device_options.sm, for example "sm_80".',
         ),
         "STREAM_CREATE_FAILED": (
-            "Creating the dedicated stream failed.",
-            "Check the device's free resources.",
+            "Creating the dedicated stream failed.", "Check the device's free resources.",
         ),
         "STREAM_DESTROY_FAILED": (
-            "Destroying the dedicated stream failed.",
-            "Check the device for errors (nvidia-smi).",
+            "Destroying the dedicated stream failed.", "Check the device for errors (nvidia-smi).",
         ),
         "STREAM_SYNCHRONIZE_FAILED": (
             "Synchronizing the dedicated stream failed.",
@@ -1110,10 +939,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "TARGET_MISMATCH": (
             "The artifact's target triple is not the triple of the selected capability.",
-            (
-                "Select the capability whose target matches the artifact, or build for that "
-                "capability's target."
-            ),
+            "Select the capability whose target matches the artifact, or build for that "
+            "capability's target.",
         ),
         "TENSORFLOW_TFE_ARTIFACT_KIND_UNSUPPORTED": (
             "The TensorFlow TFE reuse capability accepts only host-extension artifacts.",
@@ -1128,10 +955,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Emit the requirement for gpu:0 with backend cuda.",
         ),
         "TENSORFLOW_TFE_FEATURES_INCOMPATIBLE": (
-            (
-                "The TensorFlow TFE requirement's features are not exactly eager, inference and "
-                "no-grad."
-            ),
+            "The TensorFlow TFE requirement's features are not exactly eager, inference and "
+            "no-grad.",
             "Emit features (eager, inference, no-grad).",
         ),
         "TENSORFLOW_TFE_LAYOUT_INCOMPATIBLE": (
@@ -1144,10 +969,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "TENSORFLOW_TFE_RUNTIME_PINS_REQUIRED": (
             "The artifact lacks the frozen tensorflow 2.21.0 and cpython 3.11 runtime pins.",
-            (
-                'Emit RuntimeRequirement("tensorflow", "2.21.0", ("cuda", "python-wheel", '
-                '"tfe-c-api")) and RuntimeRequirement("cpython", "3.11", ("private-eager-abi",)).'
-            ),
+            'Emit RuntimeRequirement("tensorflow", "2.21.0", ("cuda", "python-wheel", '
+            '"tfe-c-api")) and RuntimeRequirement("cpython", "3.11", ("private-eager-abi",)).',
         ),
         "TENSORFLOW_TFE_RUNTIME_REQUIRED": (
             "The requirement does not name the tensorflow-tfe runtime.",
@@ -1163,12 +986,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
         "TOOLKIT_ARCHITECTURE_UNSUPPORTED": (
             "The CUDA toolkit's release cannot compile the selected architecture.",
-            (
-                "Point toolkit_root at a CUDA toolkit whose release compiles it (12.0 or newer: "
-                "sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.0 to 12.9: sm_60, sm_61, sm_70, "
-                "sm_72; 12.8 or newer: sm_100, sm_120; 12.8 to 12.9: sm_101; 12.9 or newer: "
-                "sm_103, sm_121; 13.0 or newer: sm_88, sm_110; 13.4 or newer: sm_107)."
-            ),
+            "Point toolkit_root at a CUDA toolkit whose release compiles it (12.0 or newer: "
+            "sm_75, sm_80, sm_86, sm_87, sm_89, sm_90; 12.0 to 12.9: sm_60, sm_61, sm_70, sm_72; "
+            "12.8 or newer: sm_100, sm_120; 12.8 to 12.9: sm_101; 12.9 or newer: sm_103, sm_121; "
+            "13.0 or newer: sm_88, sm_110; 13.4 or newer: sm_107).",
         ),
         "TOOLKIT_COMPONENT_INVALID": (
             "A toolkit component resolves outside the toolkit root or is not a regular file.",
@@ -1179,10 +1000,8 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "Install the complete CUDA toolkit for this target.",
         ),
         "TOOLKIT_CONFIGURATION_CONFLICT": (
-            (
-                "toolkit_root is set both as a device option and in the constructor, with "
-                "different values."
-            ),
+            "toolkit_root is set both as a device option and in the constructor, with different "
+            "values.",
             "Set the toolkit root in one place, or make both values identical.",
         ),
         "TOOLKIT_NOT_FOUND": (
@@ -1215,7 +1034,6 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         ),
     },
 )
-
 CAPABILITIES: Final[Mapping[str, CapabilitySpec]] = {
     capability.id: capability for capability in PROVIDER_SPEC.capabilities
 }

@@ -1,7 +1,7 @@
 //! `generated/index.json`: every other generated file → its SHA-256. JSON
 //! cannot carry a comment, so the generator note is the `generated_by` field.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::json::to_python_json;
@@ -18,20 +18,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 pub fn index(outputs: &[Output]) -> Result<Vec<u8>> {
-    let mut files = Map::new();
-    for output in outputs {
-        files.insert(
-            output.path.clone(),
-            Value::String(sha256_hex(&output.bytes)),
-        );
-    }
-    let mut root = Map::new();
-    root.insert("files".to_string(), Value::Object(files));
-    root.insert(
-        "generated_by".to_string(),
-        Value::String(format!(
-            "{GENERATED_BY} from templates/; do not edit (check with `cargo xtask generate --check`)"
-        )),
-    );
-    to_python_json(&Value::Object(root))
+    let files = outputs
+        .iter()
+        .map(|item| (item.path.clone(), json!(sha256_hex(&item.bytes))));
+    let note = "from templates/; do not edit (check with `cargo xtask generate --check`)";
+    let files: Map<String, Value> = files.collect();
+    let root = json!({ "files": files, "generated_by": format!("{GENERATED_BY} {note}") });
+    to_python_json(&root)
 }

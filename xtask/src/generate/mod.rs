@@ -23,8 +23,7 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use python::PyValue;
-use spec::ProviderSpec;
+use spec::Val;
 use symbols::SymbolList;
 
 pub use index::sha256_hex;
@@ -47,10 +46,8 @@ pub struct Output {
 }
 
 fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
-    Output {
-        path: path.into(),
-        bytes,
-    }
+    let path = path.into();
+    Output { path, bytes }
 }
 
 /// Every generated file, a pure function of `inputs`, in a fixed order
@@ -58,33 +55,26 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 /// last), on one thread: the whole CUDA 13 driver API renders within the
 /// 100 ms target (`cargo xtask bench`).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
-    let spec = ProviderSpec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
+    let spec = spec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
-    let cuda_results =
-        results::CudaResults::parse(inputs.get(results::CUDA_RESULTS_PATH)?, &symbols)?;
+    let results = inputs.get(results::CUDA_RESULTS_PATH)?;
+    let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols)?;
     let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
+    let digest = sha256_hex(&archive);
+    let pyproject = inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?;
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
-        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)?),
-        output(
-            PYTHON_MODULE_PATH,
-            python::module(&archive_name, &sha256_hex(&archive)),
-        ),
+        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)),
+        output(PYTHON_MODULE_PATH, python::module(&archive_name, &digest)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
-        output(
-            PYPROJECT_PATH,
-            python::pyproject(inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?, &spec)?,
-        ),
+        output(PYPROJECT_PATH, python::pyproject(pyproject, &spec)?),
         output(format!("generated/{archive_name}"), archive),
-        output(
-            PYTHON_SPEC_PATH,
-            python::spec_module(&spec::python_classes(), &spec.expr()),
-        ),
+        output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];
     let index = index::index(&outputs)?;
     outputs.push(output(INDEX_PATH, index));
@@ -94,21 +84,15 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// The runtime crate's source tarball: what its users build (its manifest,
 /// README, license and the library sources, the generated table among them;
 /// never its unit tests). Returns (file name, bytes).
-fn runtime_archive(
-    inputs: &Inputs,
-    spec: &ProviderSpec,
-    driver_api: &[u8],
-) -> Result<(String, Vec<u8>)> {
-    let stem = spec.runtime_archive_stem();
-    let mut packaged: Vec<(String, Vec<u8>)> = inputs
+fn runtime_archive(inputs: &Inputs, spec: &Val, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
+    let stem = spec::runtime_archive_stem(spec);
+    let sources = inputs
         .runtime_sources()
-        .map(|(path, bytes)| (path.to_string(), bytes.to_vec()))
-        .collect();
-    packaged.push((
-        "LICENSE".to_string(),
-        inputs.get(inputs::LICENSE_PATH)?.to_vec(),
-    ));
-    packaged.push(("src/driver_api.rs".to_string(), driver_api.to_vec()));
+        .map(|(path, bytes)| (path.to_string(), bytes.to_vec()));
+    let mut packaged: Vec<(String, Vec<u8>)> = sources.collect();
+    let license = inputs.get(inputs::LICENSE_PATH)?.to_vec();
+    packaged.push(("LICENSE".into(), license));
+    packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 
@@ -154,11 +138,9 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
         }
     }
     for dir in OWNED_DIRS {
-        for path in fs::relative_files(root, dir)? {
-            if !outputs.iter().any(|item| item.path == path) {
-                found.push(Drift::Unexpected(path));
-            }
-        }
+        let files = fs::relative_files(root, dir)?.into_iter();
+        let mut unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
+        found.extend(unexpected.by_ref().map(Drift::Unexpected));
     }
     Ok(found)
 }
@@ -168,15 +150,11 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
 pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     let changes = drift(output_root, outputs)?;
     for change in &changes {
-        match change {
-            Drift::Missing(path) | Drift::Stale(path) => {
-                let item = outputs
-                    .iter()
-                    .find(|item| &item.path == path)
-                    .ok_or_else(|| format!("internal error: no output for {path}"))?;
-                fs::write_atomic(&output_root.join(path), &item.bytes)?;
-            }
-            Drift::Unexpected(path) => std::fs::remove_file(output_root.join(path))
+        let (Drift::Missing(path) | Drift::Stale(path) | Drift::Unexpected(path)) = change;
+        let target = output_root.join(path);
+        match outputs.iter().find(|item| item.path == *path) {
+            Some(item) => fs::write_atomic(&target, &item.bytes)?,
+            None => std::fs::remove_file(target)
                 .map_err(|error| format!("{path}: cannot remove: {error}"))?,
         }
     }
@@ -185,16 +163,13 @@ pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift
 
 /// Reads inputs from `input_root`, writes outputs under `output_root`.
 pub fn generate_into(input_root: &Path, output_root: &Path) -> Result<Vec<Drift>> {
-    let outputs = render_from(input_root)?;
-    write_outputs(output_root, &outputs)
+    write_outputs(output_root, &render_from(input_root)?)
 }
 
 fn drift_report(changes: &[Drift]) -> String {
     let lines: Vec<String> = changes.iter().map(|change| format!("  {change}")).collect();
-    format!(
-        "generated files are not current:\n{}\nrun `cargo xtask generate` and commit the result",
-        lines.join("\n")
-    )
+    let lines = lines.join("\n");
+    format!("generated files are not current:\n{lines}\nrun `cargo xtask generate` and commit the result")
 }
 
 /// Fails naming each stale, missing or unexpected generated file; writes nothing.
@@ -205,32 +180,28 @@ pub fn check() -> Result<()> {
 pub fn check_at(root: &Path) -> Result<()> {
     let outputs = render_from(root)?;
     let changes = drift(root, &outputs)?;
-    if changes.is_empty() {
-        println!(
-            "generate --check: {} generated files are current",
-            outputs.len()
-        );
-        Ok(())
-    } else {
-        Err(drift_report(&changes))
+    if !changes.is_empty() {
+        return Err(drift_report(&changes));
     }
+    println!(
+        "generate --check: {} generated files are current",
+        outputs.len()
+    );
+    Ok(())
 }
 
 /// `generate [--check] [--root DIR]`; `--root` (inputs and outputs under
 /// DIR) is how verify-determinism runs the generator in a child process.
 pub fn command(args: &[String]) -> Result<()> {
-    let mut check_only = false;
-    let mut root = repo_root();
+    let (mut check_only, mut root) = (false, repo_root());
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             "--check" => check_only = true,
-            "--root" => {
-                root = rest
-                    .next()
-                    .map(Into::into)
-                    .unwrap_or_else(|| crate::usage_error("generate: --root needs a directory"));
-            }
+            "--root" => match rest.next() {
+                Some(dir) => root = dir.into(),
+                None => crate::usage_error("generate: --root needs a directory"),
+            },
             other => crate::usage_error(&format!("generate: unknown argument `{other}`")),
         }
     }

@@ -1,160 +1,164 @@
-//! The generated Python modules: `_provider_spec.py` (the provider spec as
-//! frozen dataclasses) and `_generated.py` (the runtime tarball's name and
-//! digest). Lines within 100 columns.
+//! The generated Python: `_provider_spec.py` (the spec's record classes and
+//! `PROVIDER_SPEC`), `_reason_codes.py`, `_generated.py` and pyproject.toml.
+//! Laid out as black would: what fits in 100 columns on one line is one line;
+//! otherwise one item a line, or, for scalars only, as many as fit.
 
 use serde_json::json;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::ProviderSpec;
+use super::spec::{schema, Class, Val};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
 const INDENT: &str = "    ";
 
-/// A Python expression the generator writes: literals, containers and
-/// keyword calls (dataclass constructors).
+/// A Python expression: a literal, a string, or a container / keyword call
+/// (its opening, then `label` + item each, then its closing).
 #[derive(Clone, Debug, PartialEq)]
-pub enum PyExpr {
-    None,
-    Bool(bool),
-    /// An int or float literal, already spelled the Python way.
-    Number(String),
+pub enum Py {
+    Atom(String),
     Str(String),
-    Tuple(Vec<PyExpr>),
-    /// String keys, written in the given order.
-    Dict(Vec<(String, PyExpr)>),
-    FrozenSet(Vec<PyExpr>),
-    /// `name(key=value, ...)`.
-    Call(String, Vec<(String, PyExpr)>),
+    Seq(String, &'static str, Vec<(String, Py)>),
 }
 
-/// A Rust value the generator can write as Python, with its type annotation.
-pub trait PyValue {
-    fn annotation() -> String;
-    fn expr(&self) -> PyExpr;
+fn seq(open: &str, close: &'static str, items: impl Iterator<Item = (String, Py)>) -> Py {
+    Py::Seq(open.into(), close, items.collect())
 }
 
-impl PyValue for String {
-    fn annotation() -> String {
-        "str".into()
-    }
-    fn expr(&self) -> PyExpr {
-        PyExpr::Str(self.clone())
+/// A spec value as Python.
+pub fn expr(value: &Val) -> Py {
+    let plain = |items: &[Val]| {
+        let items: Vec<_> = items.iter().map(|v| (String::new(), expr(v))).collect();
+        items.into_iter()
+    };
+    match value {
+        Val::Null => Py::Atom("None".into()),
+        Val::Bool(true) => Py::Atom("True".into()),
+        Val::Bool(false) => Py::Atom("False".into()),
+        Val::Int(value) => Py::Atom(value.to_string()),
+        // Debug spells the shortest round-trip form with a `.0` or an exponent.
+        Val::Float(value) => Py::Atom(format!("{value:?}")),
+        Val::Str(text) => Py::Str(text.clone()),
+        Val::Tuple(items) => seq("(", ")", plain(items)),
+        Val::Set(items) if items.is_empty() => Py::Atom("frozenset()".into()),
+        Val::Set(items) => seq("frozenset({", "})", plain(items)),
+        Val::Map(map) => seq(
+            "{",
+            "}",
+            map.iter().map(|(k, v)| (literal(k) + ": ", expr(v))),
+        ),
+        Val::Rec(name, fields) => {
+            let fields = fields.iter().map(|(k, v)| (format!("{k}="), expr(v)));
+            seq(&format!("{name}("), ")", fields)
+        }
     }
 }
 
-impl PyValue for bool {
-    fn annotation() -> String {
-        "bool".into()
-    }
-    fn expr(&self) -> PyExpr {
-        PyExpr::Bool(*self)
+impl Py {
+    /// The one-line form.
+    fn flat(&self) -> String {
+        let (open, close, items) = match self {
+            Py::Atom(text) => return text.clone(),
+            Py::Str(text) => return literal(text),
+            Py::Seq(open, close, items) => (open, close, items),
+        };
+        let items: Vec<String> = items.iter().map(|(l, v)| l.clone() + &v.flat()).collect();
+        let one = open == "(" && items.len() == 1;
+        let comma = if one { "," } else { "" };
+        format!("{open}{}{comma}{close}", items.join(", "))
     }
 }
 
-macro_rules! py_int {
-    ($($type:ty),*) => {$(
-        impl PyValue for $type {
-            fn annotation() -> String {
-                "int".into()
+fn width(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// Writes `prefix` + `expr` + `suffix` at `depth`: on one line where that
+/// fits in 100 columns, else one item a line, scalars (but a dict's) filling
+/// their lines, a long string split into adjacent literals.
+pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &str) {
+    let indent = INDENT.repeat(depth);
+    let line = format!("{indent}{prefix}{}{suffix}\n", expr.flat());
+    match expr {
+        _ if width(&line) <= MAX_LINE + 1 => out.push_str(&line),
+        Py::Seq(open, close, items) => {
+            out.push_str(&format!("{indent}{prefix}{open}\n"));
+            let nested = items.iter().any(|(_, item)| matches!(item, Py::Seq(..)));
+            let fill = !open.starts_with('{') && !nested;
+            let mut filled = String::new();
+            for (label, item) in items {
+                let text = format!("{label}{},", item.flat());
+                let joined = format!("{filled} {text}");
+                if fill && !filled.is_empty() && width(&joined) <= MAX_LINE {
+                    filled = joined;
+                    continue;
+                }
+                if !filled.is_empty() {
+                    out.push_str(&(std::mem::take(&mut filled) + "\n"));
+                }
+                let alone = format!("{indent}{INDENT}{text}");
+                match fill && width(&alone) <= MAX_LINE {
+                    true => filled = alone,
+                    false => write(out, depth + 1, label, item, ","),
+                }
             }
-            fn expr(&self) -> PyExpr {
-                PyExpr::Number(self.to_string())
+            if !filled.is_empty() {
+                out.push_str(&(filled + "\n"));
+            }
+            out.push_str(&format!("{indent}{close}{suffix}\n"));
+        }
+        // A sequence item: adjacent literals, a piece a line.
+        Py::Str(text) if prefix.is_empty() => {
+            let pieces = split_for_width(
+                text,
+                MAX_LINE.saturating_sub(width(&indent) + width(suffix)),
+            );
+            let last = pieces.len() - 1;
+            for (index, piece) in pieces.iter().enumerate() {
+                let end = if index == last { suffix } else { "" };
+                out.push_str(&format!("{indent}{}{end}\n", literal(piece)));
             }
         }
-    )*};
-}
-py_int!(u32, u64, i32);
-
-impl PyValue for f64 {
-    fn annotation() -> String {
-        "float".into()
-    }
-    fn expr(&self) -> PyExpr {
-        // Debug spells the shortest round-trip form with a `.0` or exponent,
-        // both valid Python float literals.
-        PyExpr::Number(format!("{self:?}"))
-    }
-}
-
-impl<T: PyValue> PyValue for Option<T> {
-    fn annotation() -> String {
-        format!("{} | None", T::annotation())
-    }
-    fn expr(&self) -> PyExpr {
-        self.as_ref().map_or(PyExpr::None, PyValue::expr)
-    }
-}
-
-impl<T: PyValue> PyValue for Vec<T> {
-    fn annotation() -> String {
-        format!("tuple[{}, ...]", T::annotation())
-    }
-    fn expr(&self) -> PyExpr {
-        PyExpr::Tuple(self.iter().map(PyValue::expr).collect())
-    }
-}
-
-impl<A: PyValue, B: PyValue> PyValue for (A, B) {
-    fn annotation() -> String {
-        format!("tuple[{}, {}]", A::annotation(), B::annotation())
-    }
-    fn expr(&self) -> PyExpr {
-        PyExpr::Tuple(vec![self.0.expr(), self.1.expr()])
-    }
-}
-
-/// A frozen dataclass: its name, docstring and annotated fields.
-#[derive(Clone, Debug)]
-pub struct PyClass {
-    pub name: &'static str,
-    /// The docstring's lines.
-    pub doc: Vec<&'static str>,
-    pub fields: Vec<(String, String)>,
-}
-
-const SPEC_HEADER: &str = "\
-# @generated by `cargo xtask generate` from templates/provider-spec.json; do not edit.
-\"\"\"The provider spec as frozen records; the schema is xtask/src/generate/spec.rs.\"\"\"
-
-from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Final
-
-from rextio_device_cuda._record import Record
-";
-
-/// `_provider_spec.py`: one record class per spec record, `PROVIDER_SPEC`, and the
-/// capabilities by id.
-pub fn spec_module(classes: &[PyClass], spec: &PyExpr) -> Vec<u8> {
-    let mut out = String::from(SPEC_HEADER);
-    for class in classes {
-        out.push_str(&format!("\n\nclass {}(Record):\n", class.name));
-        match class.doc.as_slice() {
-            [line] => out.push_str(&format!("{INDENT}\"\"\"{line}\"\"\"\n\n")),
-            lines => {
-                out.push_str(&format!(
-                    "{INDENT}\"\"\"{}",
-                    lines.join(&format!("\n{INDENT}"))
-                ));
-                out.push_str(&format!("\n{INDENT}\"\"\"\n\n"));
-            }
+        Py::Str(_) => {
+            out.push_str(&format!("{indent}{prefix}(\n"));
+            write(out, depth + 1, "", expr, "");
+            out.push_str(&format!("{indent}){suffix}\n"));
         }
-        for (name, annotation) in &class.fields {
-            out.push_str(&format!("{INDENT}{name}: {annotation}\n"));
+        // Scalars are short; an over-long line here is only its key's fault.
+        Py::Atom(_) => out.push_str(&line),
+    }
+}
+
+/// The first line of a generated Python file, naming its inputs, and its docstring.
+fn header(inputs: &str, doc: &str) -> String {
+    let marker = format!("# @generated by `cargo xtask generate` from {inputs}; do not edit.");
+    format!("{marker}\n\"\"\"{doc}\"\"\"\n\n")
+}
+
+/// `_provider_spec.py`: a record class per schema class, `PROVIDER_SPEC` and
+/// the capabilities by id.
+pub fn spec_module(spec: &Val) -> Vec<u8> {
+    let doc = "The provider spec as frozen records; the schema is xtask/src/generate/spec.rs.";
+    let mut out = header(PROVIDER_SPEC_PATH, doc);
+    out.push_str(
+        "from __future__ import annotations\n\n\
+         from collections.abc import Mapping\n\
+         from typing import Final\n\n\
+         from rextio_device_cuda._record import Record\n",
+    );
+    for Class(name, doc, fields) in schema() {
+        let class = format!("class {name}(Record):\n{INDENT}\"\"\"{doc}\"\"\"");
+        out.push_str(&format!("\n\n{class}\n"));
+        for (name, ty, _, comment) in fields {
+            let comment = comment.map_or(String::new(), |text| format!("  # {text}"));
+            out.push_str(&format!("{INDENT}{name}: {ty}{comment}\n"));
         }
     }
     out.push_str("\n\n");
-    write_expr(
-        &mut out,
-        0,
-        "PROVIDER_SPEC: Final[ProviderSpec] = ",
-        spec,
-        "",
-    );
+    let prefix = "PROVIDER_SPEC: Final[ProviderSpec] = ";
+    write(&mut out, 0, prefix, &expr(spec), "");
     out.push_str(
-        "\nCAPABILITIES: Final[Mapping[str, CapabilitySpec]] = {\n\
+        "CAPABILITIES: Final[Mapping[str, CapabilitySpec]] = {\n\
          \x20   capability.id: capability for capability in PROVIDER_SPEC.capabilities\n\
          }\n",
     );
@@ -163,69 +167,52 @@ pub fn spec_module(classes: &[PyClass], spec: &PyExpr) -> Vec<u8> {
 
 /// `_generated.py`: the packaged runtime tarball's name and digest.
 pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
-    let mut out = String::from(
-        "# @generated by `cargo xtask generate` from templates/; do not edit.\n\
-         \"\"\"The packaged runtime source's file name and SHA-256 (data only).\"\"\"\n\
-         \n\
-         from typing import Final\n\
-         \n",
-    );
-    for (target, value) in [
-        ("RUNTIME_SOURCE_ARCHIVE: Final[str] = ", archive_name),
-        ("RUNTIME_SOURCE_SHA256: Final[str] = ", archive_sha256),
-    ] {
-        write_expr(&mut out, 0, target, &PyExpr::Str(value.to_string()), "");
-    }
+    let doc = "The packaged runtime source's file name and SHA-256 (data only).";
+    let (name, digest) = (literal(archive_name), literal(archive_sha256));
+    let mut out = header("templates/", doc) + "from typing import Final\n\n";
+    out.push_str(&format!("RUNTIME_SOURCE_ARCHIVE: Final[str] = {name}\n"));
+    out.push_str(&format!("RUNTIME_SOURCE_SHA256: Final = {digest}\n"));
     out.into_bytes()
 }
 
 /// `_reason_codes.py`: a name for every reason code the provider's Python
 /// spells (all but the framework lanes', which it builds from their prefix).
-pub fn reason_codes(spec: &ProviderSpec) -> Vec<u8> {
-    let mut out = format!(
-        "# @generated by `cargo xtask generate` from {PROVIDER_SPEC_PATH}; do not edit.\n\
-         \"\"\"The reason codes, one name each (the lanes' codes are built from their prefix).\"\"\"\n\
-         \n\
-         from typing import Final\n\
-         \n"
-    );
-    let prefixes: Vec<&String> = spec
-        .lanes
+pub fn reason_codes(spec: &Val) -> Vec<u8> {
+    let doc = "The reason codes, one name each (the lanes' codes are built from their prefix).";
+    let mut out = header(PROVIDER_SPEC_PATH, doc) + "from typing import Final\n\n";
+    let lanes = spec.get("lanes").entries();
+    let prefixes = lanes
         .iter()
-        .filter_map(|(_, lane)| lane.reason_prefix.as_ref())
-        .collect();
-    for (code, _) in spec.reason_codes.iter() {
-        if !prefixes
-            .iter()
-            .any(|prefix| code.starts_with(prefix.as_str()))
-        {
-            out.push_str(&format!("{code}: Final = {}\n", string_literal(code)));
+        .map(|(_, lane)| lane.get("reason_prefix").str());
+    let prefixes: Vec<&str> = prefixes.filter(|prefix| !prefix.is_empty()).collect();
+    for (code, _) in spec.get("reason_codes").entries() {
+        if !prefixes.iter().any(|prefix| code.starts_with(prefix)) {
+            out.push_str(&format!("{code}: Final = {}\n", literal(code)));
         }
     }
     out.into_bytes()
 }
 
 /// `python/pyproject.toml`: its template with the spec's distribution facts
-/// (as TOML values: JSON's spelling of plain strings and lists is TOML's)
-/// in place of each `{{key}}`.
-pub fn pyproject(template: &[u8], spec: &ProviderSpec) -> Result<Vec<u8>> {
+/// (as TOML values: JSON's spelling of plain strings and lists is TOML's) in
+/// place of each `{{key}}` (`{{entry_point_group}}` for a field of a record).
+pub fn pyproject(template: &[u8], spec: &Val) -> Result<Vec<u8>> {
     let path = PYPROJECT_TEMPLATE_PATH;
     let text = std::str::from_utf8(template).map_err(|_| format!("{path}: not UTF-8"))?;
-    let (facts, entry_point) = (&spec.distribution, &spec.distribution.entry_point);
-    let values = [
-        ("name", json!(facts.name)),
-        ("version", json!(facts.version)),
-        ("requires_python", json!(facts.requires_python)),
-        ("dependencies", json!(facts.dependencies)),
-        ("license", json!(facts.license)),
-        ("entry_point_group", json!(entry_point.group)),
-        ("entry_point_name", json!(entry_point.name)),
-        ("entry_point_value", json!(entry_point.value)),
-        ("import_name", json!(facts.import_name)),
-    ];
-    let mut out = format!("# @generated by `cargo xtask generate` from {path} and {PROVIDER_SPEC_PATH}; do not edit.\n{text}");
-    for (key, value) in values {
-        out = out.replace(&format!("{{{{{key}}}}}"), &value.to_string());
+    let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}"), "");
+    out.truncate(out.find('\n').unwrap_or(0) + 1);
+    out.push_str(text);
+    for (key, value) in spec.get("distribution").entries() {
+        let fields = value.entries().into_iter();
+        let fields = fields.map(|(name, item)| (format!("{key}_{name}"), item));
+        for (name, value) in fields.chain([(key.to_string(), value)]) {
+            let items: Vec<&str> = value.items().iter().map(Val::str).collect();
+            let value = match value {
+                Val::Str(text) => json!(text),
+                _ => json!(items),
+            };
+            out = out.replace(&format!("{{{{{name}}}}}"), &value.to_string());
+        }
     }
     if let Some(start) = out.find("{{") {
         let rest = &out[start..];
@@ -235,338 +222,112 @@ pub fn pyproject(template: &[u8], spec: &ProviderSpec) -> Result<Vec<u8>> {
     Ok(out.into_bytes())
 }
 
-fn push_indent(out: &mut String, depth: usize) {
-    for _ in 0..depth {
-        out.push_str(INDENT);
-    }
-}
-
-/// What comes before a container item: nothing, `"key": ` or `key=`.
-#[derive(Clone, Copy)]
-enum Label<'a> {
-    Plain,
-    DictKey(&'a str),
-    Keyword(&'a str),
-}
-
-fn push_label(out: &mut String, label: Label<'_>) {
-    match label {
-        Label::Plain => {}
-        Label::DictKey(key) => {
-            push_string_literal(out, key);
-            out.push_str(": ");
-        }
-        Label::Keyword(key) => {
-            out.push_str(key);
-            out.push('=');
-        }
-    }
-}
-
-/// How a container is written: `name` (a call's, else empty) and `open`,
-/// then the labelled items, then `close`; `empty` instead when it has no
-/// items and spells that differently (`frozenset()`).
-struct Container<'a, I> {
-    name: &'a str,
-    open: &'static str,
-    close: &'static str,
-    empty: Option<&'static str>,
-    /// A one-item tuple: `(x,)`.
-    single_comma: bool,
-    items: I,
-}
-
-/// How the writer spells a `PyExpr`.
-impl PyExpr {
-    /// The container form; `None` for scalars. Allocates nothing: it runs
-    /// for every one-line attempt.
-    fn container(&self) -> Option<Container<'_, impl Iterator<Item = (Label<'_>, &Self)>>> {
-        let none: &[(String, PyExpr)] = &[];
-        let (name, open, close, plain, dict, call): (_, _, _, &[PyExpr], _, _) = match self {
-            PyExpr::Tuple(items) => ("", "(", ")", items, none, none),
-            PyExpr::FrozenSet(items) => ("", "frozenset({", "})", items, none, none),
-            PyExpr::Dict(entries) => ("", "{", "}", &[], entries.as_slice(), none),
-            PyExpr::Call(name, arguments) => {
-                (name.as_str(), "(", ")", &[], none, arguments.as_slice())
-            }
-            _ => return None,
-        };
-        let items = plain
-            .iter()
-            .map(|item| (Label::Plain, item))
-            .chain(dict.iter().map(|(key, item)| (Label::DictKey(key), item)))
-            .chain(call.iter().map(|(key, item)| (Label::Keyword(key), item)));
-        Some(Container {
-            name,
-            open,
-            close,
-            empty: matches!(self, PyExpr::FrozenSet(_)).then_some("frozenset()"),
-            single_comma: matches!(self, PyExpr::Tuple(items) if items.len() == 1),
-            items,
-        })
-    }
-
-    /// The text, for a string.
-    fn text(&self) -> Option<&str> {
-        match self {
-            PyExpr::Str(text) => Some(text),
-            _ => None,
-        }
-    }
-
-    /// Appends a scalar, Python spelling (containers are not scalars).
-    fn push_scalar(&self, out: &mut String) {
-        match self {
-            PyExpr::None => out.push_str("None"),
-            PyExpr::Bool(true) => out.push_str("True"),
-            PyExpr::Bool(false) => out.push_str("False"),
-            PyExpr::Number(text) => out.push_str(text),
-            PyExpr::Str(text) => push_string_literal(out, text),
-            _ => {}
-        }
-    }
-}
-
-/// Writes `prefix` + `expr` + `suffix` as one or more lines at `depth`.
-///
-/// Writes in place: the one-line form is tried straight into `out` and cut
-/// off again when it does not fit.
-pub(super) fn write_expr(
-    out: &mut String,
-    depth: usize,
-    prefix: &str,
-    expr: &PyExpr,
-    suffix: &str,
-) {
-    let indent = INDENT.len() * depth;
-    let budget = MAX_LINE.saturating_sub(indent + prefix.chars().count() + suffix.len());
-    push_indent(out, depth);
-    out.push_str(prefix);
-    if compact_within(out, expr, budget) {
-        out.push_str(suffix);
-        out.push('\n');
-        return;
-    }
-    if let Some(parts) = expr.container() {
-        out.push_str(parts.name);
-        out.push_str(parts.open);
-        out.push('\n');
-        let mut label_text = String::new();
-        for (label, item) in parts.items {
-            label_text.clear();
-            push_label(&mut label_text, label);
-            write_expr(out, depth + 1, &label_text, item, ",");
-        }
-        push_indent(out, depth);
-        out.push_str(parts.close);
-    } else if let Some(text) = expr.text() {
-        // Too long for one line: implicit concatenation inside parentheses.
-        out.push_str("(\n");
-        let inner = INDENT.len() * (depth + 1);
-        for chunk in split_for_width(text, MAX_LINE - inner) {
-            push_indent(out, depth + 1);
-            push_string_literal(out, &chunk);
-            out.push('\n');
-        }
-        push_indent(out, depth);
-        out.push(')');
-    } else {
-        // Scalars are short; an over-long line here is only its key's fault.
-        expr.push_scalar(out);
-    }
-    out.push_str(suffix);
-    out.push('\n');
-}
-
-/// Appends the expression on one line if that takes at most `budget`
-/// characters and returns true; otherwise leaves `out` as it was and
-/// returns false. Containers stop early once over budget.
-fn compact_within(out: &mut String, expr: &PyExpr, budget: usize) -> bool {
-    let start = out.len();
-    let fits = match expr.container() {
-        Some(parts) => {
-            out.push_str(parts.name);
-            out.push_str(parts.open);
-            let mut fits = true;
-            let mut empty = true;
-            for (index, (label, item)) in parts.items.enumerate() {
-                empty = false;
-                if index > 0 {
-                    out.push_str(", ");
-                }
-                push_label(out, label);
-                // The bytes written so far count against the budget.
-                let left = budget.saturating_sub(out.len() - start);
-                if !compact_within(out, item, left) {
-                    fits = false;
-                    break;
-                }
-            }
-            if parts.single_comma {
-                out.push(',');
-            }
-            out.push_str(parts.close);
-            if let (true, Some(spelling)) = (empty, parts.empty) {
-                out.truncate(start);
-                out.push_str(spelling);
-            }
-            fits
-        }
-        None => {
-            expr.push_scalar(out);
-            true
-        }
-    };
-    if fits && out[start..].chars().count() <= budget {
-        true
-    } else {
-        out.truncate(start);
-        false
-    }
-}
-
 /// A Python string literal: double quotes unless the text holds a double
 /// quote and no single quote (so no quote needs escaping).
-pub fn string_literal(text: &str) -> String {
-    let mut literal = String::with_capacity(text.len() + 2);
-    push_string_literal(&mut literal, text);
-    literal
-}
-
-/// Appends [`string_literal`]`(text)` to `out`.
-fn push_string_literal(out: &mut String, text: &str) {
-    let quote = if text.contains('"') && !text.contains('\'') {
-        '\''
-    } else {
-        '"'
-    };
-    out.push(quote);
-    // Most text needs no escape: copy it whole (a UTF-8 continuation byte
-    // is never below 0x80, so the byte test sees only these characters).
-    let needs_escape =
-        |byte: u8| byte == b'\\' || byte == quote as u8 || byte < 0x20 || byte == 0x7f;
-    if !text.bytes().any(needs_escape) {
-        out.push_str(text);
-        out.push(quote);
-        return;
-    }
+pub fn literal(text: &str) -> String {
+    let single = text.contains('"') && !text.contains('\'');
+    let quote = if single { '\'' } else { '"' };
+    let mut out = String::from(quote);
     for c in text.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                use std::fmt::Write;
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
+            c if c == quote => out.extend(['\\', c]),
+            c if c < ' ' || c == '\u{7f}' => out.push_str(&format!("\\x{:02x}", c as u32)),
             c => out.push(c),
         }
     }
     out.push(quote);
+    out
 }
 
-/// Splits `text` after spaces so that each chunk's literal fits `width`
+/// Splits `text` after spaces so that each piece's literal fits `max`
 /// columns where possible; a single over-long word is cut at a character.
-fn split_for_width(text: &str, width: usize) -> Vec<String> {
-    let mut chunks = Vec::new();
-    let mut current = String::new();
+fn split_for_width(text: &str, max: usize) -> Vec<String> {
+    let fits = |piece: &str| width(&literal(piece)) <= max;
+    let (mut pieces, mut current) = (Vec::new(), String::new());
     for word in text.split_inclusive(' ') {
-        let candidate = format!("{current}{word}");
-        if string_literal(&candidate).chars().count() <= width || current.is_empty() {
-            current = candidate;
-        } else {
-            chunks.push(std::mem::take(&mut current));
-            current = word.to_string();
+        if !current.is_empty() && !fits(&format!("{current}{word}")) {
+            pieces.push(std::mem::take(&mut current));
         }
-        while string_literal(&current).chars().count() > width && current.chars().count() > 1 {
-            let mut head = String::new();
-            for c in current.chars() {
-                let mut longer = head.clone();
-                longer.push(c);
-                if string_literal(&longer).chars().count() > width && !head.is_empty() {
-                    break;
-                }
-                head = longer;
+        for c in word.chars() {
+            // Only a word longer than a line is cut, at a character.
+            if !current.is_empty() && !fits(&format!("{current}{c}")) {
+                pieces.push(std::mem::take(&mut current));
             }
-            let rest = current[head.len()..].to_string();
-            chunks.push(head);
-            current = rest;
+            current.push(c);
         }
     }
-    if !current.is_empty() || chunks.is_empty() {
-        chunks.push(current);
-    }
-    chunks
+    pieces.push(current);
+    pieces
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn compact(expr: &PyExpr) -> String {
-        let mut out = String::new();
-        assert!(compact_within(&mut out, expr, usize::MAX));
-        out
+    fn atom(text: &str) -> Py {
+        Py::Atom(text.into())
+    }
+
+    fn seq(open: &str, close: &'static str, items: Vec<Py>) -> Py {
+        let items = items.into_iter().map(|item| (String::new(), item));
+        Py::Seq(open.into(), close, items.collect())
     }
 
     #[test]
     fn literals_use_python_spelling() {
-        let value = PyExpr::Dict(vec![
-            ("a".into(), PyExpr::Str("x\"y".into())),
-            (
-                "b".into(),
-                PyExpr::Tuple(vec![
-                    PyExpr::None,
-                    PyExpr::Bool(true),
-                    PyExpr::Bool(false),
-                    PyExpr::Number("3".into()),
-                ]),
-            ),
-        ]);
-        assert_eq!(
-            compact(&value),
-            r#"{"a": 'x"y', "b": (None, True, False, 3)}"#
-        );
-        let call = PyExpr::Call(
-            "Record".into(),
+        let value = Py::Seq(
+            "{".into(),
+            "}",
             vec![
+                ("\"a\": ".into(), Py::Str("x\"y".into())),
                 (
-                    "one".into(),
-                    PyExpr::Tuple(vec![PyExpr::Number("1".into())]),
+                    "\"b\": ".into(),
+                    seq(
+                        "(",
+                        ")",
+                        vec![atom("None"), atom("True"), atom("False"), atom("3")],
+                    ),
                 ),
-                ("none".into(), PyExpr::FrozenSet(vec![])),
-                (
-                    "set".into(),
-                    PyExpr::FrozenSet(vec![PyExpr::Str("a".into())]),
-                ),
-                ("empty".into(), PyExpr::Tuple(vec![])),
+            ],
+        );
+        assert_eq!(value.flat(), r#"{"a": 'x"y', "b": (None, True, False, 3)}"#);
+        let set = expr(&Val::Set(vec![Val::Str("a".into())]));
+        let call = Py::Seq(
+            "Record(".into(),
+            ")",
+            vec![
+                ("one=".into(), seq("(", ")", vec![atom("1")])),
+                ("none=".into(), expr(&Val::Set(Vec::new()))),
+                ("set=".into(), set),
+                ("empty=".into(), seq("(", ")", vec![])),
             ],
         );
         assert_eq!(
-            compact(&call),
+            call.flat(),
             r#"Record(one=(1,), none=frozenset(), set=frozenset({"a"}), empty=())"#
         );
+        assert_eq!(literal("a\\b\n\u{7f}'"), "\"a\\\\b\\n\\x7f'\"");
     }
 
     #[test]
     fn long_calls_break_one_argument_a_line() {
-        let call = PyExpr::Call(
-            "Record".into(),
+        let call = Py::Seq(
+            "Record(".into(),
+            ")",
             vec![
-                ("name".into(), PyExpr::Str("x".repeat(60))),
+                ("name=".into(), Py::Str("x".repeat(60))),
                 (
-                    "kinds".into(),
-                    PyExpr::FrozenSet(vec![PyExpr::Str("y".repeat(50))]),
+                    "kinds=".into(),
+                    seq("frozenset({", "})", vec![Py::Str("y".repeat(50))]),
                 ),
             ],
         );
         let mut out = String::new();
-        write_expr(&mut out, 0, "VALUE = ", &call, "");
+        write(&mut out, 0, "VALUE = ", &call, "");
         let expected = format!(
             "VALUE = Record(\n    name=\"{}\",\n    kinds=frozenset({{\"{}\"}}),\n)\n",
             "x".repeat(60),
@@ -576,13 +337,36 @@ mod tests {
     }
 
     #[test]
+    fn long_scalar_lists_fill_their_lines() {
+        let items = (0..30)
+            .map(|index| Py::Str(format!("CODE_{index}")))
+            .collect();
+        let mut out = String::new();
+        write(&mut out, 1, "codes=", &seq("(", ")", items), ",");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.first(), Some(&"    codes=("));
+        assert_eq!(lines.last(), Some(&"    ),"));
+        // Each inner line is full: the next item would not fit on it.
+        for pair in lines[1..lines.len() - 1].windows(2) {
+            let next = pair[1].trim().split(' ').next().unwrap();
+            assert!(width(pair[0]) + 1 + width(next) > MAX_LINE, "{pair:?}");
+        }
+        assert!(lines.iter().all(|line| width(line) <= MAX_LINE));
+        let joined: String = lines[1..lines.len() - 1]
+            .iter()
+            .map(|line| line.trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let expected: Vec<String> = (0..30).map(|index| format!("\"CODE_{index}\",")).collect();
+        assert_eq!(joined, expected.join(" "));
+    }
+
+    #[test]
     fn long_strings_split_without_losing_characters() {
         let text = "word ".repeat(60) + &"x".repeat(150);
         let chunks = split_for_width(&text, 80);
         assert!(chunks.len() > 3);
         assert_eq!(chunks.concat(), text);
-        assert!(chunks
-            .iter()
-            .all(|chunk| string_literal(chunk).chars().count() <= 80));
+        assert!(chunks.iter().all(|chunk| width(&literal(chunk)) <= 80));
     }
 }

@@ -1,944 +1,762 @@
-//! `templates/provider-spec.json`, typed: one schema that the generator
-//! parses once (unknown, missing and mistyped keys refused with their JSON
-//! path), checks for broken cross-references, and renders as Python frozen
-//! dataclasses, so the Python package never retypes it.
+//! `templates/provider-spec.json`, typed by one schema, [`SCHEMA`], that
+//! drives everything: the parse refuses unknown, missing and mistyped keys
+//! with their JSON path, [`check`] refuses broken cross-references, and the
+//! same table writes the Python record classes (python.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::marker::PhantomData;
+use std::sync::OnceLock;
 
-use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
 
 pub use super::inputs::PROVIDER_SPEC_PATH;
-use super::python::{PyClass, PyExpr, PyValue};
 use crate::Result;
 
-/// Declares one spec record: a serde struct that refuses unknown keys, and
-/// its Python dataclass (the same field names; types derived by [`PyValue`]).
-macro_rules! record {
-    (
-        $(#[doc = $doc:literal])*
-        pub struct $name:ident {
-            $(
-                $(#[doc = $field_doc:literal])*
-                $(#[serde $serde:tt])?
-                pub $field:ident : $type:ty,
-            )*
-        }
-    ) => {
-        $(#[doc = $doc])*
-        #[derive(Clone, Debug, Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            $(
-                $(#[doc = $field_doc])*
-                $(#[serde $serde])?
-                pub $field: $type,
-            )*
-        }
+/// The spec's records: `Name: docstring`, then `field: type` items, `; `
+/// between them, the type as Python annotates it (`int` is a u32). `= None`
+/// or `= ()`: the key may be absent; `= derived`: not in the JSON, set by
+/// [`parse`]; `  # text` after a line's last field goes into the Python class.
+pub const SCHEMA: &str = "\
+ProviderSpec: The whole provider spec: every fact of the provider, once.
+    schema_version: int; distribution: DistributionSpec; manifest: ManifestSpec
+    policy: PolicySpec; option_keys: OptionKeysSpec; capabilities: tuple[CapabilitySpec, ...]
+    probe_targets: Mapping[str, ProbeTargetSpec]; lanes: Mapping[str, LaneSpec]
+    observation_keys: ObservationKeysSpec; probe_report: ProbeReportSpec
+    validation_requirement: ValidationRequirementSpec; probe_runner: ProbeRunnerSpec
+    toolkit: ToolkitSpec; smoke: SmokeSpec; runtime_package: RuntimePackageSpec
+    incompatible_reason_codes: tuple[str, ...]  # status `incompatible`; others `unavailable`
+    reason_codes: Mapping[str, tuple[str, str]]  # code -> (explanation, remedy)
+DistributionSpec: The Python distribution's metadata (pyproject.toml is written from it).
+    name: str; import_name: str; version: str; requires_python: str
+    dependencies: tuple[str, ...]; license: str; entry_point: EntryPointSpec
+EntryPointSpec: The entry point Rextio Core loads the provider from.
+    group: str; name: str; value: str
+ManifestSpec: The passive provider manifest.
+    provider_id: str
+    display_name: str  # the spec's text, then the version
+    provider_version: str = derived  # distribution.version
+    backend: str; api_version: str; runtime_requirements: tuple[RuntimePin, ...]
+    architectures: tuple[ArchitectureSpec, ...]  # the SM vocabulary, oldest first
+    evidence_references: tuple[str, ...]; certification_tier: str
+ArchitectureSpec: One SM of the vocabulary, as NVIDIA's compilers measure it (contract 9.5).
+    sm: str  # `sm_NN` or `sm_NNN`; tests/python/test_compiler_architectures.py re-reads them
+    first: tuple[int, int]  # the first release at or above the toolkit floor that knows it
+    last: tuple[int, int] | None  # the last release that compiles it; None: every later one
+RuntimePin: A runtime requirement: a name, an exact version and its features.
+    name: str; version: str; features: tuple[str, ...]
+PolicySpec: Bounds the provider enforces on its configuration.
+    driver_version_floor: int; driver_version_ceiling: int
+    toolkit_version_floor: tuple[int, int]; toolkit_version_part_max: int
+    device_ordinal_max: int; sm_pattern: str
+OptionKeysSpec: The device option names.
+    probe: str; toolkit: str; driver_root: str; device: str; sm: str; probe_sha256: str
+CapabilitySpec: One declared capability; `lane` names a key of `lanes`.
+    id: str; lane: str; target_triple: str; artifact_kinds: tuple[str, ...]
+    minimum_runtime_version: str; minimum_driver_version: str
+ProbeTargetSpec: The (os, arch, environment) a probe reports for a target triple.
+    os: str; arch: str; environment: str
+LaneSpec: A raw-driver lane (`requirement_policy`) or a framework reuse lane (`requirement`).
+    reason_prefix: str | None = None; option_allowlist: frozenset[str]; toolkit_inspection: bool
+    required_python_fallback_backend: str | None = None  # None: any backend
+    requirement_policy: RawRequirementPolicy | None = None
+    requirement: RequirementSpec | None = None; runtime_pins: tuple[RuntimePin, ...] = ()
+    observations: Mapping[str, str]; contribution: ContributionSpec
+RawRequirementPolicy: What a raw-driver lane accepts in a CUDA device requirement.
+    allowed_runtimes: frozenset[str | None]; allowed_features: frozenset[str]
+    allowed_memory_spaces: frozenset[str]; allowed_layouts: frozenset[str]
+RequirementSpec: The one device requirement a framework lane declares and accepts.
+    logical_device: str; backend: str; runtime: str; features: frozenset[str]
+    layouts: frozenset[str]; memory_spaces: frozenset[str]; architectures: tuple[str, ...]
+    reuse_domain_runtime: bool
+ContributionSpec: The declarative build inputs of one lane.
+    cargo_features: tuple[str, ...]; native_libraries: tuple[str, ...]
+    package_references: tuple[str, ...]; generated_helper_ids: tuple[str, ...]
+    runtime_check_ids: tuple[str, ...]; resource_contracts: tuple[ResourceContractSpec, ...]
+ResourceContractSpec: One resource contract of a lane's build contribution.
+    resource_kind: str; owner: str; access: str; may_allocate: bool; may_replace: bool
+    may_synchronize: bool
+ObservationKeysSpec: The observation keys of a ready preflight.
+    device_count: str; driver_version: str; minimum_driver_version: str
+    minimum_toolkit_version: str; probe_schema: str; selected_device: str; selected_sm: str
+    target_arch: str; target_os: str; toolkit_runtime: str; toolkit_version: str
+    toolkit_not_configured: str; probe_sha256: str
+ProbeReportSpec: The probe report's schema and bounds.
+    schema_version: str; probe: str; statuses: tuple[str, ...]; complete_status: str
+    max_output_bytes: int; max_devices: int; max_device_ordinal: int; max_device_name_chars: int
+    device_name_buffer_bytes: int; driver_version_range: tuple[int, int]
+    compute_major_range: tuple[int, int]; compute_minor_range: tuple[int, int]
+    reason_code_pattern: str; target_field_pattern: str
+    driver_environment: Mapping[str, str]  # set before `cuInit`
+    reason_codes: tuple[str, ...]  # the codes the probe itself reports
+ValidationRequirementSpec: The raw-driver requirement the CLI's `preflight` and `validate` compose.
+    runtime: str; features: tuple[str, ...]; memory_spaces: tuple[str, ...]
+ProbeRunnerSpec: Bounds of the probe subprocess.
+    default_timeout_seconds: float; max_timeout_seconds: float; max_argument_chars: int
+    windows_environment: tuple[str, ...]; sha256_pattern: str
+    max_pinned_probe_bytes: int  # a larger pinned probe is refused before it is read whole
+ToolkitSpec: What the toolkit inspector reads.
+    version_file: str; max_version_file_bytes: int; version_pattern: str
+    components: Mapping[str, Mapping[str, tuple[str, ...]]]  # os -> component -> paths
+SmokeSpec: The lifetime smoke's report.
+    probe: str; schema_version: str; allocation_bytes: int; complete_status: str
+    failure_status: str
+    reason_codes: tuple[str, ...]  # the codes the smoke itself reports
+RuntimePackageSpec: The packaged runtime crate.
+    crate_name: str  # the JSON key is `crate`
+    version: str; install_dir: str
+";
 
-        impl PyValue for $name {
-            fn annotation() -> String {
-                stringify!($name).to_string()
-            }
+/// One record class of [`SCHEMA`]: name, docstring and fields.
+pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
-            fn expr(&self) -> PyExpr {
-                PyExpr::Call(
-                    stringify!($name).to_string(),
-                    vec![$((stringify!($field).to_string(), self.$field.expr()),)*],
-                )
-            }
-        }
+/// A field: name, Python annotation, default (empty: none) and comment.
+pub type Field = (&'static str, &'static str, &'static str, Opt);
+type Opt = Option<&'static str>;
 
-        impl $name {
-            /// The Python dataclass of this record.
-            pub fn class() -> PyClass {
-                PyClass {
-                    name: stringify!($name),
-                    doc: vec![$($doc.trim()),*],
-                    fields: vec![$((stringify!($field).to_string(), <$type as PyValue>::annotation()),)*],
-                }
-            }
-        }
-    };
+/// A field's JSON key: its name, but for the Rust keyword `crate`.
+fn key(name: &str) -> &str {
+    if name == "crate_name" {
+        "crate"
+    } else {
+        name
+    }
 }
 
-/// A JSON object with string keys, in key order; a key given twice is refused
-/// (a plain map would keep the last silently, which hides merge mistakes).
-#[derive(Clone, Debug)]
+/// [`SCHEMA`]'s classes, in order.
+pub fn schema() -> &'static [Class] {
+    static CLASSES: OnceLock<Vec<Class>> = OnceLock::new();
+    CLASSES.get_or_init(|| {
+        let mut classes: Vec<Class> = Vec::new();
+        let split = |text: &'static str, at| text.split_once(at).unwrap_or((text, ""));
+        for line in SCHEMA.lines() {
+            let Some(fields) = line.strip_prefix("    ") else {
+                let (name, doc) = split(line, ": ");
+                classes.push(Class(name, doc, Vec::new()));
+                continue;
+            };
+            let (fields, comment) = fields.split_once("  # ").unzip();
+            let fields = fields.unwrap_or(line.trim_start());
+            let fields: Vec<&str> = fields.split("; ").collect();
+            for (index, field) in fields.iter().enumerate() {
+                let ((field, default), last) = (split(field, " = "), index + 1 == fields.len());
+                let (name, ty) = split(field, ": ");
+                let comment = comment.filter(|_| last);
+                let class = classes.last_mut().into_iter();
+                class.for_each(|class| class.2.push((name, ty, default, comment)));
+            }
+        }
+        classes
+    })
+}
+
+/// A value of the spec, checked against [`SCHEMA`].
+#[derive(Clone, Debug, PartialEq, PartialOrd)]
+pub enum Val {
+    Null,
+    Bool(bool),
+    Int(u32),
+    Float(f64),
+    Str(String),
+    /// `tuple[T, ...]` or `tuple[A, B]`.
+    Tuple(Vec<Val>),
+    /// `frozenset[T]`: sorted; no entry twice.
+    Set(Vec<Val>),
+    /// `Mapping[str, T]`: sorted by key; no key twice.
+    Map(BTreeMap<String, Val>),
+    /// A record of [`SCHEMA`]: its class, then its fields in schema order.
+    Rec(&'static str, Vec<(&'static str, Val)>),
+}
+
+const NULL: Val = Val::Null;
+
+impl Val {
+    /// A record's field or a map's entry; `Null` when there is none.
+    pub fn get(&self, key: &str) -> &Val {
+        let mut entries = self.entries().into_iter();
+        entries.find(|(k, _)| *k == key).map_or(&NULL, |(_, v)| v)
+    }
+
+    /// The value at a `.`-separated path of fields and keys.
+    pub fn at(&self, path: &str) -> &Val {
+        path.split('.').fold(self, Val::get)
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        *self.get(key) != NULL
+    }
+
+    pub fn str(&self) -> &str {
+        match self {
+            Val::Str(text) => text,
+            _ => "",
+        }
+    }
+
+    pub fn int(&self) -> u64 {
+        match self {
+            Val::Int(value) => u64::from(*value),
+            _ => 0,
+        }
+    }
+
+    /// A tuple's or a set's items.
+    pub fn items(&self) -> &[Val] {
+        match self {
+            Val::Tuple(items) | Val::Set(items) => items,
+            _ => &[],
+        }
+    }
+
+    /// `(major, minor)` or `[low, high]`.
+    pub fn pair(&self) -> (u64, u64) {
+        let [low, high] = [self.items().first(), self.items().last()];
+        (low.map_or(0, Val::int), high.map_or(0, Val::int))
+    }
+
+    /// A map's entries, or a record's fields.
+    pub fn entries(&self) -> Vec<(&str, &Val)> {
+        match self {
+            Val::Map(map) => map.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+            Val::Rec(_, fields) => fields.iter().map(|(k, v)| (*k, v)).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Null, or an empty tuple.
+    fn is_empty(&self) -> bool {
+        *self == NULL || *self == Val::Tuple(Vec::new())
+    }
+
+    fn field_mut(&mut self, key: &str) -> Option<&mut Val> {
+        let Val::Rec(_, fields) = self else {
+            return None;
+        };
+        let mut fields = fields.iter_mut();
+        fields.find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+}
+
+type Res<T, E> = std::result::Result<T, E>;
+
+/// A JSON object that refuses a key given twice (a plain map keeps the last
+/// silently); results.rs reads `templates/cuda-results.json` with it.
 pub struct Map<V>(pub BTreeMap<String, V>);
 
-impl<V> Map<V> {
-    pub fn get(&self, key: &str) -> Option<&V> {
-        self.0.get(key)
-    }
+impl<V> std::ops::Deref for Map<V> {
+    type Target = BTreeMap<String, V>;
 
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
-        self.0.iter()
-    }
-
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.0.contains_key(key)
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct MapVisitor<V>(PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
+    fn deserialize<D: Deserializer<'de>>(de: D) -> Res<Self, D::Error> {
+        struct Entries<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
             type Value = Map<V>;
             fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
                 formatter.write_str("an object")
             }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut access: A,
-            ) -> std::result::Result<Map<V>, A::Error> {
-                let mut map = BTreeMap::new();
-                while let Some(key) = access.next_key::<String>()? {
-                    if map.contains_key(&key) {
-                        return Err(serde::de::Error::custom(format!(
-                            "the key `{key}` is given twice"
-                        )));
-                    }
-                    let value = access.next_value()?;
-                    map.insert(key, value);
-                }
-                Ok(Map(map))
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Map<V>, A::Error> {
+                entries(map, |map| map.next_value()).map(Map)
             }
         }
-        deserializer.deserialize_map(MapVisitor(PhantomData))
+        de.deserialize_map(Entries(std::marker::PhantomData))
     }
 }
 
-impl<V: PyValue> PyValue for Map<V> {
-    fn annotation() -> String {
-        format!("Mapping[str, {}]", V::annotation())
+/// A JSON object's entries, refusing a key given twice.
+fn entries<'de, A: MapAccess<'de>, V>(
+    mut map: A,
+    mut value: impl FnMut(&mut A) -> Res<V, A::Error>,
+) -> Res<BTreeMap<String, V>, A::Error> {
+    let mut entries = BTreeMap::new();
+    while let Some(key) = map.next_key::<String>()? {
+        if entries.contains_key(&key) {
+            return Err(A::Error::custom(format!("the key `{key}` is given twice")));
+        }
+        entries.insert(key, value(&mut map)?);
     }
+    Ok(entries)
+}
 
-    fn expr(&self) -> PyExpr {
-        PyExpr::Dict(
-            self.0
-                .iter()
-                .map(|(key, value)| (key.clone(), value.expr()))
-                .collect(),
-        )
+/// Reads one value of the Python annotation it holds.
+#[derive(Clone, Copy)]
+struct Typed(&'static str);
+
+impl<'de> DeserializeSeed<'de> for Typed {
+    type Value = Val;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Val, D::Error> {
+        match self.0 {
+            "str" => String::deserialize(de).map(Val::Str),
+            "int" => u32::deserialize(de).map(Val::Int),
+            "float" => f64::deserialize(de).map(Val::Float),
+            "bool" => bool::deserialize(de).map(Val::Bool),
+            ty if ty.ends_with(" | None") => de.deserialize_option(self),
+            _ => de.deserialize_any(self),
+        }
     }
 }
 
-/// A JSON list whose order means nothing: a `frozenset` in Python. An entry
-/// given twice is refused.
-#[derive(Clone, Debug)]
-pub struct Set<T>(pub BTreeSet<T>);
+/// Refuses the value it is asked for, so the error's path ends at its key.
+struct Refuse(String);
 
-impl<T: Ord> Set<T> {
-    pub fn contains(&self, item: &T) -> bool {
-        self.0.contains(item)
-    }
+impl<'de> DeserializeSeed<'de> for Refuse {
+    type Value = Val;
 
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.0.iter()
+    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Res<Val, D::Error> {
+        Err(D::Error::custom(self.0))
     }
 }
 
-impl<'de, T: Deserialize<'de> + Ord + fmt::Debug> Deserialize<'de> for Set<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct SetVisitor<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de> + Ord + fmt::Debug> Visitor<'de> for SetVisitor<T> {
-            type Value = Set<T>;
-            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("a list")
+impl<'de> Visitor<'de> for Typed {
+    type Value = Val;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = self.0.starts_with("tuple[") || self.0.starts_with("frozenset[");
+        formatter.write_str(if list { "a list" } else { "an object" })
+    }
+
+    fn visit_none<E: Error>(self) -> Res<Val, E> {
+        Ok(NULL)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Res<Val, D::Error> {
+        Typed(self.0.trim_end_matches(" | None")).deserialize(de)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Val, A::Error> {
+        let set = self.0.starts_with("frozenset[");
+        let open = if set { "frozenset[" } else { "tuple[" };
+        let items = self.0.strip_prefix(open);
+        let items = items.and_then(|ty| ty.strip_suffix(']'));
+        let Some(items) = items else {
+            return Err(A::Error::invalid_type(Unexpected::Seq, &self));
+        };
+        // `T, ...`: any number of T; `A, B`: a pair.
+        let (first, second) = items.split_once(", ").unwrap_or((items, "..."));
+        let mut values = Vec::new();
+        loop {
+            let later = !values.is_empty() && second != "...";
+            let Some(value) = seq.next_element_seed(Typed(if later { second } else { first }))?
+            else {
+                break;
+            };
+            if set && values.contains(&value) {
+                let shown = match &value {
+                    Val::Str(text) => format!("{text:?}"),
+                    _ => "null".into(),
+                };
+                let message = format!("the entry {shown} is given twice");
+                return Err(A::Error::custom(message));
             }
-            fn visit_seq<A: SeqAccess<'de>>(
-                self,
-                mut access: A,
-            ) -> std::result::Result<Set<T>, A::Error> {
-                let mut set = BTreeSet::new();
-                while let Some(item) = access.next_element::<T>()? {
-                    if set.contains(&item) {
-                        return Err(serde::de::Error::custom(format!(
-                            "the entry {item:?} is given twice"
-                        )));
-                    }
-                    set.insert(item);
-                }
-                Ok(Set(set))
+            values.push(value);
+        }
+        if second != "..." && values.len() != 2 {
+            return Err(A::Error::invalid_length(values.len(), &"a pair"));
+        }
+        if !set {
+            return Ok(Val::Tuple(values));
+        }
+        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        Ok(Val::Set(values))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Res<Val, A::Error> {
+        let mapping = self.0.strip_prefix("Mapping[str, ");
+        if let Some(ty) = mapping.and_then(|ty| ty.strip_suffix(']')) {
+            let values = entries(map, |map| map.next_value_seed(Typed(ty)));
+            return values.map(Val::Map);
+        }
+        let Some(Class(class, _, all)) = schema().iter().find(|class| class.0 == self.0) else {
+            return Err(A::Error::invalid_type(Unexpected::Map, &self));
+        };
+        let fields: Vec<&Field> = all.iter().filter(|field| field.2 != "derived").collect();
+        let mut values: Vec<Option<Val>> = vec![None; fields.len()];
+        while let Some(name) = map.next_key::<String>()? {
+            let Some(index) = fields.iter().position(|field| key(field.0) == name) else {
+                let known = fields.iter().map(|field| format!("`{}`", key(field.0)));
+                let known = known.collect::<Vec<_>>().join(", ");
+                let message = format!("unknown field `{name}`, expected one of {known}");
+                map.next_value_seed(Refuse(message))?;
+                continue;
+            };
+            if values[index].is_some() {
+                return Err(A::Error::custom(format!("duplicate field `{name}`")));
+            }
+            values[index] = Some(map.next_value_seed(Typed(fields[index].1))?);
+        }
+        let mut record = Vec::new();
+        for (name, _, default, _) in all {
+            let index = fields.iter().position(|field| field.0 == *name);
+            let value = match (index.and_then(|index| values[index].take()), *default) {
+                (Some(value), _) => value,
+                (None, "()") => Val::Tuple(Vec::new()),
+                (None, "") => return Err(A::Error::missing_field(key(name))),
+                (None, _) => NULL,
+            };
+            record.push((*name, value));
+        }
+        Ok(Val::Rec(class, record))
+    }
+}
+
+/// Parses and checks the spec; every error names the file and the JSON path.
+pub fn parse(bytes: &[u8]) -> Result<Val> {
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
+    let parsed = Typed("ProviderSpec").deserialize(tracked);
+    let mut spec = parsed.map_err(|error| match track.path().to_string().as_str() {
+        "." => format!("{PROVIDER_SPEC_PATH}: {error}"),
+        path => format!("{PROVIDER_SPEC_PATH}: {path}: {error}"),
+    })?;
+    let trailing = |error| format!("{PROVIDER_SPEC_PATH}: {error}");
+    json.end().map_err(trailing)?;
+    check(&spec)?;
+    // The version is written once, in `distribution`.
+    let version = spec.at("distribution.version").str().to_string();
+    let placeholders = reason_placeholders(&spec);
+    if let Some(Val::Rec(_, fields)) = spec.field_mut("manifest") {
+        for (name, value) in fields.iter_mut() {
+            match (*name, value) {
+                ("display_name", Val::Str(text)) => *text = format!("{text} {version}"),
+                ("provider_version", value) => *value = Val::Str(version.clone()),
+                _ => {}
             }
         }
-        deserializer.deserialize_seq(SetVisitor(PhantomData))
     }
+    let Some(Val::Map(codes)) = spec.field_mut("reason_codes") else {
+        return Ok(spec);
+    };
+    for (code, texts) in codes.iter_mut() {
+        let Val::Tuple(texts) = texts else { continue };
+        for text in texts.iter_mut() {
+            let Val::Str(text) = text else { continue };
+            for (name, value) in &placeholders {
+                *text = text.replace(name, value);
+            }
+            let message = format!(
+                "reason_codes.{code}: an unknown placeholder; the known ones are \
+                 {{architectures}}, {{architecture_first_releases}} and \
+                 {{architecture_compile_releases}}"
+            );
+            ensure(!text.contains(['{', '}']), message)?;
+        }
+    }
+    Ok(spec)
 }
 
-impl<T: PyValue> PyValue for Set<T> {
-    fn annotation() -> String {
-        format!("frozenset[{}]", T::annotation())
+/// Reason texts name the SM facts through placeholders, so each fact stays
+/// written once in `manifest.architectures`: `{architectures}` (the
+/// vocabulary), `{architecture_first_releases}` (release: SMs it first
+/// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
+fn reason_placeholders(spec: &Val) -> [(&'static str, String); 3] {
+    let release = |(major, minor): (u64, u64)| format!("{major}.{minor}");
+    let mut first: BTreeMap<_, Vec<&str>> = BTreeMap::new();
+    let mut compile: BTreeMap<_, Vec<&str>> = BTreeMap::new();
+    for item in spec.at("manifest.architectures").items() {
+        let (sm, from) = (item.get("sm").str(), item.get("first").pair());
+        let last = item.get("last");
+        first.entry(from).or_default().push(sm);
+        let last = (*last != NULL).then(|| last.pair());
+        compile.entry((from, last)).or_default().push(sm);
     }
-
-    fn expr(&self) -> PyExpr {
-        PyExpr::FrozenSet(self.0.iter().map(PyValue::expr).collect())
-    }
-}
-
-record! {
-    /// The whole provider spec: every fact of the provider, once.
-    pub struct ProviderSpec {
-        pub schema_version: u32,
-        pub distribution: DistributionSpec,
-        pub manifest: ManifestSpec,
-        pub policy: PolicySpec,
-        pub option_keys: OptionKeysSpec,
-        pub capabilities: Vec<CapabilitySpec>,
-        pub probe_targets: Map<ProbeTargetSpec>,
-        pub lanes: Map<LaneSpec>,
-        pub observation_keys: ObservationKeysSpec,
-        pub probe_report: ProbeReportSpec,
-        pub validation_requirement: ValidationRequirementSpec,
-        pub probe_runner: ProbeRunnerSpec,
-        pub toolkit: ToolkitSpec,
-        pub smoke: SmokeSpec,
-        pub runtime_package: RuntimePackageSpec,
-        /// Codes refused with status `incompatible` (the others: `unavailable`).
-        pub incompatible_reason_codes: Vec<String>,
-        /// Every reason code: `[explanation, remedy]`.
-        pub reason_codes: Map<(String, String)>,
-    }
-}
-
-record! {
-    /// The Python distribution's metadata.
-    pub struct DistributionSpec {
-        pub name: String,
-        pub import_name: String,
-        pub version: String,
-        pub requires_python: String,
-        pub dependencies: Vec<String>,
-        pub license: String,
-        pub entry_point: EntryPointSpec,
-    }
-}
-
-record! {
-    /// The entry point Rextio Core loads the provider from.
-    pub struct EntryPointSpec {
-        pub group: String,
-        pub name: String,
-        pub value: String,
-    }
-}
-
-record! {
-    /// The passive provider manifest.
-    pub struct ManifestSpec {
-        pub provider_id: String,
-        /// Written in the spec without the version, which follows it here.
-        pub display_name: String,
-        /// Not in the spec: `distribution.version`.
-        #[serde(skip_deserializing)]
-        pub provider_version: String,
-        pub backend: String,
-        pub api_version: String,
-        pub runtime_requirements: Vec<RuntimePin>,
-        /// The SM vocabulary, oldest first, with the CUDA releases that know each.
-        pub architectures: Vec<ArchitectureSpec>,
-        pub evidence_references: Vec<String>,
-        pub certification_tier: String,
-    }
-}
-
-record! {
-    /// One architecture of the SM vocabulary, as NVIDIA's compilers measure it
-    /// (contract 9.5; `tests/python/test_compiler_architectures.py` re-reads them).
-    pub struct ArchitectureSpec {
-        /// `sm_NN` or `sm_NNN`.
-        pub sm: String,
-        /// `(major, minor)` of the first CUDA release at or above the toolkit
-        /// floor that knows it (the floor itself: that release or an earlier one).
-        pub first: (u32, u32),
-        /// The last CUDA release that compiles it; null: every release since `first`.
-        pub last: Option<(u32, u32)>,
-    }
-}
-
-record! {
-    /// A runtime requirement: a name, an exact version and its features.
-    pub struct RuntimePin {
-        pub name: String,
-        pub version: String,
-        pub features: Vec<String>,
-    }
-}
-
-record! {
-    /// Bounds the provider enforces on its configuration.
-    pub struct PolicySpec {
-        pub driver_version_floor: u32,
-        pub driver_version_ceiling: u32,
-        /// `(major, minor)`.
-        pub toolkit_version_floor: (u32, u32),
-        pub toolkit_version_part_max: u32,
-        pub device_ordinal_max: u32,
-        pub sm_pattern: String,
-    }
-}
-
-record! {
-    /// The device option names.
-    pub struct OptionKeysSpec {
-        pub probe: String,
-        pub toolkit: String,
-        pub driver_root: String,
-        pub device: String,
-        pub sm: String,
-        pub probe_sha256: String,
-    }
-}
-
-record! {
-    /// One declared capability; `lane` names a key of `lanes`.
-    pub struct CapabilitySpec {
-        pub id: String,
-        pub lane: String,
-        pub target_triple: String,
-        pub artifact_kinds: Vec<String>,
-        pub minimum_runtime_version: String,
-        pub minimum_driver_version: String,
-    }
-}
-
-record! {
-    /// The (os, arch, environment) a probe reports for a target triple.
-    pub struct ProbeTargetSpec {
-        pub os: String,
-        pub arch: String,
-        pub environment: String,
-    }
-}
-
-record! {
-    /// One lane: raw-driver (with `requirement_policy`), or a framework
-    /// runtime-reuse lane (with `reason_prefix`, `requirement` and `runtime_pins`).
-    pub struct LaneSpec {
-        #[serde(default)]
-        pub reason_prefix: Option<String>,
-        pub option_allowlist: Set<String>,
-        pub toolkit_inspection: bool,
-        /// Absent or null: any Python fallback backend.
-        #[serde(default)]
-        pub required_python_fallback_backend: Option<String>,
-        #[serde(default)]
-        pub requirement_policy: Option<RawRequirementPolicy>,
-        #[serde(default)]
-        pub requirement: Option<RequirementSpec>,
-        #[serde(default)]
-        pub runtime_pins: Vec<RuntimePin>,
-        pub observations: Map<String>,
-        pub contribution: ContributionSpec,
-    }
-}
-
-record! {
-    /// What a raw-driver lane accepts in a CUDA device requirement.
-    pub struct RawRequirementPolicy {
-        pub allowed_runtimes: Set<Option<String>>,
-        pub allowed_features: Set<String>,
-        pub allowed_memory_spaces: Set<String>,
-        pub allowed_layouts: Set<String>,
-    }
-}
-
-record! {
-    /// The one device requirement a framework lane declares and accepts.
-    pub struct RequirementSpec {
-        pub logical_device: String,
-        pub backend: String,
-        pub runtime: String,
-        pub features: Set<String>,
-        pub layouts: Set<String>,
-        pub memory_spaces: Set<String>,
-        pub architectures: Vec<String>,
-        pub reuse_domain_runtime: bool,
-    }
-}
-
-record! {
-    /// The declarative build inputs of one lane.
-    pub struct ContributionSpec {
-        pub cargo_features: Vec<String>,
-        pub native_libraries: Vec<String>,
-        pub package_references: Vec<String>,
-        pub generated_helper_ids: Vec<String>,
-        pub runtime_check_ids: Vec<String>,
-        pub resource_contracts: Vec<ResourceContractSpec>,
-    }
-}
-
-record! {
-    /// One resource contract of a lane's build contribution.
-    pub struct ResourceContractSpec {
-        pub resource_kind: String,
-        pub owner: String,
-        pub access: String,
-        pub may_allocate: bool,
-        pub may_replace: bool,
-        pub may_synchronize: bool,
-    }
-}
-
-record! {
-    /// The observation keys of a ready preflight.
-    pub struct ObservationKeysSpec {
-        pub device_count: String,
-        pub driver_version: String,
-        pub minimum_driver_version: String,
-        pub minimum_toolkit_version: String,
-        pub probe_schema: String,
-        pub selected_device: String,
-        pub selected_sm: String,
-        pub target_arch: String,
-        pub target_os: String,
-        pub toolkit_runtime: String,
-        pub toolkit_version: String,
-        pub toolkit_not_configured: String,
-        pub probe_sha256: String,
-    }
-}
-
-record! {
-    /// The probe report's schema and bounds.
-    pub struct ProbeReportSpec {
-        pub schema_version: String,
-        pub probe: String,
-        pub statuses: Vec<String>,
-        pub complete_status: String,
-        pub max_output_bytes: u64,
-        pub max_devices: u32,
-        pub max_device_ordinal: u32,
-        pub max_device_name_chars: u32,
-        pub device_name_buffer_bytes: u32,
-        pub driver_version_range: (i32, i32),
-        pub compute_major_range: (i32, i32),
-        pub compute_minor_range: (i32, i32),
-        pub reason_code_pattern: String,
-        pub target_field_pattern: String,
-        /// Set before `cuInit`.
-        pub driver_environment: Map<String>,
-        /// The codes the probe itself reports.
-        pub reason_codes: Vec<String>,
-    }
-}
-
-record! {
-    /// The raw-driver requirement the CLI's `preflight` and `validate` compose.
-    pub struct ValidationRequirementSpec {
-        pub runtime: String,
-        pub features: Vec<String>,
-        pub memory_spaces: Vec<String>,
-    }
-}
-
-record! {
-    /// Bounds of the probe subprocess.
-    pub struct ProbeRunnerSpec {
-        pub default_timeout_seconds: f64,
-        pub max_timeout_seconds: f64,
-        pub max_argument_chars: u32,
-        pub windows_environment: Vec<String>,
-        pub sha256_pattern: String,
-        /// A pinned probe above this many bytes is refused before it is read whole.
-        pub max_pinned_probe_bytes: u32,
-    }
-}
-
-record! {
-    /// What the toolkit inspector reads.
-    pub struct ToolkitSpec {
-        pub version_file: String,
-        pub max_version_file_bytes: u32,
-        pub version_pattern: String,
-        /// os -> component -> candidate relative paths (`{arch}` substituted).
-        pub components: Map<Map<Vec<String>>>,
-    }
-}
-
-record! {
-    /// The lifetime smoke's report.
-    pub struct SmokeSpec {
-        pub probe: String,
-        pub schema_version: String,
-        pub allocation_bytes: u64,
-        pub complete_status: String,
-        pub failure_status: String,
-        /// The codes the smoke itself reports.
-        pub reason_codes: Vec<String>,
-    }
-}
-
-record! {
-    /// The packaged runtime crate.
-    pub struct RuntimePackageSpec {
-        /// The JSON key is `crate`, a Rust keyword.
-        #[serde(rename = "crate")]
-        pub crate_name: String,
-        pub version: String,
-        pub install_dir: String,
-    }
-}
-
-/// Every record's Python dataclass, in output order.
-pub fn python_classes() -> Vec<PyClass> {
-    vec![
-        ProviderSpec::class(),
-        DistributionSpec::class(),
-        EntryPointSpec::class(),
-        ManifestSpec::class(),
-        ArchitectureSpec::class(),
-        RuntimePin::class(),
-        PolicySpec::class(),
-        OptionKeysSpec::class(),
-        CapabilitySpec::class(),
-        ProbeTargetSpec::class(),
-        LaneSpec::class(),
-        RawRequirementPolicy::class(),
-        RequirementSpec::class(),
-        ContributionSpec::class(),
-        ResourceContractSpec::class(),
-        ObservationKeysSpec::class(),
-        ProbeReportSpec::class(),
-        ValidationRequirementSpec::class(),
-        ProbeRunnerSpec::class(),
-        ToolkitSpec::class(),
-        SmokeSpec::class(),
-        RuntimePackageSpec::class(),
+    let first = first
+        .iter()
+        .map(|(from, sms)| (release(*from), sms.join(", ")));
+    let first = first.map(|(from, sms)| format!("{from}: {sms}"));
+    let compile = compile.iter().map(|((from, last), sms)| {
+        let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
+        format!("{}{until}: {}", release(*from), sms.join(", "))
+    });
+    let first = first.collect::<Vec<_>>().join("; ");
+    let compile = compile.collect::<Vec<_>>().join("; ");
+    let names = architecture_names(spec).join(", ");
+    [
+        ("{architectures}", names),
+        ("{architecture_first_releases}", first),
+        ("{architecture_compile_releases}", compile),
     ]
 }
 
-/// `path: message`, prefixed with the spec's file name.
-pub fn refuse(path: impl fmt::Display, message: impl fmt::Display) -> String {
-    format!("{PROVIDER_SPEC_PATH}: {path}: {message}")
-}
-
-/// `Err(refuse(path, message))` unless `ok`; the path and message are
-/// spelled only for an error.
-fn ensure<P: fmt::Display, M: fmt::Display>(
-    ok: bool,
-    error: impl FnOnce() -> (P, M),
-) -> Result<()> {
+/// `Err("<spec file>: <path>: <message>")` unless `ok`.
+fn ensure(ok: bool, path_and_message: String) -> Result<()> {
     if ok {
-        return Ok(());
+        Ok(())
+    } else {
+        Err(format!("{PROVIDER_SPEC_PATH}: {path_and_message}"))
     }
-    let (path, message) = error();
-    Err(refuse(path, message))
 }
 
 /// The spec's pattern at `path`, which Python's `re` reads too.
-fn pattern(path: &str, text: &str) -> Result<regex_lite::Regex> {
-    regex_lite::Regex::new(text).map_err(|error| {
-        refuse(
-            path,
-            format!("`{text}` is not a regular expression: {error}"),
-        )
-    })
-}
-
-/// Core's canonical form of a string list: trimmed, de-duplicated, sorted.
-fn sorted(items: &[String]) -> BTreeSet<&str> {
-    items.iter().map(|item| item.trim()).collect()
+fn pattern(spec: &Val, path: &str) -> Result<regex_lite::Regex> {
+    let text = spec.at(path).str();
+    let message = |error| format!("{path}: `{text}` is not a regular expression: {error}");
+    regex_lite::Regex::new(text)
+        .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {}", message(error)))
 }
 
 /// Fails at `path` when `items` holds an entry twice.
-fn unique<'a>(path: &str, items: impl IntoIterator<Item = &'a String>) -> Result<()> {
+fn unique<'a>(path: &str, items: impl IntoIterator<Item = &'a Val>) -> Result<()> {
     let mut seen = BTreeSet::new();
     for (index, item) in items.into_iter().enumerate() {
-        ensure(seen.insert(item), || {
-            (
-                format!("{path}[{index}]"),
-                format!("`{item}` is listed twice"),
-            )
-        })?;
+        let item = item.str();
+        let message = format!("{path}[{index}]: `{item}` is listed twice");
+        ensure(seen.insert(item), message)?;
     }
     Ok(())
 }
 
-impl ProviderSpec {
-    /// Parses and checks the spec; every error names the file and the JSON path.
-    pub fn parse(bytes: &[u8]) -> Result<Self> {
-        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let mut spec: Self =
-            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-                let path = error.path().to_string();
-                if path == "." {
-                    format!("{PROVIDER_SPEC_PATH}: {}", error.inner())
-                } else {
-                    refuse(path, error.inner())
-                }
-            })?;
-        deserializer
-            .end()
-            .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {error}"))?;
-        // The version is written once, in `distribution`.
-        let (manifest, version) = (&mut spec.manifest, &spec.distribution.version);
-        manifest.provider_version = version.clone();
-        manifest.display_name = format!("{} {version}", manifest.display_name);
-        spec.check()?;
-        spec.expand_reason_texts()?;
-        Ok(spec)
-    }
+/// The SM vocabulary's names, in spec order.
+pub fn architecture_names(spec: &Val) -> Vec<&str> {
+    let architectures = spec.at("manifest.architectures").items().iter();
+    architectures.map(|item| item.get("sm").str()).collect()
+}
 
-    /// Reason texts name the SM facts through placeholders, so each fact stays
-    /// written once in `manifest.architectures`: `{architectures}` (the
-    /// vocabulary), `{architecture_first_releases}` (release: SMs it first
-    /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
-    fn expand_reason_texts(&mut self) -> Result<()> {
-        let items = &self.manifest.architectures;
-        let mut first: BTreeMap<(u32, u32), Vec<&str>> = BTreeMap::new();
-        type Range = ((u32, u32), Option<(u32, u32)>);
-        let mut compile: BTreeMap<Range, Vec<&str>> = BTreeMap::new();
-        for item in items {
-            first.entry(item.first).or_default().push(&item.sm);
-            compile
-                .entry((item.first, item.last))
-                .or_default()
-                .push(&item.sm);
+/// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
+pub fn runtime_archive_stem(spec: &Val) -> String {
+    let package = spec.get("runtime_package");
+    let name = package.get("crate_name").str();
+    format!("{name}-{}", package.get("version").str())
+}
+
+/// The cross-reference and bound checks the schema cannot express.
+pub fn check(spec: &Val) -> Result<()> {
+    let version = spec.get("schema_version").int();
+    let message = format!("schema_version: {version} is not supported (expected 1)");
+    ensure(version == 1, message)?;
+    check_reason_codes(spec)?;
+    check_vocabulary(spec)?;
+    check_capabilities(spec)?;
+    check_lanes(spec)?;
+    check_bounds(spec)
+}
+
+fn check_reason_codes(spec: &Val) -> Result<()> {
+    let codes = pattern(spec, "probe_report.reason_code_pattern")?;
+    let reason_codes = spec.get("reason_codes");
+    for (code, texts) in reason_codes.entries() {
+        let message = format!("reason_codes.{code}: the code does not match {codes}");
+        ensure(codes.is_match(code), message)?;
+        let mut texts = texts.items().iter();
+        let empty = texts.any(|text| text.str().trim().is_empty());
+        let message = "the explanation and the remedy must not be empty";
+        ensure(!empty, format!("reason_codes.{code}: {message}"))?;
+    }
+    let lists = ["probe_report.reason_codes", "smoke.reason_codes"];
+    for path in lists.into_iter().chain(["incompatible_reason_codes"]) {
+        unique(path, spec.at(path).items())?;
+        for (index, code) in spec.at(path).items().iter().enumerate() {
+            let code = code.str();
+            let message = format!("the reason code `{code}` has no entry in `reason_codes`");
+            let message = format!("{path}[{index}]: {message}");
+            ensure(reason_codes.has(code), message)?;
         }
-        let release = |(major, minor): (u32, u32)| format!("{major}.{minor}");
-        let first = first
-            .iter()
-            .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")))
-            .collect::<Vec<_>>()
-            .join("; ");
-        let compile = compile
-            .iter()
-            .map(|((from, last), sms)| match last {
-                Some(last) => format!(
-                    "{} to {}: {}",
-                    release(*from),
-                    release(*last),
-                    sms.join(", ")
-                ),
-                None => format!("{} or newer: {}", release(*from), sms.join(", ")),
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        let placeholders = [
-            ("{architectures}", self.architecture_names().join(", ")),
-            ("{architecture_first_releases}", first),
-            ("{architecture_compile_releases}", compile),
-        ];
-        for (code, (explanation, remedy)) in self.reason_codes.0.iter_mut() {
-            for text in [explanation, remedy] {
-                for (name, value) in &placeholders {
-                    *text = text.replace(name, value);
-                }
-                if text.contains(['{', '}']) {
-                    return Err(refuse(
-                        format!("reason_codes.{code}"),
-                        "an unknown placeholder; the known ones are {architectures}, \
-                         {architecture_first_releases} and {architecture_compile_releases}",
-                    ));
-                }
+    }
+    Ok(())
+}
+
+fn check_vocabulary(spec: &Val) -> Result<()> {
+    let sms = pattern(spec, "policy.sm_pattern")?;
+    let floor = spec.at("policy.toolkit_version_floor").pair();
+    let architectures = spec.at("manifest.architectures").items();
+    let message = "manifest.architectures: the SM vocabulary is empty";
+    ensure(!architectures.is_empty(), message.into())?;
+    for (index, item) in architectures.iter().enumerate() {
+        let path = format!("manifest.architectures[{index}]");
+        let sm = item.get("sm").str();
+        let message = format!("{path}.sm: `{sm}` does not match `policy.sm_pattern` {sms}");
+        ensure(sms.is_match(sm), message)?;
+        // Releases below the floor are never distinguished: the floor is the earliest.
+        let (first, last) = (item.get("first").pair(), item.get("last"));
+        let ((major, minor), (low_major, low_minor)) = (first, floor);
+        let message = format!("{major}.{minor} is below the toolkit floor {low_major}.{low_minor}");
+        ensure(first >= floor, format!("{path}.first: {message}"))?;
+        let message = format!("{path}.last: `{sm}` is last compiled before its first release");
+        ensure(*last == NULL || last.pair() >= first, message)?;
+    }
+    let names = architectures.iter().map(|item| item.get("sm"));
+    unique("manifest.architectures", names)?;
+    // Core keeps one runtime requirement per name: a second must be the same.
+    fn canonical(pin: &Val) -> (&str, &str, BTreeSet<&str>) {
+        let features = pin.get("features").items().iter().map(|f| f.str().trim());
+        let name = pin.get("name").str().trim();
+        (name, pin.get("version").str().trim(), features.collect())
+    }
+    let pins = spec.at("manifest.runtime_requirements").items();
+    for (index, pin) in pins.iter().enumerate() {
+        let pin = canonical(pin);
+        let mut earlier = pins[..index].iter().map(canonical);
+        let conflict = earlier.any(|other| other.0 == pin.0 && other != pin);
+        let message = format!("conflicting runtime requirements for `{}`", pin.0);
+        let path = format!("manifest.runtime_requirements[{index}]");
+        ensure(!conflict, format!("{path}: {message}"))?;
+    }
+    Ok(())
+}
+
+fn check_capabilities(spec: &Val) -> Result<()> {
+    let capabilities = spec.get("capabilities").items();
+    let message = "capabilities: no capability is declared";
+    ensure(!capabilities.is_empty(), message.into())?;
+    let mut ids = BTreeSet::new();
+    for (index, capability) in capabilities.iter().enumerate() {
+        let path = format!("capabilities[{index}]");
+        let keys = ["id", "lane", "target_triple"];
+        let [id, lane, triple] = keys.map(|key| capability.get(key).str());
+        let message = format!("{path}.id: `{id}` is declared twice");
+        ensure(ids.insert(id), message)?;
+        let message = format!("{path}.lane: `{lane}` is not a key of `lanes`");
+        ensure(spec.get("lanes").has(lane), message)?;
+        let target = spec.get("probe_targets").get(triple);
+        let message = format!("`{triple}` is not a key of `probe_targets`");
+        ensure(*target != NULL, format!("{path}.target_triple: {message}"))?;
+        let os = target.get("os").str();
+        let message = format!("`{os}` is not a key of `toolkit.components`");
+        let known = spec.at("toolkit.components").has(os);
+        ensure(known, format!("probe_targets.{triple}.os: {message}"))?;
+        let message = "a capability builds at least one artifact kind";
+        let kinds = capability.get("artifact_kinds");
+        let message = format!("{path}.artifact_kinds: {message}");
+        ensure(!kinds.is_empty(), message)?;
+    }
+    Ok(())
+}
+
+fn check_lanes(spec: &Val) -> Result<()> {
+    let options = spec.get("option_keys").entries();
+    let capabilities = spec.get("capabilities").items();
+    for (name, lane) in spec.get("lanes").entries() {
+        let path = format!("lanes.{name}");
+        for option in lane.get("option_allowlist").items() {
+            let known = options.iter().any(|(_, key)| *key == option);
+            let message = format!("`{}` is not one of the `option_keys`", option.str());
+            ensure(known, format!("{path}.option_allowlist: {message}"))?;
+        }
+        let (policy, requirement) = (lane.get("requirement_policy"), lane.get("requirement"));
+        match (policy, requirement) {
+            (&NULL, &NULL) | (Val::Rec(..), Val::Rec(..)) => {
+                let message = "a lane has exactly one of `requirement_policy` (raw-driver) \
+                               and `requirement` (framework reuse)";
+                ensure(false, format!("{path}: {message}"))?;
             }
+            (&NULL, _) => check_framework_lane(spec, &path, lane, requirement)?,
+            _ => check_raw_lane(spec, &path, lane, policy)?,
         }
-        Ok(())
+        let used = capabilities.iter().any(|c| c.get("lane").str() == name);
+        ensure(used, format!("{path}: no capability uses this lane"))?;
     }
+    Ok(())
+}
 
-    /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
-    pub fn runtime_archive_stem(&self) -> String {
-        let package = &self.runtime_package;
-        format!("{}-{}", package.crate_name, package.version)
+fn check_raw_lane(spec: &Val, path: &str, lane: &Val, policy: &Val) -> Result<()> {
+    for key in [
+        "reason_prefix",
+        "required_python_fallback_backend",
+        "runtime_pins",
+    ] {
+        let message = "only a framework reuse lane (one with `requirement`) has this key";
+        ensure(lane.get(key).is_empty(), format!("{path}.{key}: {message}"))?;
     }
+    let validation = spec.get("validation_requirement");
+    let allows = |key: &str, allowed: &str| {
+        let allowed = policy.get(allowed).items();
+        let mut items = validation.get(key).items().iter();
+        items.all(|item| allowed.contains(item))
+    };
+    let runtimes = policy.get("allowed_runtimes").items();
+    let accepted = runtimes.contains(validation.get("runtime"))
+        && allows("features", "allowed_features")
+        && allows("memory_spaces", "allowed_memory_spaces");
+    let message = format!("the requirement is not accepted by `{path}.requirement_policy`");
+    ensure(accepted, format!("validation_requirement: {message}"))
+}
 
-    /// The cross-reference and bound checks serde cannot express.
-    fn check(&self) -> Result<()> {
-        let version = self.schema_version;
-        ensure(version == 1, || {
-            (
-                "schema_version",
-                format!("{version} is not supported (expected 1)"),
-            )
-        })?;
-        self.check_reason_codes()?;
-        self.check_vocabulary()?;
-        self.check_capabilities()?;
-        self.check_lanes()?;
-        self.check_bounds()
+fn check_framework_lane(spec: &Val, path: &str, lane: &Val, requirement: &Val) -> Result<()> {
+    let prefix = lane.get("reason_prefix").str();
+    let message = "missing field `reason_prefix` (a framework reuse lane needs one)";
+    ensure(lane.has("reason_prefix"), format!("{path}: {message}"))?;
+    let codes = pattern(spec, "probe_report.reason_code_pattern")?;
+    let message = format!("`{prefix}` is not an upper-case code prefix ending in `_`");
+    let shaped = codes.is_match(prefix) && prefix.ends_with('_');
+    ensure(shaped, format!("{path}.reason_prefix: {message}"))?;
+    let codes = spec.get("reason_codes").entries();
+    let used = codes.iter().any(|(code, _)| code.starts_with(prefix));
+    let message = format!("{path}.reason_prefix: no reason code starts with `{prefix}`");
+    ensure(used, message)?;
+    let device = requirement.get("logical_device").str().trim();
+    let message = format!("{path}.requirement.logical_device: the device is empty");
+    ensure(!device.is_empty(), message)?;
+    let message = "a framework reuse lane pins at least one runtime";
+    let pins = lane.get("runtime_pins");
+    ensure(!pins.is_empty(), format!("{path}.runtime_pins: {message}"))?;
+    let vocabulary = architecture_names(spec);
+    for (index, sm) in requirement.get("architectures").items().iter().enumerate() {
+        let sm = sm.str();
+        let message = format!("`{sm}` is not in `manifest.architectures`");
+        let path = format!("{path}.requirement.architectures[{index}]");
+        ensure(vocabulary.contains(&sm), format!("{path}: {message}"))?;
     }
+    Ok(())
+}
 
-    /// `probe_report.reason_code_pattern`: every reason code matches it.
-    fn code_pattern(&self) -> Result<regex_lite::Regex> {
-        let text = &self.probe_report.reason_code_pattern;
-        pattern("probe_report.reason_code_pattern", text)
+/// The bounds the generated Rust constants and the Python checks rely on.
+fn check_bounds(spec: &Val) -> Result<()> {
+    let int = |path: &str| spec.at(path).int();
+    let (u32_max, i32_max) = (u64::from(u32::MAX), i32::MAX as u64);
+    let ordinal_max = int("probe_report.max_device_ordinal");
+    let part_max = int("policy.toolkit_version_part_max");
+    let ceiling = int("policy.driver_version_ceiling");
+    let floor = spec.at("policy.toolkit_version_floor").pair();
+    #[rustfmt::skip]
+    let within = [
+        ("probe_report.max_output_bytes", 1, u32_max),
+        ("probe_report.max_devices", 1, i32_max),
+        ("probe_report.max_device_ordinal", 0, i32_max),
+        ("probe_report.max_device_name_chars", 1, 1 << 16),
+        ("probe_report.device_name_buffer_bytes", 1, i32_max),
+        ("smoke.allocation_bytes", 1, u32_max),
+        ("policy.device_ordinal_max", 0, ordinal_max),
+        ("policy.driver_version_floor", 1, ceiling),
+    ];
+    let within = within.map(|(path, low, high)| (path.to_string(), int(path), low, high));
+    let part = |index, value, low| (format!("policy.toolkit_version_floor[{index}]"), value, low);
+    let parts = [part(0, floor.0, 1), part(1, floor.1, 0)];
+    let parts = parts.map(|(path, value, low)| (path, value, low, part_max));
+    for (path, value, low, high) in within.into_iter().chain(parts) {
+        let message = format!("{path}: {value} is not from {low} to {high}");
+        ensure((low..=high).contains(&value), message)?;
     }
-
-    fn check_reason_codes(&self) -> Result<()> {
-        let codes = self.code_pattern()?;
-        for (code, (explanation, remedy)) in self.reason_codes.iter() {
-            let path = || format!("reason_codes.{code}");
-            ensure(codes.is_match(code), || {
-                (
-                    path(),
-                    format!("the code does not match {}", codes.as_str()),
-                )
-            })?;
-            let texts = !explanation.trim().is_empty() && !remedy.trim().is_empty();
-            ensure(texts, || {
-                (path(), "the explanation and the remedy must not be empty")
-            })?;
-        }
-        #[rustfmt::skip]
-        let lists = [
-            ("probe_report.reason_codes", &self.probe_report.reason_codes),
-            ("smoke.reason_codes", &self.smoke.reason_codes),
-            ("incompatible_reason_codes", &self.incompatible_reason_codes),
-        ];
-        for (path, codes) in lists {
-            unique(path, codes)?;
-            for (index, code) in codes.iter().enumerate() {
-                let known = self.reason_codes.contains_key(code);
-                let message = || format!("the reason code `{code}` has no entry in `reason_codes`");
-                ensure(known, || (format!("{path}[{index}]"), message()))?;
-            }
-        }
-        Ok(())
+    for name in [
+        "driver_version_range",
+        "compute_major_range",
+        "compute_minor_range",
+    ] {
+        let (low, high) = spec.get("probe_report").get(name).pair();
+        let message = format!("[{low}, {high}] is not a range of integers from 0 to {i32_max}");
+        let range = low <= high && high <= i32_max;
+        ensure(range, format!("probe_report.{name}: {message}"))?;
     }
-
-    /// The SM vocabulary's names, in spec order.
-    pub fn architecture_names(&self) -> Vec<&str> {
-        let architectures = self.manifest.architectures.iter();
-        architectures.map(|item| item.sm.as_str()).collect()
-    }
-
-    fn check_vocabulary(&self) -> Result<()> {
-        let sms = pattern("policy.sm_pattern", &self.policy.sm_pattern)?;
-        let architectures = &self.manifest.architectures;
-        let floor = self.policy.toolkit_version_floor;
-        for (index, item) in architectures.iter().enumerate() {
-            let (sm, path) = (&item.sm, format!("manifest.architectures[{index}]"));
-            let message = || format!("`{sm}` does not match `policy.sm_pattern` {}", sms.as_str());
-            ensure(sms.is_match(sm), || (format!("{path}.sm"), message()))?;
-            // Releases below the floor are never distinguished: the floor is the earliest.
-            let (first, lowest) = (item.first, floor);
-            ensure(first >= lowest, || {
-                let message = format!(
-                    "{}.{} is below the toolkit floor {}.{}",
-                    first.0, first.1, lowest.0, lowest.1
-                );
-                (format!("{path}.first"), message)
-            })?;
-            let ordered = item.last.is_none_or(|last| last >= first);
-            ensure(ordered, || {
-                let message = format!("`{sm}` is last compiled before its first release");
-                (format!("{path}.last"), message)
-            })?;
-        }
-        let names = architectures.iter().map(|item| &item.sm);
-        unique("manifest.architectures", names)?;
-        // Core keeps one runtime requirement per name: a second must be the same.
-        let pins = &self.manifest.runtime_requirements;
-        for (index, pin) in pins.iter().enumerate() {
-            let name = pin.name.trim();
-            let same = |other: &RuntimePin| {
-                other.version.trim() == pin.version.trim()
-                    && sorted(&other.features) == sorted(&pin.features)
-            };
-            let earlier = pins[..index]
-                .iter()
-                .filter(|other| other.name.trim() == name);
-            let message = || format!("conflicting runtime requirements for `{name}`");
-            let path = || format!("manifest.runtime_requirements[{index}]");
-            ensure(earlier.clone().all(same), || (path(), message()))?;
-        }
-        let path = "manifest.architectures";
-        ensure(!architectures.is_empty(), || {
-            (path, "the SM vocabulary is empty")
-        })
-    }
-
-    fn check_lanes(&self) -> Result<()> {
-        let keys = &self.option_keys;
-        let options = [
-            &keys.probe,
-            &keys.toolkit,
-            &keys.driver_root,
-            &keys.device,
-            &keys.sm,
-            &keys.probe_sha256,
-        ];
-        for (name, lane) in self.lanes.iter() {
-            let path = format!("lanes.{name}");
-            for option in lane.option_allowlist.iter() {
-                let message = || format!("`{option}` is not one of the `option_keys`");
-                ensure(options.contains(&option), || {
-                    (format!("{path}.option_allowlist"), message())
-                })?;
-            }
-            match (&lane.requirement_policy, &lane.requirement) {
-                (Some(_), None) => self.check_raw_lane(&path, lane)?,
-                (None, Some(requirement)) => self.check_framework_lane(&path, lane, requirement)?,
-                _ => {
-                    let message = "a lane has exactly one of `requirement_policy` (raw-driver) \
-                                   and `requirement` (framework reuse)";
-                    return Err(refuse(path, message));
-                }
-            }
-            let used = self.capabilities.iter().any(|item| &item.lane == name);
-            ensure(used, || (&path, "no capability uses this lane"))?;
-        }
-        Ok(())
-    }
-
-    fn check_raw_lane(&self, path: &str, lane: &LaneSpec) -> Result<()> {
-        #[rustfmt::skip]
-        let framework_only = [
-            ("reason_prefix", lane.reason_prefix.is_some()),
-            ("required_python_fallback_backend", lane.required_python_fallback_backend.is_some()),
-            ("runtime_pins", !lane.runtime_pins.is_empty()),
-        ];
-        for (key, present) in framework_only {
-            let message = "only a framework reuse lane (one with `requirement`) has this key";
-            ensure(!present, || (format!("{path}.{key}"), message))?;
-        }
-        let validation = &self.validation_requirement;
-        let accepted = lane.requirement_policy.as_ref().is_some_and(|policy| {
-            let runtime = Some(validation.runtime.clone());
-            policy.allowed_runtimes.contains(&runtime)
-                && validation
-                    .features
-                    .iter()
-                    .all(|item| policy.allowed_features.contains(item))
-                && (validation.memory_spaces.iter())
-                    .all(|item| policy.allowed_memory_spaces.contains(item))
-        });
-        let message = || format!("the requirement is not accepted by `{path}.requirement_policy`");
-        ensure(accepted, || ("validation_requirement", message()))
-    }
-
-    fn check_framework_lane(
-        &self,
-        path: &str,
-        lane: &LaneSpec,
-        requirement: &RequirementSpec,
-    ) -> Result<()> {
-        let Some(prefix) = &lane.reason_prefix else {
-            let message = "missing field `reason_prefix` (a framework reuse lane needs one)";
-            return Err(refuse(path, message));
-        };
-        let prefix_path = || format!("{path}.reason_prefix");
-        let shaped = self.code_pattern()?.is_match(prefix) && prefix.ends_with('_');
-        let message = || format!("`{prefix}` is not an upper-case code prefix ending in `_`");
-        ensure(shaped, || (prefix_path(), message()))?;
-        let used = self
-            .reason_codes
-            .iter()
-            .any(|(code, _)| code.starts_with(prefix));
-        ensure(used, || {
-            (
-                prefix_path(),
-                format!("no reason code starts with `{prefix}`"),
-            )
-        })?;
-        let device = requirement.logical_device.trim().is_empty();
-        ensure(!device, || {
-            (
-                format!("{path}.requirement.logical_device"),
-                "the device is empty",
-            )
-        })?;
-        let pinned = !lane.runtime_pins.is_empty();
-        let message = "a framework reuse lane pins at least one runtime";
-        ensure(pinned, || (format!("{path}.runtime_pins"), message))?;
-        let vocabulary = self.architecture_names();
-        for (index, sm) in requirement.architectures.iter().enumerate() {
-            let known = vocabulary.contains(&sm.as_str());
-            let item = || format!("{path}.requirement.architectures[{index}]");
-            ensure(known, || {
-                (item(), format!("`{sm}` is not in `manifest.architectures`"))
-            })?;
-        }
-        Ok(())
-    }
-
-    fn check_capabilities(&self) -> Result<()> {
-        let mut ids = BTreeSet::new();
-        for (index, capability) in self.capabilities.iter().enumerate() {
-            let path = |key: &str| format!("capabilities[{index}].{key}");
-            let (id, lane, triple) = (&capability.id, &capability.lane, &capability.target_triple);
-            ensure(ids.insert(id), || {
-                (path("id"), format!("`{id}` is declared twice"))
-            })?;
-            let message = || format!("`{lane}` is not a key of `lanes`");
-            ensure(self.lanes.contains_key(lane), || (path("lane"), message()))?;
-            let target = self.probe_targets.get(triple).ok_or_else(|| {
-                refuse(
-                    path("target_triple"),
-                    format!("`{triple}` is not a key of `probe_targets`"),
-                )
-            })?;
-            let os = &target.os;
-            let message = || format!("`{os}` is not a key of `toolkit.components`");
-            let os_path = || format!("probe_targets.{triple}.os");
-            ensure(self.toolkit.components.contains_key(os), || {
-                (os_path(), message())
-            })?;
-            let message = "a capability builds at least one artifact kind";
-            ensure(!capability.artifact_kinds.is_empty(), || {
-                (path("artifact_kinds"), message)
-            })?;
-        }
-        ensure(!ids.is_empty(), || {
-            ("capabilities", "no capability is declared")
-        })
-    }
-
-    /// The bounds the generated Rust constants and the Python checks rely on.
-    fn check_bounds(&self) -> Result<()> {
-        let (report, policy) = (&self.probe_report, &self.policy);
-        let (u32_end, i32_max) = (u64::from(u32::MAX) + 1, i32::MAX as u64);
-        let ordinal_max = u64::from(report.max_device_ordinal);
-        let part_max = u64::from(policy.toolkit_version_part_max);
-        #[rustfmt::skip]
-        let within = [
-            ("probe_report.max_output_bytes", report.max_output_bytes, 1, u32_end),
-            ("probe_report.max_devices", report.max_devices.into(), 1, i32_max),
-            ("probe_report.max_device_ordinal", ordinal_max, 0, i32_max),
-            ("probe_report.max_device_name_chars", report.max_device_name_chars.into(), 1, 1 << 16),
-            ("probe_report.device_name_buffer_bytes", report.device_name_buffer_bytes.into(), 1, i32_max),
-            ("smoke.allocation_bytes", self.smoke.allocation_bytes, 1, u32_end),
-            ("policy.device_ordinal_max", policy.device_ordinal_max.into(), 0, ordinal_max),
-            ("policy.driver_version_floor", policy.driver_version_floor.into(), 1, policy.driver_version_ceiling.into()),
-            ("policy.toolkit_version_floor[0]", policy.toolkit_version_floor.0.into(), 1, part_max),
-            ("policy.toolkit_version_floor[1]", policy.toolkit_version_floor.1.into(), 0, part_max),
-        ];
-        for (path, value, low, high) in within {
-            let message = || format!("{value} is not from {low} to {high}");
-            ensure((low..=high).contains(&value), || (path, message()))?;
-        }
-        #[rustfmt::skip]
-        let ranges = [
-            ("probe_report.driver_version_range", report.driver_version_range),
-            ("probe_report.compute_major_range", report.compute_major_range),
-            ("probe_report.compute_minor_range", report.compute_minor_range),
-        ];
-        for (path, (low, high)) in ranges {
-            let message = || format!("[{low}, {high}] is not a range of non-negative integers");
-            ensure(low <= high && low >= 0, || (path, message()))?;
-        }
-        let complete = &report.complete_status;
-        let message = || format!("`{complete}` is not one of `probe_report.statuses`");
-        ensure(report.statuses.contains(complete), || {
-            ("probe_report.complete_status", message())
-        })?;
-        let runner = &self.probe_runner;
-        let (default, max) = (runner.default_timeout_seconds, runner.max_timeout_seconds);
-        let message = "the default timeout must be positive and at most `max_timeout_seconds`";
-        ensure(default > 0.0 && default <= max, || {
-            ("probe_runner.default_timeout_seconds", message)
-        })?;
-        let stem = self.runtime_archive_stem();
-        let plain = stem
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        let message = || format!("crate/version `{stem}` is not a plain file name");
-        ensure(plain, || ("runtime_package", message()))
-    }
+    let complete = spec.at("probe_report.complete_status");
+    let message = format!("`{}` is not one of `probe_report.statuses`", complete.str());
+    let known = spec.at("probe_report.statuses").items().contains(complete);
+    ensure(known, format!("probe_report.complete_status: {message}"))?;
+    let seconds = |key| match spec.get("probe_runner").get(key) {
+        Val::Float(value) => *value,
+        _ => 0.0,
+    };
+    let default = seconds("default_timeout_seconds");
+    let timeout = default > 0.0 && default <= seconds("max_timeout_seconds");
+    let message = "the default timeout must be positive and at most `max_timeout_seconds`";
+    let message = format!("probe_runner.default_timeout_seconds: {message}");
+    ensure(timeout, message)?;
+    let stem = runtime_archive_stem(spec);
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    let plain = stem.chars().all(allowed);
+    let message = format!("crate/version `{stem}` is not a plain file name");
+    ensure(plain, format!("runtime_package: {message}"))
 }

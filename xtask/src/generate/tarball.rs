@@ -25,22 +25,19 @@ pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
     for (path, bytes) in sorted {
         let full_path = format!("{top}/{path}");
         let mut header = tar::Header::new_ustar();
-        header
-            .set_path(&full_path)
-            .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
         header.set_entry_type(tar::EntryType::Regular);
         header.set_size(bytes.len() as u64);
         header.set_mode(FILE_MODE);
         header.set_uid(0);
         header.set_gid(0);
-        header
-            .set_username("")
-            .and_then(|()| header.set_groupname(""))
-            .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
         header.set_mtime(ENTRY_MTIME);
-        header.set_cksum();
-        archive
-            .append(&header, bytes.as_slice())
+        let named = header
+            .set_path(&full_path)
+            .and_then(|()| header.set_username(""));
+        named
+            .and_then(|()| header.set_groupname(""))
+            .map(|()| header.set_cksum())
+            .and_then(|()| archive.append(&header, bytes.as_slice()))
             .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
     }
     let tar_bytes = archive
@@ -50,13 +47,10 @@ pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
 }
 
 pub fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
-    let mut encoder = GzBuilder::new()
-        .mtime(0)
-        .operating_system(GZIP_OS)
-        .write(Vec::new(), Compression::new(GZIP_LEVEL));
-    encoder
-        .write_all(bytes)
-        .and_then(|()| encoder.try_finish())
-        .map_err(|error| format!("gzip: {error}"))?;
-    encoder.finish().map_err(|error| format!("gzip: {error}"))
+    let builder = GzBuilder::new().mtime(0).operating_system(GZIP_OS);
+    let mut encoder = builder.write(Vec::new(), Compression::new(GZIP_LEVEL));
+    let written = encoder.write_all(bytes).and_then(|()| encoder.try_finish());
+    written
+        .and_then(|()| encoder.finish())
+        .map_err(|error| format!("gzip: {error}"))
 }
