@@ -1,31 +1,33 @@
 //! `cargo xtask test`'s emulated step: the binaries of other architectures
 //! and systems, executed (tests/emulated).
 //!
-//! - aarch64: the probe and smoke under Debian's qemu user-mode emulator in
-//!   an arm64 chroot holding NVIDIA's real arm64 `libcuda1` (535, 550).
+//! - aarch64: the probe and smoke exactly as the aarch64 wheel ships them
+//!   (`native::build_shipped`), under Debian's qemu user-mode emulator (run
+//!   explicitly, no binfmt) in an arm64 chroot holding NVIDIA's real arm64
+//!   `libcuda1` (535, 550).
 //! - Windows: the probe and smoke built for `x86_64-pc-windows-gnu` under
 //!   Wine, with the simulated driver as System32's `nvcuda.dll` and decoys
 //!   beside the probe, in its working directory and on PATH.
 //!
 //! The arm64 packages and the emulator are fetched as the real-driver step
-//! fetches `libcuda1` (a private apt configuration on the machine's own
-//! archive, `apt-get download`, `dpkg-deb -x`; see real_driver.rs), never
-//! installed, and cached under `target/emulated/`. The emulator runs
-//! explicitly (no binfmt registration). The aarch64 binaries are the shipped
-//! ones (`native::build_shipped`, exactly what the aarch64 wheel carries).
-//! mingw-w64 and Wine are Debian packages installed with apt-get when
-//! missing; the step fails, saying why, when they cannot be.
+//! fetches `libcuda1` ([`PrivateApt`]), never installed, and cached under
+//! `target/emulated/`. mingw-w64 and Wine are Debian packages installed
+//! with apt-get when missing; the step fails, saying why, when they cannot
+//! be. The step names everything it staged in `target/test-paths.json`, so
+//! plain `pytest tests/emulated` runs again after it.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::native::{self, cargo};
-use crate::paths::{repo_root, target_dir};
-use crate::real_driver::{self, PrivateApt, RealDriver};
-use crate::{process, python_env, Result};
+use crate::paths::{at, record_test_paths, repo_root, target_dir};
+use crate::python_env::Venv;
+use crate::real_driver::{cached, unpack, PrivateApt, RealDriver};
+use crate::{process, Result};
 
 /// The driver series Debian builds for arm64.
 const ARM64_SERIES: [&str; 2] = ["535", "550"];
@@ -34,15 +36,12 @@ const ARM64_SERIES: [&str; 2] = ["535", "550"];
 /// `qemu-user` itself holds the static emulators (`qemu-user-static` is
 /// only links to them).
 const QEMU_PACKAGE: &str = "qemu-user";
-const QEMU_BINARY: &str = "usr/bin/qemu-aarch64";
 /// The arm64 userland the binaries and the driver need.
 const USERLAND: [&str; 2] = ["libc6", "libgcc-s1"];
-const ARM64: &str = "arm64";
-const AARCH64_TRIPLE: &str = "aarch64-unknown-linux-gnu";
 const WINDOWS_TARGET: &str = "x86_64-pc-windows-gnu";
 /// Debian's path of the 64-bit Wine loader (package `wine64`).
 const WINE: &str = "/usr/lib/wine/wine64";
-/// What each step needs on the host: a file and the Debian package with it.
+/// What the step needs on the host: a file and the Debian package with it.
 const HOST_TOOLS: [(&str, &str); 2] = [
     (
         "/usr/bin/x86_64-w64-mingw32-gcc",
@@ -59,15 +58,15 @@ pub struct Aarch64Binaries {
 }
 
 /// One unpacked arm64 package of the userland.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Unpacked {
     package: String,
     package_version: String,
     tree: PathBuf,
 }
 
-/// What the tests read (`target/emulated/emulated.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What was fetched (`target/emulated/emulated.json`, read by the tests).
+#[derive(Debug, Serialize, Deserialize)]
 struct Manifest {
     qemu_package_version: String,
     qemu: PathBuf,
@@ -75,150 +74,89 @@ struct Manifest {
     drivers: Vec<RealDriver>,
 }
 
-fn cache_dir() -> PathBuf {
-    target_dir().join("emulated")
-}
-
 /// `cargo xtask emulated`: this step alone.
 pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("emulated", args);
-    python_env::Venv::Floor.ensure()?;
+    Venv::Floor.ensure()?;
     test(&shipped_aarch64()?)
-}
-
-/// Builds what the step needs, then runs tests/emulated against `aarch64`.
-pub fn test(aarch64: &Aarch64Binaries) -> Result<()> {
-    let manifest = ensure_fetched()?;
-    let windows = build_windows()?;
-    let root = repo_root();
-    let tests = root.join("tests");
-    let mypy_path = std::env::join_paths([tests.join("e2e"), tests.join("real_driver")])
-        .map_err(|error| error.to_string())?;
-    process::run(
-        Command::new(python_env::Venv::Floor.program("mypy"))
-            .current_dir(&root)
-            .env("MYPYPATH", &mypy_path)
-            .args(["--strict", "--config-file", "mypy.ini", TEST_DIR]),
-    )?;
-    process::run(
-        Command::new(python_env::Venv::Floor.program("pytest"))
-            .current_dir(&root)
-            .env_remove("PYTHONPATH")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("REXTIO_EMULATED", &manifest)
-            .env("REXTIO_AARCH64_PROBE", &aarch64.probe)
-            .env("REXTIO_AARCH64_SMOKE", &aarch64.smoke)
-            .env("REXTIO_WINDOWS_PROBE", &windows.probe)
-            .env("REXTIO_WINDOWS_SMOKE", &windows.smoke)
-            .env("REXTIO_WINDOWS_SIM_DRIVER", &windows.sim_driver)
-            .env("REXTIO_WINE", WINE)
-            .env("REXTIO_WINE_PREFIX", cache_dir().join("wine-prefix"))
-            .args([
-                "-p",
-                "no:cacheprovider",
-                "--import-mode=importlib",
-                "-q",
-                TEST_DIR,
-            ]),
-    )
-}
-
-/// Installs the Debian packages of the host tools that are missing.
-fn ensure_host_tools() -> Result<()> {
-    let missing = || -> Vec<&str> {
-        HOST_TOOLS
-            .iter()
-            .filter(|(path, _)| !Path::new(path).exists())
-            .map(|(_, package)| *package)
-            .collect()
-    };
-    let packages = missing();
-    if packages.is_empty() {
-        return Ok(());
-    }
-    let install = || {
-        process::run(Command::new("apt-get").args(["-q", "update"]))?;
-        process::run(
-            Command::new("apt-get")
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .args(["-q", "-y", "install", "--no-install-recommends"])
-                .args(&packages),
-        )
-    };
-    install().map_err(|why| {
-        format!("the emulated step needs the Debian packages {packages:?} and could not install them: {why}")
-    })?;
-    match missing().as_slice() {
-        [] => Ok(()),
-        still => Err(format!(
-            "apt-get installed {packages:?}, yet {still:?} are still missing"
-        )),
-    }
 }
 
 /// The aarch64 probe and smoke exactly as the aarch64 wheel ships them.
 pub fn shipped_aarch64() -> Result<Aarch64Binaries> {
     let target = native::SHIPPED_TARGETS
         .iter()
-        .find(|target| target.triple == AARCH64_TRIPLE)
+        .find(|target| target.triple == "aarch64-unknown-linux-gnu")
         .ok_or("no shipped target is aarch64")?;
     let [probe, smoke] = native::build_shipped(&repo_root(), target)?;
     Ok(Aarch64Binaries { probe, smoke })
 }
 
-/// The Windows probe, smoke and simulated driver (mingw-w64 links them).
-struct WindowsBinaries {
-    probe: PathBuf,
-    smoke: PathBuf,
-    sim_driver: PathBuf,
-}
-
-fn build_windows() -> Result<WindowsBinaries> {
+/// Fetches and builds what tests/emulated use, names it in
+/// `target/test-paths.json`, then runs them against `aarch64`.
+pub fn test(aarch64: &Aarch64Binaries) -> Result<()> {
+    let dir = target_dir().join("emulated");
+    let manifest = dir.join("emulated.json");
+    let what = "the arm64 userland, driver and qemu";
+    cached(&manifest, what, "emulated", complete, || fetch(&dir))?;
     ensure_host_tools()?;
     crate::test::ensure_target(WINDOWS_TARGET)?;
     process::run(
         cargo()
             .args(["build", "--locked", "--target", WINDOWS_TARGET])
-            .args(["--package", "rextio-cuda-probe"])
-            .args(["--package", "rextio-sim-driver"]),
+            .args([
+                "--package",
+                "rextio-cuda-probe",
+                "--package",
+                "rextio-sim-driver",
+            ]),
     )?;
-    let dir = target_dir().join(WINDOWS_TARGET).join("debug");
-    Ok(WindowsBinaries {
-        probe: dir.join("rextio-cuda-driver-probe.exe"),
-        smoke: dir.join("rextio-cuda-runtime-smoke.exe"),
-        sim_driver: dir.join("rextio_sim_driver.dll"),
-    })
+    let windows = target_dir().join(WINDOWS_TARGET).join("debug");
+    let wine_prefix = dir.join("wine-prefix");
+    fs::create_dir_all(&wine_prefix).map_err(at(&wine_prefix))?;
+    record_test_paths(json!({
+        "emulated": manifest,
+        "aarch64_probe": aarch64.probe,
+        "aarch64_smoke": aarch64.smoke,
+        "windows_probe": windows.join("rextio-cuda-driver-probe.exe"),
+        "windows_smoke": windows.join("rextio-cuda-runtime-smoke.exe"),
+        "windows_sim_driver": windows.join("rextio_sim_driver.dll"),
+        "wine": WINE,
+        "wine_prefix": wine_prefix,
+    }))?;
+    // tests/emulated reads the real-driver series facts (real_libcuda.py).
+    Venv::Floor.mypy(&[&[TEST_DIR, "tests/real_driver/real_libcuda.py"]])?;
+    Venv::Floor.pytest(&[TEST_DIR])
 }
 
-/// The manifest, fetching what the cache lacks.
-fn ensure_fetched() -> Result<PathBuf> {
-    let path = cache_dir().join("emulated.json");
-    let cached = fs::read_to_string(&path)
-        .ok()
-        .and_then(|text| serde_json::from_str::<Manifest>(&text).ok())
-        .filter(is_complete);
-    let manifest = match cached {
-        Some(manifest) => {
-            println!(
-                "emulated: reusing the cached arm64 packages ({})",
-                path.display()
-            );
-            manifest
-        }
-        None => fetch().map_err(|why| {
-            format!(
-                "the arm64 userland, driver and qemu could not be fetched, so the emulated \
-                 checks cannot run (they are never skipped): {why}"
-            )
-        })?,
+/// Installs the Debian packages of the host tools that are missing.
+fn ensure_host_tools() -> Result<()> {
+    let missing = || -> Vec<&str> {
+        let absent = HOST_TOOLS
+            .iter()
+            .filter(|(path, _)| !Path::new(path).exists());
+        absent.map(|(_, package)| *package).collect()
     };
-    // Written again when reused too, so the tests read every current field.
-    let text = serde_json::to_string_pretty(&manifest).map_err(|error| error.to_string())?;
-    fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(path)
+    let packages = missing();
+    if !packages.is_empty() {
+        process::run(Command::new("apt-get").args(["-q", "update"]))?;
+        let install = ["-q", "-y", "install", "--no-install-recommends"];
+        let mut command = Command::new("apt-get");
+        process::run(
+            command
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .args(install)
+                .args(&packages),
+        )?;
+    }
+    match missing().as_slice() {
+        [] => Ok(()),
+        still => Err(format!(
+            "the emulated step needs {still:?}, which apt-get did not install"
+        )),
+    }
 }
 
-fn is_complete(manifest: &Manifest) -> bool {
+fn complete(manifest: &Manifest) -> bool {
     manifest.qemu.is_file()
         && manifest.userland.len() == USERLAND.len()
         && manifest
@@ -232,71 +170,44 @@ fn is_complete(manifest: &Manifest) -> bool {
 /// One stanza per suite, each with only the components and architectures it
 /// is asked for: the machine's release (arm64 userland, 535), its backports
 /// (the 10.x emulator for this machine) and sid (550).
-fn fetch() -> Result<Manifest> {
-    let (entry, codename) = real_driver::machine_entry()?;
-    let backports = format!("{codename}-backports");
-    let owned = |words: &[&str]| {
-        words
-            .iter()
-            .map(|word| (*word).to_owned())
-            .collect::<Vec<_>>()
-    };
-    let source = [
-        real_driver::stanza(
-            &entry,
-            &owned(&[&codename]),
-            &owned(&["main", "non-free"]),
-            Some(ARM64),
-        ),
-        real_driver::stanza(&entry, &owned(&[&backports]), &owned(&["main"]), None),
-        real_driver::stanza(&entry, &owned(&["sid"]), &owned(&["non-free"]), Some(ARM64)),
-    ]
-    .join("\n");
-    let dir = cache_dir();
-    let apt = PrivateApt::create(&dir.join("apt"), &source, &[ARM64])?;
-    apt.update()?;
-    let debs = dir.join("debs");
-    fs::create_dir_all(&debs).map_err(|error| format!("{}: {error}", debs.display()))?;
-
-    let qemu_version = apt.version_in(QEMU_PACKAGE, &backports)?;
-    let deb = apt.download(QEMU_PACKAGE, &qemu_version, &debs)?;
+fn fetch(dir: &Path) -> Result<Manifest> {
+    let sources = [
+        "{release}/main non-free/arm64",
+        "{release}-backports/main",
+        "sid/non-free/arm64",
+    ];
+    let apt = PrivateApt::new(dir, "arm64", &sources)?;
+    let release = apt.release.clone();
+    let qemu_package_version = apt.version_in(QEMU_PACKAGE, &format!("{release}-backports"))?;
+    let deb = apt.download(QEMU_PACKAGE, &qemu_package_version)?;
     // Only the one emulator is kept: the package holds every architecture's.
-    let tree = dir.join("qemu-user-tree");
-    real_driver::unpack(&deb, &tree)?;
-    let qemu = dir.join("qemu-aarch64");
-    fs::rename(tree.join(QEMU_BINARY), &qemu)
-        .map_err(|error| format!("{} holds no {QEMU_BINARY}: {error}", deb.display()))?;
-    fs::remove_dir_all(&tree).map_err(|error| format!("{}: {error}", tree.display()))?;
+    let (tree, qemu) = (dir.join("qemu-user-tree"), dir.join("qemu-aarch64"));
+    unpack(&deb, &tree)?;
+    fs::rename(tree.join("usr/bin/qemu-aarch64"), &qemu)
+        .map_err(|error| format!("{} holds no usr/bin/qemu-aarch64: {error}", deb.display()))?;
+    fs::remove_dir_all(&tree).map_err(at(&tree))?;
     // 63 MB for the 14 MB kept: not worth a cache's space.
-    fs::remove_file(&deb).map_err(|error| format!("{}: {error}", deb.display()))?;
-
-    let mut userland = Vec::new();
-    for package in USERLAND {
-        let name = format!("{package}:{ARM64}");
-        let version = apt.version_in(&name, &codename)?;
-        let deb = apt.download(&name, &version, &debs)?;
-        let tree = dir.join(format!("{package}-{ARM64}"));
-        real_driver::unpack(&deb, &tree)?;
-        userland.push(Unpacked {
-            package: package.to_owned(),
-            package_version: version,
-            tree,
-        });
-    }
-
-    let name = format!("libcuda1:{ARM64}");
-    let offered = apt.versions(&name)?;
-    println!("emulated: the private apt configuration sees {name} {offered:?}");
-    let mut drivers = Vec::new();
-    for series in ARM64_SERIES {
-        let version = real_driver::newest_of_series(&offered, series)
-            .ok_or_else(|| format!("no {name} of series {series} is offered ({offered:?})"))?;
-        let deb = apt.download(&name, &version, &debs)?;
-        let tree = dir.join(format!("libcuda1-{series}-{ARM64}"));
-        drivers.push(real_driver::extract(&tree, series, &version, &deb)?);
-    }
+    fs::remove_file(&deb).map_err(at(&deb))?;
+    let userland = USERLAND
+        .iter()
+        .map(|package| {
+            let name = format!("{package}:arm64");
+            let package_version = apt.version_in(&name, &release)?;
+            let tree = dir.join(format!("{package}-arm64"));
+            unpack(&apt.download(&name, &package_version)?, &tree)?;
+            let package = (*package).to_owned();
+            Ok(Unpacked {
+                package,
+                package_version,
+                tree,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let drivers = apt.drivers("libcuda1:arm64", &ARM64_SERIES, |series| {
+        dir.join(format!("libcuda1-{series}-arm64"))
+    })?;
     Ok(Manifest {
-        qemu_package_version: qemu_version,
+        qemu_package_version,
         qemu,
         userland,
         drivers,

@@ -6,14 +6,14 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use object::elf;
 use object::read::elf::{Dyn, FileHeader};
 use object::Endianness;
+use quote::ToTokens;
 use syn::visit::Visit;
 
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, regular_files, repo_root, target_dir};
 use crate::process::run;
 use crate::Result;
 
@@ -26,150 +26,87 @@ const SKIPPED_DIRS: [&str; 3] = ["target", "node_modules", "__pycache__"];
 /// syn scan of every Rust source in the workspace and in the runtime tarball.
 pub fn scan_sources() -> Result<()> {
     let root = repo_root();
-    let mut problems = Vec::new();
-    let mut scanned = 0;
-    for path in workspace_files(&root)? {
-        let relative = path
-            .strip_prefix(&root)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| format!("{relative}: cannot read: {error}"))?;
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".rs") {
-            scanned += 1;
-            let allow_foreign = relative.starts_with(FOREIGN_BLOCKS_ALLOWED_UNDER);
-            problems.extend(scan_rust(&relative, &text, allow_foreign));
-            if name == "build.rs" {
-                problems.extend(scan_build_script(&relative, &text));
-            }
-        } else if name == "Cargo.toml" {
-            problems.extend(scan_manifest(&relative, &text));
+    let enter = |name: &str| !name.starts_with('.') && !SKIPPED_DIRS.contains(&name);
+    let mut files = Vec::new();
+    for path in regular_files(&root, enter)? {
+        let relative = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy();
+        let relative = relative.replace('\\', "/");
+        if relative.ends_with(".rs") || relative.rsplit('/').next() == Some("Cargo.toml") {
+            files.push((relative, std::fs::read_to_string(&path).map_err(at(&path))?));
         }
     }
-    let tarball = find_runtime_tarball(&root)?;
-    for (entry, text) in tarball_sources(&tarball)? {
-        let name = entry.rsplit('/').next().unwrap_or("");
-        if entry.ends_with(".rs") {
-            scanned += 1;
-            problems.extend(scan_rust(&entry, &text, false));
-            if name == "build.rs" {
-                problems.extend(scan_build_script(&entry, &text));
-            }
-        } else if name == "Cargo.toml" {
-            problems.extend(scan_manifest(&entry, &text));
-        }
-    }
-    if problems.is_empty() {
-        println!("nolink: {scanned} Rust sources and every Cargo.toml hold no link to cuda");
-        Ok(())
-    } else {
-        Err(format!(
-            "link to a CUDA library found:\n  {}",
-            problems.join("\n  ")
-        ))
-    }
-}
-
-fn workspace_files(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|error| format!("{}: cannot list: {error}", dir.display()))?;
-        for entry in entries {
-            let entry = entry.map_err(|error| format!("{}: {error}", dir.display()))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let kind = entry
-                .file_type()
-                .map_err(|error| format!("{name}: {error}"))?;
-            if kind.is_dir() {
-                if !name.starts_with('.') && !SKIPPED_DIRS.contains(&name.as_str()) {
-                    pending.push(entry.path());
-                }
-            } else if kind.is_file() && (name.ends_with(".rs") || name == "Cargo.toml") {
-                found.push(entry.path());
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
-fn find_runtime_tarball(root: &Path) -> Result<PathBuf> {
-    let dir = root.join("generated");
-    let mut tarballs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|error| format!("generated/: cannot list: {error}"))?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+    let generated = root.join("generated");
+    let tarballs: Vec<PathBuf> = regular_files(&generated, |_| false)?
+        .into_iter()
         .filter(|path| path.to_string_lossy().ends_with(".tar.gz"))
         .collect();
-    tarballs.sort();
-    match tarballs.as_slice() {
-        [one] => Ok(one.clone()),
-        _ => Err(format!(
-            "generated/ should hold exactly one runtime tarball, found {}",
-            tarballs.len()
-        )),
-    }
-}
-
-/// The text files of a `.tar.gz`, as (entry path, text).
-fn tarball_sources(path: &Path) -> Result<Vec<(String, String)>> {
-    let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|error| format!("{shown}: {error}"))?;
+    let [tarball] = tarballs.as_slice() else {
+        let found = tarballs.len();
+        return Err(format!(
+            "generated/ should hold exactly one runtime tarball, found {found}"
+        ));
+    };
+    let file = std::fs::File::open(tarball).map_err(at(tarball))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    let mut files = Vec::new();
-    for entry in archive
-        .entries()
-        .map_err(|error| format!("{shown}: {error}"))?
-    {
-        let mut entry = entry.map_err(|error| format!("{shown}: {error}"))?;
-        let name = format!("{shown}!{}", String::from_utf8_lossy(&entry.path_bytes()));
+    for entry in archive.entries().map_err(at(tarball))? {
+        let mut entry = entry.map_err(at(tarball))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let name = format!("{}!{name}", tarball.display());
         let mut text = String::new();
         entry
             .read_to_string(&mut text)
             .map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
         files.push((name, text));
     }
-    Ok(files)
-}
-
-fn is_cuda_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.starts_with("cu") || lower.contains("cuda")
+    let mut problems = Vec::new();
+    let mut scanned = 0;
+    for (path, text) in &files {
+        let name = path.rsplit('/').next().unwrap_or("");
+        if name.ends_with(".rs") {
+            scanned += 1;
+            let allow_foreign = path.starts_with(FOREIGN_BLOCKS_ALLOWED_UNDER);
+            problems.extend(scan_rust(path, text, allow_foreign));
+            if name == "build.rs" {
+                problems.extend(scan_build_script(path, text));
+            }
+        } else if name == "Cargo.toml" {
+            problems.extend(scan_manifest(path, text));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(format!(
+            "link to a CUDA library found:\n  {}",
+            problems.join("\n  ")
+        ));
+    }
+    println!("nolink: {scanned} Rust sources and every Cargo.toml hold no link to cuda");
+    Ok(())
 }
 
 /// Finds link attributes and forbidden foreign blocks in one Rust source.
 pub fn scan_rust(path: &str, text: &str, allow_foreign_blocks: bool) -> Vec<String> {
-    let file = match syn::parse_file(text) {
-        Ok(file) => file,
+    let mut scanner = LinkScanner {
+        allow_foreign_blocks,
+        problems: Vec::new(),
+    };
+    match syn::parse_file(text) {
+        Ok(file) => scanner.visit_file(&file),
         Err(error) => {
             return vec![format!(
                 "{path}: does not parse, so cannot be checked: {error}"
             )]
         }
-    };
-    let mut scanner = LinkScanner {
-        path,
-        allow_foreign_blocks,
-        problems: Vec::new(),
-    };
-    scanner.visit_file(&file);
-    scanner.problems
-}
-
-struct LinkScanner<'a> {
-    path: &'a str,
-    allow_foreign_blocks: bool,
-    problems: Vec<String>,
-}
-
-impl LinkScanner<'_> {
-    fn report(&mut self, span: proc_macro2::Span, what: String) {
-        let line = span.start().line;
-        self.problems.push(format!("{}:{line}: {what}", self.path));
     }
+    let problems = scanner.problems.into_iter();
+    problems
+        .map(|(line, what)| format!("{path}:{line}: {what}"))
+        .collect()
+}
+
+struct LinkScanner {
+    allow_foreign_blocks: bool,
+    /// (line, what)
+    problems: Vec<(usize, String)>,
 }
 
 /// True when `tokens` hold the identifier `link` (e.g. inside `cfg_attr`).
@@ -181,43 +118,38 @@ fn mentions_link(tokens: proc_macro2::TokenStream) -> bool {
     })
 }
 
-impl<'ast> Visit<'ast> for LinkScanner<'_> {
+impl<'ast> Visit<'ast> for LinkScanner {
     fn visit_attribute(&mut self, attribute: &'ast syn::Attribute) {
         let path = attribute.path();
-        let span = path
-            .segments
-            .first()
-            .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span());
-        if path.is_ident("link") {
-            self.report(span, "`#[link(...)]` attribute".to_string());
-        } else if path.is_ident("cfg_attr") {
-            if let syn::Meta::List(list) = &attribute.meta {
-                if mentions_link(list.tokens.clone()) {
-                    self.report(span, "`#[cfg_attr(..., link(...))]` attribute".to_string());
-                }
-            }
+        let what = if path.is_ident("link") {
+            "`#[link(...)]` attribute"
+        } else if path.is_ident("cfg_attr") && mentions_link(attribute.meta.to_token_stream()) {
+            "`#[cfg_attr(..., link(...))]` attribute"
+        } else {
+            ""
+        };
+        if !what.is_empty() {
+            let line = attribute.pound_token.spans[0].start().line;
+            self.problems.push((line, what.to_owned()));
         }
         syn::visit::visit_attribute(self, attribute);
     }
 
     fn visit_item_foreign_mod(&mut self, block: &'ast syn::ItemForeignMod) {
-        let span = block.abi.extern_token.span;
         for item in &block.items {
             if let syn::ForeignItem::Fn(function) = item {
-                let name = function.sig.ident.to_string();
-                if is_cuda_name(&name) {
-                    self.report(
-                        function.sig.ident.span(),
-                        format!("foreign block declares CUDA function `{name}`"),
-                    );
+                let (name, line) = (&function.sig.ident, function.sig.ident.span().start().line);
+                let lower = name.to_string().to_ascii_lowercase();
+                if lower.starts_with("cu") || lower.contains("cuda") {
+                    let what = format!("foreign block declares CUDA function `{name}`");
+                    self.problems.push((line, what));
                 }
             }
         }
         if !self.allow_foreign_blocks {
-            self.report(
-                span,
-                "foreign `extern` block (symbols come only from the reviewed loader)".to_string(),
-            );
+            let line = block.abi.extern_token.span.start().line;
+            let what = "foreign `extern` block (symbols come only from the reviewed loader)";
+            self.problems.push((line, what.to_owned()));
         }
         syn::visit::visit_item_foreign_mod(self, block);
     }
@@ -234,22 +166,15 @@ pub fn scan_build_script(path: &str, text: &str) -> Vec<String> {
 
 /// No package may declare `links` (which announces a native library).
 pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
-    let mut table = String::new();
-    let mut problems = Vec::new();
+    let (mut table, mut problems) = ("", Vec::new());
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
         if let Some(header) = line.strip_prefix('[') {
-            table = header.trim_end_matches(']').trim().to_string();
-            continue;
-        }
-        let key = line
-            .split('=')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_matches('"');
-        if line.contains('=') && (key == "links" || key == "package.links") {
-            problems.push(format!("{path}:{}: `links` key in [{table}]", number + 1));
+            table = header.trim_end_matches(']').trim();
+        } else if let Some((key, _)) = line.split_once('=') {
+            if matches!(key.trim().trim_matches('"'), "links" | "package.links") {
+                problems.push(format!("{path}:{}: `links` key in [{table}]", number + 1));
+            }
         }
     }
     problems
@@ -263,40 +188,35 @@ pub fn check_runtime_cdylib() -> Result<()> {
     }
     // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
-    run(
-        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .current_dir(repo_root())
-            .env("CARGO_TARGET_DIR", &build_dir)
-            .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
-            .args(["--package", "rextio-cuda-runtime"]),
-    )?;
+    run(crate::native::cargo()
+        .env("CARGO_TARGET_DIR", &build_dir)
+        .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
+        .args(["--package", "rextio-cuda-runtime"]))?;
     check_dynamic_section(&build_dir.join("debug").join("librextio_cuda_runtime.so"))
 }
 
-/// Fails when the ELF/PE at `path` names libcuda or nvcuda as a dependency.
+/// Fails when the ELF file at `path` names a CUDA library as a dependency.
 pub fn check_dynamic_section(path: &Path) -> Result<()> {
     let needed = needed_libraries(path)?;
-    let shown = path.display();
     let cuda: Vec<&String> = needed
         .iter()
         .filter(|name| name.to_ascii_lowercase().contains("cuda"))
         .collect();
-    if cuda.is_empty() {
-        println!("nolink: {shown} needs only {needed:?}");
-        Ok(())
-    } else {
-        Err(format!(
+    if !cuda.is_empty() {
+        let shown = path.display();
+        return Err(format!(
             "{shown} links to a CUDA library: DT_NEEDED {cuda:?} (all: {needed:?})"
-        ))
+        ));
     }
+    println!("nolink: {} needs only {needed:?}", path.display());
+    Ok(())
 }
 
 /// The `DT_NEEDED` entries of an ELF file (32- or 64-bit, either byte order),
 /// read with the `object` crate.
 pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
-    let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
-    parse_needed(&bytes).map_err(|error| format!("{shown}: {error}"))
+    let bytes = std::fs::read(path).map_err(at(path))?;
+    parse_needed(&bytes).map_err(|error| format!("{}: {error}", path.display()))
 }
 
 fn parse_needed(bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
@@ -334,6 +254,8 @@ fn needed_of<Elf: FileHeader<Endian = Endianness>>(
 
 #[cfg(test)]
 mod tests {
+    use std::process::Command;
+
     use super::*;
     use crate::scratch::ScratchDir;
 
