@@ -82,7 +82,7 @@ def staged_emulated() -> Emulated:
     return Emulated(
         qemu=Path(entries["qemu"]),
         qemu_package_version=entries["qemu_package_version"],
-        userland=tuple(Path(unpacked["tree"]) for unpacked in entries["userland"]),
+        userland=tuple(Path(tree) for tree in entries["userland"]),
         drivers=drivers,
     )
 

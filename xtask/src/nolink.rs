@@ -6,10 +6,8 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-use object::elf;
-use object::read::elf::{Dyn, FileHeader};
-use object::Endianness;
 use quote::ToTokens;
 use syn::visit::Visit;
 
@@ -25,14 +23,27 @@ const SKIPPED_DIRS: [&str; 3] = ["target", "node_modules", "__pycache__"];
 
 /// syn scan of every Rust source in the workspace and in the runtime tarball.
 pub fn scan_sources() -> Result<()> {
+    let (mut problems, mut scanned) = (Vec::new(), 0);
+    let mut scan = |path: &str, text: &str| {
+        let name = path.rsplit('/').next().unwrap_or("");
+        if name.ends_with(".rs") {
+            scanned += 1;
+            let allow_foreign = path.starts_with(FOREIGN_BLOCKS_ALLOWED_UNDER);
+            problems.extend(scan_rust(path, text, allow_foreign));
+            if name == "build.rs" {
+                problems.extend(scan_build_script(path, text));
+            }
+        } else if name == "Cargo.toml" {
+            problems.extend(scan_manifest(path, text));
+        }
+    };
     let root = repo_root();
     let enter = |name: &str| !name.starts_with('.') && !SKIPPED_DIRS.contains(&name);
-    let mut files = Vec::new();
     for path in regular_files(&root, enter)? {
-        let relative = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy();
-        let relative = relative.replace('\\', "/");
-        if relative.ends_with(".rs") || relative.rsplit('/').next() == Some("Cargo.toml") {
-            files.push((relative, std::fs::read_to_string(&path).map_err(at(&path))?));
+        if path.to_string_lossy().ends_with(".rs") || path.ends_with("Cargo.toml") {
+            let relative = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy();
+            let text = std::fs::read_to_string(&path).map_err(at(&path))?;
+            scan(&relative.replace('\\', "/"), &text);
         }
     }
     let generated = root.join("generated");
@@ -53,31 +64,13 @@ pub fn scan_sources() -> Result<()> {
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let name = format!("{}!{name}", tarball.display());
         let mut text = String::new();
-        entry
-            .read_to_string(&mut text)
-            .map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
-        files.push((name, text));
-    }
-    let mut problems = Vec::new();
-    let mut scanned = 0;
-    for (path, text) in &files {
-        let name = path.rsplit('/').next().unwrap_or("");
-        if name.ends_with(".rs") {
-            scanned += 1;
-            let allow_foreign = path.starts_with(FOREIGN_BLOCKS_ALLOWED_UNDER);
-            problems.extend(scan_rust(path, text, allow_foreign));
-            if name == "build.rs" {
-                problems.extend(scan_build_script(path, text));
-            }
-        } else if name == "Cargo.toml" {
-            problems.extend(scan_manifest(path, text));
-        }
+        let read = entry.read_to_string(&mut text);
+        read.map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
+        scan(&name, &text);
     }
     if !problems.is_empty() {
-        return Err(format!(
-            "link to a CUDA library found:\n  {}",
-            problems.join("\n  ")
-        ));
+        let problems = problems.join("\n  ");
+        return Err(format!("link to a CUDA library found:\n  {problems}"));
     }
     println!("nolink: {scanned} Rust sources and every Cargo.toml hold no link to cuda");
     Ok(())
@@ -89,13 +82,10 @@ pub fn scan_rust(path: &str, text: &str, allow_foreign_blocks: bool) -> Vec<Stri
         allow_foreign_blocks,
         problems: Vec::new(),
     };
-    match syn::parse_file(text) {
-        Ok(file) => scanner.visit_file(&file),
-        Err(error) => {
-            return vec![format!(
-                "{path}: does not parse, so cannot be checked: {error}"
-            )]
-        }
+    if let Err(error) = syn::parse_file(text).map(|file| scanner.visit_file(&file)) {
+        return vec![format!(
+            "{path}: does not parse, so cannot be checked: {error}"
+        )];
     }
     let problems = scanner.problems.into_iter();
     problems
@@ -121,16 +111,13 @@ fn mentions_link(tokens: proc_macro2::TokenStream) -> bool {
 impl<'ast> Visit<'ast> for LinkScanner {
     fn visit_attribute(&mut self, attribute: &'ast syn::Attribute) {
         let path = attribute.path();
-        let what = if path.is_ident("link") {
-            "`#[link(...)]` attribute"
+        let line = attribute.pound_token.spans[0].start().line;
+        if path.is_ident("link") {
+            self.problems
+                .push((line, "`#[link(...)]` attribute".into()));
         } else if path.is_ident("cfg_attr") && mentions_link(attribute.meta.to_token_stream()) {
-            "`#[cfg_attr(..., link(...))]` attribute"
-        } else {
-            ""
-        };
-        if !what.is_empty() {
-            let line = attribute.pound_token.spans[0].start().line;
-            self.problems.push((line, what.to_owned()));
+            let what = "`#[cfg_attr(..., link(...))]` attribute";
+            self.problems.push((line, what.into()));
         }
         syn::visit::visit_attribute(self, attribute);
     }
@@ -212,50 +199,32 @@ pub fn check_dynamic_section(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The `DT_NEEDED` entries of an ELF file (32- or 64-bit, either byte order),
-/// read with the `object` crate.
+/// The `DT_NEEDED` entries of an ELF file, as binutils' `readelf` reads them.
 pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
-    let bytes = std::fs::read(path).map_err(at(path))?;
-    parse_needed(&bytes).map_err(|error| format!("{}: {error}", path.display()))
-}
-
-fn parse_needed(bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
-    match object::FileKind::parse(bytes) {
-        Ok(object::FileKind::Elf64) => needed_of::<elf::FileHeader64<Endianness>>(bytes),
-        Ok(object::FileKind::Elf32) => needed_of::<elf::FileHeader32<Endianness>>(bytes),
-        Ok(kind) => Err(format!(
-            "not an ELF file ({kind:?}); the dynamic check reads ELF only"
-        )),
-        Err(error) => Err(format!("not an ELF file: {error}")),
-    }
-}
-
-fn needed_of<Elf: FileHeader<Endian = Endianness>>(
-    bytes: &[u8],
-) -> std::result::Result<Vec<String>, String> {
-    let invalid = |error: object::Error| format!("invalid ELF: {error}");
-    let header = Elf::parse(bytes).map_err(invalid)?;
-    let endian = header.endian().map_err(invalid)?;
-    let sections = header.sections(endian, bytes).map_err(invalid)?;
-    let Some((entries, link)) = sections.dynamic(endian, bytes).map_err(invalid)? else {
-        return Ok(Vec::new()); // statically linked: needs nothing
+    let mut readelf = Command::new("readelf");
+    readelf
+        .env("LC_ALL", "C")
+        .args(["--dynamic", "--wide"])
+        .arg(path);
+    let shown = path.display();
+    let text = crate::process::output(&mut readelf)
+        .map_err(|why| format!("{shown}: not an ELF file readelf can read? {why}"))?;
+    let needed = text.lines().filter(|line| line.contains("(NEEDED)"));
+    let name = |line: &str| {
+        Some(
+            line.split_once("Shared library: [")?
+                .1
+                .strip_suffix(']')?
+                .into(),
+        )
     };
-    let strings = sections.strings(endian, bytes, link).map_err(invalid)?;
-    entries
-        .iter()
-        .take_while(|entry| entry.tag32(endian) != Some(elf::DT_NULL))
-        .filter(|entry| entry.tag32(endian) == Some(elf::DT_NEEDED))
-        .map(|entry| {
-            let name = entry.string(endian, strings).map_err(invalid)?;
-            Ok(String::from_utf8_lossy(name).into_owned())
-        })
+    needed
+        .map(|line| name(line).ok_or_else(|| format!("{shown}: unreadable readelf line: {line}")))
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use std::process::Command;
-
     use super::*;
     use crate::scratch::ScratchDir;
 
@@ -382,12 +351,16 @@ mod tests {
 
     #[test]
     fn non_elf_files_are_refused_clearly() {
-        let pe = parse_needed(b"MZ\x90\x00").unwrap_err();
+        let scratch = ScratchDir::new("nolink-not-elf").unwrap();
+        let refusal = |name: &str, bytes: &[u8]| {
+            let path = scratch.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            needed_libraries(&path).unwrap_err()
+        };
+        let pe = refusal("pe.exe", b"MZ\x90\x00");
         assert!(pe.contains("not an ELF file"), "{pe}");
-        assert!(parse_needed(b"#!/bin/sh\n")
-            .unwrap_err()
-            .contains("not an ELF file"));
-        let truncated = parse_needed(b"\x7fELF\x02\x01").unwrap_err();
+        assert!(refusal("script", b"#!/bin/sh\n").contains("not an ELF file"));
+        let truncated = refusal("truncated", b"\x7fELF\x02\x01");
         assert!(truncated.contains("ELF"), "{truncated}");
     }
 }

@@ -124,9 +124,8 @@ pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<()> {
     process::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree))
 }
 
-/// An apt configuration of its own (`APT_CONFIG`): lists and caches in
-/// `<dir>/apt`, its own sources, no dpkg status, no host source or
-/// preference; downloads land in `<dir>/debs`.
+/// An apt configuration of its own (`APT_CONFIG`): lists, caches and
+/// sources in `<dir>/apt`, no dpkg status, no host source or preference.
 pub(crate) struct PrivateApt {
     dir: PathBuf,
     /// The machine's release.
@@ -152,7 +151,6 @@ impl PrivateApt {
         let stanzas: Vec<String> = sources.iter().map(stanza).collect();
         let apt = dir.join("apt");
         fs::create_dir_all(apt.join("lists/partial")).map_err(at(&apt))?;
-        fs::create_dir_all(dir.join("debs")).map_err(at(dir))?;
         let arch = match architecture {
             "" => String::new(),
             arch => format!("APT::Architectures:: \"{arch}\";\n"),
@@ -185,15 +183,7 @@ impl PrivateApt {
 
     /// Every `(version, suite)` offering `package`, newest first.
     fn offers(&self, package: &str) -> Result<Vec<(String, String)>> {
-        let mut command = self.command("apt-cache");
-        command.args(["madison", package]);
-        let shown = process::describe(&command);
-        let output = command.output();
-        let output = output.map_err(|error| format!("could not start `{shown}`: {error}"))?;
-        if !output.status.success() {
-            return Err(format!("`{shown}` failed with {}", output.status));
-        }
-        let text = String::from_utf8_lossy(&output.stdout);
+        let text = process::output(self.command("apt-cache").args(["madison", package]))?;
         Ok(madison_offers(&text, package))
     }
 
@@ -206,27 +196,18 @@ impl PrivateApt {
             .ok_or_else(|| format!("the suite {suite} offers no {package} (offered: {offers:?})"))
     }
 
-    /// Downloads `package=version` into `<dir>/debs`; returns the `.deb`.
+    /// Downloads `package=version` into a directory of its own under
+    /// `<dir>/debs`; returns the `.deb`.
     pub(crate) fn download(&self, package: &str, version: &str) -> Result<PathBuf> {
-        let debs = self.dir.join("debs");
         let spec = format!("{package}={version}");
-        process::run(
-            self.command("apt-get")
-                .current_dir(&debs)
-                .args(["-q", "download", &spec]),
-        )?;
-        // apt writes `:` in an epoch as `%3a`; the file name has no `:arch`.
-        let name = package.split(':').next().unwrap_or(package);
-        let prefix = format!("{name}_{}_", version.replace(':', "%3a"));
-        let listed = fs::read_dir(&debs).map_err(at(&debs))?;
-        listed
-            .flatten()
-            .map(|entry| entry.path())
-            .find(|path| {
-                let name = path.file_name().unwrap_or_default().to_string_lossy();
-                name.starts_with(&prefix) && name.ends_with(".deb")
-            })
-            .ok_or_else(|| format!("apt-get download left no {prefix}*.deb"))
+        let into = self.dir.join("debs").join(&spec);
+        fs::create_dir_all(&into).map_err(at(&into))?;
+        let mut apt_get = self.command("apt-get");
+        process::run(apt_get.current_dir(&into).args(["-q", "download", &spec]))?;
+        match regular_files(&into, |_| false)?.as_slice() {
+            [deb] if deb.extension().is_some_and(|ext| ext == "deb") => Ok(deb.clone()),
+            found => Err(format!("apt-get download left {found:?}, not one .deb")),
+        }
     }
 
     /// The newest `package` of each of `series`, unpacked into
