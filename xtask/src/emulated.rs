@@ -9,10 +9,9 @@
 //!   beside the probe, in its working directory and on PATH.
 //!
 //! The arm64 packages and the emulator are fetched like the real driver
-//! ([`PrivateApt`]), never installed, cached under `target/emulated/`.
-//! mingw-w64 and Wine are installed with apt-get when missing. What the
-//! step staged is named in `target/test-paths.json`: plain `pytest
-//! tests/emulated` runs after it.
+//! ([`PrivateApt`]), never installed, cached under `target/emulated/`;
+//! mingw-w64 and Wine are installed with apt-get when missing. The step
+//! names what it staged in `target/test-paths.json` for plain pytest.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,13 +38,8 @@ const WINDOWS_TARGET: &str = "x86_64-pc-windows-gnu";
 /// Debian's path of the 64-bit Wine loader (package `wine64`).
 const WINE: &str = "/usr/lib/wine/wine64";
 /// What the step needs on the host: a file and the Debian package with it.
-const HOST_TOOLS: [[&str; 2]; 2] = [
-    [
-        "/usr/bin/x86_64-w64-mingw32-gcc",
-        "gcc-mingw-w64-x86-64-posix",
-    ],
-    [WINE, "wine64"],
-];
+const HOST_TOOLS: [[&str; 2]; 2] = [[MINGW, "gcc-mingw-w64-x86-64-posix"], [WINE, "wine64"]];
+const MINGW: &str = "/usr/bin/x86_64-w64-mingw32-gcc";
 const TEST_DIR: &str = "tests/emulated";
 
 /// What was fetched (`target/emulated/emulated.json`, read by the tests).
@@ -93,32 +87,21 @@ pub fn test([aarch64_probe, aarch64_smoke]: &[PathBuf; 2]) -> Result<()> {
     let packages: Vec<&str> = missing().map(|[_, package]| *package).collect();
     if !packages.is_empty() {
         process::run(Command::new("apt-get").args(["-q", "update"]))?;
-        let install = ["-q", "-y", "install", "--no-install-recommends"];
-        let mut apt_get = Command::new("apt-get");
-        process::run(
-            apt_get
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .args(install)
-                .args(&packages),
-        )?;
+        let mut install = Command::new("apt-get");
+        install
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["-q", "-y", "install"]);
+        process::run(install.arg("--no-install-recommends").args(&packages))?;
         if let Some([path, package]) = missing().next() {
             return Err(format!(
-                "apt-get installed {package}, yet {path} is still missing"
+                "apt-get installed {package}, yet {path} is missing"
             ));
         }
     }
     crate::test::ensure_target(WINDOWS_TARGET)?;
-    let packages = [
-        "--package",
-        "rextio-cuda-probe",
-        "--package",
-        "rextio-sim-driver",
-    ];
-    process::run(
-        cargo()
-            .args(["build", "--locked", "--target", WINDOWS_TARGET])
-            .args(packages),
-    )?;
+    let mut build = cargo();
+    build.args(["build", "--locked", "--target", WINDOWS_TARGET]);
+    process::run(build.args(["-p", "rextio-cuda-probe", "-p", "rextio-sim-driver"]))?;
     let windows = target_dir().join(WINDOWS_TARGET).join("debug");
     let wine_prefix = dir.join("wine-prefix");
     fs::create_dir_all(&wine_prefix).map_err(at(&wine_prefix))?;
@@ -145,7 +128,7 @@ fn fetch(dir: &Path) -> Result<Manifest> {
         "{release}-backports/main",
         "sid/non-free/arm64",
     ];
-    let apt = PrivateApt::new(dir, "arm64", &sources)?;
+    let apt = PrivateApt::new(dir, Some("arm64"), &sources)?;
     let backports = format!("{}-backports", apt.release);
     let qemu_package_version = apt.version_in(QEMU_PACKAGE, &backports)?;
     let deb = apt.download(QEMU_PACKAGE, &qemu_package_version)?;

@@ -4,8 +4,7 @@
 //! Cargo.toml declares `links`; (3) the dynamic section of built binaries
 //! names no CUDA library.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use quote::ToTokens;
@@ -46,11 +45,8 @@ pub fn scan_sources() -> Result<()> {
             scan(&relative.replace('\\', "/"), &text);
         }
     }
-    let generated = root.join("generated");
-    let tarballs: Vec<PathBuf> = regular_files(&generated, |_| false)?
-        .into_iter()
-        .filter(|path| path.to_string_lossy().ends_with(".tar.gz"))
-        .collect();
+    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
+    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
     let [tarball] = tarballs.as_slice() else {
         let found = tarballs.len();
         return Err(format!(
@@ -63,9 +59,8 @@ pub fn scan_sources() -> Result<()> {
         let mut entry = entry.map_err(at(tarball))?;
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let name = format!("{}!{name}", tarball.display());
-        let mut text = String::new();
-        let read = entry.read_to_string(&mut text);
-        read.map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
+        let text = std::io::read_to_string(&mut entry);
+        let text = text.map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
         scan(&name, &text);
     }
     if !problems.is_empty() {
@@ -167,8 +162,7 @@ pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
     problems
 }
 
-/// Builds the runtime as a cdylib (`cargo rustc --crate-type cdylib`) and
-/// checks its dynamic section.
+/// Builds the runtime as a cdylib (`cargo rustc`), then checks its dynamic section.
 pub fn check_runtime_cdylib() -> Result<()> {
     if !cfg!(target_os = "linux") {
         return Err("the runtime cdylib check reads ELF files and runs on Linux only".into());
@@ -185,38 +179,29 @@ pub fn check_runtime_cdylib() -> Result<()> {
 /// Fails when the ELF file at `path` names a CUDA library as a dependency.
 pub fn check_dynamic_section(path: &Path) -> Result<()> {
     let needed = needed_libraries(path)?;
-    let cuda: Vec<&String> = needed
-        .iter()
-        .filter(|name| name.to_ascii_lowercase().contains("cuda"))
-        .collect();
+    let is_cuda = |name: &&String| name.to_ascii_lowercase().contains("cuda");
+    let cuda: Vec<_> = needed.iter().filter(is_cuda).collect();
+    let shown = path.display();
     if !cuda.is_empty() {
-        let shown = path.display();
         return Err(format!(
             "{shown} links to a CUDA library: DT_NEEDED {cuda:?} (all: {needed:?})"
         ));
     }
-    println!("nolink: {} needs only {needed:?}", path.display());
+    println!("nolink: {shown} needs only {needed:?}");
     Ok(())
 }
 
 /// The `DT_NEEDED` entries of an ELF file, as binutils' `readelf` reads them.
 pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
     let mut readelf = Command::new("readelf");
-    readelf
-        .env("LC_ALL", "C")
-        .args(["--dynamic", "--wide"])
-        .arg(path);
+    readelf.env("LC_ALL", "C").args(["-d", "-W"]).arg(path); // --dynamic --wide
     let shown = path.display();
     let text = crate::process::output(&mut readelf)
         .map_err(|why| format!("{shown}: not an ELF file readelf can read? {why}"))?;
     let needed = text.lines().filter(|line| line.contains("(NEEDED)"));
     let name = |line: &str| {
-        Some(
-            line.split_once("Shared library: [")?
-                .1
-                .strip_suffix(']')?
-                .into(),
-        )
+        let (_, name) = line.split_once("Shared library: [")?;
+        name.strip_suffix(']').map(str::to_owned)
     };
     needed
         .map(|line| name(line).ok_or_else(|| format!("{shown}: unreadable readelf line: {line}")))

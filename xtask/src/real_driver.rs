@@ -2,14 +2,11 @@
 //! non-free), one image per driver series, run by the real probe, smoke and
 //! preflight in private namespaces (tests/real_driver).
 //!
-//! The packages are fetched without installing anything: `apt-get download`
-//! under a private apt configuration ([`PrivateApt`], shared with the
-//! emulated step) whose sources are the machine's own Debian archive entry
-//! (same URI, same keyring) with the suites and components that carry the
-//! packages. No host is added anywhere; nothing outside `target/` is
-//! written. Each package is unpacked with `dpkg-deb -x`; the images and a
-//! manifest stay cached under `target/real-libcuda/`. A series that cannot
-//! be fetched fails the step, saying why; it is never skipped.
+//! Nothing is installed and no host added: `apt-get download` under a
+//! private apt configuration ([`PrivateApt`], shared with the emulated step)
+//! on the machine's own Debian archive (same URI, same keyring), then
+//! `dpkg-deb -x`, all cached under `target/real-libcuda/`. A series that
+//! cannot be fetched fails the step, saying why; it is never skipped.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -23,7 +20,6 @@ use crate::{process, python_env, Result};
 /// The driver series checked, each the newest `libcuda1` of that series the
 /// archive offers (bookworm carries 535, sid 550, experimental 555).
 pub const SERIES: [&str; 3] = ["535", "550", "555"];
-const PACKAGE: &str = "libcuda1";
 /// The package whose postinst (trigger) makes Debian's alternatives chain
 /// `/usr/lib/<triplet>/libcuda.so.1` -> `/etc/alternatives/...` -> the image;
 /// the platform-layout tests run that postinst in a private root.
@@ -75,8 +71,8 @@ pub fn ensure_drivers() -> Result<PathBuf> {
 }
 
 fn fetch(dir: &Path) -> Result<Vec<RealDriver>> {
-    let apt = PrivateApt::new(dir, "", &["{release} sid experimental/non-free"])?;
-    let mut drivers = apt.drivers(PACKAGE, &SERIES, |series| dir.join(series))?;
+    let apt = PrivateApt::new(dir, None, &["{release} sid experimental/non-free"])?;
+    let mut drivers = apt.drivers("libcuda1", &SERIES, |series| dir.join(series))?;
     for driver in &mut drivers {
         driver.alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &driver.package_version)?;
     }
@@ -109,10 +105,7 @@ pub(crate) fn cached<T: Serialize + DeserializeOwned>(
 /// versions newest first.
 fn newest_of_series(available: &[String], series: &str) -> Option<String> {
     let prefix = format!("{series}.");
-    available
-        .iter()
-        .find(|version| version.starts_with(&prefix))
-        .cloned()
+    available.iter().find(|v| v.starts_with(&prefix)).cloned()
 }
 
 /// Unpacks `deb` into a fresh `tree` with `dpkg-deb -x` (nothing installed).
@@ -133,11 +126,10 @@ pub(crate) struct PrivateApt {
 }
 
 impl PrivateApt {
-    /// One deb822 stanza on the machine's archive for each
-    /// `suites/components[/architecture]` of `sources` (`{release}` the
-    /// machine's), `architecture` (when not empty) seen beside the machine's
-    /// own; then `apt-get update`.
-    pub(crate) fn new(dir: &Path, architecture: &str, sources: &[&str]) -> Result<Self> {
+    /// One deb822 stanza on the machine's archive per `suites/components[/arch]`
+    /// of `sources` (`{release}`: the machine's), `architecture` seen beside
+    /// the machine's own; then `apt-get update`.
+    pub(crate) fn new(dir: &Path, architecture: Option<&str>, sources: &[&str]) -> Result<Self> {
         let os_release = Path::new("/etc/os-release");
         let release = fs::read_to_string(os_release)
             .map_err(at(os_release))?
@@ -151,10 +143,8 @@ impl PrivateApt {
         let stanzas: Vec<String> = sources.iter().map(stanza).collect();
         let apt = dir.join("apt");
         fs::create_dir_all(apt.join("lists/partial")).map_err(at(&apt))?;
-        let arch = match architecture {
-            "" => String::new(),
-            arch => format!("APT::Architectures:: \"{arch}\";\n"),
-        };
+        let arch = architecture.map(|arch| format!("APT::Architectures:: \"{arch}\";\n"));
+        let arch = arch.unwrap_or_default();
         // The download lands in target/, which apt's own unprivileged user
         // may not reach.
         let a = apt.display();
@@ -191,13 +181,11 @@ impl PrivateApt {
     pub(crate) fn version_in(&self, package: &str, suite: &str) -> Result<String> {
         let offers = self.offers(package)?;
         let found = offers.iter().find(|(_, offered_by)| offered_by == suite);
-        found
-            .map(|(version, _)| version.clone())
-            .ok_or_else(|| format!("the suite {suite} offers no {package} (offered: {offers:?})"))
+        let why = format!("the suite {suite} offers no {package} (offered: {offers:?})");
+        found.map(|(version, _)| version.clone()).ok_or(why)
     }
 
-    /// Downloads `package=version` into a directory of its own under
-    /// `<dir>/debs`; returns the `.deb`.
+    /// Downloads `package=version` into `<dir>/debs/<package>=<version>/`.
     pub(crate) fn download(&self, package: &str, version: &str) -> Result<PathBuf> {
         let spec = format!("{package}={version}");
         let into = self.dir.join("debs").join(&spec);
@@ -218,23 +206,19 @@ impl PrivateApt {
         series: &[&str],
         tree: impl Fn(&str) -> PathBuf,
     ) -> Result<Vec<RealDriver>> {
-        let offers = self.offers(package)?;
-        let offered: Vec<String> = offers.into_iter().map(|(version, _)| version).collect();
+        let offered: Vec<String> = self.offers(package)?.into_iter().map(|(v, _)| v).collect();
         let driver = |series: &str| {
-            let version = newest_of_series(&offered, series).ok_or_else(|| {
-                format!("no {package} of series {series} is offered ({offered:?})")
-            })?;
+            let why = format!("no {package} of series {series} is offered ({offered:?})");
+            let version = newest_of_series(&offered, series).ok_or(why)?;
             let (deb, tree) = (self.download(package, &version)?, tree(series));
             unpack(&deb, &tree)?;
-            let images: Vec<(PathBuf, String)> = regular_files(&tree, |_| true)?
-                .into_iter()
-                .filter_map(|path| {
-                    let name = path.file_name()?.to_str()?;
-                    let image_version = name.strip_prefix("libcuda.so.")?.to_owned();
-                    image_version.contains('.').then_some((path, image_version))
-                })
-                .collect();
-            let [(image, image_version)] = images.as_slice() else {
+            let version_of = |path: &Path| {
+                let name = path.file_name()?.to_str()?.strip_prefix("libcuda.so.")?;
+                name.contains('.').then(|| name.to_owned())
+            };
+            let files = regular_files(&tree, |_| true)?.into_iter();
+            let images: Vec<_> = files.filter_map(|f| Some((version_of(&f)?, f))).collect();
+            let [(image_version, image)] = images.as_slice() else {
                 let (shown, found) = (deb.display(), images.len());
                 return Err(format!(
                     "{shown} holds {found} regular libcuda.so.<version> files, not one"
@@ -272,10 +256,9 @@ type Archive = (String, Option<String>);
 
 /// The machine's own apt source offering its `release`.
 fn machine_archive(release: &str) -> Result<Archive> {
-    let listed = fs::read_dir("/etc/apt/sources.list.d")
-        .into_iter()
-        .flatten();
-    let mut files: Vec<PathBuf> = listed.flatten().map(|entry| entry.path()).collect();
+    let listed = fs::read_dir("/etc/apt/sources.list.d").ok();
+    let listed = listed.into_iter().flatten().flatten();
+    let mut files: Vec<PathBuf> = listed.map(|entry| entry.path()).collect();
     files.sort();
     files.insert(0, PathBuf::from("/etc/apt/sources.list"));
     let found = files.iter().find_map(|file| {
@@ -286,13 +269,10 @@ fn machine_archive(release: &str) -> Result<Archive> {
             _ => None,
         }
     });
-    found.ok_or_else(|| {
-        format!(
-            "no apt source of this machine (/etc/apt/sources.list, /etc/apt/sources.list.d/) \
-             offers the Debian suite `{release}`; the packages come from the machine's own \
-             Debian archive"
-        )
-    })
+    found.ok_or(format!(
+        "no apt source of this machine (/etc/apt/sources.list, /etc/apt/sources.list.d/) \
+         offers the Debian suite `{release}`; the packages come from the machine's own archive"
+    ))
 }
 
 /// One deb822 stanza on the machine's `archive` (same URI, same keyring)
@@ -300,62 +280,51 @@ fn machine_archive(release: &str) -> Result<Archive> {
 fn stanza((uri, keyring): &Archive, line: &str) -> String {
     let mut fields = line.split('/');
     let (suites, components) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
-    let mut stanza =
-        format!("Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {components}\n");
-    if let Some(architectures) = fields.next() {
-        stanza.push_str(&format!("Architectures: {architectures}\n"));
-    }
-    if let Some(keyring) = keyring {
-        stanza.push_str(&format!("Signed-By: {keyring}\n"));
-    }
-    stanza
+    let arch = fields.next().map(|arch| format!("Architectures: {arch}\n"));
+    let keyring = keyring
+        .as_ref()
+        .map(|keyring| format!("Signed-By: {keyring}\n"));
+    let (arch, keyring) = (arch.unwrap_or_default(), keyring.unwrap_or_default());
+    format!("Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {components}\n{arch}{keyring}")
 }
 
 /// The first enabled `deb` stanza of a deb822 `.sources` file offering `suite`.
 fn deb822_archive(text: &str, suite: &str) -> Option<Archive> {
     text.split("\n\n").find_map(|stanza| {
+        let lines = stanza.lines().filter(|line| !line.starts_with('#'));
+        let fields = lines.filter_map(|line| line.split_once(':'));
         let field = |name: &str| {
-            stanza
-                .lines()
-                .filter(|line| !line.starts_with('#'))
-                .find_map(|line| {
-                    let (key, value) = line.split_once(':')?;
-                    key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
-                })
+            let mut fields = fields.clone();
+            let found = fields.find(|(key, _)| key.trim().eq_ignore_ascii_case(name));
+            found.map(|(_, value)| value.trim())
         };
         let has = |name, word| {
             field(name)
                 .unwrap_or("")
                 .split_whitespace()
-                .any(|each| each == word)
+                .any(|w| w == word)
         };
         let disabled = field("Enabled").is_some_and(|value| value.eq_ignore_ascii_case("no"));
         let uri = field("URIs")?.split_whitespace().next()?.to_owned();
-        let keyring = field("Signed-By")
-            .filter(|value| !value.is_empty())
-            .map(str::to_owned);
-        (!disabled && has("Types", "deb") && has("Suites", suite)).then_some((uri, keyring))
+        let keyring = field("Signed-By").filter(|value| !value.is_empty());
+        let offered = !disabled && has("Types", "deb") && has("Suites", suite);
+        offered.then(|| (uri, keyring.map(str::to_owned)))
     })
 }
 
 /// The first `deb` line of a one-line `.list` file offering `suite`.
 fn one_line_archive(text: &str, suite: &str) -> Option<Archive> {
     text.lines().find_map(|line| {
-        let rest = line
-            .split('#')
-            .next()?
-            .trim()
-            .strip_prefix("deb ")?
-            .trim_start();
+        let line = line.split('#').next()?.trim();
+        let rest = line.strip_prefix("deb ")?.trim_start();
         let (options, rest) = match rest.strip_prefix('[') {
             Some(bracketed) => bracketed.split_once(']')?,
             None => ("", rest),
         };
         let mut words = rest.split_whitespace();
         let (uri, offered) = (words.next()?.to_owned(), words.next()?);
-        let keyring = options
-            .split_whitespace()
-            .find_map(|option| option.strip_prefix("signed-by="));
+        let mut options = options.split_whitespace();
+        let keyring = options.find_map(|option| option.strip_prefix("signed-by="));
         (offered == suite).then(|| (uri, keyring.map(str::to_owned)))
     })
 }
