@@ -353,18 +353,19 @@ def assert_no_device_preflight(run: NamespaceRun) -> None:
     assert refusal["explanation"], refusal
 
 
-def built_path(key: str) -> Path:
-    """What `cargo xtask setup` prepared, by key, from ``target/test-paths.json``."""
+def built_path(key: str, staged_by: str = "cargo xtask setup") -> Path:
+    """What ``staged_by`` (`cargo xtask setup` unless named) prepared, by key,
+    from ``target/test-paths.json``."""
     target = os.environ.get("CARGO_TARGET_DIR") or Path(__file__).resolve().parents[2] / "target"
     paths = Path(target) / "test-paths.json"
     if not paths.is_file():
         pytest.fail(
-            f"{paths} is missing: run `cargo xtask setup` once; it builds the probe, the smoke, "
-            "the simulated driver and the wheel, and fetches what the tests use"
+            f"{paths} is missing: run `{staged_by}` once; it builds and fetches what the tests "
+            "use (`cargo xtask setup`: the probe, the smoke, the simulated driver and the wheel)"
         )
     value = json.loads(paths.read_text(encoding="utf-8")).get(key)
     if not isinstance(value, str) or not Path(value).exists():
-        pytest.fail(f"{paths} names no existing {key} ({value!r}): rerun `cargo xtask setup`")
+        pytest.fail(f"{paths} names no existing {key} ({value!r}): rerun `{staged_by}`")
     return Path(value)
 
 

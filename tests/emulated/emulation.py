@@ -16,7 +16,6 @@ starts outlives the run.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -27,17 +26,17 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
 import pytest
-from sim_namespace import RUN_TIMEOUT_SECONDS, SETUP_FAILED, UNSHARE_FLAGS, NamespaceRun
+from sim_namespace import (
+    RUN_TIMEOUT_SECONDS,
+    SETUP_FAILED,
+    UNSHARE_FLAGS,
+    NamespaceRun,
+    built_path,
+)
 
-# What xtask/src/emulated.rs sets.
-MANIFEST_ENV = "REXTIO_EMULATED"
-AARCH64_PROBE_ENV = "REXTIO_AARCH64_PROBE"
-AARCH64_SMOKE_ENV = "REXTIO_AARCH64_SMOKE"
-WINDOWS_PROBE_ENV = "REXTIO_WINDOWS_PROBE"
-WINDOWS_SMOKE_ENV = "REXTIO_WINDOWS_SMOKE"
-WINDOWS_SIM_DRIVER_ENV = "REXTIO_WINDOWS_SIM_DRIVER"
-WINE_ENV = "REXTIO_WINE"
-WINE_PREFIX_ENV = "REXTIO_WINE_PREFIX"
+# The command that stages what these tests use and names it in
+# target/test-paths.json (xtask/src/emulated.rs).
+STAGED_BY = "cargo xtask emulated"
 
 # ELF e_machine of aarch64.
 EM_AARCH64 = 183
@@ -67,19 +66,9 @@ class Emulated:
     drivers: dict[str, Arm64Driver]
 
 
-def _env_path(name: str, what: str) -> Path:
-    value = os.environ.get(name)
-    if not value:
-        pytest.fail(f"{name} is not set: run these checks through `cargo xtask test` ({what})")
-    path = Path(value)
-    if not path.exists():
-        pytest.fail(f"{name} names {path}, which does not exist ({what})")
-    return path
-
-
-def emulated_from_env() -> Emulated:
-    """The manifest xtask wrote; fails (never skips) when it is missing."""
-    manifest = _env_path(MANIFEST_ENV, "it fetches the arm64 userland, driver and qemu")
+def staged_emulated() -> Emulated:
+    """The manifest of what was fetched; fails (never skips) when it is missing."""
+    manifest = built_path("emulated", STAGED_BY)
     entries = json.loads(manifest.read_text(encoding="utf-8"))
     drivers = {
         entry["series"]: Arm64Driver(
@@ -93,16 +82,16 @@ def emulated_from_env() -> Emulated:
     return Emulated(
         qemu=Path(entries["qemu"]),
         qemu_package_version=entries["qemu_package_version"],
-        userland=tuple(Path(unpacked["tree"]) for unpacked in entries["userland"]),
+        userland=tuple(Path(tree) for tree in entries["userland"]),
         drivers=drivers,
     )
 
 
-def binary_from_env(name: str) -> Path:
-    """A built binary named by the environment."""
-    path = _env_path(name, "it builds the binaries these checks run")
+def staged_binary(key: str) -> Path:
+    """A built binary (or the Wine loader) named in target/test-paths.json."""
+    path = built_path(key, STAGED_BY)
     if not path.is_file():
-        pytest.fail(f"{name} names {path}, which is not a file")
+        pytest.fail(f"target/test-paths.json names {path} as {key}, which is not a file")
     return path
 
 

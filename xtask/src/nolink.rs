@@ -4,16 +4,13 @@
 //! Cargo.toml declares `links`; (3) the dynamic section of built binaries
 //! names no CUDA library.
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use object::elf;
-use object::read::elf::{Dyn, FileHeader};
-use object::Endianness;
+use quote::ToTokens;
 use syn::visit::Visit;
 
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, regular_files, repo_root, target_dir};
 use crate::process::run;
 use crate::Result;
 
@@ -25,151 +22,76 @@ const SKIPPED_DIRS: [&str; 3] = ["target", "node_modules", "__pycache__"];
 
 /// syn scan of every Rust source in the workspace and in the runtime tarball.
 pub fn scan_sources() -> Result<()> {
-    let root = repo_root();
-    let mut problems = Vec::new();
-    let mut scanned = 0;
-    for path in workspace_files(&root)? {
-        let relative = path
-            .strip_prefix(&root)
-            .unwrap_or(&path)
-            .to_string_lossy()
-            .replace('\\', "/");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| format!("{relative}: cannot read: {error}"))?;
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let (mut problems, mut scanned) = (Vec::new(), 0);
+    let mut scan = |path: &str, text: &str| {
+        let name = path.rsplit('/').next().unwrap_or("");
         if name.ends_with(".rs") {
             scanned += 1;
-            let allow_foreign = relative.starts_with(FOREIGN_BLOCKS_ALLOWED_UNDER);
-            problems.extend(scan_rust(&relative, &text, allow_foreign));
+            let allow_foreign = path.starts_with(FOREIGN_BLOCKS_ALLOWED_UNDER);
+            problems.extend(scan_rust(path, text, allow_foreign));
             if name == "build.rs" {
-                problems.extend(scan_build_script(&relative, &text));
+                problems.extend(scan_build_script(path, text));
             }
         } else if name == "Cargo.toml" {
-            problems.extend(scan_manifest(&relative, &text));
+            problems.extend(scan_manifest(path, text));
+        }
+    };
+    let root = repo_root();
+    let enter = |name: &str| !name.starts_with('.') && !SKIPPED_DIRS.contains(&name);
+    for path in regular_files(&root, enter)? {
+        if path.to_string_lossy().ends_with(".rs") || path.ends_with("Cargo.toml") {
+            let relative = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy();
+            let text = std::fs::read_to_string(&path).map_err(at(&path))?;
+            scan(&relative.replace('\\', "/"), &text);
         }
     }
-    let tarball = find_runtime_tarball(&root)?;
-    for (entry, text) in tarball_sources(&tarball)? {
-        let name = entry.rsplit('/').next().unwrap_or("");
-        if entry.ends_with(".rs") {
-            scanned += 1;
-            problems.extend(scan_rust(&entry, &text, false));
-            if name == "build.rs" {
-                problems.extend(scan_build_script(&entry, &text));
-            }
-        } else if name == "Cargo.toml" {
-            problems.extend(scan_manifest(&entry, &text));
-        }
-    }
-    if problems.is_empty() {
-        println!("nolink: {scanned} Rust sources and every Cargo.toml hold no link to cuda");
-        Ok(())
-    } else {
-        Err(format!(
-            "link to a CUDA library found:\n  {}",
-            problems.join("\n  ")
-        ))
-    }
-}
-
-fn workspace_files(root: &Path) -> Result<Vec<PathBuf>> {
-    let mut found = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .map_err(|error| format!("{}: cannot list: {error}", dir.display()))?;
-        for entry in entries {
-            let entry = entry.map_err(|error| format!("{}: {error}", dir.display()))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let kind = entry
-                .file_type()
-                .map_err(|error| format!("{name}: {error}"))?;
-            if kind.is_dir() {
-                if !name.starts_with('.') && !SKIPPED_DIRS.contains(&name.as_str()) {
-                    pending.push(entry.path());
-                }
-            } else if kind.is_file() && (name.ends_with(".rs") || name == "Cargo.toml") {
-                found.push(entry.path());
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
-}
-
-fn find_runtime_tarball(root: &Path) -> Result<PathBuf> {
-    let dir = root.join("generated");
-    let mut tarballs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|error| format!("generated/: cannot list: {error}"))?
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.to_string_lossy().ends_with(".tar.gz"))
-        .collect();
-    tarballs.sort();
-    match tarballs.as_slice() {
-        [one] => Ok(one.clone()),
-        _ => Err(format!(
-            "generated/ should hold exactly one runtime tarball, found {}",
-            tarballs.len()
-        )),
-    }
-}
-
-/// The text files of a `.tar.gz`, as (entry path, text).
-fn tarball_sources(path: &Path) -> Result<Vec<(String, String)>> {
-    let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|error| format!("{shown}: {error}"))?;
+    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
+    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
+    let [tarball] = tarballs.as_slice() else {
+        let found = tarballs.len();
+        return Err(format!(
+            "generated/ should hold exactly one runtime tarball, found {found}"
+        ));
+    };
+    let file = std::fs::File::open(tarball).map_err(at(tarball))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    let mut files = Vec::new();
-    for entry in archive
-        .entries()
-        .map_err(|error| format!("{shown}: {error}"))?
-    {
-        let mut entry = entry.map_err(|error| format!("{shown}: {error}"))?;
-        let name = format!("{shown}!{}", String::from_utf8_lossy(&entry.path_bytes()));
-        let mut text = String::new();
-        entry
-            .read_to_string(&mut text)
-            .map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
-        files.push((name, text));
+    for entry in archive.entries().map_err(at(tarball))? {
+        let mut entry = entry.map_err(at(tarball))?;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let name = format!("{}!{name}", tarball.display());
+        let text = std::io::read_to_string(&mut entry);
+        let text = text.map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
+        scan(&name, &text);
     }
-    Ok(files)
-}
-
-fn is_cuda_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.starts_with("cu") || lower.contains("cuda")
+    if !problems.is_empty() {
+        let problems = problems.join("\n  ");
+        return Err(format!("link to a CUDA library found:\n  {problems}"));
+    }
+    println!("nolink: {scanned} Rust sources and every Cargo.toml hold no link to cuda");
+    Ok(())
 }
 
 /// Finds link attributes and forbidden foreign blocks in one Rust source.
 pub fn scan_rust(path: &str, text: &str, allow_foreign_blocks: bool) -> Vec<String> {
-    let file = match syn::parse_file(text) {
-        Ok(file) => file,
-        Err(error) => {
-            return vec![format!(
-                "{path}: does not parse, so cannot be checked: {error}"
-            )]
-        }
-    };
     let mut scanner = LinkScanner {
-        path,
         allow_foreign_blocks,
         problems: Vec::new(),
     };
-    scanner.visit_file(&file);
-    scanner.problems
-}
-
-struct LinkScanner<'a> {
-    path: &'a str,
-    allow_foreign_blocks: bool,
-    problems: Vec<String>,
-}
-
-impl LinkScanner<'_> {
-    fn report(&mut self, span: proc_macro2::Span, what: String) {
-        let line = span.start().line;
-        self.problems.push(format!("{}:{line}: {what}", self.path));
+    if let Err(error) = syn::parse_file(text).map(|file| scanner.visit_file(&file)) {
+        return vec![format!(
+            "{path}: does not parse, so cannot be checked: {error}"
+        )];
     }
+    let problems = scanner.problems.into_iter();
+    problems
+        .map(|(line, what)| format!("{path}:{line}: {what}"))
+        .collect()
+}
+
+struct LinkScanner {
+    allow_foreign_blocks: bool,
+    /// (line, what)
+    problems: Vec<(usize, String)>,
 }
 
 /// True when `tokens` hold the identifier `link` (e.g. inside `cfg_attr`).
@@ -181,43 +103,35 @@ fn mentions_link(tokens: proc_macro2::TokenStream) -> bool {
     })
 }
 
-impl<'ast> Visit<'ast> for LinkScanner<'_> {
+impl<'ast> Visit<'ast> for LinkScanner {
     fn visit_attribute(&mut self, attribute: &'ast syn::Attribute) {
         let path = attribute.path();
-        let span = path
-            .segments
-            .first()
-            .map_or_else(proc_macro2::Span::call_site, |s| s.ident.span());
+        let line = attribute.pound_token.spans[0].start().line;
         if path.is_ident("link") {
-            self.report(span, "`#[link(...)]` attribute".to_string());
-        } else if path.is_ident("cfg_attr") {
-            if let syn::Meta::List(list) = &attribute.meta {
-                if mentions_link(list.tokens.clone()) {
-                    self.report(span, "`#[cfg_attr(..., link(...))]` attribute".to_string());
-                }
-            }
+            self.problems
+                .push((line, "`#[link(...)]` attribute".into()));
+        } else if path.is_ident("cfg_attr") && mentions_link(attribute.meta.to_token_stream()) {
+            let what = "`#[cfg_attr(..., link(...))]` attribute";
+            self.problems.push((line, what.into()));
         }
         syn::visit::visit_attribute(self, attribute);
     }
 
     fn visit_item_foreign_mod(&mut self, block: &'ast syn::ItemForeignMod) {
-        let span = block.abi.extern_token.span;
         for item in &block.items {
             if let syn::ForeignItem::Fn(function) = item {
-                let name = function.sig.ident.to_string();
-                if is_cuda_name(&name) {
-                    self.report(
-                        function.sig.ident.span(),
-                        format!("foreign block declares CUDA function `{name}`"),
-                    );
+                let (name, line) = (&function.sig.ident, function.sig.ident.span().start().line);
+                let lower = name.to_string().to_ascii_lowercase();
+                if lower.starts_with("cu") || lower.contains("cuda") {
+                    let what = format!("foreign block declares CUDA function `{name}`");
+                    self.problems.push((line, what));
                 }
             }
         }
         if !self.allow_foreign_blocks {
-            self.report(
-                span,
-                "foreign `extern` block (symbols come only from the reviewed loader)".to_string(),
-            );
+            let line = block.abi.extern_token.span.start().line;
+            let what = "foreign `extern` block (symbols come only from the reviewed loader)";
+            self.problems.push((line, what.to_owned()));
         }
         syn::visit::visit_item_foreign_mod(self, block);
     }
@@ -234,101 +148,63 @@ pub fn scan_build_script(path: &str, text: &str) -> Vec<String> {
 
 /// No package may declare `links` (which announces a native library).
 pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
-    let mut table = String::new();
-    let mut problems = Vec::new();
+    let (mut table, mut problems) = ("", Vec::new());
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
         if let Some(header) = line.strip_prefix('[') {
-            table = header.trim_end_matches(']').trim().to_string();
-            continue;
-        }
-        let key = line
-            .split('=')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_matches('"');
-        if line.contains('=') && (key == "links" || key == "package.links") {
-            problems.push(format!("{path}:{}: `links` key in [{table}]", number + 1));
+            table = header.trim_end_matches(']').trim();
+        } else if let Some((key, _)) = line.split_once('=') {
+            if matches!(key.trim().trim_matches('"'), "links" | "package.links") {
+                problems.push(format!("{path}:{}: `links` key in [{table}]", number + 1));
+            }
         }
     }
     problems
 }
 
-/// Builds the runtime as a cdylib (`cargo rustc --crate-type cdylib`) and
-/// checks its dynamic section.
+/// Builds the runtime as a cdylib (`cargo rustc`), then checks its dynamic section.
 pub fn check_runtime_cdylib() -> Result<()> {
     if !cfg!(target_os = "linux") {
         return Err("the runtime cdylib check reads ELF files and runs on Linux only".into());
     }
     // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
-    run(
-        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .current_dir(repo_root())
-            .env("CARGO_TARGET_DIR", &build_dir)
-            .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
-            .args(["--package", "rextio-cuda-runtime"]),
-    )?;
+    run(crate::native::cargo()
+        .env("CARGO_TARGET_DIR", &build_dir)
+        .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
+        .args(["--package", "rextio-cuda-runtime"]))?;
     check_dynamic_section(&build_dir.join("debug").join("librextio_cuda_runtime.so"))
 }
 
-/// Fails when the ELF/PE at `path` names libcuda or nvcuda as a dependency.
+/// Fails when the ELF file at `path` names a CUDA library as a dependency.
 pub fn check_dynamic_section(path: &Path) -> Result<()> {
     let needed = needed_libraries(path)?;
+    let is_cuda = |name: &&String| name.to_ascii_lowercase().contains("cuda");
+    let cuda: Vec<_> = needed.iter().filter(is_cuda).collect();
     let shown = path.display();
-    let cuda: Vec<&String> = needed
-        .iter()
-        .filter(|name| name.to_ascii_lowercase().contains("cuda"))
-        .collect();
-    if cuda.is_empty() {
-        println!("nolink: {shown} needs only {needed:?}");
-        Ok(())
-    } else {
-        Err(format!(
+    if !cuda.is_empty() {
+        return Err(format!(
             "{shown} links to a CUDA library: DT_NEEDED {cuda:?} (all: {needed:?})"
-        ))
+        ));
     }
+    println!("nolink: {shown} needs only {needed:?}");
+    Ok(())
 }
 
-/// The `DT_NEEDED` entries of an ELF file (32- or 64-bit, either byte order),
-/// read with the `object` crate.
+/// The `DT_NEEDED` entries of an ELF file, as binutils' `readelf` reads them.
 pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
+    let mut readelf = Command::new("readelf");
+    readelf.env("LC_ALL", "C").args(["-d", "-W"]).arg(path); // --dynamic --wide
     let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|error| format!("{shown}: cannot read: {error}"))?;
-    parse_needed(&bytes).map_err(|error| format!("{shown}: {error}"))
-}
-
-fn parse_needed(bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
-    match object::FileKind::parse(bytes) {
-        Ok(object::FileKind::Elf64) => needed_of::<elf::FileHeader64<Endianness>>(bytes),
-        Ok(object::FileKind::Elf32) => needed_of::<elf::FileHeader32<Endianness>>(bytes),
-        Ok(kind) => Err(format!(
-            "not an ELF file ({kind:?}); the dynamic check reads ELF only"
-        )),
-        Err(error) => Err(format!("not an ELF file: {error}")),
-    }
-}
-
-fn needed_of<Elf: FileHeader<Endian = Endianness>>(
-    bytes: &[u8],
-) -> std::result::Result<Vec<String>, String> {
-    let invalid = |error: object::Error| format!("invalid ELF: {error}");
-    let header = Elf::parse(bytes).map_err(invalid)?;
-    let endian = header.endian().map_err(invalid)?;
-    let sections = header.sections(endian, bytes).map_err(invalid)?;
-    let Some((entries, link)) = sections.dynamic(endian, bytes).map_err(invalid)? else {
-        return Ok(Vec::new()); // statically linked: needs nothing
+    let text = crate::process::output(&mut readelf)
+        .map_err(|why| format!("{shown}: not an ELF file readelf can read? {why}"))?;
+    let needed = text.lines().filter(|line| line.contains("(NEEDED)"));
+    let name = |line: &str| {
+        let (_, name) = line.split_once("Shared library: [")?;
+        name.strip_suffix(']').map(str::to_owned)
     };
-    let strings = sections.strings(endian, bytes, link).map_err(invalid)?;
-    entries
-        .iter()
-        .take_while(|entry| entry.tag32(endian) != Some(elf::DT_NULL))
-        .filter(|entry| entry.tag32(endian) == Some(elf::DT_NEEDED))
-        .map(|entry| {
-            let name = entry.string(endian, strings).map_err(invalid)?;
-            Ok(String::from_utf8_lossy(name).into_owned())
-        })
+    needed
+        .map(|line| name(line).ok_or_else(|| format!("{shown}: unreadable readelf line: {line}")))
         .collect()
 }
 
@@ -460,12 +336,16 @@ mod tests {
 
     #[test]
     fn non_elf_files_are_refused_clearly() {
-        let pe = parse_needed(b"MZ\x90\x00").unwrap_err();
+        let scratch = ScratchDir::new("nolink-not-elf").unwrap();
+        let refusal = |name: &str, bytes: &[u8]| {
+            let path = scratch.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            needed_libraries(&path).unwrap_err()
+        };
+        let pe = refusal("pe.exe", b"MZ\x90\x00");
         assert!(pe.contains("not an ELF file"), "{pe}");
-        assert!(parse_needed(b"#!/bin/sh\n")
-            .unwrap_err()
-            .contains("not an ELF file"));
-        let truncated = parse_needed(b"\x7fELF\x02\x01").unwrap_err();
+        assert!(refusal("script", b"#!/bin/sh\n").contains("not an ELF file"));
+        let truncated = refusal("truncated", b"\x7fELF\x02\x01");
         assert!(truncated.contains("ELF"), "{truncated}");
     }
 }

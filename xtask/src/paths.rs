@@ -16,3 +16,40 @@ pub fn target_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"))
 }
+
+/// `path: error`, the message of a failed file operation on `path`.
+pub fn at(path: &Path) -> impl FnOnce(std::io::Error) -> String + '_ {
+    move |error| format!("{}: {error}", path.display())
+}
+
+/// Adds `entries` (a JSON object) to `target/test-paths.json`, which the
+/// Python tests read (`built_path` in tests/e2e/sim_namespace.py), keeping
+/// the keys another step wrote there.
+pub fn record_test_paths(entries: serde_json::Value) -> crate::Result<PathBuf> {
+    let file = target_dir().join("test-paths.json");
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let mut paths: serde_json::Map<_, _> = serde_json::from_str(&text).unwrap_or_default();
+    paths.extend(entries.as_object().cloned().unwrap_or_default());
+    let text = serde_json::to_string_pretty(&paths).map_err(|error| error.to_string())?;
+    std::fs::write(&file, text + "\n").map_err(at(&file))?;
+    Ok(file)
+}
+
+/// Every regular file below `root` (links not followed), sorted, entering
+/// only the directories whose name `enter` accepts.
+pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result<Vec<PathBuf>> {
+    let (mut files, mut pending) = (Vec::new(), vec![root.to_path_buf()]);
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).map_err(at(&dir))? {
+            let entry = entry.map_err(at(&dir))?;
+            let kind = entry.file_type().map_err(at(&entry.path()))?;
+            if kind.is_dir() && enter(&entry.file_name().to_string_lossy()) {
+                pending.push(entry.path());
+            } else if kind.is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}

@@ -26,3 +26,20 @@ pub fn describe(command: &Command) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// Runs `command` to completion and returns what it printed; fails naming
+/// the command, with its standard error.
+pub fn output(command: &mut Command) -> Result<String> {
+    let shown = describe(command);
+    let output = command.output();
+    let output = output.map_err(|error| format!("could not start `{shown}`: {error}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!(
+            "`{shown}` failed with {}: {}",
+            output.status,
+            stderr.trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}

@@ -85,9 +85,6 @@ const REFERENCE: (&str, &str, &str) = (
     "6ba40004e429b8b14c4b90f0ce75a479970b76a86a202d22655b7366d72fb7bf",
 );
 
-/// Where the tests find what `setup` prepared (read by tests/e2e/sim_namespace.py).
-const TEST_PATHS: &str = "test-paths.json";
-
 /// One of the environments.
 #[derive(Clone, Copy)]
 pub enum Venv {
@@ -356,9 +353,7 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
         "downstream_sdists": sdists,
         "real_libcuda": real_libcuda,
     });
-    let file = target_dir().join(TEST_PATHS);
-    let text = serde_json::to_string_pretty(&paths).map_err(|error| error.to_string())?;
-    std::fs::write(&file, text + "\n").map_err(|error| format!("{}: {error}", file.display()))?;
+    let file = crate::paths::record_test_paths(paths)?;
     println!("setup: {} names what the tests use", file.display());
     Ok(())
 }

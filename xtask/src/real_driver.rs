@@ -2,39 +2,28 @@
 //! non-free), one image per driver series, run by the real probe, smoke and
 //! preflight in private namespaces (tests/real_driver).
 //!
-//! The packages are fetched without installing anything: `apt-get download`
-//! under a private apt configuration in `target/real-libcuda/apt/` whose one
-//! source is the machine's own Debian archive entry (same URI, same keyring)
-//! with the `non-free` component and the suites that carry the series added.
-//! No host is added anywhere; nothing outside `target/` is written. Each
-//! package is unpacked with `dpkg-deb -x`; the images and a manifest stay
-//! cached under `target/real-libcuda/`. A series that cannot be fetched
-//! fails the step, saying why; it is never skipped.
+//! Nothing is installed and no host added: `apt-get download` under a
+//! private apt configuration ([`PrivateApt`], shared with the emulated step)
+//! on the machine's own Debian archive (same URI, same keyring), then
+//! `dpkg-deb -x`, all cached under `target/real-libcuda/`. A series that
+//! cannot be fetched fails the step, saying why; it is never skipped.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::paths::target_dir;
+use crate::paths::{at, regular_files, target_dir};
 use crate::{process, python_env, Result};
 
 /// The driver series checked, each the newest `libcuda1` of that series the
-/// archive offers.
+/// archive offers (bookworm carries 535, sid 550, experimental 555).
 pub const SERIES: [&str; 3] = ["535", "550", "555"];
-
-/// Suites added to the machine's own release to reach every series
-/// (bookworm carries 535, sid 550, experimental 555).
-const ADDED_SUITES: [&str; 2] = ["sid", "experimental"];
-/// The component NVIDIA's driver lives in.
-const NON_FREE: &str = "non-free";
-const PACKAGE: &str = "libcuda1";
 /// The package whose postinst (trigger) makes Debian's alternatives chain
 /// `/usr/lib/<triplet>/libcuda.so.1` -> `/etc/alternatives/...` -> the image;
 /// the platform-layout tests run that postinst in a private root.
 const ALTERNATIVE_PACKAGE: &str = "nvidia-alternative";
-/// The test tree that runs the probe, smoke and preflight against the images.
 const TEST_DIR: &str = "tests/real_driver";
 
 /// One fetched driver: its series, package version and extracted image.
@@ -46,18 +35,8 @@ pub struct RealDriver {
     pub image_version: String,
     pub image: PathBuf,
     /// The `.deb` files themselves (`dpkg-deb -x` / `-e` by the tests).
-    #[serde(default)]
     pub deb: PathBuf,
-    #[serde(default)]
     pub alternative_deb: PathBuf,
-}
-
-fn cache_dir() -> PathBuf {
-    target_dir().join("real-libcuda")
-}
-
-fn manifest_path() -> PathBuf {
-    cache_dir().join("drivers.json")
 }
 
 /// `cargo xtask real-driver`: `setup` (the binaries, the wheel, the images),
@@ -76,273 +55,185 @@ pub fn test() -> Result<()> {
 
 /// The manifest of every series, fetching what the cache lacks.
 pub fn ensure_drivers() -> Result<PathBuf> {
-    let manifest = manifest_path();
-    if let Some(drivers) = cached_drivers(&manifest) {
-        println!(
-            "real driver: reusing {} cached images ({})",
-            drivers.len(),
-            manifest.display()
-        );
-        return Ok(manifest);
-    }
-    let drivers = fetch_all().map_err(|why| {
-        format!(
-            "NVIDIA's libcuda1 could not be fetched, so the real-driver checks cannot run \
-             (they are never skipped): {why}"
-        )
-    })?;
-    let text = serde_json::to_string_pretty(&drivers).map_err(|error| error.to_string())?;
-    fs::write(&manifest, text).map_err(|error| format!("{}: {error}", manifest.display()))?;
+    let dir = target_dir().join("real-libcuda");
+    let manifest = dir.join("drivers.json");
+    let complete = |drivers: &Vec<RealDriver>| {
+        let series = drivers.iter().map(|driver| driver.series.as_str());
+        series.eq(SERIES)
+            && drivers.iter().all(|driver| {
+                let files = [&driver.image, &driver.deb, &driver.alternative_deb];
+                files.iter().all(|file| file.is_file())
+            })
+    };
+    let what = "NVIDIA's libcuda1";
+    cached(&manifest, what, "real-driver", complete, || fetch(&dir))?;
     Ok(manifest)
 }
 
-fn cached_drivers(manifest: &Path) -> Option<Vec<RealDriver>> {
-    let text = fs::read_to_string(manifest).ok()?;
-    let drivers: Vec<RealDriver> = serde_json::from_str(&text).ok()?;
-    let complete = drivers.len() == SERIES.len()
-        && SERIES
-            .iter()
-            .all(|series| drivers.iter().any(|driver| driver.series == *series))
-        && drivers.iter().all(|driver| {
-            driver.image.is_file() && driver.deb.is_file() && driver.alternative_deb.is_file()
-        });
-    complete.then_some(drivers)
+fn fetch(dir: &Path) -> Result<Vec<RealDriver>> {
+    let apt = PrivateApt::new(dir, None, &["{release} sid experimental/non-free"])?;
+    let mut drivers = apt.drivers("libcuda1", &SERIES, |series| dir.join(series))?;
+    for driver in &mut drivers {
+        driver.alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &driver.package_version)?;
+    }
+    Ok(drivers)
 }
 
-fn fetch_all() -> Result<Vec<RealDriver>> {
-    let (entry, codename) = machine_entry()?;
-    let mut components = entry.components.clone();
-    if !components.iter().any(|component| component == NON_FREE) {
-        components.push(NON_FREE.to_owned());
+/// The manifest at `path` when `complete` accepts it; otherwise `fetch`'s,
+/// written there. A failed fetch fails the `step`: it is never skipped.
+pub(crate) fn cached<T: Serialize + DeserializeOwned>(
+    path: &Path,
+    what: &str,
+    step: &str,
+    complete: impl FnOnce(&T) -> bool,
+    fetch: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    if let Some(value) = serde_json::from_str(&text).ok().filter(complete) {
+        println!("{step}: reusing {what} cached in {}", path.display());
+        return Ok(value);
     }
-    let mut suites = vec![codename];
-    suites.extend(ADDED_SUITES.iter().map(|suite| (*suite).to_owned()));
-    let source = stanza(&entry, &suites, &components, None);
-    let apt = PrivateApt::create(&cache_dir().join("apt"), &source, &[])?;
-    apt.update()?;
-    let available = apt.versions(PACKAGE)?;
-    println!("real driver: the private apt configuration sees {PACKAGE} {available:?}");
-    let downloads = cache_dir().join("debs");
-    fs::create_dir_all(&downloads).map_err(|error| format!("{}: {error}", downloads.display()))?;
-    SERIES
-        .iter()
-        .map(|series| {
-            let version = newest_of_series(&available, series).ok_or_else(|| {
-                format!("no {PACKAGE} of series {series} is offered (offered: {available:?})")
-            })?;
-            let deb = apt.download(PACKAGE, &version, &downloads)?;
-            let alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &version, &downloads)?;
-            Ok(RealDriver {
-                alternative_deb,
-                ..extract(&cache_dir().join(series), series, &version, &deb)?
-            })
-        })
-        .collect()
+    let value = fetch().map_err(|why| {
+        format!("{what} could not be fetched, so the {step} checks cannot run (they are never skipped): {why}")
+    })?;
+    let text = serde_json::to_string_pretty(&value).map_err(|error| error.to_string())?;
+    fs::write(path, text).map_err(at(path))?;
+    Ok(value)
 }
 
 /// The newest version whose upstream part starts with `series.`; apt lists
 /// versions newest first.
-pub(crate) fn newest_of_series(available: &[String], series: &str) -> Option<String> {
-    available
-        .iter()
-        .find(|version| version.starts_with(&format!("{series}.")))
-        .cloned()
-}
-
-/// Unpacks the package into `tree` and finds its one regular
-/// `libcuda.so.<version>`.
-pub(crate) fn extract(
-    tree: &Path,
-    series: &str,
-    package_version: &str,
-    deb: &Path,
-) -> Result<RealDriver> {
-    unpack(deb, tree)?;
-    let mut images = Vec::new();
-    collect_images(tree, &mut images)?;
-    let [image] = images.as_slice() else {
-        return Err(format!(
-            "{} holds {} regular libcuda.so.<version> files, not one",
-            deb.display(),
-            images.len()
-        ));
-    };
-    let image_version = image
-        .file_name()
-        .and_then(|name| name.to_str())
-        .and_then(|name| name.strip_prefix("libcuda.so."))
-        .ok_or_else(|| format!("{} is not named libcuda.so.<version>", image.display()))?
-        .to_owned();
-    Ok(RealDriver {
-        series: series.to_owned(),
-        package_version: package_version.to_owned(),
-        image_version,
-        image: image.clone(),
-        deb: deb.to_path_buf(),
-        alternative_deb: PathBuf::new(),
-    })
+fn newest_of_series(available: &[String], series: &str) -> Option<String> {
+    let prefix = format!("{series}.");
+    available.iter().find(|v| v.starts_with(&prefix)).cloned()
 }
 
 /// Unpacks `deb` into a fresh `tree` with `dpkg-deb -x` (nothing installed).
 pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<()> {
     if tree.exists() {
-        fs::remove_dir_all(tree).map_err(|error| format!("{}: {error}", tree.display()))?;
+        fs::remove_dir_all(tree).map_err(at(tree))?;
     }
-    fs::create_dir_all(tree).map_err(|error| format!("{}: {error}", tree.display()))?;
+    fs::create_dir_all(tree).map_err(at(tree))?;
     process::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree))
 }
 
-fn collect_images(directory: &Path, images: &mut Vec<PathBuf>) -> Result<()> {
-    let entries =
-        fs::read_dir(directory).map_err(|error| format!("{}: {error}", directory.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|error| format!("{}: {error}", directory.display()))?;
-        let kind = entry
-            .file_type()
-            .map_err(|error| format!("{}: {error}", entry.path().display()))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if kind.is_dir() {
-            collect_images(&entry.path(), images)?;
-        } else if kind.is_file()
-            && name
-                .strip_prefix("libcuda.so.")
-                .is_some_and(|version| version.contains('.'))
-        {
-            images.push(entry.path());
-        }
-    }
-    Ok(())
-}
-
-/// An apt configuration of its own: state, cache and sources under `dir`,
-/// seeing `architectures` beside the machine's own.
+/// An apt configuration of its own (`APT_CONFIG`): lists, caches and
+/// sources in `<dir>/apt`, no dpkg status, no host source or preference.
 pub(crate) struct PrivateApt {
     dir: PathBuf,
-    architectures: Vec<String>,
+    /// The machine's release.
+    pub(crate) release: String,
 }
 
 impl PrivateApt {
-    pub(crate) fn create(dir: &Path, source: &str, architectures: &[&str]) -> Result<Self> {
-        for sub in [
-            "state/lists/partial",
-            "cache/archives/partial",
-            "sources.list.d",
-            "preferences.d",
-        ] {
-            let path = dir.join(sub);
-            fs::create_dir_all(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+    /// One deb822 stanza on the machine's archive per `suites/components[/arch]`
+    /// of `sources` (`{release}`: the machine's), `architecture` seen beside
+    /// the machine's own; then `apt-get update`.
+    pub(crate) fn new(dir: &Path, architecture: Option<&str>, sources: &[&str]) -> Result<Self> {
+        let os_release = Path::new("/etc/os-release");
+        let release = fs::read_to_string(os_release)
+            .map_err(at(os_release))?
+            .lines()
+            .find_map(|line| line.strip_prefix("VERSION_CODENAME="))
+            .map(|value| value.trim_matches('"').to_owned())
+            .filter(|value| !value.is_empty())
+            .ok_or("/etc/os-release names no VERSION_CODENAME (not Debian?)")?;
+        let archive = machine_archive(&release)?;
+        let stanza = |line: &&str| stanza(&archive, &line.replace("{release}", &release));
+        let stanzas: Vec<String> = sources.iter().map(stanza).collect();
+        let apt = dir.join("apt");
+        fs::create_dir_all(apt.join("lists/partial")).map_err(at(&apt))?;
+        let arch = architecture.map(|arch| format!("APT::Architectures:: \"{arch}\";\n"));
+        let arch = arch.unwrap_or_default();
+        // The download lands in target/, which apt's own unprivileged user
+        // may not reach.
+        let a = apt.display();
+        let conf = format!(
+            "Dir::State \"{a}\"; Dir::Cache \"{a}\"; Dir::State::status \"/dev/null\";\n\
+             Dir::Etc::SourceList \"{a}/debian.sources\"; Dir::Etc::SourceParts \"/dev/null\";\n\
+             Dir::Etc::Preferences \"/dev/null\"; Dir::Etc::PreferencesParts \"/dev/null\";\n\
+             Acquire::Languages \"none\"; APT::Sandbox::User \"root\";\n{arch}"
+        );
+        for (file, text) in [("apt.conf", conf), ("debian.sources", stanzas.join("\n"))] {
+            fs::write(apt.join(file), text).map_err(at(&apt.join(file)))?;
         }
-        let writes = [
-            (dir.join("state/status"), String::new()),
-            (dir.join("sources.list"), String::new()),
-            (dir.join("sources.list.d/debian.sources"), source.to_owned()),
-        ];
-        for (path, text) in writes {
-            fs::write(&path, text).map_err(|error| format!("{}: {error}", path.display()))?;
-        }
-        Ok(Self {
+        let apt = Self {
             dir: dir.to_path_buf(),
-            architectures: architectures
-                .iter()
-                .map(|arch| (*arch).to_owned())
-                .collect(),
-        })
+            release,
+        };
+        process::run(apt.command("apt-get").args(["-q", "update"]))?;
+        Ok(apt)
     }
 
-    /// `program` with every directory apt reads or writes pointed inside.
     fn command(&self, program: &str) -> Command {
-        let dir = &self.dir;
         let mut command = Command::new(program);
-        for (key, value) in [
-            ("Dir::State", dir.join("state")),
-            ("Dir::State::status", dir.join("state/status")),
-            ("Dir::Cache", dir.join("cache")),
-            ("Dir::Etc::SourceList", dir.join("sources.list")),
-            ("Dir::Etc::SourceParts", dir.join("sources.list.d")),
-            ("Dir::Etc::Preferences", dir.join("preferences")),
-            ("Dir::Etc::PreferencesParts", dir.join("preferences.d")),
-        ] {
-            command.arg("-o").arg(format!("{key}={}", value.display()));
-        }
-        command.args([
-            "-o",
-            "Acquire::Languages=none",
-            // The download lands in target/, which apt's own unprivileged
-            // user may not reach.
-            "-o",
-            "APT::Sandbox::User=root",
-        ]);
-        for arch in &self.architectures {
-            command
-                .arg("-o")
-                .arg(format!("APT::Architectures::={arch}"));
-        }
+        command.env("APT_CONFIG", self.dir.join("apt/apt.conf"));
         command
     }
 
-    pub(crate) fn update(&self) -> Result<()> {
-        process::run(self.command("apt-get").args(["-q", "update"]))
-    }
-
-    /// Every version of `package` the configuration sees, newest first.
-    pub(crate) fn versions(&self, package: &str) -> Result<Vec<String>> {
-        let mut versions: Vec<String> = Vec::new();
-        for (version, _suite) in self.offers(package)? {
-            if !versions.contains(&version) {
-                versions.push(version);
-            }
-        }
-        Ok(versions)
+    /// Every `(version, suite)` offering `package`, newest first.
+    fn offers(&self, package: &str) -> Result<Vec<(String, String)>> {
+        let text = process::output(self.command("apt-cache").args(["madison", package]))?;
+        Ok(madison_offers(&text, package))
     }
 
     /// The version of `package` that `suite` offers.
     pub(crate) fn version_in(&self, package: &str, suite: &str) -> Result<String> {
         let offers = self.offers(package)?;
-        offers
-            .iter()
-            .find(|(_, offered_by)| offered_by == suite)
-            .map(|(version, _)| version.clone())
-            .ok_or_else(|| format!("the suite {suite} offers no {package} (offered: {offers:?})"))
+        let found = offers.iter().find(|(_, offered_by)| offered_by == suite);
+        let why = format!("the suite {suite} offers no {package} (offered: {offers:?})");
+        found.map(|(version, _)| version.clone()).ok_or(why)
     }
 
-    /// Every `(version, suite)` offering `package`, newest first.
-    fn offers(&self, package: &str) -> Result<Vec<(String, String)>> {
-        let mut command = self.command("apt-cache");
-        command.args(["madison", package]);
-        let shown = process::describe(&command);
-        let output = command
-            .output()
-            .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-        if !output.status.success() {
-            return Err(format!("`{shown}` failed with {}", output.status));
+    /// Downloads `package=version` into `<dir>/debs/<package>=<version>/`.
+    pub(crate) fn download(&self, package: &str, version: &str) -> Result<PathBuf> {
+        let spec = format!("{package}={version}");
+        let into = self.dir.join("debs").join(&spec);
+        fs::create_dir_all(&into).map_err(at(&into))?;
+        let mut apt_get = self.command("apt-get");
+        process::run(apt_get.current_dir(&into).args(["-q", "download", &spec]))?;
+        match regular_files(&into, |_| false)?.as_slice() {
+            [deb] if deb.extension().is_some_and(|ext| ext == "deb") => Ok(deb.clone()),
+            found => Err(format!("apt-get download left {found:?}, not one .deb")),
         }
-        Ok(madison_offers(
-            &String::from_utf8_lossy(&output.stdout),
-            package,
-        ))
     }
 
-    /// Downloads `package=version` into `into`; returns the `.deb`.
-    pub(crate) fn download(&self, package: &str, version: &str, into: &Path) -> Result<PathBuf> {
-        process::run(self.command("apt-get").current_dir(into).args([
-            "-q",
-            "download",
-            &format!("{package}={version}"),
-        ]))?;
-        // apt writes `:` in an epoch as `%3a`; the file name has no `:arch`.
-        let file_version = version.replace(':', "%3a");
-        let name = package.split(':').next().unwrap_or(package);
-        let prefix = format!("{name}_{file_version}_");
-        let entries = fs::read_dir(into).map_err(|error| format!("{}: {error}", into.display()))?;
-        entries
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .find(|path| {
-                path.file_name()
-                    .and_then(|name| name.to_str())
-                    .is_some_and(|name| name.starts_with(&prefix) && name.ends_with(".deb"))
+    /// The newest `package` of each of `series`, unpacked into
+    /// `tree(series)`, with its one regular `libcuda.so.<version>`.
+    pub(crate) fn drivers(
+        &self,
+        package: &str,
+        series: &[&str],
+        tree: impl Fn(&str) -> PathBuf,
+    ) -> Result<Vec<RealDriver>> {
+        let offered: Vec<String> = self.offers(package)?.into_iter().map(|(v, _)| v).collect();
+        let driver = |series: &str| {
+            let why = format!("no {package} of series {series} is offered ({offered:?})");
+            let version = newest_of_series(&offered, series).ok_or(why)?;
+            let (deb, tree) = (self.download(package, &version)?, tree(series));
+            unpack(&deb, &tree)?;
+            let version_of = |path: &Path| {
+                let name = path.file_name()?.to_str()?.strip_prefix("libcuda.so.")?;
+                name.contains('.').then(|| name.to_owned())
+            };
+            let files = regular_files(&tree, |_| true)?.into_iter();
+            let images: Vec<_> = files.filter_map(|f| Some((version_of(&f)?, f))).collect();
+            let [(image_version, image)] = images.as_slice() else {
+                let (shown, found) = (deb.display(), images.len());
+                return Err(format!(
+                    "{shown} holds {found} regular libcuda.so.<version> files, not one"
+                ));
+            };
+            Ok(RealDriver {
+                series: series.to_owned(),
+                package_version: version,
+                image_version: image_version.clone(),
+                image: image.clone(),
+                deb,
+                alternative_deb: PathBuf::new(),
             })
-            .ok_or_else(|| format!("apt-get download left no {prefix}*.deb"))
+        };
+        series.iter().map(|series| driver(series)).collect()
     }
 }
 
@@ -359,158 +250,83 @@ fn madison_offers(text: &str, package: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The machine's own Debian archive entry (URI, keyring) and release codename.
-pub(crate) fn machine_entry() -> Result<(SourceEntry, String)> {
-    let codename = os_codename()?;
-    let mut texts = Vec::new();
-    for file in source_files()? {
-        if let Ok(text) = fs::read_to_string(&file) {
-            texts.push((file, text));
+/// A Debian archive as one of the machine's sources names it: its URI and
+/// keyring (`Signed-By`).
+type Archive = (String, Option<String>);
+
+/// The machine's own apt source offering its `release`.
+fn machine_archive(release: &str) -> Result<Archive> {
+    let listed = fs::read_dir("/etc/apt/sources.list.d").ok();
+    let listed = listed.into_iter().flatten().flatten();
+    let mut files: Vec<PathBuf> = listed.map(|entry| entry.path()).collect();
+    files.sort();
+    files.insert(0, PathBuf::from("/etc/apt/sources.list"));
+    let found = files.iter().find_map(|file| {
+        let text = fs::read_to_string(file).ok()?;
+        match file.extension()?.to_str()? {
+            "sources" => deb822_archive(&text, release),
+            "list" => one_line_archive(&text, release),
+            _ => None,
         }
-    }
-    let entry = texts
-        .iter()
-        .find_map(|(file, text)| {
-            let entries = if file.extension().is_some_and(|ext| ext == "sources") {
-                deb822_entries(text)
-            } else {
-                one_line_entries(text)
-            };
-            entries
-                .into_iter()
-                .find(|entry| entry.suites.contains(&codename))
-        })
-        .ok_or_else(|| {
-            format!(
-                "no apt source of this machine (/etc/apt/sources.list, \
-                 /etc/apt/sources.list.d/) offers the Debian suite `{codename}`; the real-driver \
-                 packages come from the machine's own Debian archive"
-            )
-        })?;
-    Ok((entry, codename))
+    });
+    found.ok_or(format!(
+        "no apt source of this machine (/etc/apt/sources.list, /etc/apt/sources.list.d/) \
+         offers the Debian suite `{release}`; the packages come from the machine's own archive"
+    ))
 }
 
-/// One deb822 stanza on the machine's archive `entry` (same URI, same
-/// keyring), for `architectures` only when given.
-pub(crate) fn stanza(
-    entry: &SourceEntry,
-    suites: &[String],
-    components: &[String],
-    architectures: Option<&str>,
-) -> String {
-    let mut stanza = format!(
-        "Types: deb\nURIs: {}\nSuites: {}\nComponents: {}\n",
-        entry.uri,
-        suites.join(" "),
-        components.join(" ")
-    );
-    if let Some(architectures) = architectures {
-        stanza.push_str(&format!("Architectures: {architectures}\n"));
-    }
-    if let Some(keyring) = &entry.signed_by {
-        stanza.push_str(&format!("Signed-By: {keyring}\n"));
-    }
-    stanza
+/// One deb822 stanza on the machine's `archive` (same URI, same keyring)
+/// from `suites/components[/architecture]` (words space-separated).
+fn stanza((uri, keyring): &Archive, line: &str) -> String {
+    let mut fields = line.split('/');
+    let (suites, components) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
+    let arch = fields.next().map(|arch| format!("Architectures: {arch}\n"));
+    let keyring = keyring
+        .as_ref()
+        .map(|keyring| format!("Signed-By: {keyring}\n"));
+    let (arch, keyring) = (arch.unwrap_or_default(), keyring.unwrap_or_default());
+    format!("Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {components}\n{arch}{keyring}")
 }
 
-fn os_codename() -> Result<String> {
-    let text = fs::read_to_string("/etc/os-release")
-        .map_err(|error| format!("/etc/os-release: {error}"))?;
-    text.lines()
-        .find_map(|line| line.strip_prefix("VERSION_CODENAME="))
-        .map(|value| value.trim_matches('"').to_owned())
-        .filter(|value| !value.is_empty())
-        .ok_or_else(|| "/etc/os-release names no VERSION_CODENAME (not Debian?)".to_owned())
-}
-
-fn source_files() -> Result<Vec<PathBuf>> {
-    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
-    if let Ok(entries) = fs::read_dir("/etc/apt/sources.list.d") {
-        let mut parts: Vec<PathBuf> = entries
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| {
-                path.extension()
-                    .is_some_and(|ext| ext == "sources" || ext == "list")
-            })
-            .collect();
-        parts.sort();
-        files.extend(parts);
-    }
-    Ok(files)
-}
-
-/// One `deb` source: its first URI, suites, components and keyring.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SourceEntry {
-    uri: String,
-    suites: Vec<String>,
-    components: Vec<String>,
-    signed_by: Option<String>,
-}
-
-/// The enabled `deb` stanzas of a deb822 `.sources` file.
-fn deb822_entries(text: &str) -> Vec<SourceEntry> {
-    text.split("\n\n")
-        .filter_map(|stanza| {
-            let field = |name: &str| {
-                stanza
-                    .lines()
-                    .filter(|line| !line.starts_with('#'))
-                    .find_map(|line| {
-                        let (key, value) = line.split_once(':')?;
-                        key.trim()
-                            .eq_ignore_ascii_case(name)
-                            .then(|| value.trim().to_owned())
-                    })
-            };
-            let words = |value: Option<String>| -> Vec<String> {
-                value
-                    .unwrap_or_default()
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect()
-            };
-            if !words(field("Types")).iter().any(|kind| kind == "deb") {
-                return None;
-            }
-            if field("Enabled").is_some_and(|value| value.eq_ignore_ascii_case("no")) {
-                return None;
-            }
-            Some(SourceEntry {
-                uri: words(field("URIs")).into_iter().next()?,
-                suites: words(field("Suites")),
-                components: words(field("Components")),
-                signed_by: field("Signed-By").filter(|value| !value.is_empty()),
-            })
-        })
-        .collect()
-}
-
-/// The `deb` lines of a one-line `.list` file.
-fn one_line_entries(text: &str) -> Vec<SourceEntry> {
-    text.lines()
-        .filter_map(|line| {
-            let line = line.split('#').next()?.trim();
-            let rest = line.strip_prefix("deb ")?;
-            let (options, rest) = match rest.trim_start().strip_prefix('[') {
-                Some(bracketed) => bracketed.split_once(']')?,
-                None => ("", rest),
-            };
-            let mut words = rest.split_whitespace();
-            let uri = words.next()?.to_owned();
-            let suite = words.next()?.to_owned();
-            let signed_by = options
+/// The first enabled `deb` stanza of a deb822 `.sources` file offering `suite`.
+fn deb822_archive(text: &str, suite: &str) -> Option<Archive> {
+    text.split("\n\n").find_map(|stanza| {
+        let lines = stanza.lines().filter(|line| !line.starts_with('#'));
+        let fields = lines.filter_map(|line| line.split_once(':'));
+        let field = |name: &str| {
+            let mut fields = fields.clone();
+            let found = fields.find(|(key, _)| key.trim().eq_ignore_ascii_case(name));
+            found.map(|(_, value)| value.trim())
+        };
+        let has = |name, word| {
+            field(name)
+                .unwrap_or("")
                 .split_whitespace()
-                .find_map(|option| option.strip_prefix("signed-by="))
-                .map(str::to_owned);
-            Some(SourceEntry {
-                uri,
-                suites: vec![suite],
-                components: words.map(str::to_owned).collect(),
-                signed_by,
-            })
-        })
-        .collect()
+                .any(|w| w == word)
+        };
+        let disabled = field("Enabled").is_some_and(|value| value.eq_ignore_ascii_case("no"));
+        let uri = field("URIs")?.split_whitespace().next()?.to_owned();
+        let keyring = field("Signed-By").filter(|value| !value.is_empty());
+        let offered = !disabled && has("Types", "deb") && has("Suites", suite);
+        offered.then(|| (uri, keyring.map(str::to_owned)))
+    })
+}
+
+/// The first `deb` line of a one-line `.list` file offering `suite`.
+fn one_line_archive(text: &str, suite: &str) -> Option<Archive> {
+    text.lines().find_map(|line| {
+        let line = line.split('#').next()?.trim();
+        let rest = line.strip_prefix("deb ")?.trim_start();
+        let (options, rest) = match rest.strip_prefix('[') {
+            Some(bracketed) => bracketed.split_once(']')?,
+            None => ("", rest),
+        };
+        let mut words = rest.split_whitespace();
+        let (uri, offered) = (words.next()?.to_owned(), words.next()?);
+        let mut options = options.split_whitespace();
+        let keyring = options.find_map(|option| option.strip_prefix("signed-by="));
+        (offered == suite).then(|| (uri, keyring.map(str::to_owned)))
+    })
 }
 
 #[cfg(test)]
@@ -519,35 +335,38 @@ mod tests {
 
     #[test]
     fn reads_deb822_stanzas_and_skips_disabled_and_source_ones() {
-        let text = "Types: deb\n# comment\nURIs: http://deb.debian.org/debian\n\
-                    Suites: bookworm bookworm-updates\nComponents: main\n\
-                    Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n\
-                    Types: deb-src\nURIs: http://src\nSuites: bookworm\nComponents: main\n\n\
-                    Types: deb\nURIs: http://off\nSuites: bookworm\nComponents: main\nEnabled: no\n";
-        assert_eq!(
-            deb822_entries(text),
-            [SourceEntry {
-                uri: "http://deb.debian.org/debian".into(),
-                suites: vec!["bookworm".into(), "bookworm-updates".into()],
-                components: vec!["main".into()],
-                signed_by: Some("/usr/share/keyrings/debian-archive-keyring.gpg".into()),
-            }]
+        let skipped = "Types: deb-src\nURIs: http://src\nSuites: bookworm\nComponents: main\n\n\
+                       Types: deb\nURIs: http://off\nSuites: bookworm\nComponents: main\n\
+                       Enabled: no\n\n";
+        let text = format!(
+            "{skipped}Types: deb\n# comment\nURIs: http://deb.debian.org/debian\n\
+             Suites: bookworm bookworm-updates\nComponents: main\n\
+             Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
         );
+        let archive = (
+            "http://deb.debian.org/debian".to_owned(),
+            Some("/usr/share/keyrings/debian-archive-keyring.gpg".to_owned()),
+        );
+        assert_eq!(deb822_archive(&text, "bookworm"), Some(archive.clone()));
+        assert_eq!(deb822_archive(&text, "bookworm-updates"), Some(archive));
+        assert_eq!(deb822_archive(skipped, "bookworm"), None);
+        assert_eq!(deb822_archive(&text, "sid"), None);
     }
 
     #[test]
     fn reads_one_line_sources_with_options() {
-        let text = "# x\ndeb [arch=amd64 signed-by=/k.gpg] http://m/debian bookworm main contrib\n\
-                    deb-src http://m/debian bookworm main\ndeb http://m/sec bookworm-security main\n";
-        let entries = one_line_entries(text);
-        assert_eq!(entries.len(), 2);
-        assert_eq!(entries[0].uri, "http://m/debian");
-        assert_eq!(entries[0].suites, ["bookworm"]);
-        assert_eq!(entries[0].components, ["main", "contrib"]);
-        assert_eq!(entries[0].signed_by.as_deref(), Some("/k.gpg"));
-        assert_eq!(entries[1].signed_by, None);
+        let text = "# deb http://commented bookworm main\ndeb-src http://m/debian bookworm main\n\
+                    deb [arch=amd64 signed-by=/k.gpg] http://m/debian bookworm main contrib\n\
+                    deb http://m/sec bookworm-security main\n";
+        let archive = one_line_archive(text, "bookworm");
+        assert_eq!(
+            archive,
+            Some(("http://m/debian".into(), Some("/k.gpg".into())))
+        );
+        let archive = one_line_archive(text, "bookworm-security");
+        assert_eq!(archive, Some(("http://m/sec".into(), None)));
+        assert_eq!(one_line_archive(text, "sid"), None);
     }
-
     #[test]
     fn picks_the_newest_version_of_each_series() {
         let offered = [
@@ -584,16 +403,18 @@ mod tests {
 
     #[test]
     fn a_stanza_keeps_the_machines_uri_and_keyring() {
-        let entry = SourceEntry {
-            uri: "http://m/debian".into(),
-            suites: vec!["bookworm".into()],
-            components: vec!["main".into()],
-            signed_by: Some("/k.gpg".into()),
-        };
+        let archive = ("http://m/debian".to_owned(), Some("/k.gpg".to_owned()));
         assert_eq!(
-            stanza(&entry, &["sid".into()], &["non-free".into()], Some("arm64")),
+            stanza(&archive, "sid/non-free/arm64"),
             "Types: deb\nURIs: http://m/debian\nSuites: sid\nComponents: non-free\n\
              Architectures: arm64\nSigned-By: /k.gpg\n"
+        );
+        assert_eq!(
+            stanza(
+                &("http://m/debian".to_owned(), None),
+                "bookworm sid/main non-free"
+            ),
+            "Types: deb\nURIs: http://m/debian\nSuites: bookworm sid\nComponents: main non-free\n"
         );
     }
 }
