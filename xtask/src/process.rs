@@ -11,10 +11,27 @@ pub fn run(command: &mut Command) -> Result<()> {
     let status = command
         .status()
         .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{shown}` failed with {status}"))
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!("`{shown}` failed with {status}")),
+    }
+}
+
+/// Runs `command` capturing its output: its stdout, or an error naming the
+/// command with its stderr.
+pub fn output(command: &mut Command) -> Result<String> {
+    let shown = describe(command);
+    let output = command
+        .output()
+        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    match output.status.success() {
+        true => Ok(text(&output.stdout)),
+        false => Err(format!(
+            "`{shown}` failed with {}:\n{}",
+            output.status,
+            text(&output.stderr)
+        )),
     }
 }
 
