@@ -42,21 +42,21 @@ const VARIANTS: [Variant; 3] = [
 impl Variant {
     fn name(&self) -> String {
         let Variant(umask, env, cwd_root, reverse) = self;
-        let env = env.iter().map(|(name, value)| match *value {
-            "" => format!("no {name}"),
-            value => format!("{name}={value}"),
-        });
-        let cwd = if *cwd_root { "cwd=/" } else { "cwd=tree" };
-        let order = if *reverse {
-            "reverse creation"
-        } else {
-            "sorted creation"
-        };
-        let parts: Vec<String> = std::iter::once(format!("umask {umask}"))
-            .chain(env)
-            .chain([cwd.to_owned(), order.to_owned()])
+        let env: Vec<String> = env
+            .iter()
+            .map(|(name, value)| match *value {
+                "" => format!("no {name}"),
+                value => format!("{name}={value}"),
+            })
             .collect();
-        parts.join(", ")
+        let (cwd, order) = (
+            ["tree", "/"][usize::from(*cwd_root)],
+            ["sorted", "reverse"][usize::from(*reverse)],
+        );
+        format!(
+            "umask {umask}, {}, cwd={cwd}, {order} creation",
+            env.join(", ")
+        )
     }
 }
 
@@ -81,17 +81,15 @@ pub fn verify() -> Result<()> {
         let differences = compare_tree(scratch.path(), &baseline)?;
         report(format!("under [{}]", variant.name()), differences);
     }
-    let tree = compare_tree(&root, &baseline)?;
-    let hint = if tree.is_empty() {
-        ""
-    } else {
-        " (run `cargo xtask generate`)"
-    };
-    report(format!("to the files in the tree{hint}"), tree);
-    let differences = compare_dist_builds()?;
+    let mut tree = compare_tree(&root, &baseline)?;
+    if !tree.is_empty() {
+        tree.push("  (run `cargo xtask generate`)".into());
+    }
+    report("to the files in the tree".into(), tree);
+    let dist = compare_dist_builds()?;
     report(
         "`dist` from the tree and from a copy at another path".into(),
-        differences,
+        dist,
     );
     if !failures.is_empty() {
         return Err(format!(
@@ -205,13 +203,12 @@ fn compare_dist_builds() -> Result<Vec<String>> {
         .chain(first.artifacts.iter().zip(&second.artifacts));
     for (a, b) in pairs {
         // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
-        let shown = |path: &Path| match path.strip_prefix(repo_root()) {
-            Ok(relative) => relative.display().to_string(),
-            Err(_) => path
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
+        let shown = |path: &Path| {
+            let name = Path::new(path.file_name().unwrap_or_default());
+            path.strip_prefix(repo_root())
+                .unwrap_or(name)
+                .display()
+                .to_string()
         };
         let read = |path: &Path| {
             std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
@@ -228,11 +225,8 @@ fn compare_dist_builds() -> Result<Vec<String>> {
                 "  {pair}: sizes {a_len} and {b_len}, first differing byte at offset {offset}"
             ));
         } else {
-            let digest = sha256_hex(&a_bytes);
-            println!(
-                "verify-determinism: {} sha256 {digest} from both paths",
-                shown(a)
-            );
+            let (shown, digest) = (shown(a), sha256_hex(&a_bytes));
+            println!("verify-determinism: {shown} sha256 {digest} from both paths");
         }
     }
     Ok(differences)

@@ -38,9 +38,7 @@ const UV: &str = "0.13.8";
 /// `xtask/requirements/<name>.txt`: exact pins (the sdists and the reference
 /// wheel also by SHA-256), read by uv and pip.
 fn requirements(name: &str) -> PathBuf {
-    repo_root()
-        .join("xtask/requirements")
-        .join(format!("{name}.txt"))
+    repo_root().join(format!("xtask/requirements/{name}.txt"))
 }
 
 /// One of the environments.
@@ -93,11 +91,9 @@ impl Venv {
         }
         let mut install = uv_pip(&python)?;
         install.args(core.map(|core| format!("rextio=={core}")));
-        install.args(
-            file.map(|file| ["-r".into(), requirements(file)])
-                .into_iter()
-                .flatten(),
-        );
+        if let Some(file) = file {
+            install.arg("-r").arg(requirements(file));
+        }
         run(&mut install)?;
         Ok(python)
     }
@@ -127,11 +123,9 @@ impl Venv {
     }
 }
 
+/// A program of the venv at `venv` (xtask runs on Linux: `bin/`, no `.exe`).
 fn bin(venv: &Path, name: &str) -> PathBuf {
-    match cfg!(windows) {
-        true => venv.join("Scripts").join(format!("{name}.exe")),
-        false => venv.join("bin").join(name),
-    }
+    venv.join("bin").join(name)
 }
 
 /// uv `UV`, installed into `target/uv` on first use, with its cache in target/.
@@ -206,15 +200,8 @@ fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<Pa
         let partial = dir.with_extension("partial");
         let _ = std::fs::remove_dir_all(&partial);
         run(pip()
-            .args([
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--require-hashes",
-                kind,
-                ":all:",
-                "-d",
-            ])
+            .args(["download", "--quiet", "--no-deps", "--require-hashes"])
+            .args([kind, ":all:", "-d"])
             .arg(&partial)
             .arg("-r")
             .arg(&pinned))?;
@@ -224,14 +211,8 @@ fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<Pa
         std::fs::rename(&partial, &dir).map_err(|error| failed(&dir, error))?;
     }
     run(uv_pip(python)?
-        .args([
-            "--no-deps",
-            "--require-hashes",
-            "--no-index",
-            kind,
-            ":all:",
-            "--find-links",
-        ])
+        .args(["--no-deps", "--require-hashes", "--no-index"])
+        .args([kind, ":all:", "--find-links"])
         .arg(&dir)
         .arg("-r")
         .arg(&listed))?;
