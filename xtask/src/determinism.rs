@@ -238,24 +238,19 @@ fn compare_dist_builds() -> Result<Vec<String>> {
 fn copy_of_tree() -> Result<PathBuf> {
     let (root, copy) = (repo_root(), target_dir().join("repro").join("tree"));
     let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
-    std::fs::create_dir_all(&copy).map_err(|error| failed(&copy, error))?;
-    for entry in std::fs::read_dir(&copy).map_err(|error| failed(&copy, error))? {
-        let path = entry.map_err(|error| failed(&copy, error))?.path();
-        if path.file_name() != Some("target".as_ref()) {
-            let removed = match path.is_dir() {
-                true => std::fs::remove_dir_all(&path),
-                false => std::fs::remove_file(&path),
-            };
-            removed.map_err(|error| failed(&path, error))?;
-        }
-    }
-    let listed = output(Command::new("git").current_dir(&root).args([
-        "ls-files",
-        "-z",
-        "--cached",
-        "--others",
-        "--exclude-standard",
-    ]))?;
+    let kept = copy.with_file_name("kept-target");
+    let _ = std::fs::rename(copy.join("target"), &kept);
+    match std::fs::remove_dir_all(&copy) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(failed(&copy, error)),
+        _ => std::fs::create_dir_all(&copy).map_err(|error| failed(&copy, error)),
+    }?;
+    let _ = std::fs::rename(&kept, copy.join("target"));
+    let listed = output(
+        Command::new("git")
+            .current_dir(&root)
+            .args(["ls-files", "-z"])
+            .args(["--cached", "--others", "--exclude-standard"]),
+    )?;
     // A tracked file deleted in the working tree is not part of it.
     for relative in listed.split('\0').filter(|name| root.join(name).is_file()) {
         let target = copy.join(relative);
