@@ -1,29 +1,23 @@
-//! `cargo xtask dist`: the release artifacts into `target/dist/`.
+//! `cargo xtask dist`: into `target/dist/` one platform wheel per target of
+//! `native::SHIPPED_TARGETS`, whose `rextio_device_cuda/_bin/` holds the
+//! release probe and smoke of `native::build_shipped` with their SHA-256
+//! (`python/hatch_build.py`), the pure `py3-none-any` wheel and the sdist.
 //!
-//! - one platform wheel per target of `native::SHIPPED_TARGETS`
-//!   (`manylinux_2_17_x86_64`, `manylinux_2_17_aarch64`), carrying the
-//!   release probe and smoke of `native::build_shipped` in
-//!   `rextio_device_cuda/_bin/` with their SHA-256 (`python/hatch_build.py`);
-//! - the pure `py3-none-any` wheel, no binaries;
-//! - the sdist.
+//! hatchling builds all four from a staged copy of `python/` plus the README,
+//! the LICENSE and the generated runtime tarball, with SOURCE_DATE_EPOCH
+//! fixed: same tree, same bytes (`verify-determinism` builds a second time
+//! from a copy at another path; tests/python/test_dist.py checks them).
 //!
-//! hatchling builds all four from a staged copy of `python/` that also holds
-//! the README, the LICENSE and the generated runtime tarball, with
-//! SOURCE_DATE_EPOCH fixed: same tree, same bytes (`verify-determinism` builds
-//! a second time from a copy at another path). tests/python/test_dist.py runs
-//! `auditwheel show`, `twine check --strict` and `check-wheel-contents` on them.
-//!
-//! Why hatchling and not maturin: maturin's `bin` bindings put a crate's
-//! binaries in the wheel's scripts directory, which pip installs onto PATH;
-//! ours belong inside the package (`_bin/`, found by absolute path, never on
-//! PATH), and the same project also makes the pure wheel and an sdist that
-//! need no Rust. The glibc 2.17 link is cargo-zigbuild's either way.
+//! Not maturin: its `bin` bindings put a crate's binaries in the wheel's
+//! scripts directory, which pip installs onto PATH; ours belong inside the
+//! package (`_bin/`, found by absolute path), and the same project also makes
+//! the pure wheel and an sdist that need no Rust.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::native::{self, ShippedTarget, SHIPPED_TARGETS};
+use crate::native::{self, SHIPPED_TARGETS};
 use crate::process::output;
 use crate::{generate, paths, python_env, Result};
 
@@ -84,7 +78,7 @@ pub fn build() -> Result<Dist> {
 /// `build()`; returns this host's platform wheel, the one the tests install
 /// (the other artifacts stay in target/dist/ for them).
 pub fn build_wheel() -> Result<PathBuf> {
-    let suffix = format!("-{}.whl", native::host_shipped_target()?.platform_tag);
+    let suffix = format!("-{}.whl", native::host_shipped_target()?.platform_tag());
     let mut artifacts = build()?.artifacts.into_iter();
     let wheel = artifacts.find(|path| path.to_string_lossy().ends_with(&suffix));
     wheel.ok_or_else(|| format!("dist built no wheel ending in {suffix}"))
@@ -108,24 +102,20 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
     fs::create_dir_all(out).map_err(|error| failed(out, error))?;
     let out = out.canonicalize().map_err(|error| failed(out, error))?;
     let stage = stage_python(root)?;
-    let hatchling = |kind, platform: Option<(&ShippedTarget, &Path)>| {
-        hatchling(&python, &stage, kind, &out, platform)
-    };
+    let hatchling =
+        |kind, platform: Option<(&str, &Path)>| hatchling(&python, &stage, kind, &out, platform);
     let mut artifacts = vec![hatchling("sdist", None)?, hatchling("wheel", None)?];
     let mut binaries = Vec::new();
     for target in &SHIPPED_TARGETS {
         let shipped = native::build_shipped(root, target)?;
-        let wheel_bin = native::ship_dir(root)
-            .join("wheel-bin")
-            .join(target.platform_tag);
+        let tag = target.platform_tag();
+        let wheel_bin = native::ship_dir(root).join("wheel-bin").join(&tag);
         let _ = fs::remove_dir_all(&wheel_bin);
         for binary in &shipped {
-            copy(
-                binary,
-                &wheel_bin.join(binary.file_name().ok_or("a binary without a name")?),
-            )?;
+            let name = binary.file_name().ok_or("a binary without a name")?;
+            copy(binary, &wheel_bin.join(name))?;
         }
-        artifacts.push(hatchling("wheel", Some((target, &wheel_bin)))?);
+        artifacts.push(hatchling("wheel", Some((&tag, &wheel_bin)))?);
         binaries.extend(shipped);
     }
     Ok(Dist {
@@ -194,7 +184,7 @@ fn hatchling(
     stage: &Path,
     kind: &str,
     out: &Path,
-    platform: Option<(&ShippedTarget, &Path)>,
+    platform: Option<(&str, &Path)>,
 ) -> Result<PathBuf> {
     let mut build = Command::new(python);
     build
@@ -207,12 +197,12 @@ fn hatchling(
         .arg(out);
     if let Some((target, binaries)) = platform {
         build
-            .env(PLATFORM_VARIABLE, target.platform_tag)
+            .env(PLATFORM_VARIABLE, target)
             .env(BINARIES_VARIABLE, binaries);
     }
     println!(
         "dist: hatchling {kind} {}",
-        platform.map_or("", |(t, _)| t.platform_tag)
+        platform.map_or("", |(tag, _)| tag)
     );
     let name = output(&mut build)?.trim().to_string();
     let artifact = out.join(&name);

@@ -59,24 +59,28 @@ fn exist<'a>(paths: impl IntoIterator<Item = &'a PathBuf>, tool: &str) -> Result
 /// A target whose platform wheel ships the release probe and smoke.
 pub struct ShippedTarget {
     pub triple: &'static str,
-    /// The wheel's platform tag: manylinux for the glibc floor below.
-    pub platform_tag: &'static str,
 }
 
 /// The shipped targets (contract §9.1); Windows stays build-from-source.
 pub const SHIPPED_TARGETS: [ShippedTarget; 2] = [
     ShippedTarget {
         triple: "x86_64-unknown-linux-gnu",
-        platform_tag: "manylinux_2_17_x86_64",
     },
     ShippedTarget {
         triple: "aarch64-unknown-linux-gnu",
-        platform_tag: "manylinux_2_17_aarch64",
     },
 ];
 
 /// The oldest glibc the shipped binaries link against (RHEL 8, Ubuntu 20.04, Jetson).
 const GLIBC_FLOOR: &str = "2.17";
+
+impl ShippedTarget {
+    /// The wheel's platform tag: manylinux of the glibc floor, e.g. `manylinux_2_17_x86_64`.
+    pub fn platform_tag(&self) -> String {
+        let arch = self.triple.split('-').next().unwrap_or(self.triple);
+        format!("manylinux_{}_{arch}", GLIBC_FLOOR.replace('.', "_"))
+    }
+}
 
 /// The shipped target this host runs.
 pub fn host_shipped_target() -> Result<&'static ShippedTarget> {
@@ -110,9 +114,8 @@ pub fn build_shipped(root: &Path, target: &ShippedTarget) -> Result<[PathBuf; 2]
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
         .ok_or("neither CARGO_HOME nor HOME is set")?;
     let (root_shown, home_shown) = (root.display(), cargo_home.display());
-    let rustflags = format!(
-        "--remap-path-prefix={root_shown}=/rextio-device-cuda --remap-path-prefix={home_shown}=/cargo"
-    );
+    let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda ")
+        + &format!("--remap-path-prefix={home_shown}=/cargo");
     // zig is `python -m ziglang` of the tools environment, found on PATH.
     let path = std::env::var_os("PATH").unwrap_or_default();
     let path =
@@ -185,9 +188,11 @@ mod tests {
                 "{}",
                 target.triple
             );
-            let arch = target.triple.split('-').next().unwrap();
-            let floor = GLIBC_FLOOR.replace('.', "_");
-            assert_eq!(target.platform_tag, format!("manylinux_{floor}_{arch}"));
         }
+        let tags: Vec<String> = SHIPPED_TARGETS
+            .iter()
+            .map(ShippedTarget::platform_tag)
+            .collect();
+        assert_eq!(tags, ["manylinux_2_17_x86_64", "manylinux_2_17_aarch64"]);
     }
 }
