@@ -165,7 +165,7 @@ fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
 }
 
 /// Every difference between `expected` and the files under `root`, described.
-pub fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
+fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
     let mut report = Vec::new();
     for change in drift(root, expected)? {
         let Drift::Stale(path) = &change else {
@@ -262,7 +262,7 @@ fn copy_of_tree() -> Result<PathBuf> {
 }
 
 /// Says where two versions of one generated file differ.
-pub fn describe_difference(path: &str, expected: &[u8], actual: &[u8]) -> String {
+fn describe_difference(path: &str, expected: &[u8], actual: &[u8]) -> String {
     if path.ends_with(".tar.gz") {
         return describe_tar_gz(expected, actual);
     }

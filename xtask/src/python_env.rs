@@ -1,21 +1,18 @@
 //! The project's Python environments, made by uv from PyPI under `target/`
-//! (uv's cache is `target/uv-cache`: nothing is cached outside the repository).
+//! with the exact pins of `xtask/requirements/` (uv's cache `target/uv-cache`;
+//! nothing is cached outside the repository):
 //!
-//! - `target/uv`: uv `UV` alone (installed with the interpreter's own pip); it
-//!   makes the others, and its pip fetches the files uv keeps none of.
-//! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
-//! - `target/venv-dist`: `dist`'s other tools (zig, cargo-zigbuild, auditwheel,
-//!   twine, check-wheel-contents).
-//! - `target/venv`: Core `FLOOR_CORE` (the lowest the package supports) and
-//!   every tool. `demo` and `bench` use it.
+//! - `target/uv`: uv `UV` alone (installed with the interpreter's own pip,
+//!   which also fetches the files uv keeps none of); it makes the others.
+//! - `target/venv-build`: hatchling alone, the wheel's build backend.
+//! - `target/venv-dist`: `dist`'s other tools.
+//! - `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
 //! - `target/venv-core-<NEWEST_CORE>`: the newest Core 0.1.x, the same tools,
-//!   and the companion plugins from their hash-pinned sdists
-//!   (kept in `target/downstream-sdists/`).
+//!   and the companion plugins from their sdists (`target/downstream-sdists/`).
 //!
 //! `cargo xtask setup` prepares everything the Python tests use and writes
-//! `target/test-paths.json`, which the tests read to find the built binaries,
-//! the build environment, the sdists and NVIDIA's images: after it, plain
-//! `pytest` runs any test. Tests import the installed wheel, never the source.
+//! `target/test-paths.json`, which the tests read to find what it built:
+//! after it, plain `pytest` runs any test. Tests import the installed wheel.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -173,7 +170,7 @@ fn uv_pip(python: &Path) -> Result<Command> {
 }
 
 /// Force-reinstalls a built wheel (without touching its pinned dependency).
-pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
+fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
     run(uv_pip(python)?
         .args(["--reinstall", "--no-deps"])
         .arg(wheel))
