@@ -5,7 +5,6 @@
 //! export NVIDIA's `cuda.h` declares), one verify-determinism, then the
 //! Python and probe benches of the other parts.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
@@ -27,21 +26,19 @@ pub fn command(args: &[String]) -> Result<()> {
     // a debug xtask re-runs the bench from an optimized build of itself.
     if cfg!(debug_assertions) && std::env::var_os(OPTIMIZED_CHILD).is_none() {
         println!("bench: measuring an optimized build of xtask (cargo run --release)");
-        return run(
-            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-                .current_dir(repo_root())
-                .env(OPTIMIZED_CHILD, "1")
-                .args([
-                    "run",
-                    "--quiet",
-                    "--locked",
-                    "--release",
-                    "--package",
-                    "xtask",
-                    "--",
-                ])
-                .arg("bench"),
-        );
+        let release = [
+            "run",
+            "--quiet",
+            "--locked",
+            "--release",
+            "--package",
+            "xtask",
+            "--",
+        ];
+        return run(crate::native::cargo()
+            .env(OPTIMIZED_CHILD, "1")
+            .args(release)
+            .arg("bench"));
     }
     let mut failures = Vec::new();
     let mut part = |name: &str, outcome: Result<()>| {

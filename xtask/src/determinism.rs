@@ -3,17 +3,18 @@
 //! (working directory, umask, TZ, locale, SOURCE_DATE_EPOCH, the order in
 //! which the inputs were created), and compares every byte among the runs
 //! and with the files in the tree. A difference names the file and, for the
-//! tarball, the entry and header field (or the gzip header field).
+//! tarball, the entry and header field (or the gzip header field). Then
+//! `dist` from the tree and from a copy at another path, byte for byte.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::generate::fs::write_atomic;
 use crate::generate::inputs::Inputs;
-use crate::generate::{drift, render, Drift, Output};
-use crate::paths::repo_root;
-use crate::process::describe;
+use crate::generate::{drift, render, sha256_hex, Drift, Output};
+use crate::paths::{repo_root, target_dir};
+use crate::process::output;
 use crate::scratch::ScratchDir;
 use crate::Result;
 
@@ -22,54 +23,42 @@ pub fn command(args: &[String]) -> Result<()> {
     verify()
 }
 
-/// One set of conditions for a child generator run.
-struct Variant {
-    name: &'static str,
-    umask: &'static str,
-    env: &'static [(&'static str, &'static str)],
-    unset: &'static [&'static str],
-    /// Run from `/` instead of the scratch tree's root.
-    cwd_filesystem_root: bool,
-    /// Create the input files in reverse path order, through temporary names.
-    reverse_creation: bool,
-}
+/// One set of conditions for a child generator run: its umask, the variables
+/// it gets (an empty value: unset), whether it runs from `/` (else from the
+/// scratch tree), and whether the inputs are created in reverse path order
+/// through temporary names.
+#[rustfmt::skip]
+struct Variant(&'static str, &'static [(&'static str, &'static str)], bool, bool);
 
+#[rustfmt::skip]
 const VARIANTS: [Variant; 3] = [
-    Variant {
-        name: "umask 022, TZ=UTC, LC_ALL=C, no SOURCE_DATE_EPOCH, cwd=tree, sorted creation",
-        umask: "022",
-        env: &[("TZ", "UTC"), ("LC_ALL", "C")],
-        unset: &["SOURCE_DATE_EPOCH"],
-        cwd_filesystem_root: false,
-        reverse_creation: false,
-    },
-    Variant {
-        name: "umask 077, TZ=Pacific/Chatham, LC_ALL=tr_TR.UTF-8, SOURCE_DATE_EPOCH=1, cwd=/, \
-               reverse creation",
-        umask: "077",
-        env: &[
-            ("TZ", "Pacific/Chatham"),
-            ("LC_ALL", "tr_TR.UTF-8"),
-            ("SOURCE_DATE_EPOCH", "1"),
-        ],
-        unset: &[],
-        cwd_filesystem_root: true,
-        reverse_creation: true,
-    },
-    Variant {
-        name: "umask 002, TZ=Asia/Kathmandu, LANG=de_DE.UTF-8, SOURCE_DATE_EPOCH=2000000000, \
-               cwd=tree, reverse creation",
-        umask: "002",
-        env: &[
-            ("TZ", "Asia/Kathmandu"),
-            ("LANG", "de_DE.UTF-8"),
-            ("SOURCE_DATE_EPOCH", "2000000000"),
-        ],
-        unset: &["LC_ALL"],
-        cwd_filesystem_root: false,
-        reverse_creation: true,
-    },
+    Variant("022", &[("TZ", "UTC"), ("LC_ALL", "C"), ("SOURCE_DATE_EPOCH", "")], false, false),
+    Variant("077", &[("TZ", "Pacific/Chatham"), ("LC_ALL", "tr_TR.UTF-8"),
+                     ("SOURCE_DATE_EPOCH", "1")], true, true),
+    Variant("002", &[("TZ", "Asia/Kathmandu"), ("LANG", "de_DE.UTF-8"),
+                     ("SOURCE_DATE_EPOCH", "2000000000"), ("LC_ALL", "")], false, true),
 ];
+
+impl Variant {
+    fn name(&self) -> String {
+        let Variant(umask, env, cwd_root, reverse) = self;
+        let env: Vec<String> = env
+            .iter()
+            .map(|(name, value)| match *value {
+                "" => format!("no {name}"),
+                value => format!("{name}={value}"),
+            })
+            .collect();
+        let (cwd, order) = (
+            ["tree", "/"][usize::from(*cwd_root)],
+            ["sorted", "reverse"][usize::from(*reverse)],
+        );
+        format!(
+            "umask {umask}, {}, cwd={cwd}, {order} creation",
+            env.join(", ")
+        )
+    }
+}
 
 /// Regenerates in fresh directories under varied conditions and compares every byte.
 pub fn verify() -> Result<()> {
@@ -78,150 +67,119 @@ pub fn verify() -> Result<()> {
     let baseline = render(&inputs)?;
     let exe = generator_executable()?;
     let mut failures = Vec::new();
-
+    let mut report = |what: String, differences: Vec<String>| {
+        if differences.is_empty() {
+            println!("verify-determinism: identical {what}");
+        } else {
+            failures.push(format!("not identical {what}:\n{}", differences.join("\n")));
+        }
+    };
     for variant in &VARIANTS {
         let scratch = ScratchDir::new("determinism")?;
-        write_inputs(scratch.path(), &inputs, variant.reverse_creation)?;
+        write_inputs(scratch.path(), &inputs, variant.3)?;
         run_child(&exe, scratch.path(), variant)?;
-        let report = compare_tree(scratch.path(), &baseline)?;
-        if report.is_empty() {
-            println!("verify-determinism: identical under [{}]", variant.name);
-        } else {
-            failures.push(format!("under [{}]:\n{}", variant.name, report.join("\n")));
-        }
+        let differences = compare_tree(scratch.path(), &baseline)?;
+        report(format!("under [{}]", variant.name()), differences);
     }
-
-    let committed = compare_tree(&root, &baseline)?;
-    if committed.is_empty() {
-        println!("verify-determinism: identical to the files in the tree");
-    } else {
-        failures.push(format!(
-            "the files in the tree differ (run `cargo xtask generate`):\n{}",
-            committed.join("\n")
-        ));
+    let mut tree = compare_tree(&root, &baseline)?;
+    if !tree.is_empty() {
+        tree.push("  (run `cargo xtask generate`)".into());
     }
-
+    report("to the files in the tree".into(), tree);
     let dist = compare_dist_builds()?;
-    if !dist.is_empty() {
-        failures.push(format!(
-            "`dist` from the tree and from a copy at another path differ:\n{}",
-            dist.join("\n")
-        ));
-    }
-
-    if failures.is_empty() {
-        println!(
-            "verify-determinism: {} files byte-identical across {} runs and the tree",
-            baseline.len(),
-            VARIANTS.len() + 1
-        );
-        Ok(())
-    } else {
-        Err(format!(
+    report(
+        "`dist` from the tree and from a copy at another path".into(),
+        dist,
+    );
+    if !failures.is_empty() {
+        return Err(format!(
             "generation is not deterministic:\n{}",
             failures.join("\n")
-        ))
+        ));
     }
+    let runs = VARIANTS.len() + 1;
+    println!(
+        "verify-determinism: {} files byte-identical across {runs} runs and the tree",
+        baseline.len()
+    );
+    Ok(())
 }
 
 /// The xtask binary itself: the child runs `xtask generate --root DIR`.
-fn generator_executable() -> Result<std::path::PathBuf> {
+fn generator_executable() -> Result<PathBuf> {
     let exe = std::env::current_exe().map_err(|error| format!("current executable: {error}"))?;
     let name = exe.file_name().and_then(|name| name.to_str()).unwrap_or("");
+    if name != "xtask" && !name.starts_with("xtask ") {
+        let shown = exe.display();
+        return Err(format!(
+            "verify-determinism must run from the xtask binary, not {shown}"
+        ));
+    }
     // A concurrent cargo build may replace the binary while this one runs
     // (Linux then reports "xtask (deleted)"); /proc/<this pid>/exe still names
     // the running image, which is exactly the generator that must be compared.
-    let self_image = std::path::PathBuf::from(format!("/proc/{}/exe", std::process::id()));
-    if name == "xtask" || name.starts_with("xtask ") {
-        Ok(if self_image.exists() { self_image } else { exe })
-    } else {
-        Err(format!(
-            "verify-determinism must run from the xtask binary, not {}",
-            exe.display()
-        ))
-    }
+    let self_image = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
+    Ok(if self_image.exists() { self_image } else { exe })
 }
 
 /// Writes the inputs under `root`; in reverse mode, in reverse path order
 /// and through temporary names, so directory listing order differs.
 fn write_inputs(root: &Path, inputs: &Inputs, reverse: bool) -> Result<()> {
     let mut files: Vec<(&String, &Vec<u8>)> = inputs.files.iter().collect();
-    if reverse {
-        files.reverse();
+    if !reverse {
+        return files
+            .into_iter()
+            .try_for_each(|(path, bytes)| write_atomic(&root.join(path), bytes));
     }
+    files.reverse();
     for (path, bytes) in files {
         let target = root.join(path);
-        if reverse {
-            let parent = target.parent().ok_or("input without parent")?;
-            std::fs::create_dir_all(parent).map_err(|error| format!("{path}: {error}"))?;
-            let temporary = parent.join(format!("zz-{}.partial", bytes.len()));
-            std::fs::write(&temporary, bytes).map_err(|error| format!("{path}: {error}"))?;
-            std::fs::rename(&temporary, &target).map_err(|error| format!("{path}: {error}"))?;
-        } else {
-            write_atomic(&target, bytes)?;
-        }
+        let parent = target.parent().ok_or("input without parent")?;
+        let temporary = parent.join(format!("zz-{}.partial", bytes.len()));
+        std::fs::create_dir_all(parent)
+            .and_then(|()| std::fs::write(&temporary, bytes))
+            .and_then(|()| std::fs::rename(&temporary, &target))
+            .map_err(|error| format!("{path}: {error}"))?;
     }
     Ok(())
 }
 
 fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
-    let mut command = if cfg!(unix) {
-        let mut command = Command::new("sh");
-        command
-            .arg("-c")
-            .arg(format!("umask {}; exec \"$0\" \"$@\"", variant.umask))
-            .arg(exe);
-        command
-    } else {
-        Command::new(exe)
-    };
-    command.arg("generate").arg("--root").arg(tree);
-    command.current_dir(if variant.cwd_filesystem_root {
-        Path::new("/")
-    } else {
-        tree
-    });
-    for (name, value) in variant.env {
-        command.env(name, value);
+    let Variant(umask, env, cwd_root, _) = variant;
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+        .arg(exe)
+        .arg("generate")
+        .arg("--root")
+        .arg(tree)
+        .current_dir(if *cwd_root { Path::new("/") } else { tree });
+    for (name, value) in *env {
+        match *value {
+            "" => command.env_remove(name),
+            value => command.env(name, value),
+        };
     }
-    for name in variant.unset {
-        command.env_remove(name);
-    }
-    let shown = describe(&command);
-    let output = command
-        .output()
-        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{shown}` failed with {}:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ))
-    }
+    output(&mut command).map(drop)
 }
 
 /// Every difference between `expected` and the files under `root`, described.
-pub fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
+fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
     let mut report = Vec::new();
     for change in drift(root, expected)? {
-        match &change {
-            Drift::Stale(path) => {
-                let actual = std::fs::read(root.join(path))
-                    .map_err(|error| format!("{path}: cannot read: {error}"))?;
-                let wanted = expected
-                    .iter()
-                    .find(|item| &item.path == path)
-                    .map(|item| item.bytes.as_slice())
-                    .unwrap_or_default();
-                report.push(format!(
-                    "  {path}: {}",
-                    describe_difference(path, wanted, &actual)
-                ));
-            }
-            other => report.push(format!("  {other}")),
-        }
+        let Drift::Stale(path) = &change else {
+            report.push(format!("  {change}"));
+            continue;
+        };
+        let actual = std::fs::read(root.join(path))
+            .map_err(|error| format!("{path}: cannot read: {error}"))?;
+        let wanted = expected.iter().find(|item| &item.path == path);
+        let wanted = wanted.map(|item| item.bytes.as_slice()).unwrap_or_default();
+        report.push(format!(
+            "  {path}: {}",
+            describe_difference(path, wanted, &actual)
+        ));
     }
     Ok(report)
 }
@@ -236,52 +194,40 @@ fn compare_dist_builds() -> Result<Vec<String>> {
     let first = crate::dist::build_all(&repo_root(), first_out.path())?;
     let second = crate::dist::build_all(&copy, second_out.path())?;
     let mut differences = Vec::new();
-    let pairs = first
-        .binaries
-        .iter()
-        .zip(&second.binaries)
-        .chain(first.artifacts.iter().zip(&second.artifacts));
-    for (a, b) in pairs {
-        // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
-        let shown = |path: &Path| match path.strip_prefix(repo_root()) {
-            Ok(relative) => relative.display().to_string(),
-            Err(_) => path
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-        };
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
-        };
-        let (a_bytes, b_bytes) = (read(a)?, read(b)?);
-        if a.file_name() != b.file_name() {
-            differences.push(format!("  {} vs {}: the names differ", shown(a), shown(b)));
-        } else if a_bytes != b_bytes {
-            let offset = a_bytes
-                .iter()
-                .zip(&b_bytes)
-                .position(|(x, y)| x != y)
-                .unwrap_or(a_bytes.len().min(b_bytes.len()));
-            differences.push(format!(
-                "  {} vs {}: sizes {} and {}, first differing byte at offset {offset}",
-                shown(a),
-                shown(b),
-                a_bytes.len(),
-                b_bytes.len()
-            ));
-        } else {
-            println!(
-                "verify-determinism: {} sha256 {} from both paths",
-                shown(a),
-                crate::generate::sha256_hex(&a_bytes)
-            );
-        }
-    }
     if first.artifacts.len() != second.artifacts.len()
         || first.binaries.len() != second.binaries.len()
     {
         differences.push("  the two builds made different numbers of files".to_string());
+    }
+    let pairs = (first.binaries.iter().zip(&second.binaries))
+        .chain(first.artifacts.iter().zip(&second.artifacts));
+    for (a, b) in pairs {
+        // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
+        let shown = |path: &Path| {
+            let name = Path::new(path.file_name().unwrap_or_default());
+            path.strip_prefix(repo_root())
+                .unwrap_or(name)
+                .display()
+                .to_string()
+        };
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
+        };
+        let (a_bytes, b_bytes, pair) =
+            (read(a)?, read(b)?, format!("{} vs {}", shown(a), shown(b)));
+        if a.file_name() != b.file_name() {
+            differences.push(format!("  {pair}: the names differ"));
+        } else if a_bytes != b_bytes {
+            let (a_len, b_len) = (a_bytes.len(), b_bytes.len());
+            let offset = a_bytes.iter().zip(&b_bytes).position(|(x, y)| x != y);
+            let offset = offset.unwrap_or(a_len.min(b_len));
+            differences.push(format!(
+                "  {pair}: sizes {a_len} and {b_len}, first differing byte at offset {offset}"
+            ));
+        } else {
+            let (shown, digest) = (shown(a), sha256_hex(&a_bytes));
+            println!("verify-determinism: {shown} sha256 {digest} from both paths");
+        }
     }
     Ok(differences)
 }
@@ -289,118 +235,61 @@ fn compare_dist_builds() -> Result<Vec<String>> {
 /// The tree's files (tracked, and new ones git does not ignore) copied to
 /// `target/repro/tree`; what was there before is removed, except the copy's
 /// own `target/`, which keeps its build caches between runs.
-fn copy_of_tree() -> Result<std::path::PathBuf> {
-    let root = repo_root();
-    let copy = crate::paths::target_dir().join("repro").join("tree");
-    std::fs::create_dir_all(&copy).map_err(|error| format!("{}: {error}", copy.display()))?;
-    for entry in std::fs::read_dir(&copy).map_err(|error| format!("{}: {error}", copy.display()))? {
-        let entry = entry.map_err(|error| format!("{}: {error}", copy.display()))?;
-        if entry.file_name() != "target" {
-            let path = entry.path();
-            let removed = if path.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.map_err(|error| format!("{}: {error}", path.display()))?;
-        }
-    }
-    let mut list = Command::new("git");
-    list.current_dir(&root).args([
-        "ls-files",
-        "-z",
-        "--cached",
-        "--others",
-        "--exclude-standard",
-    ]);
-    let listed = list
-        .output()
-        .map_err(|error| format!("could not start `{}`: {error}", describe(&list)))?;
-    if !listed.status.success() {
-        return Err(format!(
-            "`{}` failed with {}",
-            describe(&list),
-            listed.status
-        ));
-    }
-    for relative in listed
-        .stdout
-        .split(|&byte| byte == 0)
-        .filter(|name| !name.is_empty())
-    {
-        let relative = String::from_utf8_lossy(relative).into_owned();
-        let source = root.join(&relative);
-        // A tracked file deleted in the working tree is not part of it.
-        if source.is_file() {
-            let target = copy.join(&relative);
-            if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(|error| format!("{relative}: {error}"))?;
-            }
-            std::fs::copy(&source, &target).map_err(|error| format!("{relative}: {error}"))?;
-        }
+fn copy_of_tree() -> Result<PathBuf> {
+    let (root, copy) = (repo_root(), target_dir().join("repro").join("tree"));
+    let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
+    let kept = copy.with_file_name("kept-target");
+    let _ = std::fs::rename(copy.join("target"), &kept);
+    match std::fs::remove_dir_all(&copy) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(failed(&copy, error)),
+        _ => std::fs::create_dir_all(&copy).map_err(|error| failed(&copy, error)),
+    }?;
+    let _ = std::fs::rename(&kept, copy.join("target"));
+    let listed = output(
+        Command::new("git")
+            .current_dir(&root)
+            .args(["ls-files", "-z"])
+            .args(["--cached", "--others", "--exclude-standard"]),
+    )?;
+    // A tracked file deleted in the working tree is not part of it.
+    for relative in listed.split('\0').filter(|name| root.join(name).is_file()) {
+        let target = copy.join(relative);
+        std::fs::create_dir_all(target.parent().unwrap_or(&copy))
+            .and_then(|()| std::fs::copy(root.join(relative), &target))
+            .map_err(|error| format!("{relative}: {error}"))?;
     }
     Ok(copy)
 }
 
-/// Compares two sets of outputs in memory, e.g. two renders.
-#[cfg(test)]
-pub fn compare_outputs(expected: &[Output], actual: &[Output]) -> Vec<String> {
-    let mut report = Vec::new();
-    for wanted in expected {
-        match actual.iter().find(|item| item.path == wanted.path) {
-            None => report.push(format!("  {}: missing", wanted.path)),
-            Some(found) if found.bytes != wanted.bytes => report.push(format!(
-                "  {}: {}",
-                wanted.path,
-                describe_difference(&wanted.path, &wanted.bytes, &found.bytes)
-            )),
-            Some(_) => {}
-        }
-    }
-    for found in actual {
-        if !expected.iter().any(|item| item.path == found.path) {
-            report.push(format!("  {}: unexpected", found.path));
-        }
-    }
-    report
-}
-
 /// Says where two versions of one generated file differ.
-pub fn describe_difference(path: &str, expected: &[u8], actual: &[u8]) -> String {
+fn describe_difference(path: &str, expected: &[u8], actual: &[u8]) -> String {
     if path.ends_with(".tar.gz") {
-        describe_tar_gz(expected, actual)
-    } else {
-        describe_text(expected, actual)
+        return describe_tar_gz(expected, actual);
     }
-}
-
-fn describe_text(expected: &[u8], actual: &[u8]) -> String {
-    let expected_text = String::from_utf8_lossy(expected);
-    let actual_text = String::from_utf8_lossy(actual);
-    let mut expected_lines = expected_text.split('\n');
-    let mut actual_lines = actual_text.split('\n');
-    let mut number = 1;
-    loop {
+    let (expected, actual) = (
+        String::from_utf8_lossy(expected),
+        String::from_utf8_lossy(actual),
+    );
+    let (mut expected_lines, mut actual_lines) = (expected.split('\n'), actual.split('\n'));
+    for number in 1.. {
         match (expected_lines.next(), actual_lines.next()) {
-            (Some(a), Some(b)) if a == b => number += 1,
-            (None, None) => return "differs only in bytes that are not text".to_string(),
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => break,
             (a, b) => {
-                return format!(
-                    "line {number} differs: expected `{}`, found `{}`",
-                    shorten(a.unwrap_or("<end of file>")),
-                    shorten(b.unwrap_or("<end of file>"))
-                )
+                let (a, b) = (shorten(a), shorten(b));
+                return format!("line {number} differs: expected `{a}`, found `{b}`");
             }
         }
     }
+    "differs only in bytes that are not text".to_string()
 }
 
-fn shorten(line: &str) -> String {
-    const LIMIT: usize = 80;
-    if line.chars().count() <= LIMIT {
-        line.to_string()
-    } else {
-        format!("{}...", line.chars().take(LIMIT).collect::<String>())
+/// A line cut to 80 characters, for messages.
+fn shorten(line: Option<&str>) -> String {
+    let line = line.unwrap_or("<end of file>");
+    match line.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &line[..at]),
+        None => line.to_string(),
     }
 }
 
@@ -414,13 +303,12 @@ const GZIP_HEADER_FIELDS: [(&str, std::ops::Range<usize>); 6] = [
 ];
 
 fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
-    let mut fields = Vec::new();
-    for (name, range) in GZIP_HEADER_FIELDS {
-        let (a, b) = (expected.get(range.clone()), actual.get(range));
-        if a != b {
-            fields.push(format!("gzip header field {name} ({a:?} vs {b:?})"));
-        }
-    }
+    let fields: Vec<String> = GZIP_HEADER_FIELDS
+        .into_iter()
+        .map(|(name, range)| (name, expected.get(range.clone()), actual.get(range)))
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("gzip header field {name} ({a:?} vs {b:?})"))
+        .collect();
     if !fields.is_empty() {
         return fields.join("; ");
     }
@@ -431,7 +319,7 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     };
     if expected_tar == actual_tar {
         return "the compressed stream differs (same tar bytes): compression level or backend"
-            .to_string();
+            .into();
     }
     let (expected_entries, actual_entries) =
         match (tar_entries(&expected_tar), tar_entries(&actual_tar)) {
@@ -447,12 +335,7 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
             ));
             continue;
         }
-        for (field, left, right) in a
-            .fields()
-            .into_iter()
-            .zip(b.fields())
-            .map(|(l, r)| (l.0, l.1, r.1))
-        {
+        for ((field, left), (_, right)) in a.fields.iter().zip(&b.fields) {
             if left != right {
                 differences.push(format!(
                     "entry `{}`: field {field} ({left} vs {right})",
@@ -462,18 +345,14 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
         }
     }
     if expected_entries.len() != actual_entries.len() {
-        differences.push(format!(
-            "entry count ({} vs {})",
-            expected_entries.len(),
-            actual_entries.len()
-        ));
+        let (a, b) = (expected_entries.len(), actual_entries.len());
+        differences.push(format!("entry count ({a} vs {b})"));
     }
     if differences.is_empty() {
-        "tar bytes differ outside entry fields (padding, trailer or unparsed header bytes)"
-            .to_string()
-    } else {
-        differences.join("; ")
+        return "tar bytes differ outside entry fields (padding, trailer or unparsed header bytes)"
+            .into();
     }
+    differences.join("; ")
 }
 
 fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
@@ -482,72 +361,41 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The header fields and content of one tar entry, as comparable text.
+/// One tar entry: its path, and its header fields and content as comparable text.
 struct TarEntry {
     path: String,
-    mode: String,
-    uid: String,
-    gid: String,
-    uname: String,
-    gname: String,
-    mtime: String,
-    size: String,
-    kind: String,
-    content: Vec<u8>,
-}
-
-impl TarEntry {
-    fn fields(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("mode", self.mode.clone()),
-            ("uid", self.uid.clone()),
-            ("gid", self.gid.clone()),
-            ("uname", self.uname.clone()),
-            ("gname", self.gname.clone()),
-            ("mtime", self.mtime.clone()),
-            ("size", self.size.clone()),
-            ("type", self.kind.clone()),
-            (
-                "content",
-                format!("sha256 {}", crate::generate::sha256_hex(&self.content)),
-            ),
-        ]
-    }
+    fields: Vec<(&'static str, String)>,
 }
 
 fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
-    let mut archive = tar::Archive::new(bytes);
     let mut entries = Vec::new();
-    for entry in archive.entries()? {
+    for entry in tar::Archive::new(bytes).entries()? {
         let mut entry = entry?;
         let header = entry.header().clone();
-        let text = |value: std::io::Result<u64>| match value {
-            Ok(number) => format!("{number:o}"),
-            Err(error) => format!("unreadable ({error})"),
+        let shown = |value: std::io::Result<String>| {
+            value.unwrap_or_else(|error| format!("unreadable ({error})"))
         };
+        let octal = |value: std::io::Result<u64>| shown(value.map(|number| format!("{number:o}")));
         let name = |value: Option<&[u8]>| {
-            value.map_or_else(
-                || "<none>".to_string(),
-                |bytes| format!("`{}`", String::from_utf8_lossy(bytes)),
-            )
+            value.map_or("<none>".into(), |bytes| {
+                format!("`{}`", String::from_utf8_lossy(bytes))
+            })
         };
         let mut content = Vec::new();
         entry.read_to_end(&mut content)?;
         entries.push(TarEntry {
             path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
-            mode: text(header.mode().map(u64::from)),
-            uid: text(header.uid()),
-            gid: text(header.gid()),
-            uname: name(header.username_bytes()),
-            gname: name(header.groupname_bytes()),
-            mtime: header
-                .mtime()
-                .map_or_else(|error| format!("unreadable ({error})"), |t| t.to_string()),
-            size: header
-                .size()
-                .map_or_else(|error| format!("unreadable ({error})"), |s| s.to_string()),
-            kind: format!("{:?}", header.entry_type()),
-            content,
+            fields: vec![
+                ("mode", octal(header.mode().map(u64::from))),
+                ("uid", octal(header.uid())),
+                ("gid", octal(header.gid())),
+                ("uname", name(header.username_bytes())),
+                ("gname", name(header.groupname_bytes())),
+                ("mtime", shown(header.mtime().map(|time| time.to_string()))),
+                ("size", shown(header.size().map(|size| size.to_string()))),
+                ("type", format!("{:?}", header.entry_type())),
+                ("content", format!("sha256 {}", sha256_hex(&content))),
+            ],
         });
     }
     Ok(entries)
@@ -557,6 +405,28 @@ fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
 mod tests {
     use super::*;
     use crate::generate::tarball;
+
+    /// Compares two sets of outputs in memory, e.g. two renders.
+    fn compare_outputs(expected: &[Output], actual: &[Output]) -> Vec<String> {
+        let mut report = Vec::new();
+        for wanted in expected {
+            match actual.iter().find(|item| item.path == wanted.path) {
+                None => report.push(format!("  {}: missing", wanted.path)),
+                Some(found) if found.bytes != wanted.bytes => report.push(format!(
+                    "  {}: {}",
+                    wanted.path,
+                    describe_difference(&wanted.path, &wanted.bytes, &found.bytes)
+                )),
+                Some(_) => {}
+            }
+        }
+        for found in actual {
+            if !expected.iter().any(|item| item.path == found.path) {
+                report.push(format!("  {}: unexpected", found.path));
+            }
+        }
+        report
+    }
 
     fn sample_tar_gz() -> Vec<u8> {
         tarball::build(
@@ -588,7 +458,7 @@ mod tests {
         assert_eq!(paths, ["top/a.rs", "top/b.rs"]);
         assert!(entries
             .iter()
-            .all(|entry| entry.mode == "644" && entry.uid == "0"));
+            .all(|entry| entry.fields[..2] == [("mode", "644".into()), ("uid", "0".into())]));
         assert_eq!(first[4..8], [0, 0, 0, 0], "gzip mtime is zero");
         assert_eq!(first[9], tarball::GZIP_OS);
     }

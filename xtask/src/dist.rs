@@ -1,32 +1,25 @@
-//! `cargo xtask dist`: the release artifacts into `target/dist/`.
+//! `cargo xtask dist`: into `target/dist/` one platform wheel per target of
+//! `native::SHIPPED_TARGETS`, whose `rextio_device_cuda/_bin/` holds the
+//! release probe and smoke of `native::build_shipped` with their SHA-256
+//! (`python/hatch_build.py`), the pure `py3-none-any` wheel and the sdist.
 //!
-//! - one platform wheel per target of `native::SHIPPED_TARGETS`
-//!   (`manylinux_2_17_x86_64`, `manylinux_2_17_aarch64`), carrying the
-//!   release probe and smoke of `native::build_shipped` in
-//!   `rextio_device_cuda/_bin/` with their SHA-256 (`python/hatch_build.py`);
-//! - the pure `py3-none-any` wheel, no binaries;
-//! - the sdist.
+//! hatchling builds all four from a staged copy of `python/` plus the README,
+//! the LICENSE and the generated runtime tarball, with SOURCE_DATE_EPOCH
+//! fixed: same tree, same bytes (`verify-determinism` builds a second time
+//! from a copy at another path; tests/python/test_dist.py checks them).
 //!
-//! hatchling builds all four from a staged copy of `python/` that also holds
-//! the README, the LICENSE and the generated runtime tarball, with
-//! SOURCE_DATE_EPOCH fixed: same tree, same bytes (`verify-determinism` builds
-//! a second time from a copy at another path). tests/python/test_dist.py runs
-//! `auditwheel show`, `twine check --strict` and `check-wheel-contents` on them.
-//!
-//! Why hatchling and not maturin: maturin's `bin` bindings put a crate's
-//! binaries in the wheel's scripts directory, which pip installs onto PATH;
-//! ours belong inside the package (`_bin/`, found by absolute path, never on
-//! PATH), and the same project also makes the pure wheel and an sdist that
-//! need no Rust. The glibc 2.17 link is cargo-zigbuild's either way.
+//! Not maturin: its `bin` bindings put a crate's binaries in the wheel's
+//! scripts directory, which pip installs onto PATH; ours belong inside the
+//! package (`_bin/`, found by absolute path), and the same project also makes
+//! the pure wheel and an sdist that need no Rust.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
-use crate::native::{self, ShippedTarget, SHIPPED_TARGETS};
-use crate::{generate, paths, process, python_env, Result};
+use crate::native::{self, SHIPPED_TARGETS};
+use crate::process::output;
+use crate::{generate, paths, python_env, Result};
 
 /// 1980-01-01T00:00:00Z: the earliest time a zip entry can carry.
 const SOURCE_DATE_EPOCH: &str = "315532800";
@@ -42,6 +35,19 @@ import hatchling.build
 print(getattr(hatchling.build, 'build_' + sys.argv[1])(sys.argv[2]))
 ";
 
+/// Imports the package's code table from `python/` without writing bytecode:
+/// its import-time checks (every reason code it names is in the spec) must
+/// pass before a wheel exists. The package's `__init__` imports Rextio Core,
+/// which the build environment does not hold, so the package is entered
+/// without it.
+const IMPORT_CHECK: &str = "\
+import sys, types
+package = types.ModuleType('rextio_device_cuda')
+package.__path__ = [sys.argv[1] + '/rextio_device_cuda']
+sys.modules['rextio_device_cuda'] = package
+import rextio_device_cuda._codes
+";
+
 /// What `dist` built: the artifacts, and the shipped binaries inside the platform wheels.
 pub struct Dist {
     pub artifacts: Vec<PathBuf>,
@@ -50,11 +56,16 @@ pub struct Dist {
 
 pub fn command(args: &[String]) -> Result<()> {
     crate::no_arguments("dist", args);
-    let dist = build()?;
-    for artifact in &dist.artifacts {
-        println!("{} sha256 {}", artifact.display(), sha256_file(artifact)?);
+    for artifact in build()?.artifacts {
+        let bytes = fs::read(&artifact).map_err(|error| failed(&artifact, error))?;
+        let digest = generate::sha256_hex(&bytes);
+        println!("{} sha256 {digest}", artifact.display());
     }
     Ok(())
+}
+
+fn failed(path: &Path, error: std::io::Error) -> String {
+    format!("{}: {error}", path.display())
 }
 
 /// generate --check, then the four artifacts into target/dist/.
@@ -67,48 +78,50 @@ pub fn build() -> Result<Dist> {
 /// `build()`; returns this host's platform wheel, the one the tests install
 /// (the other artifacts stay in target/dist/ for them).
 pub fn build_wheel() -> Result<PathBuf> {
-    let dist = build()?;
-    let suffix = format!("-{}.whl", native::host_shipped_target()?.platform_tag);
-    dist.artifacts
-        .into_iter()
-        .find(|path| path.to_string_lossy().ends_with(&suffix))
-        .ok_or_else(|| format!("dist built no wheel ending in {suffix}"))
+    let suffix = format!("-{}.whl", native::host_shipped_target()?.platform_tag());
+    let mut artifacts = build()?.artifacts.into_iter();
+    let wheel = artifacts.find(|path| path.to_string_lossy().ends_with(&suffix));
+    wheel.ok_or_else(|| format!("dist built no wheel ending in {suffix}"))
 }
 
 /// Builds every artifact from the tree at `root` into `out` (emptied first).
 pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
     let python = python_env::Venv::Build.ensure()?;
-    check_import(&python, root)?;
+    output(
+        Command::new(&python)
+            .current_dir(root)
+            .env_remove("PYTHONPATH")
+            .args(["-I", "-B", "-c", IMPORT_CHECK, "python"]),
+    )
+    .map_err(|error| {
+        format!(
+            "python/rextio_device_cuda/_codes.py does not import, so no wheel is built: {error}"
+        )
+    })?;
     let _ = fs::remove_dir_all(out);
-    fs::create_dir_all(out).map_err(|error| format!("{}: {error}", out.display()))?;
-    let out = out
-        .canonicalize()
-        .map_err(|error| format!("{}: {error}", out.display()))?;
+    fs::create_dir_all(out).map_err(|error| failed(out, error))?;
+    let out = out.canonicalize().map_err(|error| failed(out, error))?;
     let stage = stage_python(root)?;
-    let mut dist = Dist {
-        artifacts: vec![
-            hatchling(&python, &stage, "sdist", &out, None)?,
-            hatchling(&python, &stage, "wheel", &out, None)?,
-        ],
-        binaries: Vec::new(),
-    };
+    let hatchling =
+        |kind, platform: Option<(&str, &Path)>| hatchling(&python, &stage, kind, &out, platform);
+    let mut artifacts = vec![hatchling("sdist", None)?, hatchling("wheel", None)?];
+    let mut binaries = Vec::new();
     for target in &SHIPPED_TARGETS {
-        let binaries = native::build_shipped(root, target)?;
-        let wheel_bin = native::ship_dir(root)
-            .join("wheel-bin")
-            .join(target.platform_tag);
+        let shipped = native::build_shipped(root, target)?;
+        let tag = target.platform_tag();
+        let wheel_bin = native::ship_dir(root).join("wheel-bin").join(&tag);
         let _ = fs::remove_dir_all(&wheel_bin);
-        fs::create_dir_all(&wheel_bin)
-            .map_err(|error| format!("{}: {error}", wheel_bin.display()))?;
-        for binary in &binaries {
+        for binary in &shipped {
             let name = binary.file_name().ok_or("a binary without a name")?;
             copy(binary, &wheel_bin.join(name))?;
         }
-        let wheel = hatchling(&python, &stage, "wheel", &out, Some((target, &wheel_bin)))?;
-        dist.artifacts.push(wheel);
-        dist.binaries.extend(binaries);
+        artifacts.push(hatchling("wheel", Some((&tag, &wheel_bin)))?);
+        binaries.extend(shipped);
     }
-    Ok(dist)
+    Ok(Dist {
+        artifacts,
+        binaries,
+    })
 }
 
 /// The project files of `python/` (its build files, the package's sources and
@@ -117,24 +130,24 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
 fn stage_python(root: &Path) -> Result<PathBuf> {
     let stage = native::ship_dir(root).join("python");
     let _ = fs::remove_dir_all(&stage);
-    let python = root.join("python");
-    for relative in generate::fs::relative_files(&python, "")? {
+    for relative in generate::fs::relative_files(&root.join("python"), "")? {
         let relative = relative.trim_start_matches('/');
         let source = relative.starts_with("rextio_device_cuda/")
             && !relative.contains("__pycache__")
             && (relative.ends_with(".py") || relative.ends_with("/py.typed"));
         if source || relative == "pyproject.toml" || relative == "hatch_build.py" {
-            copy(&python.join(relative), &stage.join(relative))?;
+            copy(&root.join("python").join(relative), &stage.join(relative))?;
         }
     }
     for file in ["README.md", "LICENSE"] {
         copy(&root.join(file), &stage.join(file))?;
     }
-    let tarballs: Vec<String> = generate::fs::relative_files(root, "generated")?
-        .into_iter()
+    let generated = generate::fs::relative_files(root, "generated")?;
+    let tarballs: Vec<&String> = generated
+        .iter()
         .filter(|path| path.ends_with(".tar.gz"))
         .collect();
-    let [tarball] = tarballs.as_slice() else {
+    let [tarball] = tarballs[..] else {
         return Err(format!(
             "generated/ holds {} tarballs, not one",
             tarballs.len()
@@ -151,52 +164,17 @@ fn stage_python(root: &Path) -> Result<PathBuf> {
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {
-    if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent).map_err(|error| format!("{}: {error}", parent.display()))?;
-    }
-    fs::copy(from, to).map(drop).map_err(|error| {
-        format!(
-            "cannot copy {} to {}: {error}",
-            from.display(),
-            to.display()
-        )
-    })
-}
-
-/// Imports the package's code table from `python/` without writing bytecode:
-/// its import-time checks (every reason code it names is in the spec) must
-/// pass before a wheel exists. The package's `__init__` imports Rextio Core,
-/// which the build environment does not hold, so the package is entered
-/// without it.
-const IMPORT_CHECK: &str = "\
-import sys, types
-package = types.ModuleType('rextio_device_cuda')
-package.__path__ = [sys.argv[1] + '/rextio_device_cuda']
-sys.modules['rextio_device_cuda'] = package
-import rextio_device_cuda._codes
-";
-
-/// Fails, with the import error, unless the package in `python/` imports.
-fn check_import(python: &Path, root: &Path) -> Result<()> {
-    let mut import = Command::new(python);
-    import.current_dir(root).env_remove("PYTHONPATH").args([
-        "-I",
-        "-B",
-        "-c",
-        IMPORT_CHECK,
-        "python",
-    ]);
-    let output = import
-        .output()
-        .map_err(|error| format!("could not start `{}`: {error}", process::describe(&import)))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr.lines().last().unwrap_or("");
-    Err(format!(
-        "python/rextio_device_cuda/_codes.py does not import, so no wheel is built: {last}"
-    ))
+    let parent = to.parent().unwrap_or(to);
+    fs::create_dir_all(parent)
+        .and_then(|()| fs::copy(from, to))
+        .map(drop)
+        .map_err(|error| {
+            format!(
+                "cannot copy {} to {}: {error}",
+                from.display(),
+                to.display()
+            )
+        })
 }
 
 /// One hatchling build (`sdist` or `wheel`) of `stage` into `out`; a platform
@@ -206,7 +184,7 @@ fn hatchling(
     stage: &Path,
     kind: &str,
     out: &Path,
-    platform: Option<(&ShippedTarget, &Path)>,
+    platform: Option<(&str, &Path)>,
 ) -> Result<PathBuf> {
     let mut build = Command::new(python);
     build
@@ -219,37 +197,17 @@ fn hatchling(
         .arg(out);
     if let Some((target, binaries)) = platform {
         build
-            .env(PLATFORM_VARIABLE, target.platform_tag)
+            .env(PLATFORM_VARIABLE, target)
             .env(BINARIES_VARIABLE, binaries);
     }
-    let shown = process::describe(&build);
     println!(
         "dist: hatchling {kind} {}",
-        platform.map_or("", |(t, _)| t.platform_tag)
+        platform.map_or("", |(tag, _)| tag)
     );
-    let output = build
-        .output()
-        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    if !output.status.success() {
-        return Err(format!(
-            "`{shown}` failed with {}:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    let name = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    let name = output(&mut build)?.trim().to_string();
     let artifact = out.join(&name);
     if name.is_empty() || !artifact.is_file() {
         return Err(format!("hatchling reported no {kind} in {}", out.display()));
     }
     Ok(artifact)
-}
-
-/// Lowercase hex SHA-256 of a file.
-pub fn sha256_file(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
 }

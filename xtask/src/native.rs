@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::paths::{repo_root, target_dir};
-use crate::python_env::Venv;
-use crate::{nolink, process, Result};
+use crate::process::run;
+use crate::python_env::{self, Venv};
+use crate::Result;
 
 /// Paths of the built native binaries.
 pub struct NativeArtifacts {
@@ -16,10 +17,8 @@ pub struct NativeArtifacts {
 }
 
 const PROBE_PACKAGE: &str = "rextio-cuda-probe";
-const SIM_DRIVER_PACKAGE: &str = "rextio-sim-driver";
 const PROBE_BINARY: &str = "rextio-cuda-driver-probe";
 const SMOKE_BINARY: &str = "rextio-cuda-runtime-smoke";
-const SIM_DRIVER_LIBRARY: &str = "librextio_sim_driver.so";
 
 /// Builds the probe, the smoke and the simulated driver (`release` for
 /// the bench: `--release --locked`).
@@ -30,64 +29,72 @@ pub fn build(release: bool) -> Result<NativeArtifacts> {
         "--package",
         PROBE_PACKAGE,
         "--package",
-        SIM_DRIVER_PACKAGE,
+        "rextio-sim-driver",
     ]);
-    if release {
-        command.args(["--release", "--locked"]);
-    }
-    process::run(&mut command)?;
-    let profile_dir = target_dir().join(if release { "release" } else { "debug" });
+    command.args(if release {
+        &["--release", "--locked"][..]
+    } else {
+        &[]
+    });
+    run(&mut command)?;
+    let profile = target_dir().join(if release { "release" } else { "debug" });
+    let executable = |name: &str| profile.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let artifacts = NativeArtifacts {
-        probe: profile_dir.join(executable(PROBE_BINARY)),
-        smoke: profile_dir.join(executable(SMOKE_BINARY)),
-        sim_driver: profile_dir.join(SIM_DRIVER_LIBRARY),
+        probe: executable(PROBE_BINARY),
+        smoke: executable(SMOKE_BINARY),
+        sim_driver: profile.join("librextio_sim_driver.so"),
     };
-    for path in [&artifacts.probe, &artifacts.smoke] {
-        if !path.is_file() {
-            return Err(format!("cargo build did not produce {}", path.display()));
-        }
-    }
+    exist([&artifacts.probe, &artifacts.smoke], "cargo build")?;
     Ok(artifacts)
+}
+
+/// Fails naming the first of `paths` that `tool` did not produce.
+fn exist<'a>(paths: impl IntoIterator<Item = &'a PathBuf>, tool: &str) -> Result<()> {
+    match paths.into_iter().find(|path| !path.is_file()) {
+        Some(path) => Err(format!("{tool} did not produce {}", path.display())),
+        None => Ok(()),
+    }
 }
 
 /// A target whose platform wheel ships the release probe and smoke.
 pub struct ShippedTarget {
     pub triple: &'static str,
-    /// The wheel's platform tag: manylinux for the glibc floor below.
-    pub platform_tag: &'static str,
 }
 
 /// The shipped targets (contract §9.1); Windows stays build-from-source.
 pub const SHIPPED_TARGETS: [ShippedTarget; 2] = [
     ShippedTarget {
         triple: "x86_64-unknown-linux-gnu",
-        platform_tag: "manylinux_2_17_x86_64",
     },
     ShippedTarget {
         triple: "aarch64-unknown-linux-gnu",
-        platform_tag: "manylinux_2_17_aarch64",
     },
 ];
 
 /// The oldest glibc the shipped binaries link against (RHEL 8, Ubuntu 20.04, Jetson).
 const GLIBC_FLOOR: &str = "2.17";
 
+impl ShippedTarget {
+    /// The wheel's platform tag: manylinux of the glibc floor, e.g. `manylinux_2_17_x86_64`.
+    pub fn platform_tag(&self) -> String {
+        let arch = self.triple.split('-').next().unwrap_or(self.triple);
+        format!("manylinux_{}_{arch}", GLIBC_FLOOR.replace('.', "_"))
+    }
+}
+
 /// The shipped target this host runs.
 pub fn host_shipped_target() -> Result<&'static ShippedTarget> {
     let host = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    SHIPPED_TARGETS
-        .iter()
-        .find(|target| target.triple == host)
-        .ok_or_else(|| format!("no platform wheel ships for {host}"))
+    let found = SHIPPED_TARGETS.iter().find(|target| target.triple == host);
+    found.ok_or_else(|| format!("no platform wheel ships for {host}"))
 }
 
 /// Where the shipped builds of the tree at `root` live: `<root>/target/ship`
 /// (or `$CARGO_TARGET_DIR/ship` for this checkout).
 pub fn ship_dir(root: &Path) -> PathBuf {
-    if root == repo_root() {
-        target_dir().join("ship")
-    } else {
-        root.join("target").join("ship")
+    match root == repo_root() {
+        true => target_dir().join("ship"),
+        false => root.join("target").join("ship"),
     }
 }
 
@@ -100,26 +107,24 @@ pub fn ship_dir(root: &Path) -> PathBuf {
 /// `.../rextio-cuda-runtime-smoke`); returns both paths. One cargo
 /// invocation per target: the output is then the same for every order.
 pub fn build_shipped(root: &Path, target: &ShippedTarget) -> Result<[PathBuf; 2]> {
-    let tools = crate::python_env::ensure_dist_tools()?;
+    let tools = python_env::ensure_dist_tools()?;
     let ship = ship_dir(root);
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
         .ok_or("neither CARGO_HOME nor HOME is set")?;
-    let rustflags = format!(
-        "--remap-path-prefix={}=/rextio-device-cuda --remap-path-prefix={}=/cargo",
-        root.display(),
-        cargo_home.display()
-    );
-    let path = std::env::join_paths(std::iter::once(tools.clone()).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .map_err(|error| format!("PATH: {error}"))?;
-    let mut command = Command::new(tools.join("cargo-zigbuild"));
-    command
+    let (root_shown, home_shown) = (root.display(), cargo_home.display());
+    let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda ")
+        + &format!("--remap-path-prefix={home_shown}=/cargo");
+    // zig is `python -m ziglang` of the tools environment, found on PATH.
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path =
+        std::env::join_paths(std::iter::once(tools.clone()).chain(std::env::split_paths(&path)))
+            .map_err(|error| format!("PATH: {error}"))?;
+    run(Command::new(tools.join("cargo-zigbuild"))
         .current_dir(root)
-        // zig is `python -m ziglang` of the tools environment; its caches stay in target/.
         .env("PATH", path)
+        // zig's caches stay in target/.
         .env("XDG_CACHE_HOME", ship.join("cache"))
         .env("RUSTFLAGS", rustflags)
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -136,35 +141,16 @@ pub fn build_shipped(root: &Path, target: &ShippedTarget) -> Result<[PathBuf; 2]
         .arg("--target")
         .arg(format!("{}.{GLIBC_FLOOR}", target.triple))
         .arg("--target-dir")
-        .arg(&ship);
-    process::run(&mut command)?;
+        .arg(&ship))?;
     let release = ship.join(target.triple).join("release");
     let binaries = [release.join(PROBE_BINARY), release.join(SMOKE_BINARY)];
-    for binary in &binaries {
-        if !binary.is_file() {
-            return Err(format!(
-                "cargo zigbuild did not produce {}",
-                binary.display()
-            ));
-        }
-    }
+    exist(&binaries, "cargo zigbuild")?;
     Ok(binaries)
-}
-
-/// The built probe and smoke name no libcuda/nvcuda in their dynamic section.
-pub fn check_no_cuda_link(native: &NativeArtifacts) -> Result<()> {
-    nolink::check_dynamic_section(&native.probe)?;
-    nolink::check_dynamic_section(&native.smoke)
-}
-
-fn executable(name: &str) -> String {
-    format!("{name}{}", std::env::consts::EXE_SUFFIX)
 }
 
 /// `cargo`, as the one running xtask (or from PATH), in the repository root.
 pub fn cargo() -> Command {
-    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(program);
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     command.current_dir(repo_root());
     command
 }
@@ -173,13 +159,11 @@ pub fn cargo() -> Command {
 /// driver and beside the simulated one, against the spawn floor.
 pub fn bench() -> Result<()> {
     let native = build(true)?;
-    process::run(
-        Command::new(Venv::Floor.program("python"))
-            .current_dir(repo_root())
-            .arg("tests/e2e/probe_bench.py")
-            .arg(&native.probe)
-            .arg(&native.sim_driver),
-    )
+    run(Command::new(Venv::Floor.program("python"))
+        .current_dir(repo_root())
+        .arg("tests/e2e/probe_bench.py")
+        .arg(&native.probe)
+        .arg(&native.sim_driver))
 }
 
 #[cfg(test)]
@@ -205,9 +189,11 @@ mod tests {
                 "{}",
                 target.triple
             );
-            let arch = target.triple.split('-').next().unwrap();
-            let floor = GLIBC_FLOOR.replace('.', "_");
-            assert_eq!(target.platform_tag, format!("manylinux_{floor}_{arch}"));
         }
+        let tags: Vec<String> = SHIPPED_TARGETS
+            .iter()
+            .map(ShippedTarget::platform_tag)
+            .collect();
+        assert_eq!(tags, ["manylinux_2_17_x86_64", "manylinux_2_17_aarch64"]);
     }
 }

@@ -11,10 +11,27 @@ pub fn run(command: &mut Command) -> Result<()> {
     let status = command
         .status()
         .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{shown}` failed with {status}"))
+    match status.success() {
+        true => Ok(()),
+        false => Err(format!("`{shown}` failed with {status}")),
+    }
+}
+
+/// Runs `command` capturing its output: its stdout, or an error naming the
+/// command with its stderr.
+pub fn output(command: &mut Command) -> Result<String> {
+    let shown = describe(command);
+    let output = command
+        .output()
+        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    match output.status.success() {
+        true => Ok(text(&output.stdout)),
+        false => Err(format!(
+            "`{shown}` failed with {}:\n{}",
+            output.status,
+            text(&output.stderr)
+        )),
     }
 }
 
@@ -25,21 +42,4 @@ pub fn describe(command: &Command) -> String {
         .map(|part| part.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Runs `command` to completion and returns what it printed; fails naming
-/// the command, with its standard error.
-pub fn output(command: &mut Command) -> Result<String> {
-    let shown = describe(command);
-    let output = command.output();
-    let output = output.map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!(
-            "`{shown}` failed with {}: {}",
-            output.status,
-            stderr.trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }

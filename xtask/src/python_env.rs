@@ -1,32 +1,26 @@
-//! The project's Python environments, made by uv from PyPI under `target/`.
+//! The project's Python environments, made by uv from PyPI under `target/`
+//! with the exact pins of `xtask/requirements/` (uv's cache `target/uv-cache`;
+//! nothing is cached outside the repository):
 //!
-//! - `target/uv`: a venv holding only uv `UV` (installed once with the
-//!   interpreter's own pip); it makes every other environment.
-//! - `target/venv-build`: hatchling alone, the wheel's build backend (`dist`).
-//! - `target/venv-dist`: `dist`'s other tools: zig (`ziglang`) and
-//!   cargo-zigbuild for the shipped binaries, auditwheel, twine and
-//!   check-wheel-contents for the artifacts' checks.
-//! - `target/venv`: Rextio Core `FLOOR_CORE` (0.1.6, the lowest Core the
-//!   package supports) and every tool. `demo` and `bench` use it.
+//! - `target/uv`: uv `UV` alone (installed with the interpreter's own pip,
+//!   which also fetches the files uv keeps none of); it makes the others.
+//! - `target/venv-build`: hatchling alone, the wheel's build backend.
+//! - `target/venv-dist`: `dist`'s other tools.
+//! - `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
 //! - `target/venv-core-<NEWEST_CORE>`: the newest Core 0.1.x, the same tools,
-//!   and the companion plugins installed `--no-deps` from their sdists
-//!   (kept in `target/downstream-sdists/`; uv checks each pinned SHA-256).
+//!   and the companion plugins from their sdists (`target/downstream-sdists/`).
 //!
-//! uv's cache is `target/uv-cache`, so nothing is cached outside the
-//! repository. `cargo xtask setup` prepares everything the Python tests use
-//! and writes `target/test-paths.json`, which the tests read to find the
-//! built binaries, the build environment, the sdists and NVIDIA's images:
-//! after it, plain `pytest` runs any test. Tests import the installed wheel,
-//! never the source tree.
+//! `cargo xtask setup` prepares everything the Python tests use and writes
+//! `target/test-paths.json`, which the tests read to find what it built:
+//! after it, plain `pytest` runs any test. Tests import the installed wheel.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::json;
-
 use crate::native::NativeArtifacts;
 use crate::paths::{repo_root, target_dir};
-use crate::{dist, native, process, real_driver, Result};
+use crate::process::run;
+use crate::{dist, native, real_driver, Result};
 
 /// The lowest Rextio Core the package supports (`rextio>=0.1.6,<0.2`).
 pub const FLOOR_CORE: &str = "0.1.6";
@@ -38,52 +32,11 @@ pub const NEWEST_CORE: &str = "0.1.8";
 /// The uv that makes the environments, pinned exactly.
 const UV: &str = "0.13.8";
 
-/// Exact pins of every tool the Python checks and tests use (the tests install
-/// a fixture plugin with pip and hatchling; pytest-repeat repeats the stress tests).
-const TOOL_PINS: &[&str] = &[
-    "pip==26.3",
-    "pytest==9.2.0",
-    "pytest-repeat==0.9.4",
-    "ruff==0.17.6",
-    "mypy==2.4.1",
-    HATCHLING,
-];
-
-/// The wheel's build backend, pinned exactly.
-const HATCHLING: &str = "hatchling==1.33.0";
-
-/// `dist`'s tools besides hatchling, pinned exactly.
-const DIST_TOOL_PINS: &[&str] = &[
-    "ziglang==0.17.0",
-    "cargo-zigbuild==0.24.0",
-    "auditwheel==6.8.2",
-    "twine==7.0.0",
-    "check-wheel-contents==0.6.3",
-];
-
-/// The companion plugins whose own code runs against our wheel: the sdist
-/// PyPI serves (`name==version`, file name, SHA-256).
-const DOWNSTREAM: &[(&str, &str, &str)] = &[
-    (
-        "rextio-torch==0.1.3",
-        "rextio_torch-0.1.3.tar.gz",
-        "db9e2676da976d6b50818969079b87cf118e969f38120263e9113a7c9a2fe3f7",
-    ),
-    (
-        "rextio-tensorflow==0.1.3",
-        "rextio_tensorflow-0.1.3.tar.gz",
-        "64cbe95c313e555d2f9a1982d8357096100a1debfbd6f5f36abcee77aaf32c5c",
-    ),
-];
-
-/// The published build this package succeeds, the bench's cold-path
-/// reference only (`name==version`, the wheel PyPI serves, its SHA-256); its
-/// code is never copied into this repository.
-const REFERENCE: (&str, &str, &str) = (
-    "rextio-device-cuda==0.1.0",
-    "rextio_device_cuda-0.1.0-py3-none-any.whl",
-    "6ba40004e429b8b14c4b90f0ce75a479970b76a86a202d22655b7366d72fb7bf",
-);
+/// `xtask/requirements/<name>.txt`: exact pins (the sdists and the reference
+/// wheel also by SHA-256), read by uv and pip.
+fn requirements(name: &str) -> PathBuf {
+    repo_root().join(format!("xtask/requirements/{name}.txt"))
+}
 
 /// One of the environments.
 #[derive(Clone, Copy)]
@@ -96,66 +49,61 @@ pub enum Venv {
     Floor,
     /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
     Newest,
-    /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and `REFERENCE` (bench only).
+    /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and the published 0.1.0 (bench only).
     Reference,
 }
 
 impl Venv {
-    fn dir(self) -> PathBuf {
-        target_dir().join(match self {
-            Venv::Build => "venv-build".to_owned(),
-            Venv::Dist => "venv-dist".to_owned(),
-            Venv::Floor => "venv".to_owned(),
-            Venv::Newest => format!("venv-core-{NEWEST_CORE}"),
-            Venv::Reference => "venv-bench-0.1.0".to_owned(),
-        })
+    /// Its directory, its Core and the requirements file of its other pins.
+    fn layout(self) -> (PathBuf, Option<&'static str>, Option<&'static str>) {
+        let (dir, core, file) = match self {
+            Venv::Build => ("venv-build".into(), None, Some("build")),
+            Venv::Dist => ("venv-dist".into(), None, Some("dist")),
+            Venv::Floor => ("venv".into(), Some(FLOOR_CORE), Some("tools")),
+            Venv::Newest => (
+                format!("venv-core-{NEWEST_CORE}"),
+                Some(NEWEST_CORE),
+                Some("tools"),
+            ),
+            Venv::Reference => ("venv-bench-0.1.0".into(), Some(FLOOR_CORE), None),
+        };
+        (target_dir().join(dir), core, file)
     }
 
     pub fn program(self, name: &str) -> PathBuf {
-        bin(&self.dir(), name)
-    }
-
-    fn pins(self) -> Vec<String> {
-        let core = match self {
-            Venv::Build => return vec![HATCHLING.to_owned()],
-            Venv::Dist => return DIST_TOOL_PINS.iter().map(|pin| pin.to_string()).collect(),
-            Venv::Reference => return vec![format!("rextio=={FLOOR_CORE}")],
-            Venv::Floor => FLOOR_CORE,
-            Venv::Newest => NEWEST_CORE,
-        };
-        let mut pins = vec![format!("rextio=={core}")];
-        pins.extend(TOOL_PINS.iter().map(|pin| pin.to_string()));
-        pins
+        bin(&self.layout().0, name)
     }
 
     /// Creates the environment if needed and installs every pin (uv leaves
     /// what is already satisfied); returns its python.
     pub fn ensure(self) -> Result<PathBuf> {
-        let python = self.program("python");
+        let (dir, core, file) = self.layout();
+        let python = bin(&dir, "python");
         if !python.exists() {
             // REXTIO_PYTHON names an interpreter; otherwise uv finds a CPython 3.11+.
             let wanted = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| ">=3.11".into());
-            process::run(
-                uv()?
-                    .args(["venv", "--quiet", "--python", &wanted])
-                    .arg(self.dir()),
-            )?;
+            run(uv()?
+                .args(["venv", "--quiet", "--python", &wanted])
+                .arg(dir))?;
         }
-        process::run(uv_pip(&python)?.args(self.pins()))?;
+        let mut install = uv_pip(&python)?;
+        install.args(core.map(|core| format!("rextio=={core}")));
+        if let Some(file) = file {
+            install.arg("-r").arg(requirements(file));
+        }
+        run(&mut install)?;
         Ok(python)
     }
 
     /// mypy --strict over each group of paths (each test tree has its own conftest).
     pub fn mypy(self, runs: &[&[&str]]) -> Result<()> {
         for checked in runs {
-            process::run(
-                Command::new(self.program("mypy"))
-                    .current_dir(repo_root())
-                    // Test trees import the helpers of tests/python and tests/e2e.
-                    .env("MYPYPATH", "tests/python:tests/e2e")
-                    .args(["--strict", "--config-file", "mypy.ini"])
-                    .args(*checked),
-            )?;
+            run(Command::new(self.program("mypy"))
+                .current_dir(repo_root())
+                // Test trees import the helpers of tests/python and tests/e2e.
+                .env("MYPYPATH", "tests/python:tests/e2e")
+                .args(["--strict", "--config-file", "mypy.ini"])
+                .args(*checked))?;
         }
         Ok(())
     }
@@ -163,29 +111,23 @@ impl Venv {
     /// pytest over `trees` (options in pytest.ini); any non-zero status,
     /// 5 for "nothing collected" too, fails.
     pub fn pytest(self, trees: &[&str]) -> Result<()> {
-        process::run(
-            Command::new(self.program("pytest"))
-                .current_dir(repo_root())
-                .env_remove("PYTHONPATH")
-                .env("PYTHONDONTWRITEBYTECODE", "1")
-                .arg("-q")
-                .args(trees),
-        )
+        run(Command::new(self.program("pytest"))
+            .current_dir(repo_root())
+            .env_remove("PYTHONPATH")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .arg("-q")
+            .args(trees))
     }
 }
 
+/// A program of the venv at `venv` (xtask runs on Linux: `bin/`, no `.exe`).
 fn bin(venv: &Path, name: &str) -> PathBuf {
-    if cfg!(windows) {
-        venv.join("Scripts").join(format!("{name}.exe"))
-    } else {
-        venv.join("bin").join(name)
-    }
+    venv.join("bin").join(name)
 }
 
 /// uv `UV`, installed into `target/uv` on first use, with its cache in target/.
 pub fn uv() -> Result<Command> {
-    let venv = target_dir().join("uv");
-    let program = bin(&venv, "uv");
+    let program = bin(&target_dir().join("uv"), "uv");
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
     let installed = Command::new(&program)
         .arg("--version")
@@ -193,13 +135,10 @@ pub fn uv() -> Result<Command> {
         .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).split(' ').nth(1) == Some(UV));
     if !installed {
         let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| "python3".into());
-        process::run(Command::new(base).args(["-m", "venv"]).arg(&venv))?;
-        process::run(
-            Command::new(bin(&venv, "python"))
-                .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
-                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
-                .args(["-m", "pip", "install", "--quiet", &format!("uv=={UV}")]),
-        )?;
+        run(Command::new(base)
+            .args(["-m", "venv"])
+            .arg(target_dir().join("uv")))?;
+        run(pip().args(["install", "--quiet", &format!("uv=={UV}")]))?;
     }
     let mut command = Command::new(program);
     command
@@ -208,6 +147,17 @@ pub fn uv() -> Result<Command> {
         .env("UV_PYTHON_DOWNLOADS", "never")
         .env("UV_NO_CONFIG", "1");
     Ok(command)
+}
+
+/// The pip of uv's environment, its cache in target/: it fetches sdists and
+/// wheels as files and builds wheels, which uv does not.
+fn pip() -> Command {
+    let mut command = Command::new(bin(&target_dir().join("uv"), "python"));
+    command
+        .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .args(["-m", "pip"]);
+    command
 }
 
 /// `uv pip install --quiet` into the environment of `python`.
@@ -220,12 +170,10 @@ fn uv_pip(python: &Path) -> Result<Command> {
 }
 
 /// Force-reinstalls a built wheel (without touching its pinned dependency).
-pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
-    process::run(
-        uv_pip(python)?
-            .args(["--reinstall", "--no-deps"])
-            .arg(wheel),
-    )
+fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
+    run(uv_pip(python)?
+        .args(["--reinstall", "--no-deps"])
+        .arg(wheel))
 }
 
 /// Creates or reuses `target/venv-dist`; returns its `bin` directory.
@@ -234,9 +182,43 @@ pub fn ensure_dist_tools() -> Result<PathBuf> {
     Ok(python.parent().map(Path::to_path_buf).unwrap_or_default())
 }
 
+/// Downloads the files that `xtask/requirements/<name>.txt` pins (`kind`:
+/// `--no-binary` for sdists, `--only-binary` for wheels) into `target/<dir>`
+/// once per version of that file, pip checking each SHA-256, and installs
+/// them `--no-deps` from there into the environment of `python`, uv checking
+/// each SHA-256 again. Returns the directory.
+fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<PathBuf> {
+    let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
+    let (pinned, dir) = (requirements(name), target_dir().join(dir));
+    let wanted = std::fs::read(&pinned).map_err(|error| failed(&pinned, error))?;
+    let listed = dir.join("requirements.txt");
+    if std::fs::read(&listed).ok() != Some(wanted.clone()) {
+        // Filled aside and renamed: a directory whose list matches is complete.
+        let partial = dir.with_extension("partial");
+        let _ = std::fs::remove_dir_all(&partial);
+        run(pip()
+            .args(["download", "--quiet", "--no-deps", "--require-hashes"])
+            .args([kind, ":all:", "-d"])
+            .arg(&partial)
+            .arg("-r")
+            .arg(&pinned))?;
+        std::fs::write(partial.join("requirements.txt"), &wanted)
+            .map_err(|error| failed(&partial, error))?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&partial, &dir).map_err(|error| failed(&dir, error))?;
+    }
+    run(uv_pip(python)?
+        .args(["--no-deps", "--require-hashes", "--no-index"])
+        .args([kind, ":all:", "--find-links"])
+        .arg(&dir)
+        .arg("-r")
+        .arg(&listed))?;
+    Ok(dir)
+}
+
 /// Where the fresh-venv test installs from without an index: wheels of Core
-/// `NEWEST_CORE` and of the plugins, built once (pip, in uv's venv: uv builds
-/// no wheel of a requirement) aside and renamed, so one that exists is complete.
+/// `NEWEST_CORE` and of the plugins' sdists, built once by pip aside and
+/// renamed, so one that exists is complete.
 fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
     let dir = target_dir().join("wheelhouse");
     if dir.is_dir() {
@@ -244,75 +226,18 @@ fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
     }
     let partial = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
-    uv()?; // makes target/uv, whose pip builds
-    process::run(
-        Command::new(bin(&target_dir().join("uv"), "python"))
-            .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
-            .args(["-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir"])
-            .arg(&partial)
-            .arg(format!("rextio=={NEWEST_CORE}"))
-            .args(DOWNSTREAM.iter().map(|(_, file, _)| sdists.join(file))),
-    )?;
+    let listed =
+        std::fs::read_dir(sdists).map_err(|error| format!("{}: {error}", sdists.display()))?;
+    let archives = listed
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.to_string_lossy().ends_with(".tar.gz"));
+    run(pip()
+        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
+        .arg(&partial)
+        .arg(format!("rextio=={NEWEST_CORE}"))
+        .args(archives))?;
     std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     Ok(dir)
-}
-
-/// The floor environment with the freshly built wheel installed; its python.
-pub fn ensure_venv_with_wheel() -> Result<PathBuf> {
-    let python = Venv::Floor.ensure()?;
-    install_wheel(&python, &dist::build_wheel()?)?;
-    Ok(python)
-}
-
-/// Downloads the plugins' sdists once (pip, in uv's venv: uv downloads no
-/// sdist as a file) and installs them `--no-deps` (the build-only paths import
-/// neither torch nor tensorflow), uv checking each pinned SHA-256.
-fn install_plugins(python: &Path) -> Result<PathBuf> {
-    let dir = target_dir().join("downstream-sdists");
-    install_pinned_files(python, &dir, DOWNSTREAM, "--no-binary")?;
-    Ok(dir)
-}
-
-/// Downloads each pinned file once into `dir` (`kind`: pip's `--no-binary`
-/// or `--only-binary`) and installs them `--no-deps`, uv checking each SHA-256.
-fn install_pinned_files(
-    python: &Path,
-    dir: &Path,
-    pinned: &[(&str, &str, &str)],
-    kind: &str,
-) -> Result<()> {
-    let missing: Vec<&str> = pinned
-        .iter()
-        .filter(|(_, file, _)| !dir.join(file).is_file())
-        .map(|(pin, _, _)| *pin)
-        .collect();
-    if !missing.is_empty() {
-        uv()?; // makes target/uv, whose pip downloads
-        process::run(
-            Command::new(bin(&target_dir().join("uv"), "python"))
-                .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
-                .args(["-m", "pip", "download", "--quiet", "--no-deps"])
-                .args([kind, ":all:", "--dest"])
-                .arg(dir)
-                .args(&missing),
-        )?;
-    }
-    let requirements: String = pinned
-        .iter()
-        .map(|(pin, file, sha256)| {
-            let name = pin.split("==").next().unwrap_or(pin);
-            let url = format!("file://{}", dir.join(file).display());
-            format!("{name} @ {url} --hash=sha256:{sha256}\n")
-        })
-        .collect();
-    let listed = dir.join("requirements.txt");
-    std::fs::write(&listed, requirements)
-        .map_err(|error| format!("{}: {error}", listed.display()))?;
-    process::run(
-        uv_pip(python)?
-            .args(["--no-deps", "--require-hashes", "-r"])
-            .arg(&listed),
-    )
 }
 
 /// `cargo xtask setup`: everything the Python tests need, once.
@@ -333,7 +258,8 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
     let build = Venv::Build.ensure()?;
     let floor = Venv::Floor.ensure()?;
     let newest = Venv::Newest.ensure()?;
-    let sdists = install_plugins(&newest)?;
+    // The build-only paths import neither torch nor tensorflow: `--no-deps`.
+    let sdists = install_pinned(&newest, "downstream-sdists", "downstream", "--no-binary")?;
     let wheelhouse = ensure_wheelhouse(&sdists)?;
     let dist_tools = ensure_dist_tools()?;
     // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
@@ -341,8 +267,7 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
     let wheel = dist::build_wheel()?;
     install_wheel(&floor, &wheel)?;
     install_wheel(&newest, &wheel)?;
-    let real_libcuda = real_driver::ensure_drivers()?;
-    let paths = json!({
+    let paths = serde_json::json!({
         "probe": native.probe,
         "smoke": native.smoke,
         "sim_driver": native.sim_driver,
@@ -351,7 +276,7 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
         "dist_tools": dist_tools,
         "wheelhouse": wheelhouse,
         "downstream_sdists": sdists,
-        "real_libcuda": real_libcuda,
+        "real_libcuda": real_driver::ensure_drivers()?,
     });
     let file = crate::paths::record_test_paths(paths)?;
     println!("setup: {} names what the tests use", file.display());
@@ -360,19 +285,15 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
 
 /// Core `FLOOR_CORE`: ruff, mypy --strict and pytest on `tests/python` and `tests/e2e`.
 pub fn test_floor() -> Result<()> {
-    process::run(
-        Command::new(Venv::Floor.program("ruff"))
-            .current_dir(repo_root())
-            .args(["check", "python", "tests"]),
-    )?;
-    Venv::Floor.mypy(&[
-        &[
-            "python/rextio_device_cuda",
-            "python/hatch_build.py",
-            "tests/python",
-        ],
-        &["tests/e2e"],
-    ])?;
+    run(Command::new(Venv::Floor.program("ruff"))
+        .current_dir(repo_root())
+        .args(["check", "python", "tests"]))?;
+    let package = [
+        "python/rextio_device_cuda",
+        "python/hatch_build.py",
+        "tests/python",
+    ];
+    Venv::Floor.mypy(&[&package, &["tests/e2e"]])?;
     Venv::Floor.pytest(&["tests/python", "tests/e2e"])
 }
 
@@ -394,17 +315,15 @@ pub fn symbol_proof(args: &[String]) -> Result<()> {
 }
 
 /// Preflight latency versus the probe spawn floor, warm and cold, the cold
-/// path also against the published `REFERENCE` (tests/python/preflight_bench.py).
+/// path also against the published 0.1.0 (tests/python/preflight_bench.py).
 pub fn bench() -> Result<()> {
-    let python = ensure_venv_with_wheel()?;
+    let python = Venv::Floor.ensure()?;
+    install_wheel(&python, &dist::build_wheel()?)?;
     let reference = Venv::Reference.ensure()?;
-    let dir = target_dir().join("bench-reference");
-    install_pinned_files(&reference, &dir, &[REFERENCE], "--only-binary")?;
-    process::run(
-        Command::new(python)
-            .current_dir(repo_root())
-            .env_remove("PYTHONPATH")
-            .arg("tests/python/preflight_bench.py")
-            .arg(reference),
-    )
+    install_pinned(&reference, "bench-reference", "reference", "--only-binary")?;
+    run(Command::new(python)
+        .current_dir(repo_root())
+        .env_remove("PYTHONPATH")
+        .arg("tests/python/preflight_bench.py")
+        .arg(reference))
 }
