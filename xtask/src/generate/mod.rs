@@ -23,7 +23,7 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use spec::Val;
+use serde_json::Value;
 use symbols::SymbolList;
 
 pub use index::sha256_hex;
@@ -84,7 +84,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// The runtime crate's source tarball: what its users build (its manifest,
 /// README, license and the library sources, the generated table among them;
 /// never its unit tests). Returns (file name, bytes).
-fn runtime_archive(inputs: &Inputs, spec: &Val, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
+fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
     let stem = spec::runtime_archive_stem(spec);
     let sources = inputs
         .runtime_sources()
