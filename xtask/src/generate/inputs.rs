@@ -29,28 +29,24 @@ impl Inputs {
     /// library sources under `root` (never its unit tests, `src/tests.rs` and
     /// `src/tests/`, nor the table the generator writes).
     pub fn read(root: &Path) -> Result<Self> {
-        let mut paths: Vec<String> = [
+        let templates = [
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
             PYPROJECT_TEMPLATE_PATH,
-            super::results::CUDA_RESULTS_PATH,
-            LICENSE_PATH,
-            "runtime/Cargo.toml",
-            "runtime/README.md",
-        ]
-        .map(String::from)
-        .into();
-        let sources = relative_files(root, "runtime/src")?.into_iter();
-        let unit_test =
-            |path: &str| path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
-        paths.extend(
-            sources.filter(|path| {
-                path.ends_with(".rs") && path != DRIVER_API_PATH && !unit_test(path)
-            }),
-        );
+        ];
+        let mut paths = Vec::from(templates.map(String::from));
+        paths.extend([super::results::CUDA_RESULTS_PATH, LICENSE_PATH].map(String::from));
+        paths.extend(["runtime/Cargo.toml", "runtime/README.md"].map(String::from));
+        for path in relative_files(root, "runtime/src")? {
+            let test = path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
+            if path.ends_with(".rs") && path != DRIVER_API_PATH && !test {
+                paths.push(path);
+            }
+        }
         let files = paths
             .into_iter()
-            .map(|path| Ok((path.clone(), read_input(root, &path)?)));
+            .map(|path| Ok((read_input(root, &path)?, path)));
+        let files = files.map(|file| file.map(|(bytes, path)| (path, bytes)));
         Ok(Self {
             files: files.collect::<Result<_>>()?,
         })

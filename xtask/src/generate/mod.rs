@@ -109,18 +109,22 @@ pub enum Drift {
     Unexpected(String),
 }
 
+impl Drift {
+    /// Its path, what it is, and what `generate` does about it.
+    fn parts(&self) -> (&str, &str, &str) {
+        let unexpected = "unexpected (not written by the generator)";
+        match self {
+            Drift::Missing(path) => (path, "missing", "wrote"),
+            Drift::Stale(path) => (path, "stale", "updated"),
+            Drift::Unexpected(path) => (path, unexpected, "removed unexpected"),
+        }
+    }
+}
+
 impl std::fmt::Display for Drift {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Drift::Missing(path) => write!(formatter, "{path}: missing"),
-            Drift::Stale(path) => write!(formatter, "{path}: stale"),
-            Drift::Unexpected(path) => {
-                write!(
-                    formatter,
-                    "{path}: unexpected (not written by the generator)"
-                )
-            }
-        }
+        let (path, state, _) = self.parts();
+        write!(formatter, "{path}: {state}")
     }
 }
 
@@ -150,7 +154,7 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
 pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     let changes = drift(output_root, outputs)?;
     for change in &changes {
-        let (Drift::Missing(path) | Drift::Stale(path) | Drift::Unexpected(path)) = change;
+        let (path, ..) = change.parts();
         let target = output_root.join(path);
         match outputs.iter().find(|item| item.path == *path) {
             Some(item) => fs::write_atomic(&target, &item.bytes)?,
@@ -161,15 +165,13 @@ pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift
     Ok(changes)
 }
 
-/// Reads inputs from `input_root`, writes outputs under `output_root`.
-pub fn generate_into(input_root: &Path, output_root: &Path) -> Result<Vec<Drift>> {
-    write_outputs(output_root, &render_from(input_root)?)
-}
-
 fn drift_report(changes: &[Drift]) -> String {
-    let lines: Vec<String> = changes.iter().map(|change| format!("  {change}")).collect();
-    let lines = lines.join("\n");
-    format!("generated files are not current:\n{lines}\nrun `cargo xtask generate` and commit the result")
+    let lines: Vec<String> = changes
+        .iter()
+        .map(|change| format!("  {change}\n"))
+        .collect();
+    let run = "run `cargo xtask generate` and commit the result";
+    format!("generated files are not current:\n{}{run}", lines.concat())
 }
 
 /// Fails naming each stale, missing or unexpected generated file; writes nothing.
@@ -183,10 +185,8 @@ pub fn check_at(root: &Path) -> Result<()> {
     if !changes.is_empty() {
         return Err(drift_report(&changes));
     }
-    println!(
-        "generate --check: {} generated files are current",
-        outputs.len()
-    );
+    let count = outputs.len();
+    println!("generate --check: {count} generated files are current");
     Ok(())
 }
 
@@ -208,16 +208,12 @@ pub fn command(args: &[String]) -> Result<()> {
     if check_only {
         return check_at(&root);
     }
-    let changes = generate_into(&root, &root)?;
+    let changes = write_outputs(&root, &render_from(&root)?)?;
     if changes.is_empty() {
         println!("generate: every generated file is current");
     }
-    for change in changes {
-        match change {
-            Drift::Missing(path) => println!("generate: wrote {path}"),
-            Drift::Stale(path) => println!("generate: updated {path}"),
-            Drift::Unexpected(path) => println!("generate: removed unexpected {path}"),
-        }
+    for (path, _, done) in changes.iter().map(Drift::parts) {
+        println!("generate: {done} {path}");
     }
     Ok(())
 }

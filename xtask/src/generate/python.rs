@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::{item_type, key, schema, Class};
+use super::spec::{entries, item_type, key, schema, Class};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
@@ -190,15 +190,9 @@ pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
 pub fn reason_codes(spec: &Value) -> Vec<u8> {
     let doc = "The reason codes, one name each (the lanes' codes are built from their prefix).";
     let mut out = header(PROVIDER_SPEC_PATH, doc) + "from typing import Final\n\n";
-    let lanes = spec["lanes"].as_object().into_iter().flatten();
-    let prefixes: Vec<&str> = lanes
-        .filter_map(|(_, lane)| lane["reason_prefix"].as_str())
-        .collect();
-    for code in spec["reason_codes"]
-        .as_object()
-        .into_iter()
-        .flat_map(|codes| codes.keys())
-    {
+    let prefixes = entries(&spec["lanes"]).filter_map(|(_, lane)| lane["reason_prefix"].as_str());
+    let prefixes: Vec<&str> = prefixes.collect();
+    for (code, _) in entries(&spec["reason_codes"]) {
         if !prefixes.iter().any(|prefix| code.starts_with(prefix)) {
             out.push_str(&format!("{code}: Final = {}\n", literal(code)));
         }
@@ -215,9 +209,8 @@ pub fn pyproject(template: &[u8], spec: &Value) -> Result<Vec<u8>> {
     let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}"), "");
     out.truncate(out.find('\n').unwrap_or(0) + 1);
     out.push_str(text);
-    for (key, value) in spec["distribution"].as_object().into_iter().flatten() {
-        let fields = value.as_object().into_iter().flatten();
-        let fields = fields.map(|(name, item)| (format!("{key}_{name}"), item));
+    for (key, value) in entries(&spec["distribution"]) {
+        let fields = entries(value).map(|(name, item)| (format!("{key}_{name}"), item));
         for (name, value) in fields.chain([(key.to_string(), value)]) {
             out = out.replace(&format!("{{{{{name}}}}}"), &value.to_string());
         }

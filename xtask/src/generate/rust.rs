@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::spec::{items, text, PROVIDER_SPEC_PATH};
+use super::spec::{entries, items, text, PROVIDER_SPEC_PATH};
 
 /// `&[a, b]` on one line after `prefix` where it fits in 100 columns, else
 /// one item a line.
@@ -32,27 +32,22 @@ pub fn probe_spec(spec: &Value) -> Vec<u8> {
     );
     for code in codes {
         let doc = text(&spec["reason_codes"][code][0]).replace('\n', " ");
-        out.push_str(&format!(
-            "    /// {doc}\n    pub const {code}: &str = {code:?};\n"
-        ));
+        let constant = format!("    /// {doc}\n    pub const {code}: &str = {code:?};\n");
+        out.push_str(&constant);
     }
     out.push_str("}\n\n");
+    let statuses = items(&report["statuses"]).iter();
+    let statuses: Vec<String> = statuses
+        .map(|status| format!("{:?}", text(status)))
+        .collect();
+    let environment = entries(&report["driver_environment"]);
+    let environment = environment.map(|(name, value)| format!("({name:?}, {:?})", text(value)));
     let text = |value: &Value| ("&str", format!("{:?}", text(value)));
     let int = |ty, value: &Value| (ty, value.to_string());
     let range = |value: &Value| {
         let (low, high) = (&value[0], &value[1]);
         ("core::ops::RangeInclusive<i32>", format!("{low}..={high}"))
     };
-    let statuses = items(&report["statuses"]).iter();
-    let statuses: Vec<String> = statuses
-        .map(|status| format!("{:?}", status.as_str().unwrap_or("")))
-        .collect();
-    let environment = report["driver_environment"]
-        .as_object()
-        .into_iter()
-        .flatten();
-    let environment =
-        environment.map(|(name, value)| format!("({name:?}, {:?})", value.as_str().unwrap_or("")));
     #[rustfmt::skip]
     let arrays = [
         ("PROBE_STATUSES", "Every report status.", "&[&str]", statuses),

@@ -174,6 +174,11 @@ pub fn items(value: &Value) -> &[Value] {
     value.as_array().map_or(&[], Vec::as_slice)
 }
 
+/// An object's entries; none for anything else.
+pub fn entries(value: &Value) -> impl Iterator<Item = (&String, &Value)> + Clone {
+    value.as_object().into_iter().flatten()
+}
+
 /// A string's text; empty for anything else.
 pub fn text(value: &Value) -> &str {
     value.as_str().unwrap_or("")
@@ -202,7 +207,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
                 formatter.write_str("an object")
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Map<V>, A::Error> {
-                entries(map, |map| map.next_value()).map(Map)
+                unique_entries(map, |map| map.next_value()).map(Map)
             }
         }
         de.deserialize_map(Entries(std::marker::PhantomData))
@@ -210,7 +215,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
 }
 
 /// A JSON object's entries, refusing a key given twice.
-fn entries<'de, A: MapAccess<'de>, V>(
+fn unique_entries<'de, A: MapAccess<'de>, V>(
     mut map: A,
     mut value: impl FnMut(&mut A) -> Res<V, A::Error>,
 ) -> Res<BTreeMap<String, V>, A::Error> {
@@ -275,7 +280,7 @@ impl<'de> Visitor<'de> for Strict {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Value, A::Error> {
-        let entries = entries(map, |map| map.next_value_seed(Strict))?;
+        let entries = unique_entries(map, |map| map.next_value_seed(Strict))?;
         Ok(Value::Object(entries.into_iter().collect()))
     }
 }
@@ -496,8 +501,7 @@ fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
         let mut next = Vec::new();
         for (path, value) in found {
             let dot = if path.is_empty() { "" } else { "." };
-            let entries = value.as_object().into_iter().flatten();
-            let entries = entries.map(|(key, value)| (format!("{path}{dot}{key}"), value));
+            let entries = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
             match name {
                 "*" => next.extend(entries),
                 _ => next.push((format!("{path}{dot}{name}"), &value[name])),
@@ -547,8 +551,7 @@ fn apply(spec: &Value, line: &str) -> Result<()> {
         };
         let found = select(spec, &target);
         let bound = found.first().map(|(_, value)| *value);
-        let keys = bound.and_then(Value::as_object).into_iter().flatten();
-        let mut keys = keys.map(|(key, _)| key.as_str());
+        let mut keys = entries(bound.unwrap_or(&Value::Null)).map(|(key, _)| key.as_str());
         let order = numbers(value).partial_cmp(&bound.map_or(vec![arg.parse().ok()], numbers));
         let pattern = bound.and_then(Value::as_str).unwrap_or(arg);
         let shown = value.as_str().map_or(value.to_string(), str::to_string);
@@ -586,7 +589,7 @@ fn apply(spec: &Value, line: &str) -> Result<()> {
 /// and Core keeps one runtime requirement per name.
 pub fn check(spec: &Value) -> Result<()> {
     RULES.lines().try_for_each(|line| apply(spec, line))?;
-    for (name, lane) in spec["lanes"].as_object().into_iter().flatten() {
+    for (name, lane) in entries(&spec["lanes"]) {
         let path = format!("lanes.{name}");
         let (policy, requirement) = (&lane["requirement_policy"], &lane["requirement"]);
         if policy.is_null() == requirement.is_null() {
