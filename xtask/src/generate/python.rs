@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::{entries, item_type, key, schema, Class};
+use super::spec::{entries, item_type, schema, Class};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
@@ -34,7 +34,7 @@ pub fn expr(ty: &str, value: &Value) -> Py {
     {
         let fields = fields
             .iter()
-            .map(|(field, ty, ..)| (format!("{field}="), expr(ty, &value[key(field)])));
+            .map(|(field, ty, ..)| (format!("{field}="), expr(ty, &value[field])));
         return seq(&format!("{name}("), ")", fields);
     }
     let items = |list: &[Value]| {

@@ -106,8 +106,7 @@ SmokeSpec: The lifetime smoke's report.
     failure_status: str
     reason_codes: tuple[str, ...]  # the codes the smoke itself reports
 RuntimePackageSpec: The packaged runtime crate.
-    crate_name: str  # the JSON key is `crate`
-    version: str; install_dir: str
+    crate_name: str; version: str; install_dir: str
 ";
 
 /// One record class of [`SCHEMA`]: name, docstring and fields.
@@ -116,15 +115,6 @@ pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 /// A field: name, Python annotation, default (empty: none) and comment.
 pub type Field = (&'static str, &'static str, &'static str, Opt);
 type Opt = Option<&'static str>;
-
-/// A field's JSON key: its name, but for the Rust keyword `crate`.
-pub fn key(name: &str) -> &str {
-    if name == "crate_name" {
-        "crate"
-    } else {
-        name
-    }
-}
 
 /// [`SCHEMA`]'s classes, in order.
 pub fn schema() -> &'static [Class] {
@@ -304,7 +294,7 @@ fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
     let (set, list) = (ty.starts_with("frozenset["), ty.starts_with("tuple["));
     if let (Value::Object(map), Some(Class(_, _, fields))) = (&mut *value, class) {
         let given = fields.iter().filter(|field| field.2 != "derived");
-        let names: Vec<&str> = given.clone().map(|field| key(field.0)).collect();
+        let names: Vec<&str> = given.clone().map(|field| field.0).collect();
         if let Some(name) = map.keys().find(|name| !names.contains(&name.as_str())) {
             let known: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
             let known = known.join(", ");
@@ -312,11 +302,11 @@ fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
             return fail(&join(name), message);
         }
         for (name, ty, default, _) in given {
-            let (name, empty) = (key(name), (*default == "()").then(|| json!([])));
-            match map.get_mut(name) {
+            let empty = (*default == "()").then(|| json!([]));
+            match map.get_mut(*name) {
                 Some(value) => typed(ty, value, &join(name))?,
                 None if default.is_empty() => return fail(path, format!("missing field `{name}`")),
-                None => drop(map.insert(name.into(), empty.unwrap_or_default())),
+                None => drop(map.insert(name.to_string(), empty.unwrap_or_default())),
             }
         }
     } else if let (Value::Object(map), true) = (&mut *value, ty.starts_with("Mapping[")) {
@@ -425,7 +415,11 @@ fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
 /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
 pub fn runtime_archive_stem(spec: &Value) -> String {
     let package = &spec["runtime_package"];
-    format!("{}-{}", text(&package["crate"]), text(&package["version"]))
+    format!(
+        "{}-{}",
+        text(&package["crate_name"]),
+        text(&package["version"])
+    )
 }
 
 /// The cross-references and bounds the types cannot say, one a line, in
@@ -438,16 +432,12 @@ pub fn runtime_archive_stem(spec: &Value) -> String {
 /// generated Rust constants and the Python checks rely on; the crate and
 /// version name the tarball's file.
 pub const RULES: &str = "\
-schema_version >= 1
-schema_version <= 1
+schema_version >= 1; <= 1
 reason_codes.* key:matches probe_report.reason_code_pattern
 reason_codes.*[] nonempty
-probe_report.reason_codes[] unique
-probe_report.reason_codes[] key_of reason_codes
-smoke.reason_codes[] unique
-smoke.reason_codes[] key_of reason_codes
-incompatible_reason_codes[] unique
-incompatible_reason_codes[] key_of reason_codes
+probe_report.reason_codes[] unique; key_of reason_codes
+smoke.reason_codes[] unique; key_of reason_codes
+incompatible_reason_codes[] unique; key_of reason_codes
 manifest.architectures nonempty
 manifest.architectures[].sm matches policy.sm_pattern
 manifest.architectures[].first >= policy.toolkit_version_floor
@@ -461,35 +451,29 @@ capabilities[].artifact_kinds nonempty
 probe_targets.*.os key_of toolkit.components
 lanes.* key:in capabilities[].lane
 lanes.*.option_allowlist[] in option_keys.*
-lanes.*.reason_prefix matches probe_report.reason_code_pattern
-lanes.*.reason_prefix matches _$
-lanes.*.reason_prefix prefix_of reason_codes
+lanes.*.requirement_policy excludes .requirement; excludes .reason_prefix; excludes .runtime_pins
+lanes.*.requirement_policy excludes .required_python_fallback_backend
+lanes.*.requirement needs .reason_prefix; needs .runtime_pins
+lanes.*.reason_prefix matches probe_report.reason_code_pattern; matches _$; prefix_of reason_codes
 lanes.*.requirement.logical_device nonempty
 lanes.*.requirement.architectures[] in manifest.architectures[].sm
 probe_report.max_output_bytes > 0
-probe_report.max_devices > 0
-probe_report.max_devices <= 2147483647
+probe_report.max_devices > 0; <= 2147483647
 probe_report.max_device_ordinal <= 2147483647
-probe_report.max_device_name_chars > 0
-probe_report.max_device_name_chars <= 65536
-probe_report.device_name_buffer_bytes > 0
-probe_report.device_name_buffer_bytes <= 2147483647
+probe_report.max_device_name_chars > 0; <= 65536
+probe_report.device_name_buffer_bytes > 0; <= 2147483647
 smoke.allocation_bytes > 0
 policy.device_ordinal_max <= probe_report.max_device_ordinal
-policy.driver_version_floor > 0
-policy.driver_version_floor <= policy.driver_version_ceiling
+policy.driver_version_floor > 0; <= policy.driver_version_ceiling
 policy.toolkit_version_floor[0] > 0
 policy.toolkit_version_floor[] <= policy.toolkit_version_part_max
-probe_report.driver_version_range[] <= 2147483647
-probe_report.driver_version_range[1] >= [0]
-probe_report.compute_major_range[] <= 2147483647
-probe_report.compute_major_range[1] >= [0]
-probe_report.compute_minor_range[] <= 2147483647
-probe_report.compute_minor_range[1] >= [0]
+probe_report.driver_version_range[1] >= [0]; <= 2147483647
+probe_report.compute_major_range[1] >= [0]; <= 2147483647
+probe_report.compute_minor_range[1] >= [0]; <= 2147483647
 probe_report.complete_status in probe_report.statuses[]
 probe_runner.default_timeout_seconds > 0
 probe_runner.max_timeout_seconds >= probe_runner.default_timeout_seconds
-runtime_package.crate matches ^[A-Za-z0-9._-]+$
+runtime_package.crate_name matches ^[A-Za-z0-9._-]+$
 runtime_package.version matches ^[A-Za-z0-9._-]+$
 ";
 
@@ -530,10 +514,9 @@ fn regex(path: &str, pattern: &str) -> Result<regex_lite::Regex> {
     regex_lite::Regex::new(pattern).or_else(|error| fail(path, invalid(error)))
 }
 
-/// Applies one line of [`RULES`] to every value it names.
-fn apply(spec: &Value, line: &str) -> Result<()> {
-    let (selector, rest) = line.split_once(' ').unwrap_or((line, ""));
-    let (rule, arg) = rest.split_once(' ').unwrap_or((rest, ""));
+/// Applies one rule of a [`RULES`] line to every value its selector names.
+fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
+    let (rule, arg) = rule.split_once(' ').unwrap_or((rule, ""));
     let numbers = |value: &Value| match value {
         Value::Array(items) => items.iter().map(Value::as_f64).collect(),
         value => vec![value.as_f64()],
@@ -565,11 +548,14 @@ fn apply(spec: &Value, line: &str) -> Result<()> {
             ">" => order.is_some_and(Ordering::is_gt),
             "<=" => order.is_some_and(Ordering::is_le),
             "matches" => regex(&target, pattern)?.is_match(&shown),
-            _ => return fail(line, "an unknown rule"),
+            "needs" => bound.is_some_and(|bound| *bound != json!([])),
+            "excludes" => !bound.is_some_and(|bound| *bound != json!([])),
+            _ => return fail(selector, format!("`{rule}` is not a rule")),
         };
         let limit = bound.map_or(arg.to_string(), |bound| format!("`{target}` {bound}"));
         let problem = match rule {
             "nonempty" => "must not be empty".to_string(),
+            "needs" | "excludes" => format!("this key {rule} `{target}`"),
             "unique" => format!("`{shown}` is listed twice"),
             "key_of" => format!("`{shown}` is not a key of `{target}`"),
             "prefix_of" => format!("no key of `{target}` starts with `{shown}`"),
@@ -585,34 +571,23 @@ fn apply(spec: &Value, line: &str) -> Result<()> {
     Ok(())
 }
 
-/// [`RULES`], then what they cannot say: a lane's kind decides its keys,
-/// and Core keeps one runtime requirement per name.
+/// [`RULES`], then what they cannot say: a lane is of a kind, the raw ones
+/// accept the CLI's requirement, and Core keeps one runtime requirement per
+/// name.
 pub fn check(spec: &Value) -> Result<()> {
-    RULES.lines().try_for_each(|line| apply(spec, line))?;
+    for line in RULES.lines() {
+        let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
+        rules
+            .split("; ")
+            .try_for_each(|rule| apply(spec, selector, rule))?;
+    }
     for (name, lane) in entries(&spec["lanes"]) {
         let path = format!("lanes.{name}");
         let (policy, requirement) = (&lane["requirement_policy"], &lane["requirement"]);
-        if policy.is_null() == requirement.is_null() {
-            let message = "a lane has exactly one of `requirement_policy` (raw-driver) \
-                           and `requirement` (framework reuse)";
+        if policy.is_null() && requirement.is_null() {
+            let message = "a lane has `requirement_policy` (raw-driver) or `requirement` \
+                           (framework reuse)";
             return fail(&path, message);
-        }
-        if !requirement.is_null() && lane["reason_prefix"].is_null() {
-            let message = "missing field `reason_prefix` (a framework reuse lane needs one)";
-            return fail(&path, message);
-        }
-        if !requirement.is_null() && items(&lane["runtime_pins"]).is_empty() {
-            let message = "a framework reuse lane pins at least one runtime";
-            return fail(&format!("{path}.runtime_pins"), message);
-        }
-        if !requirement.is_null() {
-            continue;
-        }
-        for key in "reason_prefix required_python_fallback_backend runtime_pins".split(' ') {
-            let message = "only a framework reuse lane (one with `requirement`) has this key";
-            if !lane[key].is_null() && lane[key] != json!([]) {
-                return fail(&format!("{path}.{key}"), message);
-            }
         }
         let validation = &spec["validation_requirement"];
         let allows = |key: &str, allowed: &str| {
@@ -622,7 +597,7 @@ pub fn check(spec: &Value) -> Result<()> {
         let accepted = items(&policy["allowed_runtimes"]).contains(&validation["runtime"])
             && allows("features", "allowed_features")
             && allows("memory_spaces", "allowed_memory_spaces");
-        if !accepted {
+        if !policy.is_null() && !accepted {
             let message = format!("the requirement is not accepted by `{path}.requirement_policy`");
             return fail("validation_requirement", message);
         }

@@ -613,7 +613,7 @@ fn spec_missing_keys_are_refused_with_their_path() {
     );
     let error = spec_error("\"reason_prefix\": \"LIBTORCH_\",", "");
     assert!(
-        error.contains("lanes.libtorch: missing field `reason_prefix`"),
+        error.contains("lanes.libtorch.requirement: this key needs `lanes.libtorch.reason_prefix`"),
         "{error}"
     );
 }
@@ -886,5 +886,26 @@ fn spec_bounds_are_refused_with_their_path() {
         "\"max_timeout_seconds\": 60.0",
         "\"max_timeout_seconds\": 5.0",
         "probe_runner.max_timeout_seconds: 5.0 must be >= `probe_runner.default_timeout_seconds` 10.0",
+    );
+}
+
+#[test]
+fn spec_lane_kinds_decide_their_keys() {
+    assert_refused(
+        "\"toolkit_inspection\": true,",
+        "\"toolkit_inspection\": true, \"reason_prefix\": \"RAW_\",",
+        "lanes.raw-driver.requirement_policy: this key excludes `lanes.raw-driver.reason_prefix`",
+    );
+    assert_refused(
+        "\"runtime_pins\": [\n        { \"name\": \"cpython\", \"version\": \"3.11\", \
+         \"features\": [\"private-eager-abi\"] },\n        { \"name\": \"tensorflow\", \
+         \"version\": \"2.21.0\", \"features\": [\"cuda\", \"python-wheel\", \"tfe-c-api\"] }\n      ]",
+        "\"runtime_pins\": []",
+        "lanes.tensorflow-tfe.requirement: this key needs `lanes.tensorflow-tfe.runtime_pins`",
+    );
+    let error = spec_error("\"requirement_policy\": {", "\"x\": {");
+    assert!(
+        error.contains("lanes.raw-driver.x: unknown field"),
+        "{error}"
     );
 }
