@@ -427,7 +427,8 @@ pub fn runtime_archive_stem(spec: &Value) -> String {
 /// entry, `[]`: each item, `[N]`: the Nth; null ones skipped), the rule
 /// (`key:` first: applied to the entry's key) and its argument: a path
 /// (`.x` or `[N]`: a sibling's), a number, or for `matches` a path to a
-/// pattern or a pattern. Releases below the toolkit floor are never
+/// pattern or a pattern, several rules a line `; ` apart. Core keeps one
+/// runtime requirement per name; releases below the toolkit floor are never
 /// distinguished; the bounds (`int` is already a u32) are the ones the
 /// generated Rust constants and the Python checks rely on; the crate and
 /// version name the tarball's file.
@@ -438,6 +439,7 @@ reason_codes.*[] nonempty
 probe_report.reason_codes[] unique; key_of reason_codes
 smoke.reason_codes[] unique; key_of reason_codes
 incompatible_reason_codes[] unique; key_of reason_codes
+manifest.runtime_requirements[].name matches ^\\S+$; unique
 manifest.architectures nonempty
 manifest.architectures[].sm matches policy.sm_pattern
 manifest.architectures[].first >= policy.toolkit_version_floor
@@ -571,9 +573,8 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
     Ok(())
 }
 
-/// [`RULES`], then what they cannot say: a lane is of a kind, the raw ones
-/// accept the CLI's requirement, and Core keeps one runtime requirement per
-/// name.
+/// [`RULES`], then what they cannot say: a lane is of a kind, and the raw
+/// ones accept the CLI's requirement.
 pub fn check(spec: &Value) -> Result<()> {
     for line in RULES.lines() {
         let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
@@ -600,23 +601,6 @@ pub fn check(spec: &Value) -> Result<()> {
         if !policy.is_null() && !accepted {
             let message = format!("the requirement is not accepted by `{path}.requirement_policy`");
             return fail("validation_requirement", message);
-        }
-    }
-    fn canonical(pin: &Value) -> (&str, &str, Vec<&str>) {
-        let [name, version] = ["name", "version"].map(|key| text(&pin[key]).trim());
-        let features = items(&pin["features"]).iter();
-        let mut features: Vec<&str> = features.map(|f| text(f).trim()).collect();
-        features.sort_unstable();
-        features.dedup();
-        (name, version, features)
-    }
-    let pins = items(&spec["manifest"]["runtime_requirements"]);
-    let pins: Vec<_> = pins.iter().map(canonical).collect();
-    for (index, pin) in pins.iter().enumerate() {
-        let earlier = &pins[..index];
-        if earlier.iter().any(|other| other.0 == pin.0 && other != pin) {
-            let message = format!("conflicting runtime requirements for `{}`", pin.0);
-            return fail(&format!("manifest.runtime_requirements[{index}]"), message);
         }
     }
     Ok(())

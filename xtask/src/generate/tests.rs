@@ -833,7 +833,12 @@ fn spec_facts_the_manifest_relies_on_are_checked() {
         "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
         "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }, \
          { \"name\": \"nvidia-cuda-driver\", \"version\": \">=13.0\", \"features\": [] }",
-        "manifest.runtime_requirements[1]: conflicting runtime requirements for `nvidia-cuda-driver`",
+        "manifest.runtime_requirements[1].name: `nvidia-cuda-driver` is listed twice",
+    );
+    assert_refused(
+        "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
+        "{ \"name\": \"nvidia-cuda-driver \", \"version\": \">=12.0\", \"features\": [] }",
+        "manifest.runtime_requirements[0].name: `nvidia-cuda-driver ` does not match",
     );
     let spec = std::str::from_utf8(&real_inputs().files[PROVIDER_SPEC_PATH])
         .unwrap()
