@@ -29,27 +29,24 @@ impl Inputs {
     /// library sources under `root` (never its unit tests, `src/tests.rs` and
     /// `src/tests/`, nor the table the generator writes).
     pub fn read(root: &Path) -> Result<Self> {
-        let templates = [
+        let mut files = BTreeMap::new();
+        let fixed = [
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
             PYPROJECT_TEMPLATE_PATH,
+            LICENSE_PATH,
         ];
-        let mut paths = Vec::from(templates.map(String::from));
-        paths.extend([super::results::CUDA_RESULTS_PATH, LICENSE_PATH].map(String::from));
-        paths.extend(["runtime/Cargo.toml", "runtime/README.md"].map(String::from));
+        let fixed = fixed.into_iter().chain([super::results::CUDA_RESULTS_PATH]);
+        for path in fixed.chain(["runtime/Cargo.toml", "runtime/README.md"]) {
+            files.insert(path.to_string(), read_input(root, path)?);
+        }
         for path in relative_files(root, "runtime/src")? {
             let test = path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
             if path.ends_with(".rs") && path != DRIVER_API_PATH && !test {
-                paths.push(path);
+                files.insert(path.clone(), read_input(root, &path)?);
             }
         }
-        let files = paths
-            .into_iter()
-            .map(|path| Ok((read_input(root, &path)?, path)));
-        let files = files.map(|file| file.map(|(bytes, path)| (path, bytes)));
-        Ok(Self {
-            files: files.collect::<Result<_>>()?,
-        })
+        Ok(Self { files })
     }
 
     pub fn get(&self, path: &str) -> Result<&[u8]> {

@@ -6,7 +6,6 @@ pub mod abi_check;
 pub mod fs;
 mod index;
 pub mod inputs;
-mod json;
 mod python;
 pub mod results;
 mod rust;
