@@ -12,16 +12,14 @@ use crate::Result;
 pub const GENERATED_BY: &str = "cargo xtask generate";
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 pub fn index(outputs: &[Output]) -> Result<Vec<u8>> {
     let files = outputs
         .iter()
-        .map(|item| (item.path.clone(), json!(sha256_hex(&item.bytes))));
+        .map(|item| (item.path.clone(), sha256_hex(&item.bytes).into()));
     let note = "from templates/; do not edit (check with `cargo xtask generate --check`)";
     let files: Map<String, Value> = files.collect();
     let root = json!({ "files": files, "generated_by": format!("{GENERATED_BY} {note}") });

@@ -29,20 +29,21 @@ fn seq(open: &str, close: &'static str, items: impl Iterator<Item = (String, Py)
 pub fn expr(ty: &str, value: &Value) -> Py {
     let ty = ty.trim_end_matches(" | None");
     let atom = |text: &str| Py::Atom(text.into());
-    if let (Some(Class(name, _, fields)), false) =
-        (schema().iter().find(|c| c.0 == ty), value.is_null())
-    {
+    let class = schema().iter().find(|class| class.0 == ty);
+    if let (Some(Class(name, _, fields)), false) = (class, value.is_null()) {
         let fields = fields
             .iter()
-            .map(|(field, ty, ..)| (format!("{field}="), expr(ty, &value[field])));
-        return seq(&format!("{name}("), ")", fields);
+            .map(|(field, ty, ..)| (field, expr(ty, &value[field])));
+        return seq(
+            &format!("{name}("),
+            ")",
+            fields.map(|(k, v)| (format!("{k}="), v)),
+        );
     }
     let items = |list: &[Value]| {
         let items = list.iter().enumerate();
-        let items: Vec<_> = items
-            .map(|(index, v)| (String::new(), expr(item_type(ty, index), v)))
-            .collect();
-        items.into_iter()
+        let items = items.map(|(index, v)| (String::new(), expr(item_type(ty, index), v)));
+        items.collect::<Vec<_>>().into_iter()
     };
     match value {
         Value::Null => atom("None"),

@@ -37,9 +37,7 @@ pub fn probe_spec(spec: &Value) -> Vec<u8> {
     }
     out.push_str("}\n\n");
     let statuses = items(&report["statuses"]).iter();
-    let statuses: Vec<String> = statuses
-        .map(|status| format!("{:?}", text(status)))
-        .collect();
+    let statuses: Vec<String> = statuses.map(|s| format!("{:?}", text(s))).collect();
     let environment = entries(&report["driver_environment"]);
     let environment = environment.map(|(name, value)| format!("({name:?}, {:?})", text(value)));
     let text = |value: &Value| ("&str", format!("{:?}", text(value)));

@@ -347,7 +347,7 @@ pub fn parse(bytes: &[u8]) -> Result<Value> {
     let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
     let parsed = Strict
         .deserialize(tracked)
-        .map_err(|error| (track.path().to_string(), error));
+        .map_err(|e| (track.path().to_string(), e));
     let mut spec = parsed.or_else(|(path, error)| fail(path.trim_start_matches('.'), error))?;
     json.end().or_else(|error| fail("", error))?;
     typed("ProviderSpec", &mut spec, "")?;
@@ -397,8 +397,8 @@ fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
     }
     let first = first
         .iter()
-        .map(|(from, sms)| (release(*from), sms.join(", ")));
-    let first: Vec<String> = first.map(|(from, sms)| format!("{from}: {sms}")).collect();
+        .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")));
+    let first: Vec<String> = first.collect();
     let compile = compile.iter().map(|((from, last), sms)| {
         let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
         format!("{}{until}: {}", release(*from), sms.join(", "))
@@ -415,11 +415,8 @@ fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
 /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
 pub fn runtime_archive_stem(spec: &Value) -> String {
     let package = &spec["runtime_package"];
-    format!(
-        "{}-{}",
-        text(&package["crate_name"]),
-        text(&package["version"])
-    )
+    let [name, version] = ["crate_name", "version"].map(|key| text(&package[key]));
+    format!("{name}-{version}")
 }
 
 /// The cross-references and bounds the types cannot say, one a line, in
@@ -578,9 +575,8 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
 pub fn check(spec: &Value) -> Result<()> {
     for line in RULES.lines() {
         let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
-        rules
-            .split("; ")
-            .try_for_each(|rule| apply(spec, selector, rule))?;
+        let mut rules = rules.split("; ");
+        rules.try_for_each(|rule| apply(spec, selector, rule))?;
     }
     for (name, lane) in entries(&spec["lanes"]) {
         let path = format!("lanes.{name}");

@@ -38,11 +38,8 @@ pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
         header.set_cksum();
         archive.append(&header, bytes.as_slice()).map_err(error)?;
     }
-    gzip(
-        &archive
-            .into_inner()
-            .map_err(|error| format!("tarball: {error}"))?,
-    )
+    let tar = archive.into_inner();
+    gzip(&tar.map_err(|error| format!("tarball: {error}"))?)
 }
 
 pub fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
