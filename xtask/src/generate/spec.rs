@@ -424,7 +424,7 @@ pub fn runtime_archive_stem(spec: &Value) -> String {
 /// entry, `[]`: each item, `[N]`: the Nth; null ones skipped), the rule
 /// (`key:` first: applied to the entry's key) and its argument: a path
 /// (`.x` or `[N]`: a sibling's), a number, or for `matches` a path to a
-/// pattern or a pattern, several rules a line `; ` apart. Core keeps one
+/// pattern or a pattern (`$` last), several rules a line `; ` apart. Core keeps one
 /// runtime requirement per name; releases below the toolkit floor are never
 /// distinguished; the bounds (`int` is already a u32) are the ones the
 /// generated Rust constants and the Python checks rely on; the crate and
@@ -534,8 +534,13 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
         let found = select(spec, &target);
         let bound = found.first().map(|(_, value)| *value);
         let mut keys = entries(bound.unwrap_or(&Value::Null)).map(|(key, _)| key.as_str());
-        let order = numbers(value).partial_cmp(&bound.map_or(vec![arg.parse().ok()], numbers));
+        // A limit that names nothing compares with nothing: the rule fails.
+        let limit = bound.map_or(vec![arg.parse().ok()], numbers);
+        let order = numbers(value)
+            .partial_cmp(&limit)
+            .filter(|_| !limit.contains(&None));
         let pattern = bound.and_then(Value::as_str).unwrap_or(arg);
+        let named = bound.is_some() || arg.ends_with('$');
         let shown = value.as_str().map_or(value.to_string(), str::to_string);
         let ok = match rule {
             "nonempty" => !shown.trim().is_empty() && *value != json!([]),
@@ -546,7 +551,7 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
             ">=" => order.is_some_and(Ordering::is_ge),
             ">" => order.is_some_and(Ordering::is_gt),
             "<=" => order.is_some_and(Ordering::is_le),
-            "matches" => regex(&target, pattern)?.is_match(&shown),
+            "matches" => named && regex(&target, pattern)?.is_match(&shown),
             "needs" => bound.is_some_and(|bound| *bound != json!([])),
             "excludes" => !bound.is_some_and(|bound| *bound != json!([])),
             _ => return fail(selector, format!("`{rule}` is not a rule")),
@@ -600,4 +605,39 @@ pub fn check(spec: &Value) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A misspelled selector or path would check nothing: each names values
+    /// of the real spec, or (for a sibling that may be absent) a schema field.
+    #[test]
+    fn every_rule_names_what_it_checks() {
+        let path = crate::paths::repo_root().join(PROVIDER_SPEC_PATH);
+        let spec = parse(&std::fs::read(path).unwrap()).unwrap();
+        let field = |name: &str| {
+            schema()
+                .iter()
+                .any(|class| class.2.iter().any(|f| f.0 == name))
+        };
+        for line in RULES.lines() {
+            let (selector, rules) = line.split_once(' ').unwrap();
+            // A list may be empty; it must be there.
+            let list = selector.strip_suffix("[]").unwrap_or(selector);
+            assert!(!select(&spec, list).is_empty(), "{line}");
+            for rule in rules.split("; ") {
+                let arg = rule.split_once(' ').map_or("", |(_, arg)| arg);
+                if arg.is_empty() || arg.parse::<f64>().is_ok() || arg.ends_with('$') {
+                    continue;
+                }
+                match arg.strip_prefix('.') {
+                    Some(name) => assert!(field(name), "{line}: {arg}"),
+                    None if arg.starts_with('[') => {}
+                    None => assert!(!select(&spec, arg).is_empty(), "{line}: {arg}"),
+                }
+            }
+        }
+    }
 }
