@@ -222,6 +222,15 @@ fn unique_entries<'de, A: MapAccess<'de>, V>(
 /// Reads any JSON value as a [`Value`], refusing an object key given twice.
 struct Strict;
 
+/// The visitor methods that keep a scalar as it is.
+macro_rules! scalars {
+    ($($visit:ident: $ty:ty),*) => {
+        $(fn $visit<E: Error>(self, value: $ty) -> Res<Value, E> {
+            Ok(value.into())
+        })*
+    };
+}
+
 impl<'de> DeserializeSeed<'de> for Strict {
     type Value = Value;
 
@@ -241,25 +250,7 @@ impl<'de> Visitor<'de> for Strict {
         Ok(Value::Null)
     }
 
-    fn visit_bool<E: Error>(self, value: bool) -> Res<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_u64<E: Error>(self, value: u64) -> Res<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_i64<E: Error>(self, value: i64) -> Res<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_f64<E: Error>(self, value: f64) -> Res<Value, E> {
-        Ok(value.into())
-    }
-
-    fn visit_str<E: Error>(self, value: &str) -> Res<Value, E> {
-        Ok(value.into())
-    }
+    scalars!(visit_bool: bool, visit_u64: u64, visit_i64: i64, visit_f64: f64, visit_str: &str);
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Value, A::Error> {
         let mut items = Vec::new();
