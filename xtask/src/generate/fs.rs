@@ -24,7 +24,9 @@ pub fn relative_files(root: &Path, relative_dir: &str) -> Result<Vec<String>> {
     }
     while let Some(relative) = pending.pop() {
         let error = |error| format!("{relative}: cannot list: {error}");
-        for entry in fs::read_dir(root.join(&relative)).map_err(error)? {
+        // `relative_dir` "" lists `root` itself: its paths start with `/`.
+        let dir = root.join(relative.trim_start_matches('/'));
+        for entry in fs::read_dir(dir).map_err(error)? {
             let entry = entry.map_err(error)?;
             let name = entry.file_name().into_string();
             let name = name.map_err(|name| format!("{relative}: {name:?} is not UTF-8"))?;
