@@ -471,7 +471,10 @@ runtime_package.version matches ^[A-Za-z0-9._-]+$
 fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
     let mut found = vec![(String::new(), spec)];
     for step in selector.split('.') {
-        let (name, index) = step.split_once('[').unwrap_or((step, "-"));
+        // `name`, `name[]` (every item) or `name[N]` (the Nth).
+        let (name, index) = step
+            .split_once('[')
+            .map_or((step, None), |(n, i)| (n, Some(i)));
         let mut next = Vec::new();
         for (path, value) in found {
             let dot = if path.is_empty() { "" } else { "." };
@@ -483,10 +486,10 @@ fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
         }
         found = Vec::new();
         for (path, value) in next {
-            if index == "-" {
+            let Some(index) = index else {
                 found.push((path, value));
                 continue;
-            }
+            };
             for (at, item) in items(value).iter().enumerate() {
                 if index == "]" || index == format!("{at}]") {
                     found.push((format!("{path}[{at}]"), item));
