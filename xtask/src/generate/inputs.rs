@@ -53,10 +53,4 @@ impl Inputs {
         let missing = || format!("{path}: missing input");
         self.files.get(path).map(Vec::as_slice).ok_or_else(missing)
     }
-
-    /// The hand-written runtime files (relative to `runtime/`) to package.
-    pub fn runtime_sources(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        let files = self.files.iter();
-        files.filter_map(|(path, bytes)| Some((path.strip_prefix("runtime/")?, bytes.as_slice())))
-    }
 }

@@ -85,10 +85,11 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// never its unit tests). Returns (file name, bytes).
 fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
     let stem = spec::runtime_archive_stem(spec);
-    let sources = inputs
-        .runtime_sources()
-        .map(|(path, bytes)| (path.to_string(), bytes.to_vec()));
-    let mut packaged: Vec<(String, Vec<u8>)> = sources.collect();
+    let mut packaged: Vec<(String, Vec<u8>)> = Vec::new();
+    for (path, bytes) in &inputs.files {
+        let path = path.strip_prefix("runtime/");
+        packaged.extend(path.map(|path| (path.to_string(), bytes.clone())));
+    }
     let license = inputs.get(inputs::LICENSE_PATH)?.to_vec();
     packaged.push(("LICENSE".into(), license));
     packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
@@ -142,8 +143,8 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     }
     for dir in OWNED_DIRS {
         let files = fs::relative_files(root, dir)?.into_iter();
-        let mut unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
-        found.extend(unexpected.by_ref().map(Drift::Unexpected));
+        let unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
+        found.extend(unexpected.map(Drift::Unexpected));
     }
     Ok(found)
 }
