@@ -239,7 +239,7 @@ class SmokeSpec(Record):
 
 class RuntimePackageSpec(Record):
     """The packaged runtime crate."""
-    crate_name: str  # the JSON key is `crate`
+    crate_name: str
     version: str
     install_dir: str
 

@@ -12,26 +12,19 @@ from cuda_support import SPEC
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._record import Record
 
-# The one JSON key that is not a Python attribute name here.
-_ATTRIBUTE: dict[str, str] = {"crate": "crate_name"}
-
-
-def _attribute(key: str) -> str:
-    return _ATTRIBUTE.get(key, key)
-
 
 def _same(record: object, source: object, path: str) -> None:
     """Walks the JSON source and the generated value together."""
     if isinstance(record, Record):
         assert isinstance(source, dict), path
-        names = {_attribute(key) for key in source}
+        names = set(source)
         for field in record.record_fields:
             value = getattr(record, field)
             if field not in names:
                 # An optional key the JSON leaves out: absent means none.
                 assert value in (None, ()), f"{path}.{field}"
         for key, item in source.items():
-            _same(getattr(record, _attribute(key)), item, f"{path}.{key}")
+            _same(getattr(record, key), item, f"{path}.{key}")
     elif isinstance(record, Mapping):
         assert isinstance(source, dict), path
         assert sorted(record) == sorted(source), path

@@ -7,18 +7,12 @@ use std::path::Path;
 
 use crate::Result;
 
-/// Reads `relative` under `root`; CRLF becomes LF so a Windows checkout
+/// Reads the text file `relative` under `root`; CRLF becomes LF so a Windows checkout
 /// with `core.autocrlf` produces the same bytes as any other.
 pub fn read_input(root: &Path, relative: &str) -> Result<Vec<u8>> {
-    let bytes = fs::read(root.join(relative))
-        .map_err(|error| format!("{relative}: cannot read this input: {error}"))?;
-    let mut normalized = Vec::with_capacity(bytes.len());
-    for (index, &byte) in bytes.iter().enumerate() {
-        if byte != b'\r' || bytes.get(index + 1) != Some(&b'\n') {
-            normalized.push(byte);
-        }
-    }
-    Ok(normalized)
+    let text = fs::read_to_string(root.join(relative));
+    let text = text.map_err(|error| format!("{relative}: cannot read this input: {error}"))?;
+    Ok(text.replace("\r\n", "\n").into_bytes())
 }
 
 /// Every regular file below `root/relative_dir`, as sorted `/`-separated
@@ -30,11 +24,12 @@ pub fn relative_files(root: &Path, relative_dir: &str) -> Result<Vec<String>> {
     }
     while let Some(relative) = pending.pop() {
         let error = |error| format!("{relative}: cannot list: {error}");
-        for entry in fs::read_dir(root.join(&relative)).map_err(error)? {
+        // `relative_dir` "" lists `root` itself: its paths start with `/`.
+        let dir = root.join(relative.trim_start_matches('/'));
+        for entry in fs::read_dir(dir).map_err(error)? {
             let entry = entry.map_err(error)?;
             let name = entry.file_name().into_string();
-            let name =
-                name.map_err(|name| format!("{relative}: a file name is not UTF-8: {name:?}"))?;
+            let name = name.map_err(|name| format!("{relative}: {name:?} is not UTF-8"))?;
             let child = format!("{relative}/{name}");
             match entry.file_type().map_err(error)?.is_dir() {
                 true => pending.push(child),
@@ -53,11 +48,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(format!("{shown}: not a file path"));
     };
-    let temporary = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let (name, id) = (name.to_string_lossy(), std::process::id());
+    let temporary = dir.join(format!(".{name}.{id}.tmp"));
     let outcome = fs::create_dir_all(dir).and_then(|()| {
         let mut file = fs::File::create(&temporary)?;
         file.write_all(bytes)?;

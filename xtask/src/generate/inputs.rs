@@ -29,41 +29,28 @@ impl Inputs {
     /// library sources under `root` (never its unit tests, `src/tests.rs` and
     /// `src/tests/`, nor the table the generator writes).
     pub fn read(root: &Path) -> Result<Self> {
-        let mut paths: Vec<String> = [
+        let mut files = BTreeMap::new();
+        let fixed = [
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
             PYPROJECT_TEMPLATE_PATH,
-            super::results::CUDA_RESULTS_PATH,
             LICENSE_PATH,
-            "runtime/Cargo.toml",
-            "runtime/README.md",
-        ]
-        .map(String::from)
-        .into();
-        let sources = relative_files(root, "runtime/src")?.into_iter();
-        let unit_test =
-            |path: &str| path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
-        paths.extend(
-            sources.filter(|path| {
-                path.ends_with(".rs") && path != DRIVER_API_PATH && !unit_test(path)
-            }),
-        );
-        let files = paths
-            .into_iter()
-            .map(|path| Ok((path.clone(), read_input(root, &path)?)));
-        Ok(Self {
-            files: files.collect::<Result<_>>()?,
-        })
+        ];
+        let fixed = fixed.into_iter().chain([super::results::CUDA_RESULTS_PATH]);
+        for path in fixed.chain(["runtime/Cargo.toml", "runtime/README.md"]) {
+            files.insert(path.to_string(), read_input(root, path)?);
+        }
+        for path in relative_files(root, "runtime/src")? {
+            let test = path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
+            if path.ends_with(".rs") && path != DRIVER_API_PATH && !test {
+                files.insert(path.clone(), read_input(root, &path)?);
+            }
+        }
+        Ok(Self { files })
     }
 
     pub fn get(&self, path: &str) -> Result<&[u8]> {
         let missing = || format!("{path}: missing input");
         self.files.get(path).map(Vec::as_slice).ok_or_else(missing)
-    }
-
-    /// The hand-written runtime files (relative to `runtime/`) to package.
-    pub fn runtime_sources(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        let files = self.files.iter();
-        files.filter_map(|(path, bytes)| Some((path.strip_prefix("runtime/")?, bytes.as_slice())))
     }
 }

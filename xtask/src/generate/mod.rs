@@ -6,7 +6,6 @@ pub mod abi_check;
 pub mod fs;
 mod index;
 pub mod inputs;
-mod json;
 mod python;
 pub mod results;
 mod rust;
@@ -23,7 +22,7 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use spec::Val;
+use serde_json::Value;
 use symbols::SymbolList;
 
 pub use index::sha256_hex;
@@ -84,12 +83,13 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// The runtime crate's source tarball: what its users build (its manifest,
 /// README, license and the library sources, the generated table among them;
 /// never its unit tests). Returns (file name, bytes).
-fn runtime_archive(inputs: &Inputs, spec: &Val, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
+fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
     let stem = spec::runtime_archive_stem(spec);
-    let sources = inputs
-        .runtime_sources()
-        .map(|(path, bytes)| (path.to_string(), bytes.to_vec()));
-    let mut packaged: Vec<(String, Vec<u8>)> = sources.collect();
+    let mut packaged: Vec<(String, Vec<u8>)> = Vec::new();
+    for (path, bytes) in &inputs.files {
+        let path = path.strip_prefix("runtime/");
+        packaged.extend(path.map(|path| (path.to_string(), bytes.clone())));
+    }
     let license = inputs.get(inputs::LICENSE_PATH)?.to_vec();
     packaged.push(("LICENSE".into(), license));
     packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
@@ -109,18 +109,22 @@ pub enum Drift {
     Unexpected(String),
 }
 
+impl Drift {
+    /// Its path, what it is, and what `generate` does about it.
+    fn parts(&self) -> (&str, &str, &str) {
+        let unexpected = "unexpected (not written by the generator)";
+        match self {
+            Drift::Missing(path) => (path, "missing", "wrote"),
+            Drift::Stale(path) => (path, "stale", "updated"),
+            Drift::Unexpected(path) => (path, unexpected, "removed unexpected"),
+        }
+    }
+}
+
 impl std::fmt::Display for Drift {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Drift::Missing(path) => write!(formatter, "{path}: missing"),
-            Drift::Stale(path) => write!(formatter, "{path}: stale"),
-            Drift::Unexpected(path) => {
-                write!(
-                    formatter,
-                    "{path}: unexpected (not written by the generator)"
-                )
-            }
-        }
+        let (path, state, _) = self.parts();
+        write!(formatter, "{path}: {state}")
     }
 }
 
@@ -139,8 +143,8 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     }
     for dir in OWNED_DIRS {
         let files = fs::relative_files(root, dir)?.into_iter();
-        let mut unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
-        found.extend(unexpected.by_ref().map(Drift::Unexpected));
+        let unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
+        found.extend(unexpected.map(Drift::Unexpected));
     }
     Ok(found)
 }
@@ -150,7 +154,7 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
 pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     let changes = drift(output_root, outputs)?;
     for change in &changes {
-        let (Drift::Missing(path) | Drift::Stale(path) | Drift::Unexpected(path)) = change;
+        let (path, ..) = change.parts();
         let target = output_root.join(path);
         match outputs.iter().find(|item| item.path == *path) {
             Some(item) => fs::write_atomic(&target, &item.bytes)?,
@@ -161,15 +165,13 @@ pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift
     Ok(changes)
 }
 
-/// Reads inputs from `input_root`, writes outputs under `output_root`.
-pub fn generate_into(input_root: &Path, output_root: &Path) -> Result<Vec<Drift>> {
-    write_outputs(output_root, &render_from(input_root)?)
-}
-
 fn drift_report(changes: &[Drift]) -> String {
-    let lines: Vec<String> = changes.iter().map(|change| format!("  {change}")).collect();
-    let lines = lines.join("\n");
-    format!("generated files are not current:\n{lines}\nrun `cargo xtask generate` and commit the result")
+    let lines: Vec<String> = changes
+        .iter()
+        .map(|change| format!("  {change}\n"))
+        .collect();
+    let run = "run `cargo xtask generate` and commit the result";
+    format!("generated files are not current:\n{}{run}", lines.concat())
 }
 
 /// Fails naming each stale, missing or unexpected generated file; writes nothing.
@@ -183,10 +185,8 @@ pub fn check_at(root: &Path) -> Result<()> {
     if !changes.is_empty() {
         return Err(drift_report(&changes));
     }
-    println!(
-        "generate --check: {} generated files are current",
-        outputs.len()
-    );
+    let count = outputs.len();
+    println!("generate --check: {count} generated files are current");
     Ok(())
 }
 
@@ -208,16 +208,12 @@ pub fn command(args: &[String]) -> Result<()> {
     if check_only {
         return check_at(&root);
     }
-    let changes = generate_into(&root, &root)?;
+    let changes = write_outputs(&root, &render_from(&root)?)?;
     if changes.is_empty() {
         println!("generate: every generated file is current");
     }
-    for change in changes {
-        match change {
-            Drift::Missing(path) => println!("generate: wrote {path}"),
-            Drift::Stale(path) => println!("generate: updated {path}"),
-            Drift::Unexpected(path) => println!("generate: removed unexpected {path}"),
-        }
+    for (path, _, done) in changes.iter().map(Drift::parts) {
+        println!("generate: {done} {path}");
     }
     Ok(())
 }

@@ -3,10 +3,10 @@
 //! Laid out as black would: what fits in 100 columns on one line is one line;
 //! otherwise one item a line, or, for scalars only, as many as fit.
 
-use serde_json::json;
+use serde_json::Value;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::{schema, Class, Val};
+use super::spec::{entries, item_type, schema, Class};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
@@ -25,31 +25,42 @@ fn seq(open: &str, close: &'static str, items: impl Iterator<Item = (String, Py)
     Py::Seq(open.into(), close, items.collect())
 }
 
-/// A spec value as Python.
-pub fn expr(value: &Val) -> Py {
-    let plain = |items: &[Val]| {
-        let items: Vec<_> = items.iter().map(|v| (String::new(), expr(v))).collect();
-        items.into_iter()
+/// A spec value of the annotation `ty` as Python.
+pub fn expr(ty: &str, value: &Value) -> Py {
+    let ty = ty.trim_end_matches(" | None");
+    let atom = |text: &str| Py::Atom(text.into());
+    let class = schema().iter().find(|class| class.0 == ty);
+    if let (Some(Class(name, _, fields)), false) = (class, value.is_null()) {
+        let fields = fields
+            .iter()
+            .map(|(field, ty, ..)| (field, expr(ty, &value[field])));
+        return seq(
+            &format!("{name}("),
+            ")",
+            fields.map(|(k, v)| (format!("{k}="), v)),
+        );
+    }
+    let items = |list: &[Value]| {
+        let items = list.iter().enumerate();
+        let items = items.map(|(index, v)| (String::new(), expr(item_type(ty, index), v)));
+        items.collect::<Vec<_>>().into_iter()
     };
     match value {
-        Val::Null => Py::Atom("None".into()),
-        Val::Bool(true) => Py::Atom("True".into()),
-        Val::Bool(false) => Py::Atom("False".into()),
-        Val::Int(value) => Py::Atom(value.to_string()),
+        Value::Null => atom("None"),
+        Value::Bool(true) => atom("True"),
+        Value::Bool(false) => atom("False"),
         // Debug spells the shortest round-trip form with a `.0` or an exponent.
-        Val::Float(value) => Py::Atom(format!("{value:?}")),
-        Val::Str(text) => Py::Str(text.clone()),
-        Val::Tuple(items) => seq("(", ")", plain(items)),
-        Val::Set(items) if items.is_empty() => Py::Atom("frozenset()".into()),
-        Val::Set(items) => seq("frozenset({", "})", plain(items)),
-        Val::Map(map) => seq(
-            "{",
-            "}",
-            map.iter().map(|(k, v)| (literal(k) + ": ", expr(v))),
-        ),
-        Val::Rec(name, fields) => {
-            let fields = fields.iter().map(|(k, v)| (format!("{k}="), expr(v)));
-            seq(&format!("{name}("), ")", fields)
+        Value::Number(n) if ty == "float" => Py::Atom(format!("{:?}", n.as_f64().unwrap_or(0.0))),
+        Value::Number(n) => Py::Atom(n.to_string()),
+        Value::String(text) => Py::Str(text.clone()),
+        Value::Array(list) if !ty.starts_with("frozenset[") => seq("(", ")", items(list)),
+        Value::Array(list) if list.is_empty() => atom("frozenset()"),
+        Value::Array(list) => seq("frozenset({", "})", items(list)),
+        Value::Object(map) => {
+            let entries = map
+                .iter()
+                .map(|(k, v)| (literal(k) + ": ", expr(item_type(ty, 0), v)));
+            seq("{", "}", entries)
         }
     }
 }
@@ -137,7 +148,7 @@ fn header(inputs: &str, doc: &str) -> String {
 
 /// `_provider_spec.py`: a record class per schema class, `PROVIDER_SPEC` and
 /// the capabilities by id.
-pub fn spec_module(spec: &Val) -> Vec<u8> {
+pub fn spec_module(spec: &Value) -> Vec<u8> {
     let doc = "The provider spec as frozen records; the schema is xtask/src/generate/spec.rs.";
     let mut out = header(PROVIDER_SPEC_PATH, doc);
     out.push_str(
@@ -156,7 +167,7 @@ pub fn spec_module(spec: &Val) -> Vec<u8> {
     }
     out.push_str("\n\n");
     let prefix = "PROVIDER_SPEC: Final[ProviderSpec] = ";
-    write(&mut out, 0, prefix, &expr(spec), "");
+    write(&mut out, 0, prefix, &expr("ProviderSpec", spec), "");
     out.push_str(
         "CAPABILITIES: Final[Mapping[str, CapabilitySpec]] = {\n\
          \x20   capability.id: capability for capability in PROVIDER_SPEC.capabilities\n\
@@ -177,15 +188,12 @@ pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
 
 /// `_reason_codes.py`: a name for every reason code the provider's Python
 /// spells (all but the framework lanes', which it builds from their prefix).
-pub fn reason_codes(spec: &Val) -> Vec<u8> {
+pub fn reason_codes(spec: &Value) -> Vec<u8> {
     let doc = "The reason codes, one name each (the lanes' codes are built from their prefix).";
     let mut out = header(PROVIDER_SPEC_PATH, doc) + "from typing import Final\n\n";
-    let lanes = spec.get("lanes").entries();
-    let prefixes = lanes
-        .iter()
-        .map(|(_, lane)| lane.get("reason_prefix").str());
-    let prefixes: Vec<&str> = prefixes.filter(|prefix| !prefix.is_empty()).collect();
-    for (code, _) in spec.get("reason_codes").entries() {
+    let prefixes = entries(&spec["lanes"]).filter_map(|(_, lane)| lane["reason_prefix"].as_str());
+    let prefixes: Vec<&str> = prefixes.collect();
+    for (code, _) in entries(&spec["reason_codes"]) {
         if !prefixes.iter().any(|prefix| code.starts_with(prefix)) {
             out.push_str(&format!("{code}: Final = {}\n", literal(code)));
         }
@@ -196,21 +204,15 @@ pub fn reason_codes(spec: &Val) -> Vec<u8> {
 /// `python/pyproject.toml`: its template with the spec's distribution facts
 /// (as TOML values: JSON's spelling of plain strings and lists is TOML's) in
 /// place of each `{{key}}` (`{{entry_point_group}}` for a field of a record).
-pub fn pyproject(template: &[u8], spec: &Val) -> Result<Vec<u8>> {
+pub fn pyproject(template: &[u8], spec: &Value) -> Result<Vec<u8>> {
     let path = PYPROJECT_TEMPLATE_PATH;
     let text = std::str::from_utf8(template).map_err(|_| format!("{path}: not UTF-8"))?;
     let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}"), "");
     out.truncate(out.find('\n').unwrap_or(0) + 1);
     out.push_str(text);
-    for (key, value) in spec.get("distribution").entries() {
-        let fields = value.entries().into_iter();
-        let fields = fields.map(|(name, item)| (format!("{key}_{name}"), item));
+    for (key, value) in entries(&spec["distribution"]) {
+        let fields = entries(value).map(|(name, item)| (format!("{key}_{name}"), item));
         for (name, value) in fields.chain([(key.to_string(), value)]) {
-            let items: Vec<&str> = value.items().iter().map(Val::str).collect();
-            let value = match value {
-                Val::Str(text) => json!(text),
-                _ => json!(items),
-            };
             out = out.replace(&format!("{{{{{name}}}}}"), &value.to_string());
         }
     }
@@ -295,13 +297,16 @@ mod tests {
             ],
         );
         assert_eq!(value.flat(), r#"{"a": 'x"y', "b": (None, True, False, 3)}"#);
-        let set = expr(&Val::Set(vec![Val::Str("a".into())]));
+        let set = expr("frozenset[str]", &serde_json::json!(["a"]));
         let call = Py::Seq(
             "Record(".into(),
             ")",
             vec![
                 ("one=".into(), seq("(", ")", vec![atom("1")])),
-                ("none=".into(), expr(&Val::Set(Vec::new()))),
+                (
+                    "none=".into(),
+                    expr("frozenset[str]", &serde_json::json!([])),
+                ),
                 ("set=".into(), set),
                 ("empty=".into(), seq("(", ")", vec![])),
             ],

@@ -1,7 +1,9 @@
 //! Generated Rust: the probe's spec constants (plain text, as rustfmt lays
 //! it out).
 
-use super::spec::{Val, PROVIDER_SPEC_PATH};
+use serde_json::Value;
+
+use super::spec::{entries, items, text, PROVIDER_SPEC_PATH};
 
 /// `&[a, b]` on one line after `prefix` where it fits in 100 columns, else
 /// one item a line.
@@ -16,10 +18,10 @@ fn array(prefix: &str, items: &[String]) -> String {
 
 /// `probe/src/generated/spec.rs`: the reason codes the probe and the smoke
 /// report, and the constants of their reports.
-pub fn probe_spec(spec: &Val) -> Vec<u8> {
-    let (report, smoke) = (spec.get("probe_report"), spec.get("smoke"));
-    let lists = [report, smoke].map(|part| part.get("reason_codes").items().iter());
-    let mut codes: Vec<&str> = lists.into_iter().flatten().map(Val::str).collect();
+pub fn probe_spec(spec: &Value) -> Vec<u8> {
+    let (report, smoke) = (&spec["probe_report"], &spec["smoke"]);
+    let lists = [report, smoke].map(|part| items(&part["reason_codes"]).iter());
+    let mut codes: Vec<&str> = lists.into_iter().flatten().map(text).collect();
     codes.sort_unstable();
     codes.dedup();
     let mut out = format!(
@@ -29,25 +31,21 @@ pub fn probe_spec(spec: &Val) -> Vec<u8> {
          pub mod reason_codes {{\n"
     );
     for code in codes {
-        let texts = spec.get("reason_codes").get(code).items();
-        let doc = texts.first().map_or("", Val::str).replace('\n', " ");
-        out.push_str(&format!(
-            "    /// {doc}\n    pub const {code}: &str = {code:?};\n"
-        ));
+        let doc = text(&spec["reason_codes"][code][0]).replace('\n', " ");
+        let constant = format!("    /// {doc}\n    pub const {code}: &str = {code:?};\n");
+        out.push_str(&constant);
     }
     out.push_str("}\n\n");
-    let text = |value: &Val| ("&str", format!("{:?}", value.str()));
-    let int = |ty, value: &Val| (ty, value.int().to_string());
-    let range = |value: &Val| {
-        let (low, high) = value.pair();
+    let statuses = items(&report["statuses"]).iter();
+    let statuses: Vec<String> = statuses.map(|s| format!("{:?}", text(s))).collect();
+    let environment = entries(&report["driver_environment"]);
+    let environment = environment.map(|(name, value)| format!("({name:?}, {:?})", text(value)));
+    let text = |value: &Value| ("&str", format!("{:?}", text(value)));
+    let int = |ty, value: &Value| (ty, value.to_string());
+    let range = |value: &Value| {
+        let (low, high) = (&value[0], &value[1]);
         ("core::ops::RangeInclusive<i32>", format!("{low}..={high}"))
     };
-    let statuses = report.get("statuses").items().iter();
-    let statuses: Vec<String> = statuses
-        .map(|status| format!("{:?}", status.str()))
-        .collect();
-    let environment = report.get("driver_environment").entries().into_iter();
-    let environment = environment.map(|(name, value)| format!("({name:?}, {:?})", value.str()));
     #[rustfmt::skip]
     let arrays = [
         ("PROBE_STATUSES", "Every report status.", "&[&str]", statuses),
@@ -59,21 +57,21 @@ pub fn probe_spec(spec: &Val) -> Vec<u8> {
     }
     #[rustfmt::skip]
     let constants = [
-        ("PROBE_SCHEMA_VERSION", "The probe report's `schema_version`.", text(report.get("schema_version"))),
-        ("PROBE_NAME", "The probe report's `probe` value and the probe binary's name.", text(report.get("probe"))),
-        ("PROBE_COMPLETE_STATUS", "The status of a complete inventory.", text(report.get("complete_status"))),
-        ("MAX_DEVICES", "The largest device count a report may hold.", int("i32", report.get("max_devices"))),
-        ("MAX_DEVICE_ORDINAL", "The largest device ordinal.", int("i32", report.get("max_device_ordinal"))),
-        ("MAX_DEVICE_NAME_CHARS", "The most characters of a reported device name.", int("usize", report.get("max_device_name_chars"))),
-        ("DEVICE_NAME_BUFFER_BYTES", "The size of the buffer passed to `cuDeviceGetName`.", int("usize", report.get("device_name_buffer_bytes"))),
-        ("DRIVER_VERSION_RANGE", "The plausible `cuDriverGetVersion` values.", range(report.get("driver_version_range"))),
-        ("COMPUTE_MAJOR_RANGE", "The plausible compute capability major numbers.", range(report.get("compute_major_range"))),
-        ("COMPUTE_MINOR_RANGE", "The plausible compute capability minor numbers.", range(report.get("compute_minor_range"))),
-        ("SMOKE_NAME", "The lifetime smoke's report name and binary name.", text(smoke.get("probe"))),
-        ("SMOKE_SCHEMA_VERSION", "The smoke report's `schema_version`.", text(smoke.get("schema_version"))),
-        ("SMOKE_ALLOCATION_BYTES", "The size of the smoke's device allocation.", int("usize", smoke.get("allocation_bytes"))),
-        ("SMOKE_COMPLETE_STATUS", "The status of a complete smoke.", text(smoke.get("complete_status"))),
-        ("SMOKE_FAILURE_STATUS", "The status of a failed smoke.", text(smoke.get("failure_status"))),
+        ("PROBE_SCHEMA_VERSION", "The probe report's `schema_version`.", text(&report["schema_version"])),
+        ("PROBE_NAME", "The probe report's `probe` value and the probe binary's name.", text(&report["probe"])),
+        ("PROBE_COMPLETE_STATUS", "The status of a complete inventory.", text(&report["complete_status"])),
+        ("MAX_DEVICES", "The largest device count a report may hold.", int("i32", &report["max_devices"])),
+        ("MAX_DEVICE_ORDINAL", "The largest device ordinal.", int("i32", &report["max_device_ordinal"])),
+        ("MAX_DEVICE_NAME_CHARS", "The most characters of a reported device name.", int("usize", &report["max_device_name_chars"])),
+        ("DEVICE_NAME_BUFFER_BYTES", "The size of the buffer passed to `cuDeviceGetName`.", int("usize", &report["device_name_buffer_bytes"])),
+        ("DRIVER_VERSION_RANGE", "The plausible `cuDriverGetVersion` values.", range(&report["driver_version_range"])),
+        ("COMPUTE_MAJOR_RANGE", "The plausible compute capability major numbers.", range(&report["compute_major_range"])),
+        ("COMPUTE_MINOR_RANGE", "The plausible compute capability minor numbers.", range(&report["compute_minor_range"])),
+        ("SMOKE_NAME", "The lifetime smoke's report name and binary name.", text(&smoke["probe"])),
+        ("SMOKE_SCHEMA_VERSION", "The smoke report's `schema_version`.", text(&smoke["schema_version"])),
+        ("SMOKE_ALLOCATION_BYTES", "The size of the smoke's device allocation.", int("usize", &smoke["allocation_bytes"])),
+        ("SMOKE_COMPLETE_STATUS", "The status of a complete smoke.", text(&smoke["complete_status"])),
+        ("SMOKE_FAILURE_STATUS", "The status of a failed smoke.", text(&smoke["failure_status"])),
     ];
     for (name, doc, (ty, value)) in constants {
         out.push_str(&format!("/// {doc}\npub const {name}: {ty} = {value};\n"));

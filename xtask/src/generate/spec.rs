@@ -1,14 +1,17 @@
 //! `templates/provider-spec.json`, typed by one schema, [`SCHEMA`], that
-//! drives everything: the parse refuses unknown, missing and mistyped keys
-//! with their JSON path, [`check`] refuses broken cross-references, and the
-//! same table writes the Python record classes (python.rs).
+//! drives everything: the parse refuses unknown, missing, mistyped and
+//! duplicate keys with their JSON path, [`RULES`] refuse broken
+//! cross-references and bounds, and the same table writes the Python record
+//! classes (python.rs).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Unexpected, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::{json, Value};
 
 pub use super::inputs::PROVIDER_SPEC_PATH;
 use crate::Result;
@@ -103,8 +106,7 @@ SmokeSpec: The lifetime smoke's report.
     failure_status: str
     reason_codes: tuple[str, ...]  # the codes the smoke itself reports
 RuntimePackageSpec: The packaged runtime crate.
-    crate_name: str  # the JSON key is `crate`
-    version: str; install_dir: str
+    crate_name: str; version: str; install_dir: str
 ";
 
 /// One record class of [`SCHEMA`]: name, docstring and fields.
@@ -113,15 +115,6 @@ pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 /// A field: name, Python annotation, default (empty: none) and comment.
 pub type Field = (&'static str, &'static str, &'static str, Opt);
 type Opt = Option<&'static str>;
-
-/// A field's JSON key: its name, but for the Rust keyword `crate`.
-fn key(name: &str) -> &str {
-    if name == "crate_name" {
-        "crate"
-    } else {
-        name
-    }
-}
 
 /// [`SCHEMA`]'s classes, in order.
 pub fn schema() -> &'static [Class] {
@@ -150,91 +143,35 @@ pub fn schema() -> &'static [Class] {
     })
 }
 
-/// A value of the spec, checked against [`SCHEMA`].
-#[derive(Clone, Debug, PartialEq, PartialOrd)]
-pub enum Val {
-    Null,
-    Bool(bool),
-    Int(u32),
-    Float(f64),
-    Str(String),
-    /// `tuple[T, ...]` or `tuple[A, B]`.
-    Tuple(Vec<Val>),
-    /// `frozenset[T]`: sorted; no entry twice.
-    Set(Vec<Val>),
-    /// `Mapping[str, T]`: sorted by key; no key twice.
-    Map(BTreeMap<String, Val>),
-    /// A record of [`SCHEMA`]: its class, then its fields in schema order.
-    Rec(&'static str, Vec<(&'static str, Val)>),
+/// The type of item `index` of a `tuple[T, ...]`, `tuple[A, B]`,
+/// `frozenset[T]` or (any index) of a `Mapping[str, T]`'s values.
+pub fn item_type(ty: &str, index: usize) -> &str {
+    let ty = ty.trim_end_matches(" | None");
+    if let Some(value) = ty.strip_prefix("Mapping[str, ") {
+        return value.strip_suffix(']').unwrap_or(value);
+    }
+    let inner = ty.split_once('[').map_or("", |(_, rest)| rest);
+    let inner = inner.strip_suffix(']').unwrap_or(inner);
+    match inner.split_once(", ") {
+        Some((_, second)) if second != "..." && index > 0 => second,
+        Some((first, _)) => first,
+        None => inner,
+    }
 }
 
-const NULL: Val = Val::Null;
+/// A list's items; none for anything else.
+pub fn items(value: &Value) -> &[Value] {
+    value.as_array().map_or(&[], Vec::as_slice)
+}
 
-impl Val {
-    /// A record's field or a map's entry; `Null` when there is none.
-    pub fn get(&self, key: &str) -> &Val {
-        let mut entries = self.entries().into_iter();
-        entries.find(|(k, _)| *k == key).map_or(&NULL, |(_, v)| v)
-    }
+/// An object's entries; none for anything else.
+pub fn entries(value: &Value) -> impl Iterator<Item = (&String, &Value)> + Clone {
+    value.as_object().into_iter().flatten()
+}
 
-    /// The value at a `.`-separated path of fields and keys.
-    pub fn at(&self, path: &str) -> &Val {
-        path.split('.').fold(self, Val::get)
-    }
-
-    pub fn has(&self, key: &str) -> bool {
-        *self.get(key) != NULL
-    }
-
-    pub fn str(&self) -> &str {
-        match self {
-            Val::Str(text) => text,
-            _ => "",
-        }
-    }
-
-    pub fn int(&self) -> u64 {
-        match self {
-            Val::Int(value) => u64::from(*value),
-            _ => 0,
-        }
-    }
-
-    /// A tuple's or a set's items.
-    pub fn items(&self) -> &[Val] {
-        match self {
-            Val::Tuple(items) | Val::Set(items) => items,
-            _ => &[],
-        }
-    }
-
-    /// `(major, minor)` or `[low, high]`.
-    pub fn pair(&self) -> (u64, u64) {
-        let [low, high] = [self.items().first(), self.items().last()];
-        (low.map_or(0, Val::int), high.map_or(0, Val::int))
-    }
-
-    /// A map's entries, or a record's fields.
-    pub fn entries(&self) -> Vec<(&str, &Val)> {
-        match self {
-            Val::Map(map) => map.iter().map(|(k, v)| (k.as_str(), v)).collect(),
-            Val::Rec(_, fields) => fields.iter().map(|(k, v)| (*k, v)).collect(),
-            _ => Vec::new(),
-        }
-    }
-
-    /// Null, or an empty tuple.
-    fn is_empty(&self) -> bool {
-        *self == NULL || *self == Val::Tuple(Vec::new())
-    }
-
-    fn field_mut(&mut self, key: &str) -> Option<&mut Val> {
-        let Val::Rec(_, fields) = self else {
-            return None;
-        };
-        let mut fields = fields.iter_mut();
-        fields.find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
+/// A string's text; empty for anything else.
+pub fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or("")
 }
 
 type Res<T, E> = std::result::Result<T, E>;
@@ -260,7 +197,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
                 formatter.write_str("an object")
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Map<V>, A::Error> {
-                entries(map, |map| map.next_value()).map(Map)
+                unique_entries(map, |map| map.next_value()).map(Map)
             }
         }
         de.deserialize_map(Entries(std::marker::PhantomData))
@@ -268,7 +205,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
 }
 
 /// A JSON object's entries, refusing a key given twice.
-fn entries<'de, A: MapAccess<'de>, V>(
+fn unique_entries<'de, A: MapAccess<'de>, V>(
     mut map: A,
     mut value: impl FnMut(&mut A) -> Res<V, A::Error>,
 ) -> Res<BTreeMap<String, V>, A::Error> {
@@ -282,169 +219,149 @@ fn entries<'de, A: MapAccess<'de>, V>(
     Ok(entries)
 }
 
-/// Reads one value of the Python annotation it holds.
-#[derive(Clone, Copy)]
-struct Typed(&'static str);
+/// Reads any JSON value as a [`Value`], refusing an object key given twice.
+struct Strict;
 
-impl<'de> DeserializeSeed<'de> for Typed {
-    type Value = Val;
+/// The visitor methods that keep a scalar as it is.
+macro_rules! scalars {
+    ($($visit:ident: $ty:ty),*) => {
+        $(fn $visit<E: Error>(self, value: $ty) -> Res<Value, E> {
+            Ok(value.into())
+        })*
+    };
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Val, D::Error> {
-        match self.0 {
-            "str" => String::deserialize(de).map(Val::Str),
-            "int" => u32::deserialize(de).map(Val::Int),
-            "float" => f64::deserialize(de).map(Val::Float),
-            "bool" => bool::deserialize(de).map(Val::Bool),
-            ty if ty.ends_with(" | None") => de.deserialize_option(self),
-            _ => de.deserialize_any(self),
-        }
+impl<'de> DeserializeSeed<'de> for Strict {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Value, D::Error> {
+        de.deserialize_any(self)
     }
 }
 
-/// Refuses the value it is asked for, so the error's path ends at its key.
-struct Refuse(String);
-
-impl<'de> DeserializeSeed<'de> for Refuse {
-    type Value = Val;
-
-    fn deserialize<D: Deserializer<'de>>(self, _: D) -> Res<Val, D::Error> {
-        Err(D::Error::custom(self.0))
-    }
-}
-
-impl<'de> Visitor<'de> for Typed {
-    type Value = Val;
+impl<'de> Visitor<'de> for Strict {
+    type Value = Value;
 
     fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let list = self.0.starts_with("tuple[") || self.0.starts_with("frozenset[");
-        formatter.write_str(if list { "a list" } else { "an object" })
+        formatter.write_str("a JSON value")
     }
 
-    fn visit_none<E: Error>(self) -> Res<Val, E> {
-        Ok(NULL)
+    fn visit_unit<E: Error>(self) -> Res<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Res<Val, D::Error> {
-        Typed(self.0.trim_end_matches(" | None")).deserialize(de)
+    scalars!(visit_bool: bool, visit_u64: u64, visit_i64: i64, visit_f64: f64, visit_str: &str);
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Strict)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Val, A::Error> {
-        let set = self.0.starts_with("frozenset[");
-        let open = if set { "frozenset[" } else { "tuple[" };
-        let items = self.0.strip_prefix(open);
-        let items = items.and_then(|ty| ty.strip_suffix(']'));
-        let Some(items) = items else {
-            return Err(A::Error::invalid_type(Unexpected::Seq, &self));
-        };
-        // `T, ...`: any number of T; `A, B`: a pair.
-        let (first, second) = items.split_once(", ").unwrap_or((items, "..."));
-        let mut values = Vec::new();
-        loop {
-            let later = !values.is_empty() && second != "...";
-            let Some(value) = seq.next_element_seed(Typed(if later { second } else { first }))?
-            else {
-                break;
-            };
-            if set && values.contains(&value) {
-                let shown = match &value {
-                    Val::Str(text) => format!("{text:?}"),
-                    _ => "null".into(),
-                };
-                let message = format!("the entry {shown} is given twice");
-                return Err(A::Error::custom(message));
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Value, A::Error> {
+        let entries = unique_entries(map, |map| map.next_value_seed(Strict))?;
+        Ok(Value::Object(entries.into_iter().collect()))
+    }
+}
+
+/// `Err("<spec file>: <path>: <problem>")`.
+fn fail<T>(path: &str, problem: impl fmt::Display) -> Result<T> {
+    let at = if path.is_empty() { "" } else { ": " };
+    Err(format!("{PROVIDER_SPEC_PATH}: {path}{at}{problem}"))
+}
+
+/// Checks `value` at `path` against the annotation `ty`, sorting sets and
+/// giving a record's absent optional keys their default.
+fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
+    let join = |key: &str| [path, key].join(if path.is_empty() { "" } else { "." });
+    let ty = match ty.strip_suffix(" | None") {
+        Some(_) if value.is_null() => return Ok(()),
+        Some(ty) => ty,
+        None => ty,
+    };
+    let class = schema().iter().find(|class| class.0 == ty);
+    let (set, list) = (ty.starts_with("frozenset["), ty.starts_with("tuple["));
+    if let (Value::Object(map), Some(Class(_, _, fields))) = (&mut *value, class) {
+        let given = fields.iter().filter(|field| field.2 != "derived");
+        let names: Vec<&str> = given.clone().map(|field| field.0).collect();
+        if let Some(name) = map.keys().find(|name| !names.contains(&name.as_str())) {
+            let known: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
+            let known = known.join(", ");
+            let message = format!("unknown field `{name}`, expected one of {known}");
+            return fail(&join(name), message);
+        }
+        for (name, ty, default, _) in given {
+            let empty = (*default == "()").then(|| json!([]));
+            match map.get_mut(*name) {
+                Some(value) => typed(ty, value, &join(name))?,
+                None if default.is_empty() => return fail(path, format!("missing field `{name}`")),
+                None => drop(map.insert(name.to_string(), empty.unwrap_or_default())),
             }
-            values.push(value);
         }
-        if second != "..." && values.len() != 2 {
-            return Err(A::Error::invalid_length(values.len(), &"a pair"));
+    } else if let (Value::Object(map), true) = (&mut *value, ty.starts_with("Mapping[")) {
+        for (key, value) in map.iter_mut() {
+            typed(item_type(ty, 0), value, &join(key))?;
         }
-        if !set {
-            return Ok(Val::Tuple(values));
+    } else if let (Value::Array(values), true) = (&mut *value, set || list) {
+        if list && !ty.ends_with(", ...]") && values.len() != 2 {
+            let message = format!("invalid length {}, expected a pair", values.len());
+            return fail(path, message);
         }
-        values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        Ok(Val::Set(values))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Res<Val, A::Error> {
-        let mapping = self.0.strip_prefix("Mapping[str, ");
-        if let Some(ty) = mapping.and_then(|ty| ty.strip_suffix(']')) {
-            let values = entries(map, |map| map.next_value_seed(Typed(ty)));
-            return values.map(Val::Map);
+        for (index, value) in values.iter_mut().enumerate() {
+            typed(item_type(ty, index), value, &format!("{path}[{index}]"))?;
         }
-        let Some(Class(class, _, all)) = schema().iter().find(|class| class.0 == self.0) else {
-            return Err(A::Error::invalid_type(Unexpected::Map, &self));
-        };
-        let fields: Vec<&Field> = all.iter().filter(|field| field.2 != "derived").collect();
-        let mut values: Vec<Option<Val>> = vec![None; fields.len()];
-        while let Some(name) = map.next_key::<String>()? {
-            let Some(index) = fields.iter().position(|field| key(field.0) == name) else {
-                let known = fields.iter().map(|field| format!("`{}`", key(field.0)));
-                let known = known.collect::<Vec<_>>().join(", ");
-                let message = format!("unknown field `{name}`, expected one of {known}");
-                map.next_value_seed(Refuse(message))?;
-                continue;
-            };
-            if values[index].is_some() {
-                return Err(A::Error::custom(format!("duplicate field `{name}`")));
+        if set {
+            values.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            if let Some(pair) = values.windows(2).find(|pair| pair[0] == pair[1]) {
+                return fail(path, format!("the entry {} is given twice", pair[0]));
             }
-            values[index] = Some(map.next_value_seed(Typed(fields[index].1))?);
         }
-        let mut record = Vec::new();
-        for (name, _, default, _) in all {
-            let index = fields.iter().position(|field| field.0 == *name);
-            let value = match (index.and_then(|index| values[index].take()), *default) {
-                (Some(value), _) => value,
-                (None, "()") => Val::Tuple(Vec::new()),
-                (None, "") => return Err(A::Error::missing_field(key(name))),
-                (None, _) => NULL,
-            };
-            record.push((*name, value));
-        }
-        Ok(Val::Rec(class, record))
+    } else {
+        let checked = match ty {
+            "str" => String::deserialize(&*value).map(drop),
+            "int" => u32::deserialize(&*value).map(drop),
+            "float" => f64::deserialize(&*value).map(drop),
+            "bool" => bool::deserialize(&*value).map(drop),
+            _ => return fail(path, format!("invalid type: {value}, expected `{ty}`")),
+        };
+        return checked.or_else(|error| fail(path, error));
     }
+    Ok(())
 }
 
 /// Parses and checks the spec; every error names the file and the JSON path.
-pub fn parse(bytes: &[u8]) -> Result<Val> {
+pub fn parse(bytes: &[u8]) -> Result<Value> {
     let mut json = serde_json::Deserializer::from_slice(bytes);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
-    let parsed = Typed("ProviderSpec").deserialize(tracked);
-    let mut spec = parsed.map_err(|error| match track.path().to_string().as_str() {
-        "." => format!("{PROVIDER_SPEC_PATH}: {error}"),
-        path => format!("{PROVIDER_SPEC_PATH}: {path}: {error}"),
-    })?;
-    let trailing = |error| format!("{PROVIDER_SPEC_PATH}: {error}");
-    json.end().map_err(trailing)?;
+    let parsed = Strict
+        .deserialize(tracked)
+        .map_err(|e| (track.path().to_string(), e));
+    let mut spec = parsed.or_else(|(path, error)| fail(path.trim_start_matches('.'), error))?;
+    json.end().or_else(|error| fail("", error))?;
+    typed("ProviderSpec", &mut spec, "")?;
     check(&spec)?;
     // The version is written once, in `distribution`.
-    let version = spec.at("distribution.version").str().to_string();
+    let version = text(&spec["distribution"]["version"]).to_string();
     let placeholders = reason_placeholders(&spec);
-    if let Some(Val::Rec(_, fields)) = spec.field_mut("manifest") {
-        for (name, value) in fields.iter_mut() {
-            match (*name, value) {
-                ("display_name", Val::Str(text)) => *text = format!("{text} {version}"),
-                ("provider_version", value) => *value = Val::Str(version.clone()),
-                _ => {}
-            }
-        }
-    }
-    let Some(Val::Map(codes)) = spec.field_mut("reason_codes") else {
-        return Ok(spec);
-    };
-    for (code, texts) in codes.iter_mut() {
-        let Val::Tuple(texts) = texts else { continue };
-        for text in texts.iter_mut() {
-            let Val::Str(text) = text else { continue };
+    let manifest = &mut spec["manifest"];
+    manifest["display_name"] = format!("{} {version}", text(&manifest["display_name"])).into();
+    manifest["provider_version"] = version.into();
+    for (code, texts) in spec["reason_codes"].as_object_mut().into_iter().flatten() {
+        for value in texts.as_array_mut().into_iter().flatten() {
+            let mut filled = text(value).to_string();
             for (name, value) in &placeholders {
-                *text = text.replace(name, value);
+                filled = filled.replace(name, value);
             }
-            let message = format!(
-                "reason_codes.{code}: an unknown placeholder; the known ones are \
-                 {{architectures}}, {{architecture_first_releases}} and \
-                 {{architecture_compile_releases}}"
-            );
-            ensure(!text.contains(['{', '}']), message)?;
+            if filled.contains(['{', '}']) {
+                let known = "{architectures}, {architecture_first_releases} and \
+                             {architecture_compile_releases}";
+                let message = format!("an unknown placeholder; the known ones are {known}");
+                return fail(&format!("reason_codes.{code}"), message);
+            }
+            *value = filled.into();
         }
     }
     Ok(spec)
@@ -454,309 +371,267 @@ pub fn parse(bytes: &[u8]) -> Result<Val> {
 /// written once in `manifest.architectures`: `{architectures}` (the
 /// vocabulary), `{architecture_first_releases}` (release: SMs it first
 /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
-fn reason_placeholders(spec: &Val) -> [(&'static str, String); 3] {
+fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
+    let pair = |value: &Value| {
+        let [major, minor] = [0, 1].map(|index| value[index].as_u64().unwrap_or(0));
+        (major, minor)
+    };
     let release = |(major, minor): (u64, u64)| format!("{major}.{minor}");
     let mut first: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     let mut compile: BTreeMap<_, Vec<&str>> = BTreeMap::new();
-    for item in spec.at("manifest.architectures").items() {
-        let (sm, from) = (item.get("sm").str(), item.get("first").pair());
-        let last = item.get("last");
+    let architectures = items(&spec["manifest"]["architectures"]);
+    for item in architectures {
+        let (sm, from, last) = (text(&item["sm"]), pair(&item["first"]), &item["last"]);
         first.entry(from).or_default().push(sm);
-        let last = (*last != NULL).then(|| last.pair());
+        let last = (!last.is_null()).then(|| pair(last));
         compile.entry((from, last)).or_default().push(sm);
     }
     let first = first
         .iter()
-        .map(|(from, sms)| (release(*from), sms.join(", ")));
-    let first = first.map(|(from, sms)| format!("{from}: {sms}"));
+        .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")));
+    let first: Vec<String> = first.collect();
     let compile = compile.iter().map(|((from, last), sms)| {
         let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
         format!("{}{until}: {}", release(*from), sms.join(", "))
     });
-    let first = first.collect::<Vec<_>>().join("; ");
-    let compile = compile.collect::<Vec<_>>().join("; ");
-    let names = architecture_names(spec).join(", ");
+    let (compile, first) = (compile.collect::<Vec<_>>().join("; "), first.join("; "));
+    let names: Vec<&str> = architectures.iter().map(|item| text(&item["sm"])).collect();
     [
-        ("{architectures}", names),
+        ("{architectures}", names.join(", ")),
         ("{architecture_first_releases}", first),
         ("{architecture_compile_releases}", compile),
     ]
 }
 
-/// `Err("<spec file>: <path>: <message>")` unless `ok`.
-fn ensure(ok: bool, path_and_message: String) -> Result<()> {
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("{PROVIDER_SPEC_PATH}: {path_and_message}"))
-    }
-}
-
-/// The spec's pattern at `path`, which Python's `re` reads too.
-fn pattern(spec: &Val, path: &str) -> Result<regex_lite::Regex> {
-    let text = spec.at(path).str();
-    let message = |error| format!("{path}: `{text}` is not a regular expression: {error}");
-    regex_lite::Regex::new(text)
-        .map_err(|error| format!("{PROVIDER_SPEC_PATH}: {}", message(error)))
-}
-
-/// Fails at `path` when `items` holds an entry twice.
-fn unique<'a>(path: &str, items: impl IntoIterator<Item = &'a Val>) -> Result<()> {
-    let mut seen = BTreeSet::new();
-    for (index, item) in items.into_iter().enumerate() {
-        let item = item.str();
-        let message = format!("{path}[{index}]: `{item}` is listed twice");
-        ensure(seen.insert(item), message)?;
-    }
-    Ok(())
-}
-
-/// The SM vocabulary's names, in spec order.
-pub fn architecture_names(spec: &Val) -> Vec<&str> {
-    let architectures = spec.at("manifest.architectures").items().iter();
-    architectures.map(|item| item.get("sm").str()).collect()
-}
-
 /// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
-pub fn runtime_archive_stem(spec: &Val) -> String {
-    let package = spec.get("runtime_package");
-    let name = package.get("crate_name").str();
-    format!("{name}-{}", package.get("version").str())
+pub fn runtime_archive_stem(spec: &Value) -> String {
+    let package = &spec["runtime_package"];
+    let [name, version] = ["crate_name", "version"].map(|key| text(&package[key]));
+    format!("{name}-{version}")
 }
 
-/// The cross-reference and bound checks the schema cannot express.
-pub fn check(spec: &Val) -> Result<()> {
-    let version = spec.get("schema_version").int();
-    let message = format!("schema_version: {version} is not supported (expected 1)");
-    ensure(version == 1, message)?;
-    check_reason_codes(spec)?;
-    check_vocabulary(spec)?;
-    check_capabilities(spec)?;
-    check_lanes(spec)?;
-    check_bounds(spec)
-}
+/// The cross-references and bounds the types cannot say, one a line, in
+/// the order they are checked: the values (`.` between steps; `*`: each
+/// entry, `[]`: each item, `[N]`: the Nth; null ones skipped), the rule
+/// (`key:` first: applied to the entry's key) and its argument: a path
+/// (`.x` or `[N]`: a sibling's), a number, or for `matches` a path to a
+/// pattern or a pattern (`$` last), several rules a line `; ` apart. Core keeps one
+/// runtime requirement per name; releases below the toolkit floor are never
+/// distinguished; the bounds (`int` is already a u32) are the ones the
+/// generated Rust constants and the Python checks rely on; the crate and
+/// version name the tarball's file.
+pub const RULES: &str = "\
+schema_version >= 1; <= 1
+reason_codes.* key:matches probe_report.reason_code_pattern
+reason_codes.*[] nonempty
+probe_report.reason_codes[] unique; key_of reason_codes
+smoke.reason_codes[] unique; key_of reason_codes
+incompatible_reason_codes[] unique; key_of reason_codes
+manifest.runtime_requirements[].name matches ^\\S+$; unique
+manifest.architectures nonempty
+manifest.architectures[].sm matches policy.sm_pattern
+manifest.architectures[].first >= policy.toolkit_version_floor
+manifest.architectures[].last >= .first
+manifest.architectures[].sm unique
+capabilities nonempty
+capabilities[].id unique
+capabilities[].lane key_of lanes
+capabilities[].target_triple key_of probe_targets
+capabilities[].artifact_kinds nonempty
+probe_targets.*.os key_of toolkit.components
+lanes.* key:in capabilities[].lane
+lanes.*.option_allowlist[] in option_keys.*
+lanes.*.requirement_policy excludes .requirement; excludes .reason_prefix; excludes .runtime_pins
+lanes.*.requirement_policy excludes .required_python_fallback_backend
+lanes.*.requirement needs .reason_prefix; needs .runtime_pins
+lanes.*.reason_prefix matches probe_report.reason_code_pattern; matches _$; prefix_of reason_codes
+lanes.*.requirement.logical_device nonempty
+lanes.*.requirement.architectures[] in manifest.architectures[].sm
+probe_report.max_output_bytes > 0
+probe_report.max_devices > 0; <= 2147483647
+probe_report.max_device_ordinal <= 2147483647
+probe_report.max_device_name_chars > 0; <= 65536
+probe_report.device_name_buffer_bytes > 0; <= 2147483647
+smoke.allocation_bytes > 0
+policy.device_ordinal_max <= probe_report.max_device_ordinal
+policy.driver_version_floor > 0; <= policy.driver_version_ceiling
+policy.toolkit_version_floor[0] > 0
+policy.toolkit_version_floor[] <= policy.toolkit_version_part_max
+probe_report.driver_version_range[1] >= [0]; <= 2147483647
+probe_report.compute_major_range[1] >= [0]; <= 2147483647
+probe_report.compute_minor_range[1] >= [0]; <= 2147483647
+probe_report.complete_status in probe_report.statuses[]
+probe_runner.default_timeout_seconds > 0
+probe_runner.max_timeout_seconds >= probe_runner.default_timeout_seconds
+runtime_package.crate_name matches ^[A-Za-z0-9._-]+$
+runtime_package.version matches ^[A-Za-z0-9._-]+$
+";
 
-fn check_reason_codes(spec: &Val) -> Result<()> {
-    let codes = pattern(spec, "probe_report.reason_code_pattern")?;
-    let reason_codes = spec.get("reason_codes");
-    for (code, texts) in reason_codes.entries() {
-        let message = format!("reason_codes.{code}: the code does not match {codes}");
-        ensure(codes.is_match(code), message)?;
-        let mut texts = texts.items().iter();
-        let empty = texts.any(|text| text.str().trim().is_empty());
-        let message = "the explanation and the remedy must not be empty";
-        ensure(!empty, format!("reason_codes.{code}: {message}"))?;
-    }
-    let lists = ["probe_report.reason_codes", "smoke.reason_codes"];
-    for path in lists.into_iter().chain(["incompatible_reason_codes"]) {
-        unique(path, spec.at(path).items())?;
-        for (index, code) in spec.at(path).items().iter().enumerate() {
-            let code = code.str();
-            let message = format!("the reason code `{code}` has no entry in `reason_codes`");
-            let message = format!("{path}[{index}]: {message}");
-            ensure(reason_codes.has(code), message)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_vocabulary(spec: &Val) -> Result<()> {
-    let sms = pattern(spec, "policy.sm_pattern")?;
-    let floor = spec.at("policy.toolkit_version_floor").pair();
-    let architectures = spec.at("manifest.architectures").items();
-    let message = "manifest.architectures: the SM vocabulary is empty";
-    ensure(!architectures.is_empty(), message.into())?;
-    for (index, item) in architectures.iter().enumerate() {
-        let path = format!("manifest.architectures[{index}]");
-        let sm = item.get("sm").str();
-        let message = format!("{path}.sm: `{sm}` does not match `policy.sm_pattern` {sms}");
-        ensure(sms.is_match(sm), message)?;
-        // Releases below the floor are never distinguished: the floor is the earliest.
-        let (first, last) = (item.get("first").pair(), item.get("last"));
-        let ((major, minor), (low_major, low_minor)) = (first, floor);
-        let message = format!("{major}.{minor} is below the toolkit floor {low_major}.{low_minor}");
-        ensure(first >= floor, format!("{path}.first: {message}"))?;
-        let message = format!("{path}.last: `{sm}` is last compiled before its first release");
-        ensure(*last == NULL || last.pair() >= first, message)?;
-    }
-    let names = architectures.iter().map(|item| item.get("sm"));
-    unique("manifest.architectures", names)?;
-    // Core keeps one runtime requirement per name: a second must be the same.
-    fn canonical(pin: &Val) -> (&str, &str, BTreeSet<&str>) {
-        let features = pin.get("features").items().iter().map(|f| f.str().trim());
-        let name = pin.get("name").str().trim();
-        (name, pin.get("version").str().trim(), features.collect())
-    }
-    let pins = spec.at("manifest.runtime_requirements").items();
-    for (index, pin) in pins.iter().enumerate() {
-        let pin = canonical(pin);
-        let mut earlier = pins[..index].iter().map(canonical);
-        let conflict = earlier.any(|other| other.0 == pin.0 && other != pin);
-        let message = format!("conflicting runtime requirements for `{}`", pin.0);
-        let path = format!("manifest.runtime_requirements[{index}]");
-        ensure(!conflict, format!("{path}: {message}"))?;
-    }
-    Ok(())
-}
-
-fn check_capabilities(spec: &Val) -> Result<()> {
-    let capabilities = spec.get("capabilities").items();
-    let message = "capabilities: no capability is declared";
-    ensure(!capabilities.is_empty(), message.into())?;
-    let mut ids = BTreeSet::new();
-    for (index, capability) in capabilities.iter().enumerate() {
-        let path = format!("capabilities[{index}]");
-        let keys = ["id", "lane", "target_triple"];
-        let [id, lane, triple] = keys.map(|key| capability.get(key).str());
-        let message = format!("{path}.id: `{id}` is declared twice");
-        ensure(ids.insert(id), message)?;
-        let message = format!("{path}.lane: `{lane}` is not a key of `lanes`");
-        ensure(spec.get("lanes").has(lane), message)?;
-        let target = spec.get("probe_targets").get(triple);
-        let message = format!("`{triple}` is not a key of `probe_targets`");
-        ensure(*target != NULL, format!("{path}.target_triple: {message}"))?;
-        let os = target.get("os").str();
-        let message = format!("`{os}` is not a key of `toolkit.components`");
-        let known = spec.at("toolkit.components").has(os);
-        ensure(known, format!("probe_targets.{triple}.os: {message}"))?;
-        let message = "a capability builds at least one artifact kind";
-        let kinds = capability.get("artifact_kinds");
-        let message = format!("{path}.artifact_kinds: {message}");
-        ensure(!kinds.is_empty(), message)?;
-    }
-    Ok(())
-}
-
-fn check_lanes(spec: &Val) -> Result<()> {
-    let options = spec.get("option_keys").entries();
-    let capabilities = spec.get("capabilities").items();
-    for (name, lane) in spec.get("lanes").entries() {
-        let path = format!("lanes.{name}");
-        for option in lane.get("option_allowlist").items() {
-            let known = options.iter().any(|(_, key)| *key == option);
-            let message = format!("`{}` is not one of the `option_keys`", option.str());
-            ensure(known, format!("{path}.option_allowlist: {message}"))?;
-        }
-        let (policy, requirement) = (lane.get("requirement_policy"), lane.get("requirement"));
-        match (policy, requirement) {
-            (&NULL, &NULL) | (Val::Rec(..), Val::Rec(..)) => {
-                let message = "a lane has exactly one of `requirement_policy` (raw-driver) \
-                               and `requirement` (framework reuse)";
-                ensure(false, format!("{path}: {message}"))?;
+/// The non-null values a [`RULES`] selector names, with their JSON paths.
+fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
+    let mut found = vec![(String::new(), spec)];
+    for step in selector.split('.') {
+        // `name`, `name[]` (every item) or `name[N]` (the Nth).
+        let (name, index) = step
+            .split_once('[')
+            .map_or((step, None), |(n, i)| (n, Some(i)));
+        let mut next = Vec::new();
+        for (path, value) in found {
+            let dot = if path.is_empty() { "" } else { "." };
+            let entries = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
+            match name {
+                "*" => next.extend(entries),
+                _ => next.push((format!("{path}{dot}{name}"), &value[name])),
             }
-            (&NULL, _) => check_framework_lane(spec, &path, lane, requirement)?,
-            _ => check_raw_lane(spec, &path, lane, policy)?,
         }
-        let used = capabilities.iter().any(|c| c.get("lane").str() == name);
-        ensure(used, format!("{path}: no capability uses this lane"))?;
+        found = Vec::new();
+        for (path, value) in next {
+            let Some(index) = index else {
+                found.push((path, value));
+                continue;
+            };
+            for (at, item) in items(value).iter().enumerate() {
+                if index == "]" || index == format!("{at}]") {
+                    found.push((format!("{path}[{at}]"), item));
+                }
+            }
+        }
+    }
+    found.retain(|(_, value)| !value.is_null());
+    found
+}
+
+/// The pattern at `path` (or `pattern` itself), which Python's `re` reads too.
+fn regex(path: &str, pattern: &str) -> Result<regex_lite::Regex> {
+    let invalid = |error| format!("`{pattern}` is not a regular expression: {error}");
+    regex_lite::Regex::new(pattern).or_else(|error| fail(path, invalid(error)))
+}
+
+/// Applies one rule of a [`RULES`] line to every value its selector names.
+fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
+    let (rule, arg) = rule.split_once(' ').unwrap_or((rule, ""));
+    let numbers = |value: &Value| match value {
+        Value::Array(items) => items.iter().map(Value::as_f64).collect(),
+        value => vec![value.as_f64()],
+    };
+    let mut seen: Vec<Value> = Vec::new();
+    for (path, value) in select(spec, selector) {
+        let key = Value::from(path.rsplit('.').next().unwrap_or_default());
+        let (rule, value) = match rule.strip_prefix("key:") {
+            Some(rule) => (rule, &key),
+            None => (rule, value),
+        };
+        let target = match arg.starts_with(['.', '[']) {
+            true => format!("{}{arg}", &path[..path.rfind(['.', '[']).unwrap_or(0)]),
+            false => arg.to_string(),
+        };
+        let found = select(spec, &target);
+        let bound = found.first().map(|(_, value)| *value);
+        let mut keys = entries(bound.unwrap_or(&Value::Null)).map(|(key, _)| key.as_str());
+        // A limit that names nothing compares with nothing: the rule fails.
+        let limit = bound.map_or(vec![arg.parse().ok()], numbers);
+        let order = numbers(value)
+            .partial_cmp(&limit)
+            .filter(|_| !limit.contains(&None));
+        let pattern = bound.and_then(Value::as_str).unwrap_or(arg);
+        let named = bound.is_some() || arg.ends_with('$');
+        let shown = value.as_str().map_or(value.to_string(), str::to_string);
+        let ok = match rule {
+            "nonempty" => !shown.trim().is_empty() && *value != json!([]),
+            "unique" => !seen.contains(value),
+            "key_of" => keys.any(|key| key == shown),
+            "prefix_of" => keys.any(|key| key.starts_with(&shown)),
+            "in" => found.iter().any(|(_, item)| *item == value),
+            ">=" => order.is_some_and(Ordering::is_ge),
+            ">" => order.is_some_and(Ordering::is_gt),
+            "<=" => order.is_some_and(Ordering::is_le),
+            "matches" => named && regex(&target, pattern)?.is_match(&shown),
+            "needs" => bound.is_some_and(|bound| *bound != json!([])),
+            "excludes" => !bound.is_some_and(|bound| *bound != json!([])),
+            _ => return fail(selector, format!("`{rule}` is not a rule")),
+        };
+        let limit = bound.map_or(arg.to_string(), |bound| format!("`{target}` {bound}"));
+        let problem = match rule {
+            "nonempty" => "must not be empty".to_string(),
+            "needs" | "excludes" => format!("this key {rule} `{target}`"),
+            "unique" => format!("`{shown}` is listed twice"),
+            "key_of" => format!("`{shown}` is not a key of `{target}`"),
+            "prefix_of" => format!("no key of `{target}` starts with `{shown}`"),
+            "in" => format!("`{shown}` is not one of `{target}`"),
+            "matches" => format!("`{shown}` does not match `{target}` {pattern}"),
+            _ => format!("{shown} must be {rule} {limit}"),
+        };
+        if !ok {
+            return fail(&path, problem);
+        }
+        seen.push(value.clone());
     }
     Ok(())
 }
 
-fn check_raw_lane(spec: &Val, path: &str, lane: &Val, policy: &Val) -> Result<()> {
-    for key in [
-        "reason_prefix",
-        "required_python_fallback_backend",
-        "runtime_pins",
-    ] {
-        let message = "only a framework reuse lane (one with `requirement`) has this key";
-        ensure(lane.get(key).is_empty(), format!("{path}.{key}: {message}"))?;
+/// [`RULES`], then what they cannot say: a lane is of a kind, and the raw
+/// ones accept the CLI's requirement.
+pub fn check(spec: &Value) -> Result<()> {
+    for line in RULES.lines() {
+        let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
+        let mut rules = rules.split("; ");
+        rules.try_for_each(|rule| apply(spec, selector, rule))?;
     }
-    let validation = spec.get("validation_requirement");
-    let allows = |key: &str, allowed: &str| {
-        let allowed = policy.get(allowed).items();
-        let mut items = validation.get(key).items().iter();
-        items.all(|item| allowed.contains(item))
-    };
-    let runtimes = policy.get("allowed_runtimes").items();
-    let accepted = runtimes.contains(validation.get("runtime"))
-        && allows("features", "allowed_features")
-        && allows("memory_spaces", "allowed_memory_spaces");
-    let message = format!("the requirement is not accepted by `{path}.requirement_policy`");
-    ensure(accepted, format!("validation_requirement: {message}"))
-}
-
-fn check_framework_lane(spec: &Val, path: &str, lane: &Val, requirement: &Val) -> Result<()> {
-    let prefix = lane.get("reason_prefix").str();
-    let message = "missing field `reason_prefix` (a framework reuse lane needs one)";
-    ensure(lane.has("reason_prefix"), format!("{path}: {message}"))?;
-    let codes = pattern(spec, "probe_report.reason_code_pattern")?;
-    let message = format!("`{prefix}` is not an upper-case code prefix ending in `_`");
-    let shaped = codes.is_match(prefix) && prefix.ends_with('_');
-    ensure(shaped, format!("{path}.reason_prefix: {message}"))?;
-    let codes = spec.get("reason_codes").entries();
-    let used = codes.iter().any(|(code, _)| code.starts_with(prefix));
-    let message = format!("{path}.reason_prefix: no reason code starts with `{prefix}`");
-    ensure(used, message)?;
-    let device = requirement.get("logical_device").str().trim();
-    let message = format!("{path}.requirement.logical_device: the device is empty");
-    ensure(!device.is_empty(), message)?;
-    let message = "a framework reuse lane pins at least one runtime";
-    let pins = lane.get("runtime_pins");
-    ensure(!pins.is_empty(), format!("{path}.runtime_pins: {message}"))?;
-    let vocabulary = architecture_names(spec);
-    for (index, sm) in requirement.get("architectures").items().iter().enumerate() {
-        let sm = sm.str();
-        let message = format!("`{sm}` is not in `manifest.architectures`");
-        let path = format!("{path}.requirement.architectures[{index}]");
-        ensure(vocabulary.contains(&sm), format!("{path}: {message}"))?;
+    for (name, lane) in entries(&spec["lanes"]) {
+        let path = format!("lanes.{name}");
+        let (policy, requirement) = (&lane["requirement_policy"], &lane["requirement"]);
+        if policy.is_null() && requirement.is_null() {
+            let message = "a lane has `requirement_policy` (raw-driver) or `requirement` \
+                           (framework reuse)";
+            return fail(&path, message);
+        }
+        let validation = &spec["validation_requirement"];
+        let allows = |key: &str, allowed: &str| {
+            let allowed = items(&policy[allowed]);
+            items(&validation[key]).iter().all(|v| allowed.contains(v))
+        };
+        let accepted = items(&policy["allowed_runtimes"]).contains(&validation["runtime"])
+            && allows("features", "allowed_features")
+            && allows("memory_spaces", "allowed_memory_spaces");
+        if !policy.is_null() && !accepted {
+            let message = format!("the requirement is not accepted by `{path}.requirement_policy`");
+            return fail("validation_requirement", message);
+        }
     }
     Ok(())
 }
 
-/// The bounds the generated Rust constants and the Python checks rely on.
-fn check_bounds(spec: &Val) -> Result<()> {
-    let int = |path: &str| spec.at(path).int();
-    let (u32_max, i32_max) = (u64::from(u32::MAX), i32::MAX as u64);
-    let ordinal_max = int("probe_report.max_device_ordinal");
-    let part_max = int("policy.toolkit_version_part_max");
-    let ceiling = int("policy.driver_version_ceiling");
-    let floor = spec.at("policy.toolkit_version_floor").pair();
-    #[rustfmt::skip]
-    let within = [
-        ("probe_report.max_output_bytes", 1, u32_max),
-        ("probe_report.max_devices", 1, i32_max),
-        ("probe_report.max_device_ordinal", 0, i32_max),
-        ("probe_report.max_device_name_chars", 1, 1 << 16),
-        ("probe_report.device_name_buffer_bytes", 1, i32_max),
-        ("smoke.allocation_bytes", 1, u32_max),
-        ("policy.device_ordinal_max", 0, ordinal_max),
-        ("policy.driver_version_floor", 1, ceiling),
-    ];
-    let within = within.map(|(path, low, high)| (path.to_string(), int(path), low, high));
-    let part = |index, value, low| (format!("policy.toolkit_version_floor[{index}]"), value, low);
-    let parts = [part(0, floor.0, 1), part(1, floor.1, 0)];
-    let parts = parts.map(|(path, value, low)| (path, value, low, part_max));
-    for (path, value, low, high) in within.into_iter().chain(parts) {
-        let message = format!("{path}: {value} is not from {low} to {high}");
-        ensure((low..=high).contains(&value), message)?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A misspelled selector or path would check nothing: each names values
+    /// of the real spec, or (for a sibling that may be absent) a schema field.
+    #[test]
+    fn every_rule_names_what_it_checks() {
+        let path = crate::paths::repo_root().join(PROVIDER_SPEC_PATH);
+        let spec = parse(&std::fs::read(path).unwrap()).unwrap();
+        let field = |name: &str| {
+            schema()
+                .iter()
+                .any(|class| class.2.iter().any(|f| f.0 == name))
+        };
+        for line in RULES.lines() {
+            let (selector, rules) = line.split_once(' ').unwrap();
+            // A list may be empty; it must be there.
+            let list = selector.strip_suffix("[]").unwrap_or(selector);
+            assert!(!select(&spec, list).is_empty(), "{line}");
+            for rule in rules.split("; ") {
+                let arg = rule.split_once(' ').map_or("", |(_, arg)| arg);
+                if arg.is_empty() || arg.parse::<f64>().is_ok() || arg.ends_with('$') {
+                    continue;
+                }
+                match arg.strip_prefix('.') {
+                    Some(name) => assert!(field(name), "{line}: {arg}"),
+                    None if arg.starts_with('[') => {}
+                    None => assert!(!select(&spec, arg).is_empty(), "{line}: {arg}"),
+                }
+            }
+        }
     }
-    for name in [
-        "driver_version_range",
-        "compute_major_range",
-        "compute_minor_range",
-    ] {
-        let (low, high) = spec.get("probe_report").get(name).pair();
-        let message = format!("[{low}, {high}] is not a range of integers from 0 to {i32_max}");
-        let range = low <= high && high <= i32_max;
-        ensure(range, format!("probe_report.{name}: {message}"))?;
-    }
-    let complete = spec.at("probe_report.complete_status");
-    let message = format!("`{}` is not one of `probe_report.statuses`", complete.str());
-    let known = spec.at("probe_report.statuses").items().contains(complete);
-    ensure(known, format!("probe_report.complete_status: {message}"))?;
-    let seconds = |key| match spec.get("probe_runner").get(key) {
-        Val::Float(value) => *value,
-        _ => 0.0,
-    };
-    let default = seconds("default_timeout_seconds");
-    let timeout = default > 0.0 && default <= seconds("max_timeout_seconds");
-    let message = "the default timeout must be positive and at most `max_timeout_seconds`";
-    let message = format!("probe_runner.default_timeout_seconds: {message}");
-    ensure(timeout, message)?;
-    let stem = runtime_archive_stem(spec);
-    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
-    let plain = stem.chars().all(allowed);
-    let message = format!("crate/version `{stem}` is not a plain file name");
-    ensure(plain, format!("runtime_package: {message}"))
 }

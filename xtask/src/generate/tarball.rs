@@ -31,26 +31,20 @@ pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
         header.set_uid(0);
         header.set_gid(0);
         header.set_mtime(ENTRY_MTIME);
-        let named = header
-            .set_path(&full_path)
-            .and_then(|()| header.set_username(""));
-        named
-            .and_then(|()| header.set_groupname(""))
-            .map(|()| header.set_cksum())
-            .and_then(|()| archive.append(&header, bytes.as_slice()))
-            .map_err(|error| format!("tarball entry `{full_path}`: {error}"))?;
+        let error = |error| format!("tarball entry `{full_path}`: {error}");
+        header.set_path(&full_path).map_err(error)?;
+        header.set_username("").map_err(error)?;
+        header.set_groupname("").map_err(error)?;
+        header.set_cksum();
+        archive.append(&header, bytes.as_slice()).map_err(error)?;
     }
-    let tar_bytes = archive
-        .into_inner()
-        .map_err(|error| format!("tarball: {error}"))?;
-    gzip(&tar_bytes)
+    let tar = archive.into_inner();
+    gzip(&tar.map_err(|error| format!("tarball: {error}"))?)
 }
 
 pub fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
     let builder = GzBuilder::new().mtime(0).operating_system(GZIP_OS);
     let mut encoder = builder.write(Vec::new(), Compression::new(GZIP_LEVEL));
-    let written = encoder.write_all(bytes).and_then(|()| encoder.try_finish());
-    written
-        .and_then(|()| encoder.finish())
-        .map_err(|error| format!("gzip: {error}"))
+    let written = encoder.write_all(bytes).and_then(|()| encoder.finish());
+    written.map_err(|error| format!("gzip: {error}"))
 }

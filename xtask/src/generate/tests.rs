@@ -403,7 +403,9 @@ fn a_refused_list_writes_nothing() {
         };
         fs::write_atomic(&scratch.path().join(path), &bytes).unwrap();
     }
-    let error = super::generate_into(scratch.path(), scratch.path()).unwrap_err();
+    let error = render_from(scratch.path())
+        .and_then(|outputs| write_outputs(scratch.path(), &outputs))
+        .unwrap_err();
     assert!(error.contains("unknown C type `wchar_t`"), "{error}");
     for output in render(&inputs).unwrap() {
         assert!(
@@ -611,7 +613,7 @@ fn spec_missing_keys_are_refused_with_their_path() {
     );
     let error = spec_error("\"reason_prefix\": \"LIBTORCH_\",", "");
     assert!(
-        error.contains("lanes.libtorch: missing field `reason_prefix`"),
+        error.contains("lanes.libtorch.requirement: this key needs `lanes.libtorch.reason_prefix`"),
         "{error}"
     );
 }
@@ -651,23 +653,23 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists",
         "\"LIBCUDA_SO_NOT_FOUND_RENAMED\": [\"No libcuda.so.1 exists",
-        "probe_report.reason_codes[11]: the reason code `LIBCUDA_SO_NOT_FOUND` has no entry",
+        "probe_report.reason_codes[11]: `LIBCUDA_SO_NOT_FOUND` is not a key of `reason_codes`",
     );
     // The incompatible codes.
     assert_refused(
         "\"PROVIDER_ID_MISMATCH\": [",
         "\"PROVIDER_ID_MISMATCHED\": [",
-        "incompatible_reason_codes[0]: the reason code `PROVIDER_ID_MISMATCH` has no entry",
+        "incompatible_reason_codes[0]: `PROVIDER_ID_MISMATCH` is not a key of `reason_codes`",
     );
     assert_refused(
         "[\"cuDriverGetVersion failed.\", \"Reinstall the NVIDIA driver.\"]",
         "[\"cuDriverGetVersion failed.\", \" \"]",
-        "reason_codes.CU_DRIVER_VERSION_FAILED: the explanation and the remedy must not be empty",
+        "reason_codes.CU_DRIVER_VERSION_FAILED[1]: must not be empty",
     );
     assert_refused(
         "\"INVALID_ARGUMENTS\": [",
         "\"invalid_arguments\": [",
-        "reason_codes.invalid_arguments: the code does not match",
+        "reason_codes.invalid_arguments: `invalid_arguments` does not match `probe_report.reason_code_pattern`",
     );
     // A code given twice (a merge mistake) is refused, never silently dropped.
     assert_refused(
@@ -687,7 +689,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"lane\": \"tensorflow-tfe\"",
         "\"lane\": \"libtorch\"",
-        "lanes.tensorflow-tfe: no capability uses this lane",
+        "lanes.tensorflow-tfe: `tensorflow-tfe` is not one of `capabilities[].lane`",
     );
     assert_refused(
         "\"id\": \"cuda-windows-x86_64\",\n      \"lane\": \"raw-driver\"",
@@ -707,17 +709,17 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"sm\": \"sm_88\"",
         "\"sm\": \"sm_87\"",
-        "manifest.architectures[8]: `sm_87` is listed twice",
+        "manifest.architectures[8].sm: `sm_87` is listed twice",
     );
     assert_refused(
         "\"sm\": \"sm_60\", \"first\": [12, 0]",
         "\"sm\": \"sm_60\", \"first\": [11, 8]",
-        "manifest.architectures[0].first: 11.8 is below the toolkit floor 12.0",
+        "manifest.architectures[0].first: [11,8] must be >= `policy.toolkit_version_floor` [12,0]",
     );
     assert_refused(
         "\"sm\": \"sm_101\", \"first\": [12, 8], \"last\": [12, 9]",
         "\"sm\": \"sm_101\", \"first\": [12, 8], \"last\": [12, 6]",
-        "manifest.architectures[12].last: `sm_101` is last compiled before its first release",
+        "manifest.architectures[12].last: [12,6] must be >= `manifest.architectures[12].first` [12,8]",
     );
     assert_refused(
         "Use one of {architectures}.",
@@ -727,7 +729,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"probe_sha256\", \"sm\", \"toolkit_root\"]",
         "\"probe_sha256\", \"sm\", \"toolkit\"]",
-        "lanes.raw-driver.option_allowlist: `toolkit` is not one of the `option_keys`",
+        "lanes.raw-driver.option_allowlist[5]: `toolkit` is not one of `option_keys.*`",
     );
     assert_refused(
         "\"allowed_features\": [\"driver-api\"]",
@@ -744,22 +746,22 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
          \"memory_spaces\": [\"device\"],\n        \"architectures\": []",
         "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
          \"memory_spaces\": [\"device\"],\n        \"architectures\": [\"sm_99\"]",
-        "lanes.libtorch.requirement.architectures[0]: `sm_99` is not in `manifest.architectures`",
+        "lanes.libtorch.requirement.architectures[0]: `sm_99` is not one of `manifest.architectures[].sm`",
     );
     assert_refused(
         "\"complete_status\": \"probe-complete\"",
         "\"complete_status\": \"complete\"",
-        "probe_report.complete_status: `complete` is not one of `probe_report.statuses`",
+        "probe_report.complete_status: `complete` is not one of `probe_report.statuses[]`",
     );
     assert_refused(
         "\"reason_prefix\": \"TENSORFLOW_TFE_\"",
         "\"reason_prefix\": \"TF_\"",
-        "lanes.tensorflow-tfe.reason_prefix: no reason code starts with `TF_`",
+        "lanes.tensorflow-tfe.reason_prefix: no key of `reason_codes` starts with `TF_`",
     );
     assert_refused(
         "\"linux\": {",
         "\"gnu-linux\": {",
-        "probe_targets.x86_64-unknown-linux-gnu.os: `linux` is not a key of `toolkit.components`",
+        "probe_targets.aarch64-unknown-linux-gnu.os: `linux` is not a key of `toolkit.components`",
     );
 }
 
@@ -819,7 +821,8 @@ fn the_specs_own_patterns_decide_which_sms_and_codes_it_accepts() {
     assert_refused(
         "\"reason_code_pattern\": \"^[A-Z][A-Z0-9_]{0,63}$\"",
         "\"reason_code_pattern\": \"^[A-Z]{0,8}$\"",
-        "reason_codes.AT_MOST_ONE_SM_ALLOWED: the code does not match ^[A-Z]{0,8}$",
+        "reason_codes.AT_MOST_ONE_SM_ALLOWED: `AT_MOST_ONE_SM_ALLOWED` does not match \
+         `probe_report.reason_code_pattern` ^[A-Z]{0,8}$",
     );
 }
 
@@ -830,7 +833,12 @@ fn spec_facts_the_manifest_relies_on_are_checked() {
         "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
         "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }, \
          { \"name\": \"nvidia-cuda-driver\", \"version\": \">=13.0\", \"features\": [] }",
-        "manifest.runtime_requirements[1]: conflicting runtime requirements for `nvidia-cuda-driver`",
+        "manifest.runtime_requirements[1].name: `nvidia-cuda-driver` is listed twice",
+    );
+    assert_refused(
+        "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
+        "{ \"name\": \"nvidia-cuda-driver \", \"version\": \">=12.0\", \"features\": [] }",
+        "manifest.runtime_requirements[0].name: `nvidia-cuda-driver ` does not match",
     );
     let spec = std::str::from_utf8(&real_inputs().files[PROVIDER_SPEC_PATH])
         .unwrap()
@@ -842,7 +850,67 @@ fn spec_facts_the_manifest_relies_on_are_checked() {
     );
     let error = render_error(&with_input(&real_inputs(), PROVIDER_SPEC_PATH, |_| edited));
     assert!(
-        error.ends_with("lanes.libtorch.requirement.logical_device: the device is empty"),
+        error.ends_with("lanes.libtorch.requirement.logical_device: must not be empty"),
+        "{error}"
+    );
+}
+
+#[test]
+fn spec_bounds_are_refused_with_their_path() {
+    assert_refused(
+        "\"schema_version\": 1,",
+        "\"schema_version\": 2,",
+        "schema_version: 2 must be <= 1",
+    );
+    assert_refused(
+        "\"max_devices\": 1024",
+        "\"max_devices\": 0",
+        "probe_report.max_devices: 0 must be > 0",
+    );
+    assert_refused(
+        "\"device_ordinal_max\": 1023",
+        "\"device_ordinal_max\": 4096",
+        "policy.device_ordinal_max: 4096 must be <= `probe_report.max_device_ordinal` 1023",
+    );
+    assert_refused(
+        "\"toolkit_version_floor\": [12, 0]",
+        "\"toolkit_version_floor\": [0, 0]",
+        "policy.toolkit_version_floor[0]: 0 must be > 0",
+    );
+    assert_refused(
+        "\"compute_major_range\": [1, 99]",
+        "\"compute_major_range\": [99, 1]",
+        "probe_report.compute_major_range[1]: 1 must be >= `probe_report.compute_major_range[0]` 99",
+    );
+    assert_refused(
+        "\"default_timeout_seconds\": 10.0",
+        "\"default_timeout_seconds\": 0.0",
+        "probe_runner.default_timeout_seconds: 0.0 must be > 0",
+    );
+    assert_refused(
+        "\"max_timeout_seconds\": 60.0",
+        "\"max_timeout_seconds\": 5.0",
+        "probe_runner.max_timeout_seconds: 5.0 must be >= `probe_runner.default_timeout_seconds` 10.0",
+    );
+}
+
+#[test]
+fn spec_lane_kinds_decide_their_keys() {
+    assert_refused(
+        "\"toolkit_inspection\": true,",
+        "\"toolkit_inspection\": true, \"reason_prefix\": \"RAW_\",",
+        "lanes.raw-driver.requirement_policy: this key excludes `lanes.raw-driver.reason_prefix`",
+    );
+    assert_refused(
+        "\"runtime_pins\": [\n        { \"name\": \"cpython\", \"version\": \"3.11\", \
+         \"features\": [\"private-eager-abi\"] },\n        { \"name\": \"tensorflow\", \
+         \"version\": \"2.21.0\", \"features\": [\"cuda\", \"python-wheel\", \"tfe-c-api\"] }\n      ]",
+        "\"runtime_pins\": []",
+        "lanes.tensorflow-tfe.requirement: this key needs `lanes.tensorflow-tfe.runtime_pins`",
+    );
+    let error = spec_error("\"requirement_policy\": {", "\"x\": {");
+    assert!(
+        error.contains("lanes.raw-driver.x: unknown field"),
         "{error}"
     );
 }
