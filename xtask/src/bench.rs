@@ -118,7 +118,7 @@ fn full_api_header(inputs: &Inputs) -> Result<String> {
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
     let set = symbols
         .header_sets
-        .iter()
+        .values()
         .find(|set| set.version.starts_with("13."))
         .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no 13.x header set"))?;
     let path = crate::headers::fetch_headers(set)?.join("cuda.h");

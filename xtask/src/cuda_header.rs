@@ -6,8 +6,8 @@
 //! For the bench, every `CUresult CUDAAPI name(...)` declaration becomes one
 //! entry, named by the export its `#define name name_vN` selects (the
 //! header's first definition). Only what rendering needs is faithful: the
-//! parameter types are the header's, with every type the list does not know
-//! declared as a 32-bit enum in `types` (a stand-in: the render costs the
+//! parameter types are the header's, with every type the list does not
+//! declare declared as a 32-bit enum (a stand-in: the render costs the
 //! same); the parameters are named `p0`, `p1`, ...; versions are 2000.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,34 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
-use crate::generate::symbols::{CType, SymbolList, BUILTIN_TYPES, C_WORDS, SCALARS};
+use crate::generate::symbols::{is_word, scalar, CType, SymbolList, C_WORDS};
 use crate::Result;
-
-fn is_word(text: &str) -> bool {
-    !text.is_empty()
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !text.starts_with(|c: char| c.is_ascii_digit())
-}
 
 /// `text` without its `/* */` and `//` comments.
 fn strip_comments(text: &str) -> String {
-    let (mut out, mut rest) = (String::with_capacity(text.len()), text);
-    while let Some(slash) = rest.find('/') {
-        out.push_str(&rest[..slash]);
-        let (block, line) = (
-            rest[slash..].strip_prefix("/*"),
-            rest[slash..].strip_prefix("//"),
-        );
-        rest = match (block, line) {
-            (Some(comment), _) => comment.split_once("*/").map_or("", |(_, after)| after),
-            (_, Some(comment)) => comment.find('\n').map_or("", |end| &comment[end..]),
-            _ => {
-                out.push('/');
-                &rest[slash + 1..]
-            }
-        };
-    }
-    out + rest
+    let comment = regex_lite::Regex::new(r"(?s)/\*.*?\*/|//[^\n]*").expect("a valid pattern");
+    comment.replace_all(text, "").into_owned()
 }
 
 /// Every `NAME(PARAMS)` that follows `marker` in a declaration of `text`
@@ -103,20 +82,15 @@ pub fn param_type(param: &str) -> CType {
     }
 }
 
-/// A parameter declaration as a list C type, recording in `new_types` the
-/// names the list must declare (`unsigned char`, `short`, `cuuint64_t`, ...
-/// become stand-ins named `cu_unsigned_char`, ...).
-fn list_type(param: &str, known: &BTreeSet<String>, new_types: &mut BTreeSet<String>) -> String {
+/// A parameter declaration as a list C type: a scalar the list does not
+/// spell (`unsigned char`, `short`) becomes a type name (`cu_unsigned_char`).
+fn list_type(param: &str) -> CType {
     let mut c_type = param_type(param);
-    if !SCALARS.iter().any(|entry| entry.0 == c_type.base) {
-        if c_type.base.starts_with(|c: char| c.is_ascii_lowercase()) {
-            c_type.base = format!("cu_{}", c_type.base.replace(' ', "_"));
-        }
-        if !known.contains(&c_type.base) {
-            new_types.insert(c_type.base.clone());
-        }
+    let lowercase = c_type.base.starts_with(|c: char| c.is_ascii_lowercase());
+    if scalar(&c_type.base).is_none() && lowercase {
+        c_type.base = format!("cu_{}", c_type.base.replace(' ', "_"));
     }
-    c_type.c_spelling()
+    c_type
 }
 
 /// Every `(api, export, parameter declarations)` of `cuda_h`, in header order.
@@ -139,28 +113,34 @@ fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
 /// declares that it lacks. Returns the copy and its symbol count.
 pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
     let bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
-    let listed = SymbolList::parse(bytes)?;
-    let mut known: BTreeSet<String> = listed.types.into_keys().collect();
-    known.extend(BUILTIN_TYPES.iter().map(|entry| entry.0.to_string()));
-    let exports = listed.symbols.into_iter().map(|symbol| symbol.export);
-    let mut exports: BTreeSet<String> = exports.collect();
     let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
-    let (mut new_types, mut added) = (BTreeSet::new(), Vec::new());
+    let listed = list["symbols"]
+        .as_array()
+        .ok_or("the list holds no symbols")?;
+    let exports = listed
+        .iter()
+        .map(|symbol| symbol["export"].as_str().unwrap_or_default());
+    let mut exports: BTreeSet<String> = exports.map(String::from).collect();
+    let mut added = Vec::new();
     for (api, export, params) in declarations(cuda_h) {
-        if exports.insert(export.clone()) {
-            let mut entries = Vec::new();
-            for (index, param) in params.iter().enumerate() {
-                let c_type = list_type(param, &known, &mut new_types);
-                entries.push(json!({ "name": format!("p{index}"), "c_type": c_type }));
-            }
-            added.push(json!({
-                "export": export, "api": api, "abi_version": 2000, "since": 2000,
-                "returns": "CUresult", "params": entries, "components": { "runtime": "optional" }
-            }));
+        if !exports.insert(export.clone()) {
+            continue;
         }
-    }
-    for name in new_types {
-        list["types"][name] = json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
+        let mut entries = Vec::new();
+        for (index, param) in params.iter().enumerate() {
+            let c_type = list_type(param);
+            if scalar(&c_type.base).is_none() {
+                let declared = &mut list["types"][&c_type.base];
+                if declared.is_null() {
+                    *declared = json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
+                }
+            }
+            entries.push(json!({ "name": format!("p{index}"), "c_type": c_type.c_spelling() }));
+        }
+        added.push(json!({
+            "export": export, "api": api, "abi_version": 2000, "since": 2000,
+            "returns": "CUresult", "params": entries, "components": { "runtime": "optional" }
+        }));
     }
     let symbols = list["symbols"].as_array_mut();
     symbols.ok_or("the list holds no symbols")?.extend(added);
@@ -175,6 +155,7 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::paths::repo_root;
 
     #[test]
     fn declarations_become_list_entries() {
@@ -200,13 +181,11 @@ mod tests {
             ]
         );
         assert!(found[2].2.is_empty());
-        let known = BTreeSet::from(["CUdeviceptr".to_string()]);
-        let mut new_types = BTreeSet::new();
         let types: Vec<String> = found[1]
             .2
             .iter()
             .chain(&found[3].2)
-            .map(|param| list_type(param, &known, &mut new_types))
+            .map(|param| list_type(param).c_spelling())
             .collect();
         assert_eq!(
             types,
@@ -218,8 +197,19 @@ mod tests {
                 "cu_unsigned_char *"
             ]
         );
+        // The copy of the list: the two new exports, and a stand-in for each
+        // type it did not declare.
+        let inputs = Inputs::read(&repo_root()).unwrap();
+        let real = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH).unwrap()).unwrap();
+        let (copy, count) = with_full_api(&inputs, header).unwrap();
+        let full = SymbolList::parse(copy.get(DRIVER_SYMBOLS_PATH).unwrap()).unwrap();
+        assert_eq!((count, full.symbols.len()), (real.symbols.len() + 2, count));
+        let new_types = full
+            .types
+            .keys()
+            .filter(|name| !real.types.contains_key(*name));
         assert_eq!(
-            new_types.into_iter().collect::<Vec<_>>(),
+            new_types.collect::<Vec<_>>(),
             ["CUDA_MEMCPY2D", "cu_unsigned_char"]
         );
     }

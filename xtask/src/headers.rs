@@ -23,9 +23,6 @@ use crate::{python_env, Result};
 
 const HEADERS: [&str; 2] = ["cuda.h", "cudaTypedefs.h"];
 
-/// Each compiler error of a check, named by its fact; `Err` when no compiler ran.
-type Errors = Result<Vec<String>>;
-
 fn io<T>(path: &Path, outcome: std::io::Result<T>) -> Result<T> {
     outcome.map_err(|error| format!("{}: {error}", path.display()))
 }
@@ -35,32 +32,34 @@ pub fn check() -> Result<()> {
     let list = root.join(DRIVER_SYMBOLS_PATH);
     let symbols = SymbolList::parse(&io(&list, std::fs::read(&list))?)?;
     let check_file = root.join(abi_check::ABI_CHECK_PATH);
-    let scratch = target_dir().join("abi-check");
-    io(&scratch, std::fs::create_dir_all(&scratch))?;
-    for set in &symbols.header_sets {
+    for set in symbols.header_sets.values() {
         let include = fetch_headers(set)?;
         let typedefs = include.join("cudaTypedefs.h");
         let typedefs = io(&typedefs, std::fs::read_to_string(&typedefs))?;
+        let headers = Headers {
+            set,
+            include,
+            typedefs,
+        };
         // The list, then every CUresult name refusals quote, has its value here.
         for file in [check_file.clone(), root.join(RESULTS_CHECK_PATH)] {
-            let errors = compile(&include, set, &file, None)?;
+            let errors = headers.compile(&file, None)?;
             if !errors.is_empty() {
-                return Err(diagnose(&symbols, set, &typedefs, &errors));
+                return Err(headers.diagnose(&symbols, &errors));
             }
         }
         for symbol in &symbols.symbols {
             if symbol.undeclared_in.contains_key(&set.name) {
-                expect_undeclared(&include, set, &check_file, symbol)?;
+                headers.expect_undeclared(&check_file, symbol)?;
             }
         }
-        let (package, version) = (&set.package, &set.version);
         let (types, constants) = (symbols.types.len(), symbols.constants.len());
-        let listed = format!(
-            "{} symbols, {types} types, {constants} constants",
-            symbols.symbols.len()
+        let listed = format!("{} symbols, {types} types", symbols.symbols.len());
+        println!(
+            "abi check: {listed}, {constants} constants match {} headers",
+            headers.label()
         );
-        println!("abi check: {listed} match {package} {version} headers");
-        wrong_copy_is_refused(&symbols, set, &include, &typedefs, &scratch)?;
+        headers.wrong_copy_is_refused(&symbols)?;
     }
     Ok(())
 }
@@ -81,16 +80,12 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
         let requirement = cache.join(format!("{package}-{version}.txt"));
         let pin = format!("{package}=={version} --hash=sha256:{}\n", set.wheel_sha256);
         io(&requirement, std::fs::write(&requirement, pin))?;
-        // The pinned wheel is the manylinux x86_64 one, whatever this host is.
         let mut uv = python_env::uv()?;
-        let options = "--quiet --no-deps --require-hashes --python-version 3.11 --python-platform";
-        uv.args(["pip", "install"])
-            .args(options.split(' '))
-            .arg("x86_64-manylinux2014");
-        uv.arg("--target")
-            .arg(&unpacked)
-            .arg("--requirement")
-            .arg(&requirement);
+        let options = "pip install --quiet --no-deps --require-hashes --python-version 3.11";
+        // The pinned wheel is the manylinux x86_64 one, whatever this host is.
+        uv.args(options.split(' '))
+            .args(["--python-platform", "x86_64-manylinux2014", "--target"]);
+        uv.arg(&unpacked).arg("--requirement").arg(&requirement);
         let needs = |why| format!("header set {name}: the ABI check needs its wheel: {why}");
         run(&mut uv).map_err(needs)?;
     }
@@ -99,36 +94,144 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     present().then_some(include).ok_or(missing)
 }
 
-/// Compiles `file` against `include`, defining `define`. Returns each error:
-/// `FACT: MESSAGE` where it is on a line of `file` (FACT: what that line
-/// states), else as the compiler wrote it.
-fn compile(include: &Path, set: &HeaderSet, file: &Path, define: Option<&str>) -> Errors {
-    let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-    let output = Command::new(compiler)
-        .args("-std=c11 -fsyntax-only -Wall -Wextra -Werror -isystem".split(' '))
-        .arg(include)
-        .arg(format!("-D{}", header_set_macro(&set.name)))
-        .args(define.map(|define| format!("-D{define}")))
-        .arg(file)
-        .output()
-        .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
-    let source = io(file, std::fs::read_to_string(file))?;
-    let lines: Vec<&str> = source.lines().collect();
-    let prefix = format!("{}:", file.display());
-    let named = |line: &str| {
-        let (place, message) = line.split_once(": error: ")?;
-        let (number, _) = place.strip_prefix(&prefix)?.split_once(':')?;
-        let line = lines.get(number.parse::<usize>().ok()?.checked_sub(1)?)?;
-        Some(format!("{}: {message}", fact(line)))
-    };
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let errors = stderr.lines().filter(|line| line.contains(": error: "));
-    let named = errors.map(|line| named(line).unwrap_or(line.into()));
-    let mut errors: Vec<String> = named.collect();
-    if errors.is_empty() && !output.status.success() {
-        errors.push(stderr.trim().to_string());
+/// One header set, fetched: its include directory and its `cudaTypedefs.h`.
+struct Headers<'a> {
+    set: &'a HeaderSet,
+    include: PathBuf,
+    typedefs: String,
+}
+
+impl Headers<'_> {
+    /// `PACKAGE VERSION`.
+    fn label(&self) -> String {
+        format!("{} {}", self.set.package, self.set.version)
     }
-    Ok(errors)
+
+    /// Compiles `file` against the headers, defining `define`. Returns each
+    /// error: `FACT: MESSAGE` where it is on a line of `file` (FACT: what
+    /// that line states), else as the compiler wrote it.
+    fn compile(&self, file: &Path, define: Option<&str>) -> Result<Vec<String>> {
+        let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+        let output = Command::new(compiler)
+            .args("-std=c11 -fsyntax-only -Wall -Wextra -Werror -isystem".split(' '))
+            .arg(&self.include)
+            .arg(format!("-D{}", header_set_macro(&self.set.name)))
+            .args(define.map(|define| format!("-D{define}")))
+            .arg(file)
+            .output()
+            .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
+        let source = io(file, std::fs::read_to_string(file))?;
+        let prefix = format!("{}:", file.display());
+        let named = |line: &str| {
+            let (place, message) = line.split_once(": error: ")?;
+            let (number, _) = place.strip_prefix(&prefix)?.split_once(':')?;
+            let line = source
+                .lines()
+                .nth(number.parse::<usize>().ok()?.checked_sub(1)?)?;
+            Some(format!("{}: {message}", fact(line)))
+        };
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let errors = stderr.lines().filter(|line| line.contains(": error: "));
+        let mut errors: Vec<String> = errors
+            .map(|line| named(line).unwrap_or(line.into()))
+            .collect();
+        if errors.is_empty() && !output.status.success() {
+            errors.push(stderr.trim().to_string());
+        }
+        Ok(errors)
+    }
+
+    /// The compiler's errors, each named by its fact, and for each symbol
+    /// named, the parameters whose type differs from the header's
+    /// `PFN_<api>_v<abi_version>` typedef, both in the list's spelling.
+    fn diagnose(&self, symbols: &SymbolList, errors: &[String]) -> String {
+        let mut findings = errors.to_vec();
+        let typedefs = prototypes(&self.typedefs, "(CUDAAPI *");
+        for symbol in &symbols.symbols {
+            let export = &symbol.export;
+            if !errors
+                .iter()
+                .any(|error| error.starts_with(&format!("{export} ")))
+            {
+                continue;
+            }
+            let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
+            let header = typedefs.iter().find(|(name, _)| *name == pfn);
+            let Some((_, header)) = header else {
+                findings.push(format!(
+                    "{export}: the headers have no {pfn} typedef (abi_version)"
+                ));
+                continue;
+            };
+            let (theirs, ours) = (header.len(), symbol.params.len());
+            if theirs != ours {
+                let says = format!("the header's {pfn} takes {theirs} parameters, not {ours}");
+                findings.push(format!("{export}: {says}"));
+                continue;
+            }
+            for (param, header) in symbol.params.iter().zip(header) {
+                let (listed, header) = (param.c_type.c_spelling(), param_type(header).c_spelling());
+                let says = format!("the header has `{header}`, the list says `{listed}`");
+                if listed != header {
+                    findings.push(format!("{export} parameter `{}`: {says}", param.name));
+                }
+            }
+        }
+        let (label, name, findings) = (self.label(), &self.set.name, findings.join("\n  "));
+        format!("the lists do not match {label} (header set {name}):\n  {findings}")
+    }
+
+    /// Where the list says the headers do not declare `symbol`, a compile
+    /// that references it must fail there.
+    fn expect_undeclared(&self, file: &Path, symbol: &Symbol) -> Result<()> {
+        let (export, name, label) = (&symbol.export, &self.set.name, self.label());
+        let errors = self.compile(file, Some(&expect_undeclared_macro(export)))?;
+        if errors.is_empty() {
+            return Err(format!(
+                "{DRIVER_SYMBOLS_PATH}: {export} says header set {name} does not declare it, but \
+                 {label} does: remove `undeclared_in.{name}`"
+            ));
+        }
+        let undeclared = format!("{export} undeclared: ");
+        if !errors.iter().any(|error| error.starts_with(&undeclared)) {
+            let errors = errors.join("\n  ");
+            return Err(format!(
+                "the undeclared check of {export} against {name}:\n  {errors}"
+            ));
+        }
+        println!("abi check: {label} does not declare {export}, as the list records");
+        Ok(())
+    }
+
+    /// The check must catch a mismatch and name it: a copy of the list whose
+    /// first `size_t` parameter (`cuMemAlloc_v2`'s bytes) is `unsigned int`
+    /// (the pre-3.2 ABI) must fail, naming the symbol and the parameter.
+    fn wrong_copy_is_refused(&self, symbols: &SymbolList) -> Result<()> {
+        let mut wrong = symbols.clone();
+        let changed = wrong.symbols.iter_mut().find_map(|symbol| {
+            let mut params = symbol.params.iter_mut();
+            let param = params.find(|param| param.c_type.c_spelling() == "size_t")?;
+            param.c_type.base = "unsigned int".into();
+            Some((symbol.export.clone(), param.name.clone()))
+        });
+        let (symbol, param) = changed.ok_or("the wrong-copy self-test needs a size_t parameter")?;
+        let scratch = target_dir().join("abi-check");
+        io(&scratch, std::fs::create_dir_all(&scratch))?;
+        let file = scratch.join(format!("wrong-{}.c", self.set.name));
+        io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
+        let message = self.diagnose(&wrong, &self.compile(&file, None)?);
+        let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
+        let named =
+            message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
+        let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
+        if !named {
+            return Err(format!(
+                "self-test: {refusal} does not name them:\n{message}"
+            ));
+        }
+        println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
+        Ok(())
+    }
 }
 
 /// What a line of a generated check states: its `_Static_assert`'s message,
@@ -144,102 +247,4 @@ fn fact(line: &str) -> String {
         (None, Some((check, export))) => format!("{export} {check}"),
         (None, None) => line.trim().to_string(),
     }
-}
-
-/// The compiler's errors, each named by its fact, and for each symbol named
-/// the parameters whose type differs from the header's `PFN_` typedef.
-fn diagnose(symbols: &SymbolList, set: &HeaderSet, typedefs: &str, errors: &[String]) -> String {
-    let mut findings = errors.to_vec();
-    for symbol in &symbols.symbols {
-        let export = format!("{} ", symbol.export);
-        if errors.iter().any(|error| error.starts_with(&export)) {
-            findings.extend(parameter_differences(symbol, typedefs));
-        }
-    }
-    let (package, version, name) = (&set.package, &set.version, &set.name);
-    let findings = findings.join("\n  ");
-    format!("the lists do not match {package} {version} (header set {name}):\n  {findings}")
-}
-
-/// Each parameter of `symbol` whose type differs from the header's
-/// `PFN_<api>_v<abi_version>` typedef, both in the list's spelling.
-fn parameter_differences(symbol: &Symbol, typedefs: &str) -> Vec<String> {
-    let export = &symbol.export;
-    let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
-    let mut typedefs = prototypes(typedefs, "(CUDAAPI *").into_iter();
-    let Some((_, header)) = typedefs.find(|(name, _)| *name == pfn) else {
-        return vec![format!(
-            "{export}: the headers have no {pfn} typedef (abi_version)"
-        )];
-    };
-    let (theirs, ours) = (header.len(), symbol.params.len());
-    if theirs != ours {
-        return vec![format!(
-            "{export}: the header's {pfn} takes {theirs} parameters, not {ours}"
-        )];
-    }
-    let mut differences = Vec::new();
-    for (param, header) in symbol.params.iter().zip(header) {
-        let listed = param_type(&param.c_type.c_spelling()).c_spelling();
-        let header = param_type(&header).c_spelling();
-        let says = format!("the header has `{header}`, the list says `{listed}`");
-        if listed != header {
-            differences.push(format!("{export} parameter `{}`: {says}", param.name));
-        }
-    }
-    differences
-}
-
-fn expect_undeclared(include: &Path, set: &HeaderSet, file: &Path, symbol: &Symbol) -> Result<()> {
-    let (export, name, package, version) = (&symbol.export, &set.name, &set.package, &set.version);
-    let errors = compile(include, set, file, Some(&expect_undeclared_macro(export)))?;
-    if errors.is_empty() {
-        return Err(format!(
-            "{DRIVER_SYMBOLS_PATH}: {export} says header set {name} does not declare it, but \
-             {package} {version} does: remove `undeclared_in.{name}`"
-        ));
-    }
-    let undeclared = format!("{export} undeclared: ");
-    if !errors.iter().any(|error| error.starts_with(&undeclared)) {
-        let errors = errors.join("\n  ");
-        return Err(format!(
-            "the undeclared check of {export} against {name}:\n  {errors}"
-        ));
-    }
-    println!("abi check: {package} {version} does not declare {export}, as the list records");
-    Ok(())
-}
-
-/// The check must catch a mismatch and name it: a copy of the list whose
-/// first `size_t` parameter (`cuMemAlloc_v2`'s bytes) is `unsigned int` (the
-/// pre-3.2 ABI) must fail, naming the symbol and the parameter.
-fn wrong_copy_is_refused(
-    symbols: &SymbolList,
-    set: &HeaderSet,
-    include: &Path,
-    typedefs: &str,
-    scratch: &Path,
-) -> Result<()> {
-    let mut wrong = symbols.clone();
-    let changed = wrong.symbols.iter_mut().find_map(|symbol| {
-        let mut params = symbol.params.iter_mut();
-        let param = params.find(|param| param.c_type.c_spelling() == "size_t")?;
-        param.c_type.base = "unsigned int".into();
-        Some((symbol.export.clone(), param.name.clone()))
-    });
-    let (symbol, param) = changed.ok_or("the wrong-copy self-test needs a size_t parameter")?;
-    let file = scratch.join(format!("wrong-{}.c", set.name));
-    io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
-    let errors = compile(include, set, &file, None)?;
-    let message = diagnose(&wrong, set, typedefs, &errors);
-    let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
-    let named = message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
-    let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
-    if errors.is_empty() || !named {
-        return Err(format!(
-            "self-test: {refusal} does not name them:\n{message}"
-        ));
-    }
-    println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
-    Ok(())
 }

@@ -17,7 +17,7 @@
 
 use std::fmt::Write;
 
-use super::symbols::{NamedKind, SymbolList};
+use super::symbols::{NamedType, SymbolList};
 
 pub const ABI_CHECK_PATH: &str = "generated/driver-abi-check.c";
 
@@ -62,10 +62,10 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
             let test = format!("__builtin_types_compatible_p({name}, {c_type})");
             (test, format!("is {c_type}"))
         };
-        let (test, fact) = match named.kind {
-            NamedKind::Handle(tag) => same(format!("struct {tag} *")),
-            NamedKind::Integer(c_type) => same(c_type.to_string()),
-            NamedKind::Enum(bits) => (
+        let (test, fact) = match named {
+            NamedType::Handle { tag, .. } => same(format!("struct {tag} *")),
+            NamedType::Typedef { c_type, .. } => same(c_type.c_spelling()),
+            NamedType::Enum { bits, .. } => (
                 format!("sizeof({name}) * CHAR_BIT == {bits}"),
                 format!("has {bits} bits"),
             ),
