@@ -93,7 +93,7 @@ fn bench_generate() -> Result<()> {
 
     let inputs = Inputs::read(&root)?;
     let cuda_h = full_api_header(&inputs)?;
-    let (full, count) = crate::cuda_header::with_full_api(&inputs, &cuda_h)?;
+    let (full, count) = crate::headers::with_full_api(&inputs, &cuda_h)?;
     let elapsed = time_warm(|| render(&full).map(|_| ()))?;
     println!(
         "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {:.2} ms \

@@ -1,22 +1,32 @@
-//! The ABI check against NVIDIA's own headers (`cargo xtask test` step).
+//! The ABI check against NVIDIA's own headers (`cargo xtask test` step),
+//! and those headers read as declarations.
 //!
-//! For each header set of the symbol list: its pinned PyPI wheel is
+//! For each header set of the symbol list, its pinned PyPI wheel is
 //! installed by uv into `target/` (once; uv checks its SHA-256), and
 //! `generated/driver-abi-check.c` and `generated/cuda-results-check.c` are
-//! compiled against its `cuda.h` and `cudaTypedefs.h` with `-Werror`, each
-//! error named by the fact its line states. Where the list says a header set
-//! does not declare an export, a compile that references it must fail.
-//! Finally a deliberately wrong copy of the list must fail, naming the
-//! symbol and the parameter.
+//! compiled against it with `-Werror`. Each error is named by the fact its
+//! line states; a failed signature also by each parameter whose type differs
+//! from the `PFN_` typedef. The exports the list says a set lacks must be
+//! undeclared there, and a deliberately wrong copy of the list must fail,
+//! naming the symbol and the parameter.
+//!
+//! For the bench, [`with_full_api`] adds every `CUresult CUDAAPI name(...)`
+//! of the 13.x `cuda.h` to the list, named by the export its `#define name
+//! name_vN` selects. Only what rendering needs is faithful: the parameter
+//! types are the header's, those the list does not declare being 32-bit
+//! enums (stand-ins: the render costs the same); the parameters are named
+//! `p0`, `p1`, ...; versions are 2000.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::cuda_header::{param_type, prototypes};
+use serde_json::{json, Value};
+
 use crate::generate::abi_check::{self, expect_undeclared_macro, header_set_macro};
-use crate::generate::inputs::DRIVER_SYMBOLS_PATH;
+use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
 use crate::generate::results::RESULTS_CHECK_PATH;
-use crate::generate::symbols::{HeaderSet, Symbol, SymbolList};
+use crate::generate::symbols::{is_word, scalar, CType, HeaderSet, SymbolList, C_WORDS};
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
 use crate::{python_env, Result};
@@ -31,34 +41,36 @@ pub fn check() -> Result<()> {
     let root = repo_root();
     let list = root.join(DRIVER_SYMBOLS_PATH);
     let symbols = SymbolList::parse(&io(&list, std::fs::read(&list))?)?;
-    let check_file = root.join(abi_check::ABI_CHECK_PATH);
     for set in symbols.header_sets.values() {
         let include = fetch_headers(set)?;
-        let typedefs = include.join("cudaTypedefs.h");
-        let typedefs = io(&typedefs, std::fs::read_to_string(&typedefs))?;
-        let headers = Headers {
-            set,
-            include,
-            typedefs,
-        };
-        // The list, then every CUresult name refusals quote, has its value here.
-        for file in [check_file.clone(), root.join(RESULTS_CHECK_PATH)] {
-            let errors = headers.compile(&file, None)?;
-            if !errors.is_empty() {
-                return Err(headers.diagnose(&symbols, &errors));
+        let headers = Headers { set, include };
+        // The exports the list says these headers lack must be undeclared
+        // here: the check references them, and the compile names each.
+        let lacking = symbols.symbols.iter();
+        let lacking = lacking.filter(|symbol| symbol.undeclared_in.contains_key(&set.name));
+        let lacking: Vec<&String> = lacking.map(|symbol| &symbol.export).collect();
+        let defines: Vec<String> = lacking.iter().map(|e| expect_undeclared_macro(e)).collect();
+        let mut errors = headers.compile(&root.join(abi_check::ABI_CHECK_PATH), &defines)?;
+        for export in &lacking {
+            let (count, undeclared) = (errors.len(), format!("{export} undeclared: "));
+            errors.retain(|error| !error.starts_with(&undeclared));
+            if errors.len() == count {
+                let name = &set.name;
+                errors.push(format!(
+                    "{export}: declared, though `undeclared_in.{name}` says not"
+                ));
             }
         }
-        for symbol in &symbols.symbols {
-            if symbol.undeclared_in.contains_key(&set.name) {
-                headers.expect_undeclared(&check_file, symbol)?;
-            }
+        // Then every CUresult name refusals quote has its value here.
+        errors.extend(headers.compile(&root.join(RESULTS_CHECK_PATH), &[])?);
+        if !errors.is_empty() {
+            return Err(headers.diagnose(&symbols, &errors));
         }
-        let (types, constants) = (symbols.types.len(), symbols.constants.len());
-        let listed = format!("{} symbols, {types} types", symbols.symbols.len());
-        println!(
-            "abi check: {listed}, {constants} constants match {} headers",
-            headers.label()
-        );
+        let (count, lacking) = (symbols.symbols.len(), lacking.len());
+        let facts = format!("{count} symbols, {} types", symbols.types.len());
+        let facts = format!("{facts}, {} constants", symbols.constants.len());
+        let label = format!("{} {} headers", set.package, set.version);
+        println!("abi check: {facts} match {label} ({lacking} undeclared, as listed)");
         headers.wrong_copy_is_refused(&symbols)?;
     }
     Ok(())
@@ -94,29 +106,23 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     present().then_some(include).ok_or(missing)
 }
 
-/// One header set, fetched: its include directory and its `cudaTypedefs.h`.
+/// One header set, fetched: its include directory.
 struct Headers<'a> {
     set: &'a HeaderSet,
     include: PathBuf,
-    typedefs: String,
 }
 
 impl Headers<'_> {
-    /// `PACKAGE VERSION`.
-    fn label(&self) -> String {
-        format!("{} {}", self.set.package, self.set.version)
-    }
-
-    /// Compiles `file` against the headers, defining `define`. Returns each
+    /// Compiles `file` against the headers, defining `defines`. Returns each
     /// error: `FACT: MESSAGE` where it is on a line of `file` (FACT: what
     /// that line states), else as the compiler wrote it.
-    fn compile(&self, file: &Path, define: Option<&str>) -> Result<Vec<String>> {
+    fn compile(&self, file: &Path, defines: &[String]) -> Result<Vec<String>> {
         let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
         let output = Command::new(compiler)
             .args("-std=c11 -fsyntax-only -Wall -Wextra -Werror -isystem".split(' '))
             .arg(&self.include)
             .arg(format!("-D{}", header_set_macro(&self.set.name)))
-            .args(define.map(|define| format!("-D{define}")))
+            .args(defines.iter().map(|define| format!("-D{define}")))
             .arg(file)
             .output()
             .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
@@ -125,49 +131,39 @@ impl Headers<'_> {
         let named = |line: &str| {
             let (place, message) = line.split_once(": error: ")?;
             let (number, _) = place.strip_prefix(&prefix)?.split_once(':')?;
-            let line = source
-                .lines()
-                .nth(number.parse::<usize>().ok()?.checked_sub(1)?)?;
-            Some(format!("{}: {message}", fact(line)))
+            let index = number.parse::<usize>().ok()?.checked_sub(1)?;
+            Some(format!("{}: {message}", fact(source.lines().nth(index)?)))
         };
         let stderr = String::from_utf8_lossy(&output.stderr);
         let errors = stderr.lines().filter(|line| line.contains(": error: "));
-        let mut errors: Vec<String> = errors
-            .map(|line| named(line).unwrap_or(line.into()))
-            .collect();
+        let errors = errors.map(|line| named(line).unwrap_or(line.into()));
+        let mut errors: Vec<String> = errors.collect();
         if errors.is_empty() && !output.status.success() {
             errors.push(stderr.trim().to_string());
         }
         Ok(errors)
     }
 
-    /// The compiler's errors, each named by its fact, and for each symbol
-    /// named, the parameters whose type differs from the header's
-    /// `PFN_<api>_v<abi_version>` typedef, both in the list's spelling.
+    /// The compiler's errors, and for each symbol they name, the parameters
+    /// whose type differs from the header's `PFN_<api>_v<abi_version>`
+    /// typedef, both in the list's spelling.
     fn diagnose(&self, symbols: &SymbolList, errors: &[String]) -> String {
         let mut findings = errors.to_vec();
-        let typedefs = prototypes(&self.typedefs, "(CUDAAPI *");
+        let typedefs = std::fs::read_to_string(self.include.join("cudaTypedefs.h"));
+        // fetch_headers found the file; without it, no parameter is named.
+        let typedefs = prototypes(&typedefs.unwrap_or_default(), "(CUDAAPI *");
+        let named: BTreeSet<&str> = errors.iter().filter_map(|e| e.split(' ').next()).collect();
         for symbol in &symbols.symbols {
             let export = &symbol.export;
-            if !errors
-                .iter()
-                .any(|error| error.starts_with(&format!("{export} ")))
-            {
+            if !named.contains(export.as_str()) {
                 continue;
             }
             let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
             let header = typedefs.iter().find(|(name, _)| *name == pfn);
-            let Some((_, header)) = header else {
-                findings.push(format!(
-                    "{export}: the headers have no {pfn} typedef (abi_version)"
-                ));
-                continue;
-            };
-            let (theirs, ours) = (header.len(), symbol.params.len());
-            if theirs != ours {
-                let says = format!("the header's {pfn} takes {theirs} parameters, not {ours}");
-                findings.push(format!("{export}: {says}"));
-                continue;
+            let header = header.map_or(&[][..], |(_, params)| params);
+            if header.len() != symbol.params.len() {
+                let missing = format!("{export}: no {pfn} with its parameters (abi_version)");
+                findings.push(missing);
             }
             for (param, header) in symbol.params.iter().zip(header) {
                 let (listed, header) = (param.c_type.c_spelling(), param_type(header).c_spelling());
@@ -177,30 +173,9 @@ impl Headers<'_> {
                 }
             }
         }
-        let (label, name, findings) = (self.label(), &self.set.name, findings.join("\n  "));
-        format!("the lists do not match {label} (header set {name}):\n  {findings}")
-    }
-
-    /// Where the list says the headers do not declare `symbol`, a compile
-    /// that references it must fail there.
-    fn expect_undeclared(&self, file: &Path, symbol: &Symbol) -> Result<()> {
-        let (export, name, label) = (&symbol.export, &self.set.name, self.label());
-        let errors = self.compile(file, Some(&expect_undeclared_macro(export)))?;
-        if errors.is_empty() {
-            return Err(format!(
-                "{DRIVER_SYMBOLS_PATH}: {export} says header set {name} does not declare it, but \
-                 {label} does: remove `undeclared_in.{name}`"
-            ));
-        }
-        let undeclared = format!("{export} undeclared: ");
-        if !errors.iter().any(|error| error.starts_with(&undeclared)) {
-            let errors = errors.join("\n  ");
-            return Err(format!(
-                "the undeclared check of {export} against {name}:\n  {errors}"
-            ));
-        }
-        println!("abi check: {label} does not declare {export}, as the list records");
-        Ok(())
+        let (package, version, name) = (&self.set.package, &self.set.version, &self.set.name);
+        let findings = findings.join("\n  ");
+        format!("the lists do not match {package} {version} (header set {name}):\n  {findings}")
     }
 
     /// The check must catch a mismatch and name it: a copy of the list whose
@@ -219,16 +194,13 @@ impl Headers<'_> {
         io(&scratch, std::fs::create_dir_all(&scratch))?;
         let file = scratch.join(format!("wrong-{}.c", self.set.name));
         io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
-        let message = self.diagnose(&wrong, &self.compile(&file, None)?);
+        let message = self.diagnose(&wrong, &self.compile(&file, &[])?);
         let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
         let named =
             message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
         let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
-        if !named {
-            return Err(format!(
-                "self-test: {refusal} does not name them:\n{message}"
-            ));
-        }
+        let unnamed = format!("self-test: {refusal} does not name them:\n{message}");
+        named.then_some(()).ok_or(unnamed)?;
         println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
         Ok(())
     }
@@ -246,5 +218,209 @@ fn fact(line: &str) -> String {
         (Some((_, message)), _) => message.to_string(),
         (None, Some((check, export))) => format!("{export} {check}"),
         (None, None) => line.trim().to_string(),
+    }
+}
+
+/// `text` without its `/* */` and `//` comments.
+fn strip_comments(text: &str) -> String {
+    let comment = regex_lite::Regex::new(r"(?s)/\*.*?\*/|//[^\n]*").expect("a valid pattern");
+    comment.replace_all(text, "").into_owned()
+}
+
+/// Every `NAME(PARAMS)` that follows `marker` in a declaration of `text`
+/// (comments removed), in order: (NAME, each parameter declaration).
+fn prototypes(text: &str, marker: &str) -> Vec<(String, Vec<String>)> {
+    let mut found = Vec::new();
+    for statement in strip_comments(text).split(';') {
+        let declaration = statement.split_once(marker).map(|(_, after)| after);
+        let Some((name, params)) = declaration.and_then(|text| text.split_once('(')) else {
+            continue;
+        };
+        let name = name.trim().trim_end_matches(')');
+        let params = params.split(')').next().unwrap_or_default().split(',');
+        let params = params.map(|param| param.split_whitespace().collect::<Vec<_>>().join(" "));
+        let params = params.filter(|param| !param.is_empty() && param != "void");
+        if is_word(name) {
+            found.push((name.to_string(), params.collect()));
+        }
+    }
+    found
+}
+
+/// `CUdevice_v1` as `CUdevice`: a `CU` typedef without its version suffix.
+fn unversioned(word: &str) -> &str {
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_digit());
+    match digits.strip_suffix("_v") {
+        Some(plain) if word.starts_with("CU") && digits.len() < word.len() => plain,
+        _ => word,
+    }
+}
+
+/// A parameter declaration's type (`const CUDA_MEMCPY2D *pCopy` is `const
+/// CUDA_MEMCPY2D *`): its name and `struct`/`enum` dropped, an array as a
+/// pointer, `unsigned` as `unsigned int`, typedefs [`unversioned`].
+fn param_type(param: &str) -> CType {
+    let spaced = param.replace('*', " * ").replace('[', " * [");
+    let kept = |word: &&str| !word.starts_with('[') && !["struct", "enum"].contains(word);
+    let mut words: Vec<&str> = spaced.split_whitespace().filter(kept).collect();
+    // The last word is the parameter's name unless the declaration is a bare type.
+    if let [_, .., name] = words[..] {
+        if is_word(name) && !C_WORDS.contains(&name) {
+            words.pop();
+        }
+    }
+    let stars = words.iter().filter(|word| **word == "*").count();
+    let is_const = words.first() == Some(&"const") && stars > 0;
+    words.retain(|word| *word != "*" && *word != "const");
+    let mut base: Vec<&str> = words.into_iter().map(unversioned).collect();
+    if base == ["unsigned"] {
+        base.push("int");
+    }
+    let base = base.join(" ");
+    CType {
+        base,
+        is_const,
+        stars,
+    }
+}
+
+/// Every `(api, export, parameter declarations)` of `cuda_h`, in header
+/// order; the export is the one the header's first `#define api api_vN` names.
+fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
+    let mut renamed = BTreeMap::new();
+    for line in strip_comments(cuda_h).lines() {
+        if let ["#define", api, export] = line.split_whitespace().collect::<Vec<_>>()[..] {
+            if api.starts_with("cu") && export.starts_with(api) && is_word(export) {
+                renamed.entry(api.to_string()).or_insert(export.to_string());
+            }
+        }
+    }
+    let found = prototypes(cuda_h, "CUresult CUDAAPI ").into_iter();
+    let export = |api: &String| renamed.get(api).unwrap_or(api).clone();
+    found
+        .map(|(api, params)| (api.clone(), export(&api), params))
+        .collect()
+}
+
+/// A copy of `inputs` whose symbol list also holds every export `cuda_h`
+/// declares that it lacks. Returns the copy and its symbol count.
+pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
+    let bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
+    let listed = SymbolList::parse(bytes)?.symbols.into_iter();
+    let mut exports: BTreeSet<String> = listed.map(|symbol| symbol.export).collect();
+    let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
+    let mut added = Vec::new();
+    for (api, export, params) in declarations(cuda_h) {
+        if !exports.insert(export.clone()) {
+            continue;
+        }
+        let mut entries = Vec::new();
+        for (index, param) in params.iter().enumerate() {
+            let mut c_type = param_type(param);
+            if scalar(&c_type.base).is_none() {
+                // Named as the list can name it (`unsigned char` as `cu_unsigned_char`).
+                if c_type.base.starts_with(|c: char| c.is_ascii_lowercase()) {
+                    c_type.base = format!("cu_{}", c_type.base.replace(' ', "_"));
+                }
+                if list["types"].get(&c_type.base).is_none() {
+                    let stand_in = json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
+                    list["types"][&c_type.base] = stand_in;
+                }
+            }
+            entries.push(json!({ "name": format!("p{index}"), "c_type": c_type.c_spelling() }));
+        }
+        added.push(json!({
+            "export": export, "api": api, "abi_version": 2000, "since": 2000,
+            "returns": "CUresult", "params": entries, "components": { "runtime": "optional" }
+        }));
+    }
+    if let Some(symbols) = list["symbols"].as_array_mut() {
+        symbols.extend(added);
+    }
+    let bytes = serde_json::to_vec_pretty(&list).map_err(|error| error.to_string())?;
+    // The copy must be a list the generator accepts, or the bench times an error.
+    SymbolList::parse(&bytes)?;
+    let mut copy = inputs.clone();
+    copy.files.insert(DRIVER_SYMBOLS_PATH.to_string(), bytes);
+    Ok((copy, exports.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paths::repo_root;
+
+    #[test]
+    fn declarations_become_list_entries() {
+        let header = "#define cuMemAlloc cuMemAlloc_v2\n\
+            /* a comment CUresult CUDAAPI cuHidden(int x); */\n\
+            CUresult CUDAAPI cuInit(unsigned int Flags);\n\
+            CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize); // trailing\n\
+            __CUDA_DEPRECATED CUresult CUDAAPI cuOld(void);\n\
+            CUresult CUDAAPI cuCopy(const CUDA_MEMCPY2D *pCopy, unsigned numChannels,\n\
+                unsigned char *bytes);\n";
+        let found = declarations(header);
+        let names: Vec<(&str, &str)> = found
+            .iter()
+            .map(|(api, export, _)| (api.as_str(), export.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("cuInit", "cuInit"),
+                ("cuMemAlloc", "cuMemAlloc_v2"),
+                ("cuOld", "cuOld"),
+                ("cuCopy", "cuCopy")
+            ]
+        );
+        assert!(found[2].2.is_empty());
+        let spell = |params: &[String]| -> Vec<String> {
+            let types = params.iter().map(|param| param_type(param).c_spelling());
+            types.collect()
+        };
+        assert_eq!(spell(&found[1].2), ["CUdeviceptr *", "size_t"]);
+        // The copy of the list: the two new exports, with the types the list
+        // spells, and a stand-in for each type it did not declare.
+        let inputs = Inputs::read(&repo_root()).unwrap();
+        let real = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH).unwrap()).unwrap();
+        let (copy, count) = with_full_api(&inputs, header).unwrap();
+        let full = SymbolList::parse(copy.get(DRIVER_SYMBOLS_PATH).unwrap()).unwrap();
+        assert_eq!((count, full.symbols.len()), (real.symbols.len() + 2, count));
+        let copied = full.symbols.last().unwrap();
+        assert_eq!(copied.export, "cuCopy");
+        let types: Vec<String> = copied
+            .params
+            .iter()
+            .map(|param| param.c_type.c_spelling())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "const CUDA_MEMCPY2D *",
+                "unsigned int",
+                "cu_unsigned_char *"
+            ]
+        );
+        let new_types = full
+            .types
+            .keys()
+            .filter(|name| !real.types.contains_key(*name));
+        assert_eq!(
+            new_types.collect::<Vec<_>>(),
+            ["CUDA_MEMCPY2D", "cu_unsigned_char"]
+        );
+    }
+
+    #[test]
+    fn typedef_parameters_compare_in_the_list_spelling() {
+        let typedefs = "typedef CUresult (CUDAAPI *PFN_cuMemAlloc_v3020)(CUdeviceptr_v2 *dptr, size_t bytesize);\n";
+        let found = prototypes(typedefs, "(CUDAAPI *");
+        assert_eq!(found[0].0, "PFN_cuMemAlloc_v3020");
+        let types: Vec<String> = found[0]
+            .1
+            .iter()
+            .map(|param| param_type(param).c_spelling())
+            .collect();
+        assert_eq!(types, ["CUdeviceptr *", "size_t"]);
     }
 }

@@ -2,7 +2,7 @@
 //! typed records. Every error names the file and the JSON path of the bad
 //! value; nothing is written when the list is refused.
 //!
-//! A C type is one of `cuda.h`'s scalars ([`SCALARS`]), a type the list
+//! A C type is one of `cuda.h`'s scalars ([`scalar`]), a type the list
 //! declares in `types` (a typedef, an opaque handle or an enum), or a pointer
 //! to one. The ABI check compiles each declaration, constant and signature
 //! against NVIDIA's headers, so the list states no fact of `cuda.h` that is
@@ -17,25 +17,21 @@ use serde::Deserialize;
 use super::inputs::DRIVER_SYMBOLS_PATH;
 use crate::Result;
 
-/// The C scalars: their C spelling and their Rust spelling.
-const SCALARS: [(&str, &str); 9] = [
-    ("void", "c_void"),
-    ("char", "c_char"),
-    ("int", "c_int"),
-    ("unsigned int", "c_uint"),
-    ("long long", "c_longlong"),
-    ("unsigned long long", "c_ulonglong"),
-    ("size_t", "usize"),
-    ("float", "f32"),
-    ("double", "f64"),
-];
-
 /// The Rust spelling of the C scalar `c_spelling`.
 pub fn scalar(c_spelling: &str) -> Option<&'static str> {
-    let mut scalars = SCALARS.iter();
-    scalars
-        .find(|entry| entry.0 == c_spelling)
-        .map(|entry| entry.1)
+    let rust = match c_spelling {
+        "void" => "c_void",
+        "char" => "c_char",
+        "int" => "c_int",
+        "unsigned int" => "c_uint",
+        "long long" => "c_longlong",
+        "unsigned long long" => "c_ulonglong",
+        "size_t" => "usize",
+        "float" => "f32",
+        "double" => "f64",
+        _ => return None,
+    };
+    Some(rust)
 }
 
 /// The words C spells its scalar types with, and other C keywords of types.
@@ -70,7 +66,7 @@ pub enum NamedType {
 
 /// A C type: `[const] BASE` (a scalar's C spelling or a type name) under
 /// `stars` pointer levels; `const` qualifies the innermost pointee.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "String")]
 pub struct CType {
     pub base: String,
@@ -183,20 +179,9 @@ impl Symbol {
     /// The tier in the table of every symbol: required when any component
     /// requires it.
     pub fn tier(&self) -> Option<Tier> {
-        let Components {
-            probe_inventory,
-            runtime,
-        } = self.components;
-        probe_inventory.into_iter().chain(runtime).min()
-    }
-}
-
-impl Tier {
-    pub fn name(self) -> &'static str {
-        match self {
-            Tier::Required => "required",
-            Tier::Optional => "optional",
-        }
+        let components = &self.components;
+        let tiers = components.probe_inventory.into_iter();
+        tiers.chain(components.runtime).min()
     }
 }
 

@@ -32,7 +32,12 @@ fn lines(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> String
         if let Some(tier) = tier(symbol) {
             let spell = |param: &Param| format!("{}: {}", param.name, param.c_type.rust_spelling());
             let (since, export, params) = (symbol.since, &symbol.export, symbol.params_as(spell));
-            let _ = writeln!(out, "    {} {since} {export}({params});", tier.name());
+            let tier = if tier == Tier::Required {
+                "required"
+            } else {
+                "optional"
+            };
+            let _ = writeln!(out, "    {tier} {since} {export}({params});");
         }
     }
     out
