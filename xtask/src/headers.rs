@@ -262,26 +262,20 @@ fn unversioned(word: &str) -> &str {
 fn param_type(param: &str) -> CType {
     let spaced = param.replace('*', " * ").replace('[', " * [");
     let kept = |word: &&str| !word.starts_with('[') && !["struct", "enum"].contains(word);
-    let mut words: Vec<&str> = spaced.split_whitespace().filter(kept).collect();
+    let words = spaced.split_whitespace().filter(kept);
+    let mut words: Vec<&str> = words.map(unversioned).collect();
     // The last word is the parameter's name unless the declaration is a bare type.
     if let [_, .., name] = words[..] {
         if is_word(name) && !C_WORDS.contains(&name) {
             words.pop();
         }
     }
-    let stars = words.iter().filter(|word| **word == "*").count();
-    let is_const = words.first() == Some(&"const") && stars > 0;
-    words.retain(|word| *word != "*" && *word != "const");
-    let mut base: Vec<&str> = words.into_iter().map(unversioned).collect();
-    if base == ["unsigned"] {
-        base.push("int");
+    let mut c_type = CType::parse(&words.join(" "));
+    c_type.is_const &= c_type.stars > 0;
+    if c_type.base == "unsigned" {
+        c_type.base.push_str(" int");
     }
-    let base = base.join(" ");
-    CType {
-        base,
-        is_const,
-        stars,
-    }
+    c_type
 }
 
 /// Every `(api, export, parameter declarations)` of `cuda_h`, in header

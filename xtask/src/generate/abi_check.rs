@@ -34,15 +34,10 @@ pub fn expect_undeclared_macro(export: &str) -> String {
 
 /// `#if !defined(REXTIO_HEADERS_a) && ...` for the header sets `sets`, or "".
 pub fn unless_sets<'a>(sets: impl IntoIterator<Item = &'a String>) -> String {
-    let guards: Vec<String> = sets
-        .into_iter()
-        .map(|set| format!("!defined({})", header_set_macro(set)))
-        .collect();
-    if guards.is_empty() {
-        String::new()
-    } else {
-        format!("#if {}\n", guards.join(" && "))
-    }
+    let guard = |set: &String| format!("!defined({})", header_set_macro(set));
+    let guards: Vec<String> = sets.into_iter().map(guard).collect();
+    let guards = (!guards.is_empty()).then(|| format!("#if {}\n", guards.join(" && ")));
+    guards.unwrap_or_default()
 }
 
 /// The check that constant `name` is `value`.
@@ -84,10 +79,7 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
         let list = format!("static REXTIO_UNUSED const rextio_signature_{export}");
         let guard = unless_sets(symbol.undeclared_in.keys());
         // A deprecated export: the list says why it is still used.
-        let (quiet, loud) = match symbol.deprecated {
-            Some(_) => (QUIET, "#pragma GCC diagnostic pop\n"),
-            None => ("", ""),
-        };
+        let (quiet, loud) = symbol.deprecated.as_ref().map_or(("", ""), |_| QUIET);
         let _ = write!(
             out,
             "typedef CUresult (CUDAAPI *rextio_signature_{export})({params});\n\
@@ -95,9 +87,8 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
              {guard}{quiet}{list} rextio_prototype_{export} = &{export};\n{loud}"
         );
         if !guard.is_empty() {
-            let expect = expect_undeclared_macro(export);
-            let declared =
-                format!("const void *rextio_undeclared_{export} = (const void *)&{export}");
+            let (expect, pointer) = (expect_undeclared_macro(export), "const void *");
+            let declared = format!("{pointer}rextio_undeclared_{export} = ({pointer})&{export}");
             let _ = write!(
                 out,
                 "#endif\n#if defined({expect})\nstatic REXTIO_UNUSED {declared};\n#endif\n"
@@ -107,5 +98,8 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
     out.into_bytes()
 }
 
-const QUIET: &str =
-    "#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n";
+/// Around a deprecated export's prototype check.
+const QUIET: (&str, &str) = (
+    "#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n",
+    "#pragma GCC diagnostic pop\n",
+);

@@ -80,28 +80,32 @@ const C_TYPE_HELP: &str = "expected void *, const char *, int, unsigned int, lon
 impl TryFrom<String> for CType {
     type Error = String;
 
-    /// `[const] BASE` then any number of `*`. A const value means nothing
-    /// to the ABI, and `void` is only a pointee.
+    /// A const value means nothing to the ABI, and `void` is only a pointee.
     fn try_from(text: String) -> std::result::Result<Self, String> {
-        let spaced = text.replace('*', " * ");
-        let mut words: Vec<&str> = spaced.split_whitespace().collect();
-        let stars = words.iter().rev().take_while(|word| **word == "*").count();
-        words.truncate(words.len() - stars);
-        let is_const = words.first() == Some(&"const");
-        let base = words[usize::from(is_const)..].join(" ");
-        let known = scalar(&base).is_some() || is_identifier(&base);
-        let value = stars > 0 || !(is_const || base == "void");
-        let c_type = CType {
-            base,
-            is_const,
-            stars,
-        };
+        let c_type = CType::parse(&text);
+        let known = scalar(&c_type.base).is_some() || is_identifier(&c_type.base);
+        let value = c_type.stars > 0 || !(c_type.is_const || c_type.base == "void");
         let message = || format!("unknown C type `{text}` ({C_TYPE_HELP})");
         (known && value).then_some(c_type).ok_or_else(message)
     }
 }
 
 impl CType {
+    /// `[const] BASE` then any number of `*`, as written (unchecked).
+    pub fn parse(text: &str) -> CType {
+        let spaced = text.replace('*', " * ");
+        let mut words: Vec<&str> = spaced.split_whitespace().collect();
+        let stars = words.iter().rev().take_while(|word| **word == "*").count();
+        words.truncate(words.len() - stars);
+        let is_const = words.first() == Some(&"const");
+        let base = words[usize::from(is_const)..].join(" ");
+        CType {
+            base,
+            is_const,
+            stars,
+        }
+    }
+
     /// As `cuda.h` spells it: `const void *`, `void **`, `CUdevice`.
     pub fn c_spelling(&self) -> String {
         let qualifier = if self.is_const { "const " } else { "" };
@@ -231,13 +235,12 @@ pub struct SymbolList {
 pub fn from_json<T: DeserializeOwned>(file: &str, bytes: &[u8]) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let (path, inner) = (error.path().to_string(), error.inner());
-        let place = match path.as_str() {
-            _ if inner.is_syntax() || inner.is_eof() => "not valid JSON",
-            "." => "(top level)",
-            path => path,
-        };
-        format!("{file}: {place}: {inner}")
+        let inner = error.inner();
+        let place = (!inner.is_syntax() && !inner.is_eof()).then(|| error.path().to_string());
+        format!(
+            "{file}: {}: {inner}",
+            place.as_deref().unwrap_or("not valid JSON")
+        )
     })
 }
 
@@ -276,8 +279,6 @@ impl SymbolList {
         for (name, constant) in &list.constants {
             list.known(&constant.c_type, format!("constants.{name}.c_type"))?;
         }
-        let any = !list.symbols.is_empty();
-        ensure(any, "symbols", "the symbol list is empty")?;
         let mut exports = BTreeSet::new();
         for (index, symbol) in list.symbols.iter().enumerate() {
             let path = |key: &str| format!("symbols[{index}].{key}");

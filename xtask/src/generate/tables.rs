@@ -32,11 +32,7 @@ fn lines(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> String
         if let Some(tier) = tier(symbol) {
             let spell = |param: &Param| format!("{}: {}", param.name, param.c_type.rust_spelling());
             let (since, export, params) = (symbol.since, &symbol.export, symbol.params_as(spell));
-            let tier = if tier == Tier::Required {
-                "required"
-            } else {
-                "optional"
-            };
+            let tier = ["required", "optional"][tier as usize];
             let _ = writeln!(out, "    {tier} {since} {export}({params});");
         }
     }
@@ -53,17 +49,17 @@ pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
          use crate::driver_table;\n\n"
     );
     for (name, named) in &symbols.types {
-        let (doc, alias) = match named {
-            NamedType::Typedef { c_type, doc } => (doc, c_type.rust_spelling()),
-            NamedType::Enum { bits, doc } => (doc, format!("i{bits}")),
-            NamedType::Handle { tag, doc } => (doc, format!("*mut {tag}")),
+        let (doc, alias, opaque) = match named {
+            NamedType::Typedef { c_type, doc } => (doc, c_type.rust_spelling(), None),
+            NamedType::Enum { bits, doc } => (doc, format!("i{bits}"), None),
+            NamedType::Handle { tag, doc } => (doc, format!("*mut {tag}"), Some(tag)),
         };
         let _ = writeln!(out, "/// {doc}\npub type {name} = {alias};");
-        if let NamedType::Handle { tag, .. } = named {
+        if let Some(tag) = opaque {
+            let doc = format!("/// The driver's opaque `struct {tag}`; never constructed.");
             let _ = writeln!(
                 out,
-                "/// The driver's opaque `struct {tag}`; never constructed.\n\
-                 #[repr(C)] pub struct {tag} {{ _opaque: [u8; 0] }}"
+                "{doc}\n#[repr(C)] pub struct {tag} {{ _opaque: [u8; 0] }}"
             );
         }
     }
