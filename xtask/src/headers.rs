@@ -2,20 +2,17 @@
 //! and those headers read as declarations.
 //!
 //! For each header set of the symbol list, its pinned PyPI wheel is
-//! installed by uv into `target/` (once; uv checks its SHA-256), and
-//! `generated/driver-abi-check.c` and `generated/cuda-results-check.c` are
-//! compiled against it with `-Werror`. Each error is named by the fact its
-//! line states; a failed signature also by each parameter whose type differs
+//! installed by uv into `target/` (once; uv checks its SHA-256), and the
+//! generated C checks are compiled against it with `-Werror`, each error
+//! named by the fact its line states and each parameter whose type differs
 //! from the `PFN_` typedef. The exports the list says a set lacks must be
-//! undeclared there, and a deliberately wrong copy of the list must fail,
-//! naming the symbol and the parameter.
+//! undeclared there; a deliberately wrong copy of the list must fail.
 //!
-//! For the bench, [`with_full_api`] adds every `CUresult CUDAAPI name(...)`
-//! of the 13.x `cuda.h` to the list, named by the export its `#define name
-//! name_vN` selects. Only what rendering needs is faithful: the parameter
-//! types are the header's, those the list does not declare being 32-bit
-//! enums (stand-ins: the render costs the same); the parameters are named
-//! `p0`, `p1`, ...; versions are 2000.
+//! For the bench, [`with_full_api`] adds every `CUresult CUDAAPI` function
+//! of the 13.x `cuda.h` to the list, named by the export its `#define`
+//! selects, with the header's parameter types (stand-in 32-bit enums where
+//! the list declares none: the render costs the same), parameters `p0`,
+//! `p1`, ... and versions 2000.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -23,7 +20,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::generate::abi_check::{self, expect_undeclared_macro, header_set_macro};
+use crate::generate::abi_check::{self, EXPECT_UNDECLARED_MACRO, HEADER_SET_MACRO};
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
 use crate::generate::results::RESULTS_CHECK_PATH;
 use crate::generate::symbols::{is_word, scalar, CType, HeaderSet, SymbolList, C_WORDS};
@@ -43,35 +40,34 @@ pub fn check() -> Result<()> {
     let symbols = SymbolList::parse(&io(&list, std::fs::read(&list))?)?;
     for set in symbols.header_sets.values() {
         let include = fetch_headers(set)?;
-        let headers = Headers { set, include };
         // The exports the list says these headers lack must be undeclared
         // here: the check references them, and the compile names each.
         let lacking = symbols.symbols.iter();
         let lacking = lacking.filter(|symbol| symbol.undeclared_in.contains_key(&set.name));
         let lacking: Vec<&String> = lacking.map(|symbol| &symbol.export).collect();
-        let defines: Vec<String> = lacking.iter().map(|e| expect_undeclared_macro(e)).collect();
-        let mut errors = headers.compile(&root.join(abi_check::ABI_CHECK_PATH), &defines)?;
+        let expect = |export: &&String| format!("{EXPECT_UNDECLARED_MACRO}{export}");
+        let defines: Vec<String> = lacking.iter().map(expect).collect();
+        let check = root.join(abi_check::ABI_CHECK_PATH);
+        let mut errors = compile(set, &include, &check, &defines)?;
         for export in &lacking {
             let (count, undeclared) = (errors.len(), format!("{export} undeclared: "));
             errors.retain(|error| !error.starts_with(&undeclared));
             if errors.len() == count {
                 let name = &set.name;
-                errors.push(format!(
-                    "{export}: declared, though `undeclared_in.{name}` says not"
-                ));
+                let declared = format!("{export}: declared here; remove `undeclared_in.{name}`");
+                errors.push(declared);
             }
         }
         // Then every CUresult name refusals quote has its value here.
-        errors.extend(headers.compile(&root.join(RESULTS_CHECK_PATH), &[])?);
+        let results = root.join(RESULTS_CHECK_PATH);
+        errors.extend(compile(set, &include, &results, &[])?);
         if !errors.is_empty() {
-            return Err(headers.diagnose(&symbols, &errors));
+            return Err(diagnose(set, &include, &symbols, &errors));
         }
-        let (count, lacking) = (symbols.symbols.len(), lacking.len());
-        let facts = format!("{count} symbols, {} types", symbols.types.len());
-        let facts = format!("{facts}, {} constants", symbols.constants.len());
-        let label = format!("{} {} headers", set.package, set.version);
-        println!("abi check: {facts} match {label} ({lacking} undeclared, as listed)");
-        headers.wrong_copy_is_refused(&symbols)?;
+        let label = format!("{} {}", set.package, set.version);
+        let (count, constants) = (symbols.symbols.len(), symbols.constants.len());
+        println!("abi check: {count} symbols, {constants} constants match {label} headers");
+        wrong_copy_is_refused(set, &include, &symbols)?;
     }
     Ok(())
 }
@@ -106,112 +102,102 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     present().then_some(include).ok_or(missing)
 }
 
-/// One header set, fetched: its include directory.
-struct Headers<'a> {
-    set: &'a HeaderSet,
-    include: PathBuf,
+/// Compiles `file` against the headers in `dir`, defining `defines`.
+/// Returns each error: `FACT: MESSAGE` where it is on a line of `file`
+/// (FACT: what that line states), else as the compiler wrote it.
+fn compile(set: &HeaderSet, dir: &Path, file: &Path, defines: &[String]) -> Result<Vec<String>> {
+    let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let output = Command::new(compiler)
+        .args("-std=c11 -fsyntax-only -Wall -Wextra -Werror -isystem".split(' '))
+        .arg(dir)
+        .arg(format!("-D{HEADER_SET_MACRO}{}", set.name))
+        .args(defines.iter().map(|define| format!("-D{define}")))
+        .arg(file)
+        .output()
+        .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
+    let source = io(file, std::fs::read_to_string(file))?;
+    let prefix = format!("{}:", file.display());
+    let named = |line: &str| {
+        let (place, message) = line.split_once(": error: ")?;
+        let (number, _) = place.strip_prefix(&prefix)?.split_once(':')?;
+        let index = number.parse::<usize>().ok()?.checked_sub(1)?;
+        Some(format!("{}: {message}", fact(source.lines().nth(index)?)))
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors = stderr.lines().filter(|line| line.contains(": error: "));
+    let errors = errors.map(|line| named(line).unwrap_or(line.into()));
+    let mut errors: Vec<String> = errors.collect();
+    if errors.is_empty() && !output.status.success() {
+        errors.push(stderr.trim().to_string());
+    }
+    Ok(errors)
 }
 
-impl Headers<'_> {
-    /// Compiles `file` against the headers, defining `defines`. Returns each
-    /// error: `FACT: MESSAGE` where it is on a line of `file` (FACT: what
-    /// that line states), else as the compiler wrote it.
-    fn compile(&self, file: &Path, defines: &[String]) -> Result<Vec<String>> {
-        let compiler = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-        let output = Command::new(compiler)
-            .args("-std=c11 -fsyntax-only -Wall -Wextra -Werror -isystem".split(' '))
-            .arg(&self.include)
-            .arg(format!("-D{}", header_set_macro(&self.set.name)))
-            .args(defines.iter().map(|define| format!("-D{define}")))
-            .arg(file)
-            .output()
-            .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
-        let source = io(file, std::fs::read_to_string(file))?;
-        let prefix = format!("{}:", file.display());
-        let named = |line: &str| {
-            let (place, message) = line.split_once(": error: ")?;
-            let (number, _) = place.strip_prefix(&prefix)?.split_once(':')?;
-            let index = number.parse::<usize>().ok()?.checked_sub(1)?;
-            Some(format!("{}: {message}", fact(source.lines().nth(index)?)))
-        };
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let errors = stderr.lines().filter(|line| line.contains(": error: "));
-        let errors = errors.map(|line| named(line).unwrap_or(line.into()));
-        let mut errors: Vec<String> = errors.collect();
-        if errors.is_empty() && !output.status.success() {
-            errors.push(stderr.trim().to_string());
+/// The compiler's errors, and for each symbol they name, the parameters
+/// whose type differs from the header's `PFN_<api>_v<abi_version>`
+/// typedef, both in the list's spelling.
+fn diagnose(set: &HeaderSet, include: &Path, symbols: &SymbolList, errors: &[String]) -> String {
+    let mut findings = errors.to_vec();
+    let typedefs = std::fs::read_to_string(include.join("cudaTypedefs.h"));
+    // fetch_headers found the file; without it, no parameter is named.
+    let typedefs = prototypes(&typedefs.unwrap_or_default(), "(CUDAAPI *");
+    let named: BTreeSet<&str> = errors.iter().filter_map(|e| e.split(' ').next()).collect();
+    for symbol in &symbols.symbols {
+        let export = &symbol.export;
+        if !named.contains(export.as_str()) {
+            continue;
         }
-        Ok(errors)
-    }
-
-    /// The compiler's errors, and for each symbol they name, the parameters
-    /// whose type differs from the header's `PFN_<api>_v<abi_version>`
-    /// typedef, both in the list's spelling.
-    fn diagnose(&self, symbols: &SymbolList, errors: &[String]) -> String {
-        let mut findings = errors.to_vec();
-        let typedefs = std::fs::read_to_string(self.include.join("cudaTypedefs.h"));
-        // fetch_headers found the file; without it, no parameter is named.
-        let typedefs = prototypes(&typedefs.unwrap_or_default(), "(CUDAAPI *");
-        let named: BTreeSet<&str> = errors.iter().filter_map(|e| e.split(' ').next()).collect();
-        for symbol in &symbols.symbols {
-            let export = &symbol.export;
-            if !named.contains(export.as_str()) {
-                continue;
-            }
-            let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
-            let header = typedefs.iter().find(|(name, _)| *name == pfn);
-            let header = header.map_or(&[][..], |(_, params)| params);
-            if header.len() != symbol.params.len() {
-                let missing = format!("{export}: no {pfn} with its parameters (abi_version)");
-                findings.push(missing);
-            }
-            for (param, header) in symbol.params.iter().zip(header) {
-                let (listed, header) = (param.c_type.c_spelling(), param_type(header).c_spelling());
-                let says = format!("the header has `{header}`, the list says `{listed}`");
-                if listed != header {
-                    findings.push(format!("{export} parameter `{}`: {says}", param.name));
-                }
+        let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
+        let header = typedefs.iter().find(|(name, _)| *name == pfn);
+        let header = header.map_or(&[][..], |(_, params)| params);
+        if header.len() != symbol.params.len() {
+            let missing = format!("{export}: no {pfn} with its parameters (abi_version)");
+            findings.push(missing);
+        }
+        for (param, header) in symbol.params.iter().zip(header) {
+            let (listed, header) = (param.c_type.c_spelling(), param_type(header).c_spelling());
+            let says = format!("the header has `{header}`, the list says `{listed}`");
+            if listed != header {
+                findings.push(format!("{export} parameter `{}`: {says}", param.name));
             }
         }
-        let (package, version, name) = (&self.set.package, &self.set.version, &self.set.name);
-        let findings = findings.join("\n  ");
-        format!("the lists do not match {package} {version} (header set {name}):\n  {findings}")
     }
+    let (package, version, name) = (&set.package, &set.version, &set.name);
+    let findings = findings.join("\n  ");
+    format!("the lists do not match {package} {version} (header set {name}):\n  {findings}")
+}
 
-    /// The check must catch a mismatch and name it: a copy of the list whose
-    /// first `size_t` parameter (`cuMemAlloc_v2`'s bytes) is `unsigned int`
-    /// (the pre-3.2 ABI) must fail, naming the symbol and the parameter.
-    fn wrong_copy_is_refused(&self, symbols: &SymbolList) -> Result<()> {
-        let mut wrong = symbols.clone();
-        let changed = wrong.symbols.iter_mut().find_map(|symbol| {
-            let mut params = symbol.params.iter_mut();
-            let param = params.find(|param| param.c_type.c_spelling() == "size_t")?;
-            param.c_type.base = "unsigned int".into();
-            Some((symbol.export.clone(), param.name.clone()))
-        });
-        let (symbol, param) = changed.ok_or("the wrong-copy self-test needs a size_t parameter")?;
-        let scratch = target_dir().join("abi-check");
-        io(&scratch, std::fs::create_dir_all(&scratch))?;
-        let file = scratch.join(format!("wrong-{}.c", self.set.name));
-        io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
-        let message = self.diagnose(&wrong, &self.compile(&file, &[])?);
-        let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
-        let named =
-            message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
-        let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
-        let unnamed = format!("self-test: {refusal} does not name them:\n{message}");
-        named.then_some(()).ok_or(unnamed)?;
-        println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
-        Ok(())
-    }
+/// The check must catch a mismatch and name it: a copy of the list whose
+/// first `size_t` parameter (`cuMemAlloc_v2`'s bytes) is `unsigned int`
+/// (the pre-3.2 ABI) must fail, naming the symbol and the parameter.
+fn wrong_copy_is_refused(set: &HeaderSet, include: &Path, symbols: &SymbolList) -> Result<()> {
+    let mut wrong = symbols.clone();
+    let changed = wrong.symbols.iter_mut().find_map(|symbol| {
+        let mut params = symbol.params.iter_mut();
+        let param = params.find(|param| param.c_type.c_spelling() == "size_t")?;
+        param.c_type.base = "unsigned int".into();
+        Some((symbol.export.clone(), param.name.clone()))
+    });
+    let (symbol, param) = changed.ok_or("the wrong-copy self-test needs a size_t parameter")?;
+    let scratch = target_dir().join("abi-check");
+    io(&scratch, std::fs::create_dir_all(&scratch))?;
+    let file = scratch.join(format!("wrong-{}.c", set.name));
+    io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
+    let message = diagnose(set, include, &wrong, &compile(set, include, &file, &[])?);
+    let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
+    let named = message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
+    let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
+    let unnamed = format!("self-test: {refusal} does not name them:\n{message}");
+    named.then_some(()).ok_or(unnamed)?;
+    println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
+    Ok(())
 }
 
 /// What a line of a generated check states: its `_Static_assert`'s message,
 /// or `EXPORT CHECK` for the `rextio_CHECK_EXPORT` it declares last.
 fn fact(line: &str) -> String {
-    let message = line
-        .strip_suffix("\");")
-        .and_then(|rest| rest.rsplit_once('"'));
+    let message = line.strip_suffix("\");");
+    let message = message.and_then(|rest| rest.rsplit_once('"'));
     let (_, declared) = line.rsplit_once("rextio_").unwrap_or_default();
     let end = declared.find([' ', ')', ';']).unwrap_or(declared.len());
     match (message, declared[..end].split_once('_')) {
@@ -289,11 +275,12 @@ fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
             }
         }
     }
-    let found = prototypes(cuda_h, "CUresult CUDAAPI ").into_iter();
-    let export = |api: &String| renamed.get(api).unwrap_or(api).clone();
+    let mut found = Vec::new();
+    for (api, params) in prototypes(cuda_h, "CUresult CUDAAPI ") {
+        let export = renamed.get(&api).unwrap_or(&api).clone();
+        found.push((api, export, params));
+    }
     found
-        .map(|(api, params)| (api.clone(), export(&api), params))
-        .collect()
 }
 
 /// A copy of `inputs` whose symbol list also holds every export `cuda_h`
@@ -303,7 +290,6 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
     let listed = SymbolList::parse(bytes)?.symbols.into_iter();
     let mut exports: BTreeSet<String> = listed.map(|symbol| symbol.export).collect();
     let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
-    let mut added = Vec::new();
     for (api, export, params) in declarations(cuda_h) {
         if !exports.insert(export.clone()) {
             continue;
@@ -323,13 +309,13 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
             }
             entries.push(json!({ "name": format!("p{index}"), "c_type": c_type.c_spelling() }));
         }
-        added.push(json!({
+        let symbol = json!({
             "export": export, "api": api, "abi_version": 2000, "since": 2000,
             "returns": "CUresult", "params": entries, "components": { "runtime": "optional" }
-        }));
-    }
-    if let Some(symbols) = list["symbols"].as_array_mut() {
-        symbols.extend(added);
+        });
+        if let Some(symbols) = list["symbols"].as_array_mut() {
+            symbols.push(symbol);
+        }
     }
     let bytes = serde_json::to_vec_pretty(&list).map_err(|error| error.to_string())?;
     // The copy must be a list the generator accepts, or the bench times an error.

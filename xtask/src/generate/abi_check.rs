@@ -17,24 +17,19 @@
 
 use std::fmt::Write;
 
-use super::symbols::{NamedType, SymbolList};
+use super::symbols::{NamedType, Param, SymbolList};
 
 pub const ABI_CHECK_PATH: &str = "generated/driver-abi-check.c";
 
-/// The macro defined when compiling against header set `set`.
-pub fn header_set_macro(set: &str) -> String {
-    format!("REXTIO_HEADERS_{set}")
-}
-
-/// The macro that makes the check reference `export`, which must then fail
-/// to compile where the list says the header set does not declare it.
-pub fn expect_undeclared_macro(export: &str) -> String {
-    format!("REXTIO_EXPECT_UNDECLARED_{export}")
-}
+/// Defined, followed by the header set's name, when compiling against it.
+pub const HEADER_SET_MACRO: &str = "REXTIO_HEADERS_";
+/// Followed by an export's name: makes the check reference the export, which
+/// must then fail to compile where the list says the header set lacks it.
+pub const EXPECT_UNDECLARED_MACRO: &str = "REXTIO_EXPECT_UNDECLARED_";
 
 /// `#if !defined(REXTIO_HEADERS_a) && ...` for the header sets `sets`, or "".
 pub fn unless_sets<'a>(sets: impl IntoIterator<Item = &'a String>) -> String {
-    let guard = |set: &String| format!("!defined({})", header_set_macro(set));
+    let guard = |set: &String| format!("!defined({HEADER_SET_MACRO}{set})");
     let guards: Vec<String> = sets.into_iter().map(guard).collect();
     let guards = (!guards.is_empty()).then(|| format!("#if {}\n", guards.join(" && ")));
     guards.unwrap_or_default()
@@ -73,8 +68,9 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
     out.push('\n');
     for symbol in &symbols.symbols {
         let (export, api, abi) = (&symbol.export, &symbol.api, symbol.abi_version);
-        let params =
-            symbol.params_as(|param| format!("{} {}", param.c_type.c_spelling(), param.name));
+        let spell = |param: &Param| format!("{} {}", param.c_type.c_spelling(), param.name);
+        let params: Vec<String> = symbol.params.iter().map(spell).collect();
+        let params = params.join(", ");
         let params = if params.is_empty() { "void" } else { &params };
         let list = format!("static REXTIO_UNUSED const rextio_signature_{export}");
         let guard = unless_sets(symbol.undeclared_in.keys());
@@ -87,7 +83,7 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
              {guard}{quiet}{list} rextio_prototype_{export} = &{export};\n{loud}"
         );
         if !guard.is_empty() {
-            let (expect, pointer) = (expect_undeclared_macro(export), "const void *");
+            let (expect, pointer) = (format!("{EXPECT_UNDECLARED_MACRO}{export}"), "const void *");
             let declared = format!("{pointer}rextio_undeclared_{export} = ({pointer})&{export}");
             let _ = write!(
                 out,

@@ -31,7 +31,8 @@ fn lines(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> String
     for symbol in &symbols.symbols {
         if let Some(tier) = tier(symbol) {
             let spell = |param: &Param| format!("{}: {}", param.name, param.c_type.rust_spelling());
-            let (since, export, params) = (symbol.since, &symbol.export, symbol.params_as(spell));
+            let params: Vec<String> = symbol.params.iter().map(spell).collect();
+            let (since, export, params) = (symbol.since, &symbol.export, params.join(", "));
             let tier = ["required", "optional"][tier as usize];
             let _ = writeln!(out, "    {tier} {since} {export}({params});");
         }
