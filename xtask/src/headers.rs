@@ -256,7 +256,7 @@ fn param_type(param: &str) -> CType {
             words.pop();
         }
     }
-    let mut c_type = CType::parse(&words.join(" "));
+    let mut c_type = CType::from(words.join(" "));
     c_type.is_const &= c_type.stars > 0;
     if c_type.base == "unsigned" {
         c_type.base.push_str(" int");

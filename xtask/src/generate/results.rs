@@ -1,9 +1,7 @@
 //! `templates/cuda-results.json`: every `CUresult` value NVIDIA's `cuda.h`
-//! defines, by name, joined with the `CUresult` constants of the driver
-//! symbol list (each value is written once, in one of the two). It becomes
-//! `generated/cuda-results-check.c` (compiled against each header set by
-//! `cargo xtask test`: every name of the file has its value; the list's
-//! constants are checked by `driver-abi-check.c`) and
+//! defines, by name, joined with the `CUresult` constants of the symbol
+//! list (each value is written once, in one of the two). It becomes
+//! `generated/cuda-results-check.c` (compiled against each header set) and
 //! `python/rextio_device_cuda/_cuda_results.py` (the names and the remedies
 //! that refusals quote, contract 9.6).
 

@@ -1,12 +1,9 @@
 //! The driver symbol list (`templates/driver-symbols.json`), validated into
 //! typed records. Every error names the file and the JSON path of the bad
-//! value; nothing is written when the list is refused.
-//!
-//! A C type is one of `cuda.h`'s scalars ([`scalar`]), a type the list
-//! declares in `types` (a typedef, an opaque handle or an enum), or a pointer
-//! to one. The ABI check compiles each declaration, constant and signature
-//! against NVIDIA's headers, so the list states no fact of `cuda.h` that is
-//! not checked there.
+//! value; nothing is written when the list is refused. A C type is a scalar
+//! ([`scalar`]), a type the list declares in `types`, or a pointer to one;
+//! the ABI check compiles each type, constant and signature against
+//! NVIDIA's headers, so no fact of `cuda.h` here goes unchecked.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
@@ -67,32 +64,19 @@ pub enum NamedType {
 /// A C type: `[const] BASE` (a scalar's C spelling or a type name) under
 /// `stars` pointer levels; `const` qualifies the innermost pointee.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
+#[serde(from = "String")]
 pub struct CType {
     pub base: String,
     pub is_const: bool,
     pub stars: usize,
 }
 
-const C_TYPE_HELP: &str = "expected void *, const char *, int, unsigned int, long long, \
-    unsigned long long, size_t, float, double, a type declared in `types`, or a pointer to one";
+const C_TYPE_HELP: &str =
+    "expected a scalar (int, size_t, ...), a type of `types`, or a pointer to one (void *)";
 
-impl TryFrom<String> for CType {
-    type Error = String;
-
-    /// A const value means nothing to the ABI, and `void` is only a pointee.
-    fn try_from(text: String) -> std::result::Result<Self, String> {
-        let c_type = CType::parse(&text);
-        let known = scalar(&c_type.base).is_some() || is_identifier(&c_type.base);
-        let value = c_type.stars > 0 || !(c_type.is_const || c_type.base == "void");
-        let message = || format!("unknown C type `{text}` ({C_TYPE_HELP})");
-        (known && value).then_some(c_type).ok_or_else(message)
-    }
-}
-
-impl CType {
-    /// `[const] BASE` then any number of `*`, as written (unchecked).
-    pub fn parse(text: &str) -> CType {
+impl From<String> for CType {
+    /// `[const] BASE` then any number of `*`, as written.
+    fn from(text: String) -> Self {
         let spaced = text.replace('*', " * ");
         let mut words: Vec<&str> = spaced.split_whitespace().collect();
         let stars = words.iter().rev().take_while(|word| **word == "*").count();
@@ -105,7 +89,9 @@ impl CType {
             stars,
         }
     }
+}
 
+impl CType {
     /// As `cuda.h` spells it: `const void *`, `void **`, `CUdevice`.
     pub fn c_spelling(&self) -> String {
         let qualifier = if self.is_const { "const " } else { "" };
@@ -287,13 +273,12 @@ impl SymbolList {
             let path = |key: &str| path(&format!("params[{index}].{key}"));
             let name_ok = is_identifier(&param.name);
             ensure(name_ok, path("name"), "not an identifier")?;
-            let base = &param.c_type.base;
-            let known = scalar(base).is_some() || self.types.contains_key(base);
-            let message = format!(
-                "unknown C type `{}` ({C_TYPE_HELP})",
-                param.c_type.c_spelling()
-            );
-            ensure(known, path("c_type"), message)?;
+            // Known, and not a const value or a bare `void` (only a pointee).
+            let (c_type, spelled) = (&param.c_type, param.c_type.c_spelling());
+            let known = scalar(&c_type.base).is_some() || self.types.contains_key(&c_type.base);
+            let value = c_type.stars > 0 || !(c_type.is_const || c_type.base == "void");
+            let message = format!("unknown C type `{spelled}` ({C_TYPE_HELP})");
+            ensure(known && value, path("c_type"), message)?;
         }
         let message = "no component uses this symbol";
         ensure(symbol.tier().is_some(), path("components"), message)?;

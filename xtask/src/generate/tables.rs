@@ -1,10 +1,8 @@
-//! Generated Rust from the symbol list, written as plain text: one physical
-//! line per export for the hand-written `driver_table!` of
-//! `runtime/src/table.rs` (`required 2000 cuInit(flags: c_uint);`). The
-//! runtime's `driver_api.rs` holds the driver types and constants once and
-//! every export in `with_driver_symbols!` (which builds `DriverApi` and the
-//! simulated driver's exports); the probe's `inventory_api.rs` holds the
-//! `InventoryApi` lines.
+//! Generated Rust from the symbol list, as plain text: one line per export
+//! for the hand-written `driver_table!` of `runtime/src/table.rs`
+//! (`required 2000 cuInit(flags: c_uint);`). The runtime's `driver_api.rs`
+//! holds the types, the constants and every export (`with_driver_symbols!`);
+//! the probe's `inventory_api.rs` its `InventoryApi` lines.
 
 use std::fmt::Write;
 
