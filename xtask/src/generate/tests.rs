@@ -366,7 +366,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
 #[test]
 fn unknown_keys_are_refused_with_their_json_path() {
     type Edit = fn(&mut serde_json::Value);
-    let cases: [(Edit, &str); 5] = [
+    let cases: [(Edit, &str); 7] = [
         (
             |list| list["symbols"][0]["sinze"] = 1.into(),
             "symbols[0].sinze: unknown field `sinze`",
@@ -386,6 +386,14 @@ fn unknown_keys_are_refused_with_their_json_path() {
         (
             |list| list["symbols"][0]["components"]["runtime"] = "sometimes".into(),
             "symbols[0].components.runtime: unknown variant `sometimes`",
+        ),
+        (
+            |list| list["types"]["CUdevice"]["bits"] = 32.into(),
+            "types.CUdevice: unknown field `bits`",
+        ),
+        (
+            |list| list["types"]["CUstream"]["kind"] = "struct".into(),
+            "types.CUstream.kind: unknown variant `struct`",
         ),
     ];
     for (edit, path) in cases {
