@@ -90,7 +90,7 @@ fn bench_generate() -> Result<()> {
 
     let inputs = Inputs::read(&root)?;
     let cuda_h = full_api_header(&inputs)?;
-    let (full, count) = crate::cuda_header::with_full_api(&inputs, &cuda_h)?;
+    let (full, count) = crate::headers::with_full_api(&inputs, &cuda_h)?;
     let elapsed = time_warm(|| render(&full).map(|_| ()))?;
     println!(
         "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {:.2} ms \
@@ -115,7 +115,7 @@ fn full_api_header(inputs: &Inputs) -> Result<String> {
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
     let set = symbols
         .header_sets
-        .iter()
+        .values()
         .find(|set| set.version.starts_with("13."))
         .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no 13.x header set"))?;
     let path = crate::headers::fetch_headers(set)?.join("cuda.h");

@@ -3,7 +3,6 @@
 //! Each command lives in its own module; this file only dispatches.
 
 mod bench;
-mod cuda_header;
 mod demo;
 mod determinism;
 mod dist;

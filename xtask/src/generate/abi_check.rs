@@ -17,32 +17,22 @@
 
 use std::fmt::Write;
 
-use super::symbols::{NamedKind, SymbolList};
+use super::symbols::{NamedType, Param, SymbolList};
 
 pub const ABI_CHECK_PATH: &str = "generated/driver-abi-check.c";
 
-/// The macro defined when compiling against header set `set`.
-pub fn header_set_macro(set: &str) -> String {
-    format!("REXTIO_HEADERS_{set}")
-}
-
-/// The macro that makes the check reference `export`, which must then fail
-/// to compile where the list says the header set does not declare it.
-pub fn expect_undeclared_macro(export: &str) -> String {
-    format!("REXTIO_EXPECT_UNDECLARED_{export}")
-}
+/// Defined, followed by the header set's name, when compiling against it.
+pub const HEADER_SET_MACRO: &str = "REXTIO_HEADERS_";
+/// Followed by an export's name: makes the check reference the export, which
+/// must then fail to compile where the list says the header set lacks it.
+pub const EXPECT_UNDECLARED_MACRO: &str = "REXTIO_EXPECT_UNDECLARED_";
 
 /// `#if !defined(REXTIO_HEADERS_a) && ...` for the header sets `sets`, or "".
 pub fn unless_sets<'a>(sets: impl IntoIterator<Item = &'a String>) -> String {
-    let guards: Vec<String> = sets
-        .into_iter()
-        .map(|set| format!("!defined({})", header_set_macro(set)))
-        .collect();
-    if guards.is_empty() {
-        String::new()
-    } else {
-        format!("#if {}\n", guards.join(" && "))
-    }
+    let guard = |set: &String| format!("!defined({HEADER_SET_MACRO}{set})");
+    let guards: Vec<String> = sets.into_iter().map(guard).collect();
+    let guards = (!guards.is_empty()).then(|| format!("#if {}\n", guards.join(" && ")));
+    guards.unwrap_or_default()
 }
 
 /// The check that constant `name` is `value`.
@@ -62,10 +52,10 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
             let test = format!("__builtin_types_compatible_p({name}, {c_type})");
             (test, format!("is {c_type}"))
         };
-        let (test, fact) = match named.kind {
-            NamedKind::Handle(tag) => same(format!("struct {tag} *")),
-            NamedKind::Integer(c_type) => same(c_type.to_string()),
-            NamedKind::Enum(bits) => (
+        let (test, fact) = match named {
+            NamedType::Handle { tag, .. } => same(format!("struct {tag} *")),
+            NamedType::Typedef { c_type, .. } => same(c_type.c_spelling()),
+            NamedType::Enum { bits, .. } => (
                 format!("sizeof({name}) * CHAR_BIT == {bits}"),
                 format!("has {bits} bits"),
             ),
@@ -78,16 +68,14 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
     out.push('\n');
     for symbol in &symbols.symbols {
         let (export, api, abi) = (&symbol.export, &symbol.api, symbol.abi_version);
-        let params =
-            symbol.params_as(|param| format!("{} {}", param.c_type.c_spelling(), param.name));
+        let spell = |param: &Param| format!("{} {}", param.c_type.c_spelling(), param.name);
+        let params: Vec<String> = symbol.params.iter().map(spell).collect();
+        let params = params.join(", ");
         let params = if params.is_empty() { "void" } else { &params };
         let list = format!("static REXTIO_UNUSED const rextio_signature_{export}");
         let guard = unless_sets(symbol.undeclared_in.keys());
         // A deprecated export: the list says why it is still used.
-        let (quiet, loud) = match symbol.deprecated {
-            Some(_) => (QUIET, "#pragma GCC diagnostic pop\n"),
-            None => ("", ""),
-        };
+        let (quiet, loud) = symbol.deprecated.as_ref().map_or(("", ""), |_| QUIET);
         let _ = write!(
             out,
             "typedef CUresult (CUDAAPI *rextio_signature_{export})({params});\n\
@@ -95,9 +83,8 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
              {guard}{quiet}{list} rextio_prototype_{export} = &{export};\n{loud}"
         );
         if !guard.is_empty() {
-            let expect = expect_undeclared_macro(export);
-            let declared =
-                format!("const void *rextio_undeclared_{export} = (const void *)&{export}");
+            let (expect, pointer) = (format!("{EXPECT_UNDECLARED_MACRO}{export}"), "const void *");
+            let declared = format!("{pointer}rextio_undeclared_{export} = ({pointer})&{export}");
             let _ = write!(
                 out,
                 "#endif\n#if defined({expect})\nstatic REXTIO_UNUSED {declared};\n#endif\n"
@@ -107,5 +94,8 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
     out.into_bytes()
 }
 
-const QUIET: &str =
-    "#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n";
+/// Around a deprecated export's prototype check.
+const QUIET: (&str, &str) = (
+    "#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored \"-Wdeprecated-declarations\"\n",
+    "#pragma GCC diagnostic pop\n",
+);

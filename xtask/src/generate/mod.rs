@@ -58,13 +58,13 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
     let results = inputs.get(results::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
-    let driver_api = tables::runtime_table(&symbols)?;
+    let driver_api = tables::runtime_table(&symbols);
     let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
     let digest = sha256_hex(&archive);
     let pyproject = inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?;
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
-        output(INVENTORY_API_PATH, tables::inventory_table(&symbols)?),
+        output(INVENTORY_API_PATH, tables::inventory_table(&symbols)),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, rust::probe_spec(&spec)),

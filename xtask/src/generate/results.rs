@@ -1,9 +1,7 @@
 //! `templates/cuda-results.json`: every `CUresult` value NVIDIA's `cuda.h`
-//! defines, by name, joined with the `CUresult` constants of the driver
-//! symbol list (each value is written once, in one of the two). It becomes
-//! `generated/cuda-results-check.c` (compiled against each header set by
-//! `cargo xtask test`: every name of the file has its value; the list's
-//! constants are checked by `driver-abi-check.c`) and
+//! defines, by name, joined with the `CUresult` constants of the symbol
+//! list (each value is written once, in one of the two). It becomes
+//! `generated/cuda-results-check.c` (compiled against each header set) and
 //! `python/rextio_device_cuda/_cuda_results.py` (the names and the remedies
 //! that refusals quote, contract 9.6).
 
@@ -14,7 +12,7 @@ use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
 use super::spec::Map;
-use super::symbols::SymbolList;
+use super::symbols::{ensure_in, from_json, SymbolList};
 use crate::Result;
 
 pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
@@ -25,8 +23,9 @@ pub const PYTHON_RESULTS_PATH: &str = "python/rextio_device_cuda/_cuda_results.p
 #[serde(deny_unknown_fields)]
 struct RawResults {
     schema_version: u32,
-    #[allow(dead_code)] // for the reader of the file
-    doc: String,
+    /// For the reader of the file.
+    #[serde(rename = "doc")]
+    _doc: String,
     results: Map<i64>,
     /// header set -> the names it does not define.
     undeclared_in: Map<Vec<String>>,
@@ -34,70 +33,43 @@ struct RawResults {
     remedies: Map<(String, String)>,
 }
 
-/// Every `CUresult` name, by value, and the remedies refusals quote.
+/// Every `CUresult` name, by value, and the remedies refusals quote. The
+/// headers check the names and values (`cuda-results-check.c`, and
+/// tests/python/test_cuda_results.py that the names are all of them).
 pub struct CudaResults {
     /// Every name and its value (the symbol list's constants among them), by value.
     all: Vec<(String, i64)>,
     raw: RawResults,
 }
 
-/// `Err` naming the file, the JSON path and the message unless `ok`.
-fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
-    let error = || format!("{CUDA_RESULTS_PATH}: {path}: {message}");
-    ok.then_some(()).ok_or_else(error)
+fn ensure(ok: bool, path: impl Display, message: &str) -> Result<()> {
+    ensure_in(CUDA_RESULTS_PATH, ok, path, message)
 }
 
 impl CudaResults {
     /// Parses the list and joins it with the symbol list's `CUresult` constants.
     pub fn parse(bytes: &[u8], symbols: &SymbolList) -> Result<Self> {
-        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let raw: RawResults = serde_path_to_error::deserialize(&mut deserializer)
-            .map_err(|error| format!("{CUDA_RESULTS_PATH}: {}: {}", error.path(), error.inner()))?;
+        let raw: RawResults = from_json(CUDA_RESULTS_PATH, bytes)?;
         let version_ok = raw.schema_version == 1;
         ensure(version_ok, "schema_version", "only 1 is supported")?;
-        let constants = symbols.constants.iter();
-        let constants = constants.filter(|(_, constant)| constant.c_type.base == "CUresult");
-        let constants = constants.map(|(name, constant)| (name.clone(), constant.value));
-        let mut by_name: BTreeMap<String, i64> = constants.collect();
+        let mut by_name = BTreeMap::new();
+        for (name, constant) in &symbols.constants {
+            if constant.c_type.base == "CUresult" {
+                by_name.insert(name.clone(), constant.value);
+            }
+        }
         for (name, value) in raw.results.iter() {
-            let path = format!("results.{name}");
-            let message = "a CUresult name starts with CUDA_";
-            ensure(name.starts_with("CUDA_"), &path, message)?;
-            let valid = (0..=i64::from(i32::MAX)).contains(value);
-            ensure(valid, &path, format!("{value} is not a CUresult value"))?;
+            let new = by_name.insert(name.clone(), *value).is_none();
             let message = "templates/driver-symbols.json holds it as a constant already";
-            ensure(
-                by_name.insert(name.clone(), *value).is_none(),
-                &path,
-                message,
-            )?;
-        }
-        for (set, names) in raw.undeclared_in.iter() {
-            let path = format!("undeclared_in.{set}");
-            let sets = &symbols.header_sets;
-            let known = sets.iter().any(|header_set| &header_set.name == set);
-            let message = "not a header set of templates/driver-symbols.json";
-            ensure(known, &path, message)?;
-            for name in names {
-                let message = format!("`{name}` is not one of `results`");
-                ensure(raw.results.contains_key(name), &path, message)?;
-            }
-        }
-        let mut values = BTreeMap::new();
-        for (name, value) in &by_name {
-            if let Some(other) = values.insert(*value, name) {
-                let message = format!("{value} is also `{other}`");
-                return Err(format!("{CUDA_RESULTS_PATH}: results.{name}: {message}"));
-            }
+            ensure(new, format!("results.{name}"), message)?;
         }
         for (name, (meaning, remedy)) in raw.remedies.iter() {
-            let path = format!("remedies.{name}");
-            let known = by_name.contains_key(name);
-            ensure(known, &path, "not a CUresult name of the list")?;
             let given = !meaning.trim().is_empty() && !remedy.trim().is_empty();
-            ensure(given, &path, "the meaning and the remedy must not be empty")?;
+            let ok = by_name.contains_key(name) && given;
+            let message = "not a CUresult name of the list, or without a meaning and a remedy";
+            ensure(ok, format!("remedies.{name}"), message)?;
         }
-        let mut all: Vec<(String, i64)> = by_name.into_iter().collect();
+        let mut all: Vec<_> = by_name.into_iter().collect();
         all.sort_by_key(|(_, value)| *value);
         Ok(Self { all, raw })
     }
@@ -107,16 +79,12 @@ impl CudaResults {
     pub fn check_source(&self) -> Vec<u8> {
         let mut by_guard: BTreeMap<String, String> = BTreeMap::new();
         let undeclared = &self.raw.undeclared_in;
-        for (name, value) in self
-            .all
-            .iter()
-            .filter(|(name, _)| self.raw.results.contains_key(name))
-        {
-            let lacking = undeclared.iter().filter(|(_, names)| names.contains(name));
-            let lines = by_guard
-                .entry(unless_sets(lacking.map(|(set, _)| set)))
-                .or_default();
-            lines.push_str(&equals(name, *value));
+        for (name, value) in &self.all {
+            if self.raw.results.contains_key(name) {
+                let lacking = undeclared.iter().filter(|(_, names)| names.contains(name));
+                let lines = by_guard.entry(unless_sets(lacking.map(|(set, _)| set)));
+                lines.or_default().push_str(&equals(name, *value));
+            }
         }
         let mut out = String::from(
             "/* @generated by `cargo xtask generate` from templates/cuda-results.json; do not edit. */\n\
@@ -144,12 +112,8 @@ impl CudaResults {
         }
         out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
         for (name, (meaning, remedy)) in self.raw.remedies.iter() {
-            let _ = writeln!(
-                out,
-                "    \"{name}\": (\n{}{}    ),",
-                python_text(meaning),
-                python_text(remedy)
-            );
+            let (meaning, remedy) = (python_text(meaning), python_text(remedy));
+            let _ = writeln!(out, "    \"{name}\": (\n{meaning}{remedy}    ),");
         }
         out.push_str("}\n");
         out.into_bytes()
@@ -167,9 +131,7 @@ fn python_text(text: &str) -> String {
             _ => pieces.push(word.to_string()),
         }
     }
-    let literals: Vec<String> = pieces
-        .iter()
-        .map(|piece| format!("        {}", serde_json::Value::from(piece.as_str())))
-        .collect();
-    format!("{},\n", literals.join("\n"))
+    let literal = |piece: &String| format!("        {}\n", serde_json::Value::from(piece.as_str()));
+    let lines: String = pieces.iter().map(literal).collect();
+    format!("{},\n", lines.trim_end())
 }

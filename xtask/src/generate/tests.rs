@@ -281,6 +281,15 @@ fn the_c_types_of_cuda_h_are_accepted() {
     let inputs = with_list(&real_inputs(), |list| {
         list["types"]["CUdevice_attribute"] =
             serde_json::json!({ "kind": "enum", "bits": 32, "doc": "A device attribute." });
+        for (name, tag) in [
+            ("CUmodule", "CUmod_st"),
+            ("CUfunction", "CUfunc_st"),
+            ("CUevent", "CUevent_st"),
+            ("CUgraph", "CUgraph_st"),
+        ] {
+            list["types"][name] =
+                serde_json::json!({ "kind": "handle", "tag": tag, "doc": "A handle." });
+        }
         let types = [
             "void *",
             "const void *",
@@ -357,7 +366,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
 #[test]
 fn unknown_keys_are_refused_with_their_json_path() {
     type Edit = fn(&mut serde_json::Value);
-    let cases: [(Edit, &str); 5] = [
+    let cases: [(Edit, &str); 7] = [
         (
             |list| list["symbols"][0]["sinze"] = 1.into(),
             "symbols[0].sinze: unknown field `sinze`",
@@ -376,7 +385,15 @@ fn unknown_keys_are_refused_with_their_json_path() {
         ),
         (
             |list| list["symbols"][0]["components"]["runtime"] = "sometimes".into(),
-            "symbols[0].components.runtime: unknown tier `sometimes`",
+            "symbols[0].components.runtime: unknown variant `sometimes`",
+        ),
+        (
+            |list| list["types"]["CUdevice"]["bits"] = 32.into(),
+            "types.CUdevice: unknown field `bits`",
+        ),
+        (
+            |list| list["types"]["CUstream"]["kind"] = "struct".into(),
+            "types.CUstream.kind: unknown variant `struct`",
         ),
     ];
     for (edit, path) in cases {
