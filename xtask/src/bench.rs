@@ -20,8 +20,7 @@ const TARGET_FOR_FULL_API: Duration = Duration::from_millis(100);
 /// Set in the optimized child so it does not re-run itself.
 const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("bench", args);
+pub fn command() -> Result<()> {
     // Timing unoptimized syn/prettyplease says nothing about the generator:
     // a debug xtask re-runs the bench from an optimized build of itself.
     if cfg!(debug_assertions) && std::env::var_os(OPTIMIZED_CHILD).is_none() {

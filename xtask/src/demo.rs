@@ -8,8 +8,7 @@ use crate::paths::repo_root;
 use crate::python_env::{self, Venv};
 use crate::{native, process, Result};
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("demo", args);
+pub fn command() -> Result<()> {
     python_env::setup(&native::build(false)?)?;
     process::run(
         Command::new(Venv::Floor.program("python"))

@@ -13,15 +13,10 @@ use std::process::Command;
 use crate::generate::fs::write_atomic;
 use crate::generate::inputs::Inputs;
 use crate::generate::{drift, render, sha256_hex, Drift, Output};
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, repo_root, target_dir};
 use crate::process::output;
 use crate::scratch::ScratchDir;
 use crate::Result;
-
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("verify-determinism", args);
-    verify()
-}
 
 /// One set of conditions for a child generator run: its umask, the variables
 /// it gets (an empty value: unset), whether it runs from `/` (else from the
@@ -42,21 +37,14 @@ const VARIANTS: [Variant; 3] = [
 impl Variant {
     fn name(&self) -> String {
         let Variant(umask, env, cwd_root, reverse) = self;
-        let env: Vec<String> = env
-            .iter()
-            .map(|(name, value)| match *value {
-                "" => format!("no {name}"),
-                value => format!("{name}={value}"),
-            })
-            .collect();
-        let (cwd, order) = (
-            ["tree", "/"][usize::from(*cwd_root)],
-            ["sorted", "reverse"][usize::from(*reverse)],
-        );
-        format!(
-            "umask {umask}, {}, cwd={cwd}, {order} creation",
-            env.join(", ")
-        )
+        let env = env.iter().map(|(name, value)| match *value {
+            "" => format!("no {name}"),
+            value => format!("{name}={value}"),
+        });
+        let env = env.collect::<Vec<_>>().join(", ");
+        let cwd = if *cwd_root { "/" } else { "tree" };
+        let order = if *reverse { "reverse" } else { "sorted" };
+        format!("umask {umask}, {env}, cwd={cwd}, {order} creation")
     }
 }
 
@@ -65,7 +53,9 @@ pub fn verify() -> Result<()> {
     let root = repo_root();
     let inputs = Inputs::read(&root)?;
     let baseline = render(&inputs)?;
-    let exe = generator_executable()?;
+    // The running image, even when a concurrent cargo build has replaced the
+    // file it was started from: exactly the generator to compare.
+    let exe = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
     let mut failures = Vec::new();
     let mut report = |what: String, differences: Vec<String>| {
         if differences.is_empty() {
@@ -105,43 +95,16 @@ pub fn verify() -> Result<()> {
     Ok(())
 }
 
-/// The xtask binary itself: the child runs `xtask generate --root DIR`.
-fn generator_executable() -> Result<PathBuf> {
-    let exe = std::env::current_exe().map_err(|error| format!("current executable: {error}"))?;
-    let name = exe.file_name().and_then(|name| name.to_str()).unwrap_or("");
-    if name != "xtask" && !name.starts_with("xtask ") {
-        let shown = exe.display();
-        return Err(format!(
-            "verify-determinism must run from the xtask binary, not {shown}"
-        ));
-    }
-    // A concurrent cargo build may replace the binary while this one runs
-    // (Linux then reports "xtask (deleted)"); /proc/<this pid>/exe still names
-    // the running image, which is exactly the generator that must be compared.
-    let self_image = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
-    Ok(if self_image.exists() { self_image } else { exe })
-}
-
-/// Writes the inputs under `root`; in reverse mode, in reverse path order
-/// and through temporary names, so directory listing order differs.
+/// Writes the inputs under `root` (each through a temporary name), in path
+/// order or in reverse, so that directory listing order differs.
 fn write_inputs(root: &Path, inputs: &Inputs, reverse: bool) -> Result<()> {
     let mut files: Vec<(&String, &Vec<u8>)> = inputs.files.iter().collect();
-    if !reverse {
-        return files
-            .into_iter()
-            .try_for_each(|(path, bytes)| write_atomic(&root.join(path), bytes));
+    if reverse {
+        files.reverse();
     }
-    files.reverse();
-    for (path, bytes) in files {
-        let target = root.join(path);
-        let parent = target.parent().ok_or("input without parent")?;
-        let temporary = parent.join(format!("zz-{}.partial", bytes.len()));
-        std::fs::create_dir_all(parent)
-            .and_then(|()| std::fs::write(&temporary, bytes))
-            .and_then(|()| std::fs::rename(&temporary, &target))
-            .map_err(|error| format!("{path}: {error}"))?;
-    }
-    Ok(())
+    files
+        .into_iter()
+        .try_for_each(|(path, bytes)| write_atomic(&root.join(path), bytes))
 }
 
 fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
@@ -166,22 +129,19 @@ fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
 
 /// Every difference between `expected` and the files under `root`, described.
 fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
-    let mut report = Vec::new();
-    for change in drift(root, expected)? {
+    let describe = |change: Drift| {
         let Drift::Stale(path) = &change else {
-            report.push(format!("  {change}"));
-            continue;
+            return Ok(format!("  {change}"));
         };
-        let actual = std::fs::read(root.join(path))
-            .map_err(|error| format!("{path}: cannot read: {error}"))?;
+        let actual = std::fs::read(root.join(path)).map_err(at(&root.join(path)))?;
         let wanted = expected.iter().find(|item| &item.path == path);
-        let wanted = wanted.map(|item| item.bytes.as_slice()).unwrap_or_default();
-        report.push(format!(
+        let wanted = wanted.map_or(&[][..], |item| &item.bytes);
+        Ok(format!(
             "  {path}: {}",
             describe_difference(path, wanted, &actual)
-        ));
-    }
-    Ok(report)
+        ))
+    };
+    drift(root, expected)?.into_iter().map(describe).collect()
 }
 
 /// Builds every `dist` artifact twice, from the tree and from a copy of it
@@ -193,12 +153,8 @@ fn compare_dist_builds() -> Result<Vec<String>> {
     let (first_out, second_out) = (ScratchDir::new("dist-a")?, ScratchDir::new("dist-b")?);
     let first = crate::dist::build_all(&repo_root(), first_out.path())?;
     let second = crate::dist::build_all(&copy, second_out.path())?;
+    // Both make the same list of files by construction (each target, each kind).
     let mut differences = Vec::new();
-    if first.artifacts.len() != second.artifacts.len()
-        || first.binaries.len() != second.binaries.len()
-    {
-        differences.push("  the two builds made different numbers of files".to_string());
-    }
     let pairs = (first.binaries.iter().zip(&second.binaries))
         .chain(first.artifacts.iter().zip(&second.artifacts));
     for (a, b) in pairs {
@@ -210,9 +166,7 @@ fn compare_dist_builds() -> Result<Vec<String>> {
                 .display()
                 .to_string()
         };
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
-        };
+        let read = |path: &Path| std::fs::read(path).map_err(at(path));
         let (a_bytes, b_bytes, pair) =
             (read(a)?, read(b)?, format!("{} vs {}", shown(a), shown(b)));
         if a.file_name() != b.file_name() {
@@ -236,13 +190,12 @@ fn compare_dist_builds() -> Result<Vec<String>> {
 /// `target/repro/tree`; what was there before is removed, except the copy's
 /// own `target/`, which keeps its build caches between runs.
 fn copy_of_tree() -> Result<PathBuf> {
-    let (root, copy) = (repo_root(), target_dir().join("repro").join("tree"));
-    let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
+    let (root, copy) = (repo_root(), target_dir().join("repro/tree"));
     let kept = copy.with_file_name("kept-target");
     let _ = std::fs::rename(copy.join("target"), &kept);
     match std::fs::remove_dir_all(&copy) {
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(failed(&copy, error)),
-        _ => std::fs::create_dir_all(&copy).map_err(|error| failed(&copy, error)),
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(at(&copy)(error)),
+        _ => std::fs::create_dir_all(&copy).map_err(at(&copy)),
     }?;
     let _ = std::fs::rename(&kept, copy.join("target"));
     let listed = output(
@@ -312,20 +265,19 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     if !fields.is_empty() {
         return fields.join("; ");
     }
-    let (expected_tar, actual_tar) = match (gunzip(expected), gunzip(actual)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(error), _) => return format!("expected archive does not decompress: {error}"),
-        (_, Err(error)) => return format!("archive does not decompress: {error}"),
+    let (expected_tar, actual_tar) = match gunzip(expected).and_then(|a| Ok((a, gunzip(actual)?))) {
+        Ok(tars) => tars,
+        Err(error) => return format!("an archive does not decompress: {error}"),
     };
     if expected_tar == actual_tar {
         return "the compressed stream differs (same tar bytes): compression level or backend"
             .into();
     }
-    let (expected_entries, actual_entries) =
-        match (tar_entries(&expected_tar), tar_entries(&actual_tar)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(error), _) | (_, Err(error)) => return format!("tar does not parse: {error}"),
-        };
+    let entries = tar_entries(&expected_tar).and_then(|a| Ok((a, tar_entries(&actual_tar)?)));
+    let (expected_entries, actual_entries) = match entries {
+        Ok(entries) => entries,
+        Err(error) => return format!("tar does not parse: {error}"),
+    };
     let mut differences = Vec::new();
     for (index, (a, b)) in expected_entries.iter().zip(&actual_entries).enumerate() {
         if a.path != b.path {

@@ -54,18 +54,13 @@ pub struct Dist {
     pub binaries: Vec<PathBuf>,
 }
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("dist", args);
+pub fn command() -> Result<()> {
     for artifact in build()?.artifacts {
-        let bytes = fs::read(&artifact).map_err(|error| failed(&artifact, error))?;
+        let bytes = fs::read(&artifact).map_err(paths::at(&artifact))?;
         let digest = generate::sha256_hex(&bytes);
         println!("{} sha256 {digest}", artifact.display());
     }
     Ok(())
-}
-
-fn failed(path: &Path, error: std::io::Error) -> String {
-    format!("{}: {error}", path.display())
 }
 
 /// generate --check, then the four artifacts into target/dist/.
@@ -78,7 +73,7 @@ pub fn build() -> Result<Dist> {
 /// `build()`; returns this host's platform wheel, the one the tests install
 /// (the other artifacts stay in target/dist/ for them).
 pub fn build_wheel() -> Result<PathBuf> {
-    let suffix = format!("-{}.whl", native::host_shipped_target()?.platform_tag());
+    let suffix = format!("-{}.whl", native::platform_tag(std::env::consts::ARCH));
     let mut artifacts = build()?.artifacts.into_iter();
     let wheel = artifacts.find(|path| path.to_string_lossy().ends_with(&suffix));
     wheel.ok_or_else(|| format!("dist built no wheel ending in {suffix}"))
@@ -87,28 +82,20 @@ pub fn build_wheel() -> Result<PathBuf> {
 /// Builds every artifact from the tree at `root` into `out` (emptied first).
 pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
     let python = python_env::Venv::Build.ensure()?;
-    output(
-        Command::new(&python)
-            .current_dir(root)
-            .env_remove("PYTHONPATH")
-            .args(["-I", "-B", "-c", IMPORT_CHECK, "python"]),
-    )
-    .map_err(|error| {
-        format!(
-            "python/rextio_device_cuda/_codes.py does not import, so no wheel is built: {error}"
-        )
-    })?;
+    let mut import_check = Command::new(&python);
+    import_check.current_dir(root).env_remove("PYTHONPATH");
+    output(import_check.args(["-I", "-B", "-c", IMPORT_CHECK, "python"]))?;
     let _ = fs::remove_dir_all(out);
-    fs::create_dir_all(out).map_err(|error| failed(out, error))?;
-    let out = out.canonicalize().map_err(|error| failed(out, error))?;
+    fs::create_dir_all(out).map_err(paths::at(out))?;
+    let out = out.canonicalize().map_err(paths::at(out))?;
     let stage = stage_python(root)?;
     let hatchling =
         |kind, platform: Option<(&str, &Path)>| hatchling(&python, &stage, kind, &out, platform);
     let mut artifacts = vec![hatchling("sdist", None)?, hatchling("wheel", None)?];
     let mut binaries = Vec::new();
-    for target in &SHIPPED_TARGETS {
+    for target in SHIPPED_TARGETS {
         let shipped = native::build_shipped(root, target)?;
-        let tag = target.platform_tag();
+        let tag = native::platform_tag(target);
         let wheel_bin = native::ship_dir(root).join("wheel-bin").join(&tag);
         let _ = fs::remove_dir_all(&wheel_bin);
         for binary in &shipped {
@@ -142,39 +129,15 @@ fn stage_python(root: &Path) -> Result<PathBuf> {
     for file in ["README.md", "LICENSE"] {
         copy(&root.join(file), &stage.join(file))?;
     }
-    let generated = generate::fs::relative_files(root, "generated")?;
-    let tarballs: Vec<&String> = generated
-        .iter()
-        .filter(|path| path.ends_with(".tar.gz"))
-        .collect();
-    let [tarball] = tarballs[..] else {
-        return Err(format!(
-            "generated/ holds {} tarballs, not one",
-            tarballs.len()
-        ));
-    };
-    let name = Path::new(tarball)
-        .file_name()
-        .ok_or("a tarball without a name")?;
-    copy(
-        &root.join(tarball),
-        &stage.join("rextio_device_cuda/_data").join(name),
-    )?;
+    let tarball = paths::runtime_tarball(root)?;
+    let name = tarball.file_name().unwrap_or_default();
+    copy(&tarball, &stage.join("rextio_device_cuda/_data").join(name))?;
     Ok(stage)
 }
 
 fn copy(from: &Path, to: &Path) -> Result<()> {
-    let parent = to.parent().unwrap_or(to);
-    fs::create_dir_all(parent)
-        .and_then(|()| fs::copy(from, to))
-        .map(drop)
-        .map_err(|error| {
-            format!(
-                "cannot copy {} to {}: {error}",
-                from.display(),
-                to.display()
-            )
-        })
+    fs::create_dir_all(to.parent().unwrap_or(to)).map_err(paths::at(to))?;
+    fs::copy(from, to).map(drop).map_err(paths::at(from))
 }
 
 /// One hatchling build (`sdist` or `wheel`) of `stage` into `out`; a platform

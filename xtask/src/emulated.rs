@@ -53,17 +53,17 @@ struct Manifest {
 }
 
 /// `cargo xtask emulated`: this step alone.
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("emulated", args);
+pub fn command() -> Result<()> {
     Venv::Floor.ensure()?;
     test(&shipped_aarch64()?)
 }
 
 /// The aarch64 probe and smoke exactly as the aarch64 wheel ships them.
 pub fn shipped_aarch64() -> Result<[PathBuf; 2]> {
-    let aarch64 = |target: &&native::ShippedTarget| target.triple.starts_with("aarch64-");
-    let target = native::SHIPPED_TARGETS.iter().find(aarch64);
-    native::build_shipped(&repo_root(), target.ok_or("no shipped target is aarch64")?)
+    let aarch64 = native::SHIPPED_TARGETS
+        .iter()
+        .find(|t| t.starts_with("aarch64-"));
+    native::build_shipped(&repo_root(), aarch64.ok_or("no shipped target is aarch64")?)
 }
 
 /// Fetches and builds what tests/emulated use, names it in

@@ -10,7 +10,7 @@ use std::process::Command;
 use quote::ToTokens;
 use syn::visit::Visit;
 
-use crate::paths::{at, regular_files, repo_root, target_dir};
+use crate::paths::{at, regular_files, repo_root, runtime_tarball, target_dir};
 use crate::process::run;
 use crate::Result;
 
@@ -45,14 +45,7 @@ pub fn scan_sources() -> Result<()> {
             scan(&relative.replace('\\', "/"), &text);
         }
     }
-    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
-    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
-    let [tarball] = tarballs.as_slice() else {
-        let found = tarballs.len();
-        return Err(format!(
-            "generated/ should hold exactly one runtime tarball, found {found}"
-        ));
-    };
+    let tarball = &runtime_tarball(&root)?;
     let file = std::fs::File::open(tarball).map_err(at(tarball))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     for entry in archive.entries().map_err(at(tarball))? {
@@ -164,9 +157,6 @@ pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
 
 /// Builds the runtime as a cdylib (`cargo rustc`), then checks its dynamic section.
 pub fn check_runtime_cdylib() -> Result<()> {
-    if !cfg!(target_os = "linux") {
-        return Err("the runtime cdylib check reads ELF files and runs on Linux only".into());
-    }
     // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
     run(crate::native::cargo()

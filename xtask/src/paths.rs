@@ -53,3 +53,16 @@ pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result
     files.sort();
     Ok(files)
 }
+
+/// The one runtime tarball in `<root>/generated/`.
+pub fn runtime_tarball(root: &Path) -> crate::Result<PathBuf> {
+    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
+    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
+    match <[PathBuf; 1]>::try_from(tarballs) {
+        Ok([tarball]) => Ok(tarball),
+        Err(found) => Err(format!(
+            "generated/ holds {} tarballs, not one",
+            found.len()
+        )),
+    }
+}

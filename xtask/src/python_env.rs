@@ -241,8 +241,7 @@ fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
 }
 
 /// `cargo xtask setup`: everything the Python tests need, once.
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("setup", args);
+pub fn command() -> Result<()> {
     setup(&native::build(false)?)?;
     println!(
         "setup: done; run a test with `{} tests/python/test_cli.py` \
@@ -307,8 +306,7 @@ pub fn test_newest() -> Result<()> {
 
 /// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
 /// "How to add a driver symbol", done on a copy of the repository).
-pub fn symbol_proof(args: &[String]) -> Result<()> {
-    crate::no_arguments("symbol-proof", args);
+pub fn symbol_proof() -> Result<()> {
     setup(&native::build(false)?)?;
     Venv::Floor.mypy(&[&["tests/symbol_proof"]])?;
     Venv::Floor.pytest(&["tests/symbol_proof"])

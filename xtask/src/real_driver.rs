@@ -41,8 +41,7 @@ pub struct RealDriver {
 
 /// `cargo xtask real-driver`: `setup` (the binaries, the wheel, the images),
 /// then this step alone.
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("real-driver", args);
+pub fn command() -> Result<()> {
     python_env::setup(&crate::native::build(false)?)?;
     test()
 }

@@ -47,7 +47,7 @@ const STEPS: &[Step] = &[
     ("emulated: aarch64 under qemu (libcuda1 535, 550), the Windows loader under Wine", || {
         emulated::test(&emulated::shipped_aarch64()?)
     }),
-    ("add a driver symbol by one edit (symbol-proof)", || python_env::symbol_proof(&[])),
+    ("add a driver symbol by one edit (symbol-proof)", python_env::symbol_proof),
     ("cross check aarch64-unknown-linux-gnu", || cross_check("aarch64-unknown-linux-gnu")),
     ("cross check x86_64-pc-windows-msvc", || cross_check("x86_64-pc-windows-msvc")),
     ("miri (runtime unsafe code)", || {
@@ -62,39 +62,19 @@ const STEPS: &[Step] = &[
     }),
 ];
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("test", args);
-    let mut passed = 0;
-    let mut outcome = Ok(());
-    for (name, step) in STEPS {
+pub fn command() -> Result<()> {
+    for (passed, (name, step)) in STEPS.iter().enumerate() {
         println!("\n== {name} ==");
-        if let Err(message) = step() {
-            outcome = Err(format!("step `{name}` failed: {message}"));
-            break;
-        }
-        passed += 1;
+        step().map_err(|why| format!("step `{name}` failed, after {passed} passed: {why}"))?;
     }
-    println!("\n== summary ==");
-    for (name, _) in &STEPS[..passed] {
-        println!("passed: {name}");
-    }
-    if let Some((name, _)) = STEPS.get(passed).filter(|_| outcome.is_err()) {
-        println!("FAILED: {name}");
-    }
-    let failed = usize::from(outcome.is_err());
-    println!("steps: {passed} passed, {failed} failed");
-    outcome
+    println!("\n== all {} steps passed ==", STEPS.len());
+    Ok(())
 }
 
 /// The crates that carry platform-gated code, compile-checked for `target`.
 fn cross_check(target: &str) -> Result<()> {
     ensure_target(target)?;
-    let packages = [
-        "--package",
-        "rextio-cuda-runtime",
-        "--package",
-        "rextio-cuda-probe",
-    ];
+    let packages = ["-p", "rextio-cuda-runtime", "-p", "rextio-cuda-probe"];
     run(cargo()
         .args(["check", "--locked", "--target", target])
         .args(packages))
