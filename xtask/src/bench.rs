@@ -17,27 +17,13 @@ use crate::Result;
 const WARM_RUNS: usize = 15;
 const TARGET_FOR_FULL_API: Duration = Duration::from_millis(100);
 
-/// Set in the optimized child so it does not re-run itself.
-const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
-
 pub fn command() -> Result<()> {
     // Timing unoptimized syn/prettyplease says nothing about the generator:
     // a debug xtask re-runs the bench from an optimized build of itself.
-    if cfg!(debug_assertions) && std::env::var_os(OPTIMIZED_CHILD).is_none() {
+    if cfg!(debug_assertions) {
         println!("bench: measuring an optimized build of xtask (cargo run --release)");
-        let release = [
-            "run",
-            "--quiet",
-            "--locked",
-            "--release",
-            "--package",
-            "xtask",
-            "--",
-        ];
-        return run(crate::native::cargo()
-            .env(OPTIMIZED_CHILD, "1")
-            .args(release)
-            .arg("bench"));
+        let release = ["run", "--quiet", "--locked", "--release", "-p", "xtask"];
+        return run(crate::native::cargo().args(release).args(["--", "bench"]));
     }
     let mut failures = Vec::new();
     let mut part = |name: &str, outcome: Result<()>| {

@@ -1,12 +1,7 @@
-//! `cargo xtask dist`: into `target/dist/` one platform wheel per target of
-//! `native::SHIPPED_TARGETS`, whose `rextio_device_cuda/_bin/` holds the
-//! release probe and smoke of `native::build_shipped` with their SHA-256
-//! (`python/hatch_build.py`), the pure `py3-none-any` wheel and the sdist.
-//!
-//! hatchling builds all four from a staged copy of `python/` plus the README,
-//! the LICENSE and the generated runtime tarball, with SOURCE_DATE_EPOCH
-//! fixed: same tree, same bytes (`verify-determinism` builds a second time
-//! from a copy at another path; tests/python/test_dist.py checks them).
+//! `cargo xtask dist` (README's command table): hatchling builds the four
+//! artifacts from a staged copy of `python/` plus the README, the LICENSE and
+//! the generated runtime tarball, with SOURCE_DATE_EPOCH fixed: same tree,
+//! same bytes. tests/python/test_dist.py checks them.
 //!
 //! Not maturin: its `bin` bindings put a crate's binaries in the wheel's
 //! scripts directory, which pip installs onto PATH; ours belong inside the
@@ -24,7 +19,7 @@ use crate::{generate, paths, python_env, Result};
 /// 1980-01-01T00:00:00Z: the earliest time a zip entry can carry.
 const SOURCE_DATE_EPOCH: &str = "315532800";
 
-/// What the build hook reads (see python/hatch_build.py).
+/// What the build hook reads (see python/hatch_build.py; an empty platform: a pure wheel).
 const PLATFORM_VARIABLE: &str = "REXTIO_WHEEL_PLATFORM";
 const BINARIES_VARIABLE: &str = "REXTIO_WHEEL_BINARIES";
 
@@ -35,11 +30,9 @@ import hatchling.build
 print(getattr(hatchling.build, 'build_' + sys.argv[1])(sys.argv[2]))
 ";
 
-/// Imports the package's code table from `python/` without writing bytecode:
-/// its import-time checks (every reason code it names is in the spec) must
-/// pass before a wheel exists. The package's `__init__` imports Rextio Core,
-/// which the build environment does not hold, so the package is entered
-/// without it.
+/// Imports `python/`'s `_codes.py`, whose import-time check (every framework
+/// lane's codes are in the spec) must pass before any artifact is built,
+/// without the package's `__init__` (it imports Core, absent here).
 const IMPORT_CHECK: &str = "\
 import sys, types
 package = types.ModuleType('rextio_device_cuda')
@@ -90,8 +83,9 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
     let out = out.canonicalize().map_err(paths::at(out))?;
     let stage = stage_python(root)?;
     let hatchling =
-        |kind, platform: Option<(&str, &Path)>| hatchling(&python, &stage, kind, &out, platform);
-    let mut artifacts = vec![hatchling("sdist", None)?, hatchling("wheel", None)?];
+        |kind, tag: &str, binaries: &Path| hatchling(&python, &stage, kind, &out, tag, binaries);
+    let pure = Path::new("");
+    let mut artifacts = vec![hatchling("sdist", "", pure)?, hatchling("wheel", "", pure)?];
     let mut binaries = Vec::new();
     for target in SHIPPED_TARGETS {
         let shipped = native::build_shipped(root, target)?;
@@ -102,7 +96,7 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
             let name = binary.file_name().ok_or("a binary without a name")?;
             copy(binary, &wheel_bin.join(name))?;
         }
-        artifacts.push(hatchling("wheel", Some((&tag, &wheel_bin)))?);
+        artifacts.push(hatchling("wheel", &tag, &wheel_bin)?);
         binaries.extend(shipped);
     }
     Ok(Dist {
@@ -115,15 +109,15 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
 /// `py.typed`; no bytecode, caches or leftovers) plus README.md, LICENSE and
 /// the generated runtime tarball in the package's `_data/`, fresh each time.
 fn stage_python(root: &Path) -> Result<PathBuf> {
-    let stage = native::ship_dir(root).join("python");
+    let (python, stage) = (root.join("python"), native::ship_dir(root).join("python"));
     let _ = fs::remove_dir_all(&stage);
-    for relative in generate::fs::relative_files(&root.join("python"), "")? {
-        let relative = relative.trim_start_matches('/');
-        let source = relative.starts_with("rextio_device_cuda/")
-            && !relative.contains("__pycache__")
-            && (relative.ends_with(".py") || relative.ends_with("/py.typed"));
-        if source || relative == "pyproject.toml" || relative == "hatch_build.py" {
-            copy(&root.join("python").join(relative), &stage.join(relative))?;
+    for file in paths::regular_files(&python, |name| name != "__pycache__")? {
+        let relative = file.strip_prefix(&python).unwrap_or(&file);
+        let name = relative.to_string_lossy();
+        let source = name.starts_with("rextio_device_cuda/")
+            && (name.ends_with(".py") || name.ends_with("/py.typed"));
+        if source || name == "pyproject.toml" || name == "hatch_build.py" {
+            copy(&file, &stage.join(relative))?;
         }
     }
     for file in ["README.md", "LICENSE"] {
@@ -141,32 +135,26 @@ fn copy(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// One hatchling build (`sdist` or `wheel`) of `stage` into `out`; a platform
-/// wheel when `platform` names the target and its binaries. Returns its path.
+/// wheel when `tag` names the platform (its binaries in `binaries`), else
+/// pure. Returns its path.
 fn hatchling(
     python: &Path,
     stage: &Path,
     kind: &str,
     out: &Path,
-    platform: Option<(&str, &Path)>,
+    tag: &str,
+    binaries: &Path,
 ) -> Result<PathBuf> {
+    println!("dist: hatchling {kind} {tag}");
     let mut build = Command::new(python);
     build
         .current_dir(stage)
         .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
         .env_remove("PYTHONPATH")
-        .env_remove(PLATFORM_VARIABLE)
-        .env_remove(BINARIES_VARIABLE)
+        .env(PLATFORM_VARIABLE, tag)
+        .env(BINARIES_VARIABLE, binaries)
         .args(["-B", "-c", BUILD, kind])
         .arg(out);
-    if let Some((target, binaries)) = platform {
-        build
-            .env(PLATFORM_VARIABLE, target)
-            .env(BINARIES_VARIABLE, binaries);
-    }
-    println!(
-        "dist: hatchling {kind} {}",
-        platform.map_or("", |(tag, _)| tag)
-    );
     let name = output(&mut build)?.trim().to_string();
     let artifact = out.join(&name);
     if name.is_empty() || !artifact.is_file() {

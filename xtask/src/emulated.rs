@@ -79,20 +79,16 @@ pub fn test([aarch64_probe, aarch64_smoke]: &[PathBuf; 2]) -> Result<()> {
     };
     let what = "the arm64 userland, driver and qemu";
     cached(&manifest, what, "emulated", complete, || fetch(&dir))?;
-    let missing = || {
-        HOST_TOOLS
-            .iter()
-            .filter(|[path, _]| !Path::new(path).exists())
-    };
-    let packages: Vec<&str> = missing().map(|[_, package]| *package).collect();
-    if !packages.is_empty() {
+    if HOST_TOOLS.iter().any(|[path, _]| !Path::new(path).exists()) {
         process::run(Command::new("apt-get").args(["-q", "update"]))?;
         let mut install = Command::new("apt-get");
-        install
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .args(["-q", "-y", "install"]);
-        process::run(install.arg("--no-install-recommends").args(&packages))?;
-        if let Some([path, package]) = missing().next() {
+        install.env("DEBIAN_FRONTEND", "noninteractive");
+        install.args(["-q", "-y", "install", "--no-install-recommends"]);
+        process::run(install.args(HOST_TOOLS.map(|[_, package]| package)))?;
+        if let Some([path, package]) = HOST_TOOLS
+            .iter()
+            .find(|[path, _]| !Path::new(path).exists())
+        {
             return Err(format!(
                 "apt-get installed {package}, yet {path} is missing"
             ));

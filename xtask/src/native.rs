@@ -6,7 +6,7 @@ use std::process::Command;
 
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
-use crate::python_env::{self, Venv};
+use crate::python_env::Venv;
 use crate::Result;
 
 /// Paths of the built native binaries.
@@ -79,7 +79,7 @@ pub fn ship_dir(root: &Path) -> PathBuf {
 /// `.../rextio-cuda-runtime-smoke`); returns both paths. One cargo
 /// invocation per target: the output is then the same for every order.
 pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
-    let tools = python_env::ensure_dist_tools()?;
+    let tools = Venv::Dist.ensure()?.with_file_name(""); // its bin/
     let ship = ship_dir(root);
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)

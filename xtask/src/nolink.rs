@@ -42,7 +42,7 @@ pub fn scan_sources() -> Result<()> {
         if path.to_string_lossy().ends_with(".rs") || path.ends_with("Cargo.toml") {
             let relative = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy();
             let text = std::fs::read_to_string(&path).map_err(at(&path))?;
-            scan(&relative.replace('\\', "/"), &text);
+            scan(&relative, &text);
         }
     }
     let tarball = &runtime_tarball(&root)?;

@@ -1,14 +1,6 @@
-//! The project's Python environments, made by uv from PyPI under `target/`
-//! with the exact pins of `xtask/requirements/` (uv's cache `target/uv-cache`;
-//! nothing is cached outside the repository):
-//!
-//! - `target/uv`: uv `UV` alone (installed with the interpreter's own pip,
-//!   which also fetches the files uv keeps none of); it makes the others.
-//! - `target/venv-build`: hatchling alone, the wheel's build backend.
-//! - `target/venv-dist`: `dist`'s other tools.
-//! - `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
-//! - `target/venv-core-<NEWEST_CORE>`: the newest Core 0.1.x, the same tools,
-//!   and the companion plugins from their sdists (`target/downstream-sdists/`).
+//! The project's Python environments ([`Venv`]), made by uv (itself in
+//! `target/uv`) from PyPI under `target/` with the exact pins of
+//! `xtask/requirements/`; uv's and pip's caches are in target/ too.
 //!
 //! `cargo xtask setup` prepares everything the Python tests use and writes
 //! `target/test-paths.json`, which the tests read to find what it built:
@@ -18,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::native::NativeArtifacts;
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, regular_files, repo_root, target_dir};
 use crate::process::run;
 use crate::{dist, native, real_driver, Result};
 
@@ -41,13 +33,14 @@ fn requirements(name: &str) -> PathBuf {
 /// One of the environments.
 #[derive(Clone, Copy)]
 pub enum Venv {
-    /// `target/venv-build`: the build backend alone.
+    /// `target/venv-build`: hatchling alone, the wheel's build backend.
     Build,
     /// `target/venv-dist`: `dist`'s tools.
     Dist,
-    /// `target/venv`: Core `FLOOR_CORE` and every tool.
+    /// `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
     Floor,
-    /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
+    /// `target/venv-core-<NEWEST_CORE>`: the newest Core, the same tools and
+    /// the companion plugins from their sdists (`target/downstream-sdists/`).
     Newest,
     /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and the published 0.1.0 (bench only).
     Reference,
@@ -176,36 +169,26 @@ fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
         .arg(wheel))
 }
 
-/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
-pub fn ensure_dist_tools() -> Result<PathBuf> {
-    let python = Venv::Dist.ensure()?;
-    Ok(python.parent().map(Path::to_path_buf).unwrap_or_default())
-}
-
 /// Downloads the files that `xtask/requirements/<name>.txt` pins (`kind`:
 /// `--no-binary` for sdists, `--only-binary` for wheels) into `target/<dir>`
 /// once per version of that file, pip checking each SHA-256, and installs
 /// them `--no-deps` from there into the environment of `python`, uv checking
 /// each SHA-256 again. Returns the directory.
 fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<PathBuf> {
-    let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
     let (pinned, dir) = (requirements(name), target_dir().join(dir));
-    let wanted = std::fs::read(&pinned).map_err(|error| failed(&pinned, error))?;
+    let wanted = std::fs::read(&pinned).map_err(at(&pinned))?;
     let listed = dir.join("requirements.txt");
     if std::fs::read(&listed).ok() != Some(wanted.clone()) {
-        // Filled aside and renamed: a directory whose list matches is complete.
-        let partial = dir.with_extension("partial");
-        let _ = std::fs::remove_dir_all(&partial);
-        run(pip()
-            .args(["download", "--quiet", "--no-deps", "--require-hashes"])
-            .args([kind, ":all:", "-d"])
-            .arg(&partial)
-            .arg("-r")
-            .arg(&pinned))?;
-        std::fs::write(partial.join("requirements.txt"), &wanted)
-            .map_err(|error| failed(&partial, error))?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&partial, &dir).map_err(|error| failed(&dir, error))?;
+        filled_aside(&dir, |partial| {
+            run(pip()
+                .args(["download", "--quiet", "--no-deps", "--require-hashes"])
+                .args([kind, ":all:", "-d"])
+                .arg(partial)
+                .arg("-r")
+                .arg(&pinned))?;
+            let list = partial.join("requirements.txt");
+            std::fs::write(&list, &wanted).map_err(at(&list))
+        })?;
     }
     run(uv_pip(python)?
         .args(["--no-deps", "--require-hashes", "--no-index"])
@@ -217,27 +200,31 @@ fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<Pa
 }
 
 /// Where the fresh-venv test installs from without an index: wheels of Core
-/// `NEWEST_CORE` and of the plugins' sdists, built once by pip aside and
-/// renamed, so one that exists is complete.
+/// `NEWEST_CORE` and of the plugins' sdists, built once by pip.
 fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
     let dir = target_dir().join("wheelhouse");
-    if dir.is_dir() {
-        return Ok(dir);
+    if !dir.is_dir() {
+        let mut archives = regular_files(sdists, |_| false)?;
+        archives.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
+        filled_aside(&dir, |partial| {
+            run(pip()
+                .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
+                .arg(partial)
+                .arg(format!("rextio=={NEWEST_CORE}"))
+                .args(archives))
+        })?;
     }
+    Ok(dir)
+}
+
+/// Fills `dir` by `fill` into `<dir>.partial` and renames it, so that a
+/// `dir` that exists is complete.
+fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let partial = dir.with_extension("partial");
     let _ = std::fs::remove_dir_all(&partial);
-    let listed =
-        std::fs::read_dir(sdists).map_err(|error| format!("{}: {error}", sdists.display()))?;
-    let archives = listed
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.to_string_lossy().ends_with(".tar.gz"));
-    run(pip()
-        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
-        .arg(&partial)
-        .arg(format!("rextio=={NEWEST_CORE}"))
-        .args(archives))?;
-    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))?;
-    Ok(dir)
+    fill(&partial)?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&partial, dir).map_err(at(dir))
 }
 
 /// `cargo xtask setup`: everything the Python tests need, once.
@@ -260,9 +247,9 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
     // The build-only paths import neither torch nor tensorflow: `--no-deps`.
     let sdists = install_pinned(&newest, "downstream-sdists", "downstream", "--no-binary")?;
     let wheelhouse = ensure_wheelhouse(&sdists)?;
-    let dist_tools = ensure_dist_tools()?;
-    // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
-    // the other artifacts in target/dist/ for the tests.
+    let dist_tools = Venv::Dist.ensure()?.with_file_name(""); // its bin/
+                                                              // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
+                                                              // the other artifacts in target/dist/ for the tests.
     let wheel = dist::build_wheel()?;
     install_wheel(&floor, &wheel)?;
     install_wheel(&newest, &wheel)?;
