@@ -280,9 +280,7 @@ fn stanza((uri, keyring): &Archive, line: &str) -> String {
     let mut fields = line.split('/');
     let (suites, components) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
     let arch = fields.next().map(|arch| format!("Architectures: {arch}\n"));
-    let keyring = keyring
-        .as_ref()
-        .map(|keyring| format!("Signed-By: {keyring}\n"));
+    let keyring = keyring.as_ref().map(|key| format!("Signed-By: {key}\n"));
     let (arch, keyring) = (arch.unwrap_or_default(), keyring.unwrap_or_default());
     format!("Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {components}\n{arch}{keyring}")
 }
@@ -295,18 +293,13 @@ fn deb822_archive(text: &str, suite: &str) -> Option<Archive> {
         let field = |name: &str| {
             let mut fields = fields.clone();
             let found = fields.find(|(key, _)| key.trim().eq_ignore_ascii_case(name));
-            found.map(|(_, value)| value.trim())
+            found.map_or("", |(_, value)| value.trim())
         };
-        let has = |name, word| {
-            field(name)
-                .unwrap_or("")
-                .split_whitespace()
-                .any(|w| w == word)
-        };
-        let disabled = field("Enabled").is_some_and(|value| value.eq_ignore_ascii_case("no"));
-        let uri = field("URIs")?.split_whitespace().next()?.to_owned();
-        let keyring = field("Signed-By").filter(|value| !value.is_empty());
-        let offered = !disabled && has("Types", "deb") && has("Suites", suite);
+        let has = |name, word| field(name).split_whitespace().any(|w| w == word);
+        let enabled = !field("Enabled").eq_ignore_ascii_case("no");
+        let uri = field("URIs").split_whitespace().next()?.to_owned();
+        let keyring = Some(field("Signed-By")).filter(|value| !value.is_empty());
+        let offered = enabled && has("Types", "deb") && has("Suites", suite);
         offered.then(|| (uri, keyring.map(str::to_owned)))
     })
 }
