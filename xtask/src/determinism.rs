@@ -76,22 +76,14 @@ pub fn verify() -> Result<()> {
         tree.push("  (run `cargo xtask generate`)".into());
     }
     report("to the files in the tree".into(), tree);
-    let dist = compare_dist_builds()?;
-    report(
-        "`dist` from the tree and from a copy at another path".into(),
-        dist,
-    );
+    let what = "`dist` from the tree and from a copy at another path";
+    report(what.into(), compare_dist_builds()?);
     if !failures.is_empty() {
-        return Err(format!(
-            "generation is not deterministic:\n{}",
-            failures.join("\n")
-        ));
+        let failures = failures.join("\n");
+        return Err(format!("generation is not deterministic:\n{failures}"));
     }
-    let runs = VARIANTS.len() + 1;
-    println!(
-        "verify-determinism: {} files byte-identical across {runs} runs and the tree",
-        baseline.len()
-    );
+    let (files, runs) = (baseline.len(), VARIANTS.len() + 1);
+    println!("verify-determinism: {files} files byte-identical across {runs} runs and the tree");
     Ok(())
 }
 
@@ -114,8 +106,7 @@ fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
         .arg("-c")
         .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
         .arg(exe)
-        .arg("generate")
-        .arg("--root")
+        .args(["generate", "--root"])
         .arg(tree)
         .current_dir(if *cwd_root { Path::new("/") } else { tree });
     for (name, value) in *env {
@@ -136,10 +127,8 @@ fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
         let actual = std::fs::read(root.join(path)).map_err(at(&root.join(path)))?;
         let wanted = expected.iter().find(|item| &item.path == path);
         let wanted = wanted.map_or(&[][..], |item| &item.bytes);
-        Ok(format!(
-            "  {path}: {}",
-            describe_difference(path, wanted, &actual)
-        ))
+        let difference = describe_difference(path, wanted, &actual);
+        Ok(format!("  {path}: {difference}"))
     };
     drift(root, expected)?.into_iter().map(describe).collect()
 }
@@ -157,16 +146,16 @@ fn compare_dist_builds() -> Result<Vec<String>> {
     let mut differences = Vec::new();
     let pairs = (first.binaries.iter().zip(&second.binaries))
         .chain(first.artifacts.iter().zip(&second.artifacts));
+    // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
+    let shown = |path: &Path| {
+        let name = Path::new(path.file_name().unwrap_or_default());
+        format!(
+            "{}",
+            path.strip_prefix(repo_root()).unwrap_or(name).display()
+        )
+    };
+    let read = |path: &Path| std::fs::read(path).map_err(at(path));
     for (a, b) in pairs {
-        // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
-        let shown = |path: &Path| {
-            let name = Path::new(path.file_name().unwrap_or_default());
-            path.strip_prefix(repo_root())
-                .unwrap_or(name)
-                .display()
-                .to_string()
-        };
-        let read = |path: &Path| std::fs::read(path).map_err(at(path));
         let (a_bytes, b_bytes, pair) =
             (read(a)?, read(b)?, format!("{} vs {}", shown(a), shown(b)));
         if a.file_name() != b.file_name() {
@@ -265,7 +254,8 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     if !fields.is_empty() {
         return fields.join("; ");
     }
-    let (expected_tar, actual_tar) = match gunzip(expected).and_then(|a| Ok((a, gunzip(actual)?))) {
+    let tars = gunzip(expected).and_then(|a| Ok((a, gunzip(actual)?)));
+    let (expected_tar, actual_tar) = match tars {
         Ok(tars) => tars,
         Err(error) => return format!("an archive does not decompress: {error}"),
     };
@@ -280,18 +270,17 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     };
     let mut differences = Vec::new();
     for (index, (a, b)) in expected_entries.iter().zip(&actual_entries).enumerate() {
-        if a.path != b.path {
+        let (entry, other) = (&a.path, &b.path);
+        if entry != other {
             differences.push(format!(
-                "entry #{index}: field path (`{}` vs `{}`)",
-                a.path, b.path
+                "entry #{index}: field path (`{entry}` vs `{other}`)"
             ));
             continue;
         }
         for ((field, left), (_, right)) in a.fields.iter().zip(&b.fields) {
             if left != right {
                 differences.push(format!(
-                    "entry `{}`: field {field} ({left} vs {right})",
-                    a.path
+                    "entry `{entry}`: field {field} ({left} vs {right})"
                 ));
             }
         }
