@@ -43,11 +43,6 @@ pub fn command() -> Result<()> {
     }
 }
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 /// The median of `WARM_RUNS` timed runs of `work`, after one warm-up run.
 fn time_warm(mut work: impl FnMut() -> Result<()>) -> Result<Duration> {
     work()?;
@@ -57,7 +52,8 @@ fn time_warm(mut work: impl FnMut() -> Result<()>) -> Result<Duration> {
         work()?;
         samples.push(start.elapsed());
     }
-    Ok(median(samples))
+    samples.sort();
+    Ok(samples[WARM_RUNS / 2])
 }
 
 fn millis(duration: Duration) -> f64 {

@@ -1,17 +1,9 @@
-//! `cargo xtask test`'s emulated step: the binaries of other architectures
-//! and systems, executed (tests/emulated).
-//!
-//! - aarch64: the probe and smoke exactly as the aarch64 wheel ships them,
-//!   under Debian's qemu user-mode emulator (run explicitly, no binfmt) in
-//!   an arm64 chroot holding NVIDIA's real arm64 `libcuda1` (535, 550).
-//! - Windows: the probe and smoke built for `x86_64-pc-windows-gnu` under
-//!   Wine, with the simulated driver as System32's `nvcuda.dll` and decoys
-//!   beside the probe, in its working directory and on PATH.
-//!
-//! The arm64 packages and the emulator are fetched like the real driver
-//! ([`PrivateApt`]), never installed, cached under `target/emulated/`;
-//! mingw-w64 and Wine are installed with apt-get when missing. The step
-//! names what it staged in `target/test-paths.json` for plain pytest.
+//! `cargo xtask test`'s emulated step (README's `cargo xtask emulated`): the
+//! shipped aarch64 probe and smoke under qemu, the Windows ones under Wine
+//! (tests/emulated). The arm64 packages and the emulator are fetched like
+//! the real driver ([`PrivateApt`]), never installed, cached under
+//! `target/emulated/`; mingw-w64 and Wine are installed with apt-get when
+//! missing.
 
 use std::fs;
 use std::path::{Path, PathBuf};

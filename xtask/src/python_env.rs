@@ -64,14 +64,14 @@ impl Venv {
     }
 
     pub fn program(self, name: &str) -> PathBuf {
-        bin(&self.layout().0, name)
+        self.layout().0.join("bin").join(name)
     }
 
     /// Creates the environment if needed and installs every pin (uv leaves
     /// what is already satisfied); returns its python.
     pub fn ensure(self) -> Result<PathBuf> {
         let (dir, core, file) = self.layout();
-        let python = bin(&dir, "python");
+        let python = dir.join("bin/python");
         if !python.exists() {
             // REXTIO_PYTHON names an interpreter; otherwise uv finds a CPython 3.11+.
             let wanted = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| ">=3.11".into());
@@ -113,14 +113,9 @@ impl Venv {
     }
 }
 
-/// A program of the venv at `venv` (xtask runs on Linux: `bin/`, no `.exe`).
-fn bin(venv: &Path, name: &str) -> PathBuf {
-    venv.join("bin").join(name)
-}
-
 /// uv `UV`, installed into `target/uv` on first use, with its cache in target/.
 pub fn uv() -> Result<Command> {
-    let program = bin(&target_dir().join("uv"), "uv");
+    let program = target_dir().join("uv/bin/uv");
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
     let installed = Command::new(&program)
         .arg("--version")
@@ -145,7 +140,7 @@ pub fn uv() -> Result<Command> {
 /// The pip of uv's environment, its cache in target/: it fetches sdists and
 /// wheels as files and builds wheels, which uv does not.
 fn pip() -> Command {
-    let mut command = Command::new(bin(&target_dir().join("uv"), "python"));
+    let mut command = Command::new(target_dir().join("uv/bin/python"));
     command
         .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
@@ -230,10 +225,10 @@ fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()
 /// `cargo xtask setup`: everything the Python tests need, once.
 pub fn command() -> Result<()> {
     setup(&native::build(false)?)?;
+    let pytest = Venv::Floor.program("pytest");
     println!(
-        "setup: done; run a test with `{} tests/python/test_cli.py` \
-         (or `. target/venv/bin/activate` and plain `pytest ...`)",
-        Venv::Floor.program("pytest").display()
+        "setup: done; plain pytest runs any test: `{}`",
+        pytest.display()
     );
     Ok(())
 }

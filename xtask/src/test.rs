@@ -52,8 +52,7 @@ const STEPS: &[Step] = &[
     ("cross check x86_64-pc-windows-msvc", || cross_check("x86_64-pc-windows-msvc")),
     ("miri (runtime unsafe code)", || {
         // Miri and the sources it builds its sysroot from, on the nightly toolchain.
-        run(&mut rustup(&["component", "add", "miri", "rust-src", "--toolchain", "nightly"]))
-            .map_err(|why| format!("cannot install Miri with rustup: {why}"))?;
+        run(rustup().args(["component", "add", "miri", "rust-src", "--toolchain", "nightly"]))?;
         // Miri's sysroot is built inside target/, not in a cache outside the repository.
         run(Command::new("cargo")
             .current_dir(repo_root())
@@ -80,15 +79,15 @@ fn cross_check(target: &str) -> Result<()> {
         .args(packages))
 }
 
-/// `rustup target add` (a no-op when installed); fails, saying why, when
-/// rustup cannot (the targets we claim are always compiled).
+/// `rustup target add` (a no-op when installed; the targets we claim are
+/// always compiled).
 pub fn ensure_target(target: &str) -> Result<()> {
-    run(&mut rustup(&["target", "add", target]))
-        .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))
+    run(rustup().args(["target", "add", target]))
 }
 
-fn rustup(args: &[&str]) -> Command {
+/// rustup in the repository root, where rust-toolchain.toml names the toolchain.
+fn rustup() -> Command {
     let mut command = Command::new("rustup");
-    command.current_dir(repo_root()).args(args);
+    command.current_dir(repo_root());
     command
 }
