@@ -317,11 +317,7 @@ fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
             value.unwrap_or_else(|error| format!("unreadable ({error})"))
         };
         let octal = |value: std::io::Result<u64>| shown(value.map(|number| format!("{number:o}")));
-        let name = |value: Option<&[u8]>| {
-            value.map_or("<none>".into(), |bytes| {
-                format!("`{}`", String::from_utf8_lossy(bytes))
-            })
-        };
+        let name = |value: Option<&[u8]>| format!("{:?}", value.map(String::from_utf8_lossy));
         let mut content = Vec::new();
         entry.read_to_end(&mut content)?;
         entries.push(TarEntry {

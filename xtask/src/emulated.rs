@@ -52,9 +52,8 @@ pub fn command() -> Result<()> {
 
 /// The aarch64 probe and smoke exactly as the aarch64 wheel ships them.
 pub fn shipped_aarch64() -> Result<[PathBuf; 2]> {
-    let aarch64 = native::SHIPPED_TARGETS
-        .iter()
-        .find(|t| t.starts_with("aarch64-"));
+    let shipped = native::SHIPPED_TARGETS;
+    let aarch64 = shipped.iter().find(|t| t.starts_with("aarch64-"));
     native::build_shipped(&repo_root(), aarch64.ok_or("no shipped target is aarch64")?)
 }
 
@@ -71,20 +70,16 @@ pub fn test([aarch64_probe, aarch64_smoke]: &[PathBuf; 2]) -> Result<()> {
     };
     let what = "the arm64 userland, driver and qemu";
     cached(&manifest, what, "emulated", complete, || fetch(&dir))?;
-    if HOST_TOOLS.iter().any(|[path, _]| !Path::new(path).exists()) {
+    let missing = || HOST_TOOLS.iter().find(|[p, _]| !Path::new(p).exists());
+    if missing().is_some() {
         process::run(Command::new("apt-get").args(["-q", "update"]))?;
         let mut install = Command::new("apt-get");
         install.env("DEBIAN_FRONTEND", "noninteractive");
         install.args(["-q", "-y", "install", "--no-install-recommends"]);
         process::run(install.args(HOST_TOOLS.map(|[_, package]| package)))?;
-        if let Some([path, package]) = HOST_TOOLS
-            .iter()
-            .find(|[path, _]| !Path::new(path).exists())
-        {
-            return Err(format!(
-                "apt-get installed {package}, yet {path} is missing"
-            ));
-        }
+    }
+    if let Some([path, package]) = missing() {
+        return Err(format!("{path} is missing (package {package})"));
     }
     crate::test::ensure_target(WINDOWS_TARGET)?;
     let mut build = cargo();

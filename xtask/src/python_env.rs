@@ -49,15 +49,12 @@ pub enum Venv {
 impl Venv {
     /// Its directory, its Core and the requirements file of its other pins.
     fn layout(self) -> (PathBuf, Option<&'static str>, Option<&'static str>) {
+        let newest = format!("venv-core-{NEWEST_CORE}");
         let (dir, core, file) = match self {
             Venv::Build => ("venv-build".into(), None, Some("build")),
             Venv::Dist => ("venv-dist".into(), None, Some("dist")),
             Venv::Floor => ("venv".into(), Some(FLOOR_CORE), Some("tools")),
-            Venv::Newest => (
-                format!("venv-core-{NEWEST_CORE}"),
-                Some(NEWEST_CORE),
-                Some("tools"),
-            ),
+            Venv::Newest => (newest, Some(NEWEST_CORE), Some("tools")),
             Venv::Reference => ("venv-bench-0.1.0".into(), Some(FLOOR_CORE), None),
         };
         (target_dir().join(dir), core, file)
