@@ -68,7 +68,8 @@ pub fn ship_dir(root: &Path) -> PathBuf {
 /// bytes do not depend on where either lives. One cargo invocation per
 /// target: the output is then the same for every order.
 pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
-    let tools = Venv::Dist.ensure()?.with_file_name(""); // its bin/
+    // `target/venv-dist/bin/`: cargo-zigbuild and zig beside its python.
+    let tools = Venv::Dist.ensure()?.with_file_name("");
     let ship = ship_dir(root);
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)

@@ -223,10 +223,8 @@ fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()
 pub fn command() -> Result<()> {
     setup(&native::build(false)?)?;
     let pytest = Venv::Floor.program("pytest");
-    println!(
-        "setup: done; plain pytest runs any test: `{}`",
-        pytest.display()
-    );
+    let pytest = pytest.display();
+    println!("setup: done; plain pytest runs any test: `{pytest} tests/python/test_cli.py`");
     Ok(())
 }
 
@@ -239,9 +237,10 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
     // The build-only paths import neither torch nor tensorflow: `--no-deps`.
     let sdists = install_pinned(&newest, "downstream-sdists", "downstream", "--no-binary")?;
     let wheelhouse = ensure_wheelhouse(&sdists)?;
-    let dist_tools = Venv::Dist.ensure()?.with_file_name(""); // its bin/
-                                                              // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
-                                                              // the other artifacts in target/dist/ for the tests.
+    // `target/venv-dist/bin/`: dist's tools beside its python.
+    let dist_tools = Venv::Dist.ensure()?.with_file_name("");
+    // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
+    // the other artifacts in target/dist/ for the tests.
     let wheel = dist::build_wheel()?;
     install_wheel(&floor, &wheel)?;
     install_wheel(&newest, &wheel)?;

@@ -109,9 +109,7 @@ fn newest_of_series(available: &[String], series: &str) -> Option<String> {
 
 /// Unpacks `deb` into a fresh `tree` with `dpkg-deb -x` (nothing installed).
 pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<()> {
-    if tree.exists() {
-        fs::remove_dir_all(tree).map_err(at(tree))?;
-    }
+    let _ = fs::remove_dir_all(tree);
     fs::create_dir_all(tree).map_err(at(tree))?;
     process::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree))
 }
