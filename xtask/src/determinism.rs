@@ -269,20 +269,11 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
         Err(error) => return format!("tar does not parse: {error}"),
     };
     let mut differences = Vec::new();
-    for (index, (a, b)) in expected_entries.iter().zip(&actual_entries).enumerate() {
-        let (entry, other) = (&a.path, &b.path);
-        if entry != other {
-            differences.push(format!(
-                "entry #{index}: field path (`{entry}` vs `{other}`)"
-            ));
-            continue;
-        }
-        for ((field, left), (_, right)) in a.fields.iter().zip(&b.fields) {
-            if left != right {
-                differences.push(format!(
-                    "entry `{entry}`: field {field} ({left} vs {right})"
-                ));
-            }
+    for (a, b) in expected_entries.iter().zip(&actual_entries) {
+        let changed = a.fields.iter().zip(&b.fields).filter(|(x, y)| x != y);
+        for ((name, x), (_, y)) in changed {
+            let entry = &a.path;
+            differences.push(format!("entry `{entry}`: field {name} ({x} vs {y})"));
         }
     }
     if expected_entries.len() != actual_entries.len() {
@@ -302,7 +293,7 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// One tar entry: its path, and its header fields and content as comparable text.
+/// One tar entry: its path, and its header fields, content and path as comparable text.
 struct TarEntry {
     path: String,
     fields: Vec<(&'static str, String)>,
@@ -320,8 +311,9 @@ fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
         let name = |value: Option<&[u8]>| format!("{:?}", value.map(String::from_utf8_lossy));
         let mut content = Vec::new();
         entry.read_to_end(&mut content)?;
+        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         entries.push(TarEntry {
-            path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
+            path: path.clone(),
             fields: vec![
                 ("mode", octal(header.mode().map(u64::from))),
                 ("uid", octal(header.uid())),
@@ -332,6 +324,7 @@ fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
                 ("size", shown(header.size().map(|size| size.to_string()))),
                 ("type", format!("{:?}", header.entry_type())),
                 ("content", format!("sha256 {}", sha256_hex(&content))),
+                ("path", format!("`{path}`")),
             ],
         });
     }

@@ -30,12 +30,11 @@ pub fn build(release: bool) -> Result<NativeArtifacts> {
     }
     run(&mut command)?;
     let profile = target_dir().join(if release { "release" } else { "debug" });
-    let artifacts = NativeArtifacts {
+    Ok(NativeArtifacts {
         probe: profile.join(PROBE_BINARY),
         smoke: profile.join(SMOKE_BINARY),
         sim_driver: profile.join("librextio_sim_driver.so"),
-    };
-    Ok(artifacts)
+    })
 }
 
 /// The targets whose platform wheels ship the release probe and smoke

@@ -9,7 +9,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::native::NativeArtifacts;
 use crate::paths::{at, regular_files, repo_root, target_dir};
 use crate::process::run;
 use crate::{dist, native, real_driver, Result};
@@ -221,16 +220,18 @@ fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()
 
 /// `cargo xtask setup`: everything the Python tests need, once.
 pub fn command() -> Result<()> {
-    setup(&native::build(false)?)?;
+    setup()?;
     let pytest = Venv::Floor.program("pytest");
     let pytest = pytest.display();
     println!("setup: done; plain pytest runs any test: `{pytest} tests/python/test_cli.py`");
     Ok(())
 }
 
-/// Every environment, the wheel in both Core environments, the plugins,
-/// NVIDIA's driver images, and `target/test-paths.json` naming them.
-pub fn setup(native: &NativeArtifacts) -> Result<()> {
+/// The native binaries, every environment, the wheel in both Core
+/// environments, the plugins, NVIDIA's driver images, and
+/// `target/test-paths.json` naming them.
+pub fn setup() -> Result<()> {
+    let native = native::build(false)?;
     let build = Venv::Build.ensure()?;
     let floor = Venv::Floor.ensure()?;
     let newest = Venv::Newest.ensure()?;
@@ -285,7 +286,7 @@ pub fn test_newest() -> Result<()> {
 /// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
 /// "How to add a driver symbol", done on a copy of the repository).
 pub fn symbol_proof() -> Result<()> {
-    setup(&native::build(false)?)?;
+    setup()?;
     Venv::Floor.mypy(&[&["tests/symbol_proof"]])?;
     Venv::Floor.pytest(&["tests/symbol_proof"])
 }

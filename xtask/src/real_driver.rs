@@ -42,7 +42,7 @@ pub struct RealDriver {
 /// `cargo xtask real-driver`: `setup` (the binaries, the wheel, the images),
 /// then this step alone.
 pub fn command() -> Result<()> {
-    python_env::setup(&crate::native::build(false)?)?;
+    python_env::setup()?;
     test()
 }
 

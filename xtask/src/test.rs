@@ -34,9 +34,8 @@ const STEPS: &[Step] = &[
         nolink::check_dynamic_section(&native.probe)?;
         nolink::check_dynamic_section(&native.smoke)
     }),
-    ("python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)", || {
-        python_env::setup(&native::build(false)?)
-    }),
+    ("python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)",
+        python_env::setup),
     ("python, the floor Core: ruff, mypy, pytest", python_env::test_floor),
     ("python, the newest Core: mypy, pytest, tests/downstream with the companion plugins",
         python_env::test_newest),
