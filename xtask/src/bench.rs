@@ -18,8 +18,8 @@ const WARM_RUNS: usize = 15;
 const TARGET_FOR_FULL_API: Duration = Duration::from_millis(100);
 
 pub fn command() -> Result<()> {
-    // Timing unoptimized syn/prettyplease says nothing about the generator:
-    // a debug xtask re-runs the bench from an optimized build of itself.
+    // Timing unoptimized code says nothing about the generator: a debug
+    // xtask re-runs the bench from an optimized build of itself.
     if cfg!(debug_assertions) {
         println!("bench: measuring an optimized build of xtask (cargo run --release)");
         let release = ["run", "--quiet", "--locked", "--release", "-p", "xtask"];
@@ -36,10 +36,9 @@ pub fn command() -> Result<()> {
     part("verify-determinism", bench_determinism());
     part("python", crate::python_env::bench());
     part("probe", crate::native::bench());
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("bench parts failed: {}", failures.join(", ")))
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(format!("bench parts failed: {}", failures.join(", "))),
     }
 }
 
@@ -106,9 +105,7 @@ fn full_api_header(inputs: &Inputs) -> Result<String> {
 fn bench_determinism() -> Result<()> {
     let start = Instant::now();
     crate::determinism::verify()?;
-    println!(
-        "verify-determinism: {:.0} ms (one run)",
-        millis(start.elapsed())
-    );
+    let elapsed = millis(start.elapsed());
+    println!("verify-determinism: {elapsed:.0} ms (one run)");
     Ok(())
 }
