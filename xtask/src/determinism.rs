@@ -195,10 +195,7 @@ fn copy_of_tree() -> Result<PathBuf> {
     )?;
     // A tracked file deleted in the working tree is not part of it.
     for relative in listed.split('\0').filter(|name| root.join(name).is_file()) {
-        let target = copy.join(relative);
-        std::fs::create_dir_all(target.parent().unwrap_or(&copy))
-            .and_then(|()| std::fs::copy(root.join(relative), &target))
-            .map_err(|error| format!("{relative}: {error}"))?;
+        crate::paths::copy(&root.join(relative), &copy.join(relative))?;
     }
     Ok(copy)
 }

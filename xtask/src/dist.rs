@@ -94,7 +94,7 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
         let _ = fs::remove_dir_all(&wheel_bin);
         for binary in &shipped {
             let name = binary.file_name().ok_or("a binary without a name")?;
-            copy(binary, &wheel_bin.join(name))?;
+            paths::copy(binary, &wheel_bin.join(name))?;
         }
         artifacts.push(hatchling("wheel", &tag, &wheel_bin)?);
         binaries.extend(shipped);
@@ -117,21 +117,16 @@ fn stage_python(root: &Path) -> Result<PathBuf> {
         let source = name.starts_with("rextio_device_cuda/")
             && (name.ends_with(".py") || name.ends_with("/py.typed"));
         if source || name == "pyproject.toml" || name == "hatch_build.py" {
-            copy(&file, &stage.join(relative))?;
+            paths::copy(&file, &stage.join(relative))?;
         }
     }
     for file in ["README.md", "LICENSE"] {
-        copy(&root.join(file), &stage.join(file))?;
+        paths::copy(&root.join(file), &stage.join(file))?;
     }
     let tarball = paths::runtime_tarball(root)?;
     let name = tarball.file_name().unwrap_or_default();
-    copy(&tarball, &stage.join("rextio_device_cuda/_data").join(name))?;
+    paths::copy(&tarball, &stage.join("rextio_device_cuda/_data").join(name))?;
     Ok(stage)
-}
-
-fn copy(from: &Path, to: &Path) -> Result<()> {
-    fs::create_dir_all(to.parent().unwrap_or(to)).map_err(paths::at(to))?;
-    fs::copy(from, to).map(drop).map_err(paths::at(from))
 }
 
 /// One hatchling build (`sdist` or `wheel`) of `stage` into `out`; a platform

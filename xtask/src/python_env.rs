@@ -113,11 +113,8 @@ impl Venv {
 pub fn uv() -> Result<Command> {
     let program = target_dir().join("uv/bin/uv");
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
-    let installed = Command::new(&program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).split(' ').nth(1) == Some(UV));
-    if !installed {
+    let version = crate::process::output(Command::new(&program).arg("--version"));
+    if !version.is_ok_and(|text| text.split(' ').nth(1) == Some(UV)) {
         let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| "python3".into());
         run(Command::new(base)
             .args(["-m", "venv"])

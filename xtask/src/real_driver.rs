@@ -253,11 +253,9 @@ type Archive = (String, Option<String>);
 
 /// The machine's own apt source offering its `release`.
 fn machine_archive(release: &str) -> Result<Archive> {
-    let listed = fs::read_dir("/etc/apt/sources.list.d").ok();
-    let listed = listed.into_iter().flatten().flatten();
-    let mut files: Vec<PathBuf> = listed.map(|entry| entry.path()).collect();
-    files.sort();
-    files.insert(0, PathBuf::from("/etc/apt/sources.list"));
+    let listed = regular_files(Path::new("/etc/apt/sources.list.d"), |_| false);
+    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
+    files.extend(listed.unwrap_or_default());
     let found = files.iter().find_map(|file| {
         let text = fs::read_to_string(file).ok()?;
         match file.extension()?.to_str()? {
