@@ -267,10 +267,10 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     };
     let mut differences = Vec::new();
     for (a, b) in expected_entries.iter().zip(&actual_entries) {
-        let changed = a.fields.iter().zip(&b.fields).filter(|(x, y)| x != y);
+        let changed = a.iter().zip(b).filter(|(x, y)| x != y);
         for ((name, x), (_, y)) in changed {
-            let entry = &a.path;
-            differences.push(format!("entry `{entry}`: field {name} ({x} vs {y})"));
+            let entry = &a[0].1;
+            differences.push(format!("entry {entry}: field {name} ({x} vs {y})"));
         }
     }
     if expected_entries.len() != actual_entries.len() {
@@ -290,13 +290,8 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// One tar entry: its path, and its header fields, content and path as comparable text.
-struct TarEntry {
-    path: String,
-    fields: Vec<(&'static str, String)>,
-}
-
-fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
+/// Each tar entry's path, header fields and content, as comparable text.
+fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<Vec<(&'static str, String)>>> {
     let mut entries = Vec::new();
     for entry in tar::Archive::new(bytes).entries()? {
         let mut entry = entry?;
@@ -309,21 +304,18 @@ fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
         let mut content = Vec::new();
         entry.read_to_end(&mut content)?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        entries.push(TarEntry {
-            path: path.clone(),
-            fields: vec![
-                ("mode", octal(header.mode().map(u64::from))),
-                ("uid", octal(header.uid())),
-                ("gid", octal(header.gid())),
-                ("uname", name(header.username_bytes())),
-                ("gname", name(header.groupname_bytes())),
-                ("mtime", shown(header.mtime().map(|time| time.to_string()))),
-                ("size", shown(header.size().map(|size| size.to_string()))),
-                ("type", format!("{:?}", header.entry_type())),
-                ("content", format!("sha256 {}", sha256_hex(&content))),
-                ("path", format!("`{path}`")),
-            ],
-        });
+        entries.push(vec![
+            ("path", format!("`{path}`")),
+            ("mode", octal(header.mode().map(u64::from))),
+            ("uid", octal(header.uid())),
+            ("gid", octal(header.gid())),
+            ("uname", name(header.username_bytes())),
+            ("gname", name(header.groupname_bytes())),
+            ("mtime", shown(header.mtime().map(|time| time.to_string()))),
+            ("size", shown(header.size().map(|size| size.to_string()))),
+            ("type", format!("{:?}", header.entry_type())),
+            ("content", format!("sha256 {}", sha256_hex(&content))),
+        ]);
     }
     Ok(entries)
 }
@@ -381,11 +373,11 @@ mod tests {
         let first = sample_tar_gz();
         assert_eq!(first, sample_tar_gz());
         let entries = tar_entries(&gunzip(&first).unwrap()).unwrap();
-        let paths: Vec<_> = entries.iter().map(|entry| entry.path.as_str()).collect();
-        assert_eq!(paths, ["top/a.rs", "top/b.rs"]);
+        let paths: Vec<_> = entries.iter().map(|entry| entry[0].1.as_str()).collect();
+        assert_eq!(paths, ["`top/a.rs`", "`top/b.rs`"]);
         assert!(entries
             .iter()
-            .all(|entry| entry.fields[..2] == [("mode", "644".into()), ("uid", "0".into())]));
+            .all(|entry| entry[1..3] == [("mode", "644".into()), ("uid", "0".into())]));
         assert_eq!(first[4..8], [0, 0, 0, 0], "gzip mtime is zero");
         assert_eq!(first[9], tarball::GZIP_OS);
     }
