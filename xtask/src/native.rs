@@ -70,18 +70,16 @@ pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
     // `target/venv-dist/bin/`: cargo-zigbuild and zig beside its python.
     let tools = Venv::Dist.ensure()?.with_file_name("");
     let ship = ship_dir(root);
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo"));
+    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).or(home);
+    let cargo_home = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?;
     let (root_shown, home_shown) = (root.display(), cargo_home.display());
     let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda ")
         + &format!("--remap-path-prefix={home_shown}=/cargo");
     // zig is `python -m ziglang` of the tools environment, found on PATH.
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let path =
-        std::env::join_paths(std::iter::once(tools.clone()).chain(std::env::split_paths(&path)))
-            .map_err(|error| format!("PATH: {error}"))?;
+    let mut path = tools.clone().into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
     run(Command::new(tools.join("cargo-zigbuild"))
         .current_dir(root)
         .env("PATH", path)
