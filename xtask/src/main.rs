@@ -25,10 +25,8 @@ use std::process::ExitCode;
 pub type Result<T, E = String> = std::result::Result<T, E>;
 
 const USAGE: &str = "\
-usage: cargo xtask <command>   (README.md's command table says what each does)
-
-commands: generate [--check], verify-determinism, dist, setup, test, abi-check,
-          symbol-proof, bench, demo, real-driver, emulated
+usage: cargo xtask <command>, one of: generate [--check], verify-determinism, dist, setup,
+  test, abi-check, symbol-proof, bench, demo, real-driver, emulated (README.md says what each does)
 ";
 
 /// Ends the process for unusable input: the message once, then exit status 2.

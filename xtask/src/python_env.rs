@@ -144,9 +144,8 @@ fn pip() -> Command {
 /// `uv pip install --quiet` into the environment of `python`.
 fn uv_pip(python: &Path) -> Result<Command> {
     let mut command = uv()?;
-    command
-        .args(["pip", "install", "--quiet", "--python"])
-        .arg(python);
+    command.args(["pip", "install", "--quiet", "--python"]);
+    command.arg(python);
     Ok(command)
 }
 

@@ -39,8 +39,7 @@ pub struct RealDriver {
     pub alternative_deb: PathBuf,
 }
 
-/// `cargo xtask real-driver`: `setup` (the binaries, the wheel, the images),
-/// then this step alone.
+/// `cargo xtask real-driver`: `setup` (it fetches the images), then this step alone.
 pub fn command() -> Result<()> {
     python_env::setup()?;
     test()
