@@ -58,7 +58,6 @@ pub fn command() -> Result<()> {
 
 /// generate --check, then the four artifacts into target/dist/.
 pub fn build() -> Result<Dist> {
-    println!("dist: checking that every generated file is current");
     generate::check()?;
     build_all(&paths::repo_root(), &paths::target_dir().join("dist"))
 }
@@ -82,8 +81,26 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
     fs::create_dir_all(out).map_err(paths::at(out))?;
     let out = out.canonicalize().map_err(paths::at(out))?;
     let stage = stage_python(root)?;
-    let hatchling =
-        |kind, tag: &str, binaries: &Path| hatchling(&python, &stage, kind, &out, tag, binaries);
+    // One hatchling build (`sdist` or `wheel`) of the stage into `out`; a
+    // platform wheel when `tag` names the platform (its binaries in
+    // `binaries`), else pure. Returns its path.
+    let hatchling = |kind: &str, tag: &str, binaries: &Path| -> Result<PathBuf> {
+        println!("dist: hatchling {kind} {tag}");
+        let mut build = Command::new(&python);
+        build
+            .current_dir(&stage)
+            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+            .env_remove("PYTHONPATH")
+            .env(PLATFORM_VARIABLE, tag)
+            .env(BINARIES_VARIABLE, binaries)
+            .args(["-B", "-c", BUILD, kind])
+            .arg(&out);
+        let name = output(&mut build)?.trim().to_string();
+        match out.join(&name) {
+            artifact if !name.is_empty() && artifact.is_file() => Ok(artifact),
+            _ => Err(format!("hatchling reported no {kind} in {}", out.display())),
+        }
+    };
     let pure = Path::new("");
     let mut artifacts = vec![hatchling("sdist", "", pure)?, hatchling("wheel", "", pure)?];
     let mut binaries = Vec::new();
@@ -127,33 +144,4 @@ fn stage_python(root: &Path) -> Result<PathBuf> {
     let name = tarball.file_name().unwrap_or_default();
     paths::copy(&tarball, &stage.join("rextio_device_cuda/_data").join(name))?;
     Ok(stage)
-}
-
-/// One hatchling build (`sdist` or `wheel`) of `stage` into `out`; a platform
-/// wheel when `tag` names the platform (its binaries in `binaries`), else
-/// pure. Returns its path.
-fn hatchling(
-    python: &Path,
-    stage: &Path,
-    kind: &str,
-    out: &Path,
-    tag: &str,
-    binaries: &Path,
-) -> Result<PathBuf> {
-    println!("dist: hatchling {kind} {tag}");
-    let mut build = Command::new(python);
-    build
-        .current_dir(stage)
-        .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
-        .env_remove("PYTHONPATH")
-        .env(PLATFORM_VARIABLE, tag)
-        .env(BINARIES_VARIABLE, binaries)
-        .args(["-B", "-c", BUILD, kind])
-        .arg(out);
-    let name = output(&mut build)?.trim().to_string();
-    let artifact = out.join(&name);
-    if name.is_empty() || !artifact.is_file() {
-        return Err(format!("hatchling reported no {kind} in {}", out.display()));
-    }
-    Ok(artifact)
 }

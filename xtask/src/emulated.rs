@@ -131,8 +131,7 @@ fn fetch(dir: &Path) -> Result<Manifest> {
         unpack(&deb, &tree)?;
         userland.push(tree);
     }
-    let tree = |series: &str| dir.join(format!("libcuda1-{series}-arm64"));
-    let drivers = apt.drivers("libcuda1:arm64", &ARM64_SERIES, tree)?;
+    let drivers = apt.drivers("libcuda1:arm64", &ARM64_SERIES)?;
     Ok(Manifest {
         qemu_package_version,
         qemu,

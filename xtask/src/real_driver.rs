@@ -70,7 +70,7 @@ pub fn ensure_drivers() -> Result<PathBuf> {
 
 fn fetch(dir: &Path) -> Result<Vec<RealDriver>> {
     let apt = PrivateApt::new(dir, None, &["{release} sid experimental/non-free"])?;
-    let mut drivers = apt.drivers("libcuda1", &SERIES, |series| dir.join(series))?;
+    let mut drivers = apt.drivers("libcuda1", &SERIES)?;
     for driver in &mut drivers {
         driver.alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &driver.package_version)?;
     }
@@ -195,18 +195,16 @@ impl PrivateApt {
     }
 
     /// The newest `package` of each of `series`, unpacked into
-    /// `tree(series)`, with its one regular `libcuda.so.<version>`.
-    pub(crate) fn drivers(
-        &self,
-        package: &str,
-        series: &[&str],
-        tree: impl Fn(&str) -> PathBuf,
-    ) -> Result<Vec<RealDriver>> {
+    /// `<dir>/<package>-<series>`, with its one regular `libcuda.so.<version>`.
+    pub(crate) fn drivers(&self, package: &str, series: &[&str]) -> Result<Vec<RealDriver>> {
         let offered: Vec<String> = self.offers(package)?.into_iter().map(|(v, _)| v).collect();
         let driver = |series: &str| {
             let why = format!("no {package} of series {series} is offered ({offered:?})");
             let version = newest_of_series(&offered, series).ok_or(why)?;
-            let (deb, tree) = (self.download(package, &version)?, tree(series));
+            let tree = self
+                .dir
+                .join(format!("{package}-{series}").replace(':', "-"));
+            let deb = self.download(package, &version)?;
             unpack(&deb, &tree)?;
             let version_of = |path: &Path| {
                 let name = path.file_name()?.to_str()?.strip_prefix("libcuda.so.")?;
