@@ -1,9 +1,5 @@
-//! `cargo xtask bench`: ratios measured in one run, never asserted in tests.
-//!
-//! Times the generator in-process (warm, median of several runs, one
-//! thread) on the real inputs and on the whole CUDA 13 driver API (every
-//! export NVIDIA's `cuda.h` declares), one verify-determinism, then the
-//! Python and probe benches of the other parts.
+//! `cargo xtask bench` (README's command table): ratios measured in one run,
+//! never asserted in tests; the generator is timed in-process, warm.
 
 use std::time::{Duration, Instant};
 

@@ -1,10 +1,6 @@
-//! `cargo xtask verify-determinism`: regenerates every output in fresh
-//! directories, in child processes of this binary under varied conditions
-//! (working directory, umask, TZ, locale, SOURCE_DATE_EPOCH, the order in
-//! which the inputs were created), and compares every byte among the runs
-//! and with the files in the tree. A difference names the file and, for the
-//! tarball, the entry and header field (or the gzip header field). Then
-//! `dist` from the tree and from a copy at another path, byte for byte.
+//! `cargo xtask verify-determinism` (README's command table): the generator
+//! in child processes of this binary under [`VARIANTS`], then `dist` from
+//! the tree and from a copy at another path, every byte compared.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -20,8 +16,7 @@ use crate::Result;
 
 /// One set of conditions for a child generator run: its umask, the variables
 /// it gets (an empty value: unset), whether it runs from `/` (else from the
-/// scratch tree), and whether the inputs are created in reverse path order
-/// through temporary names.
+/// scratch tree), and whether the inputs are created in reverse path order.
 #[rustfmt::skip]
 struct Variant(&'static str, &'static [(&'static str, &'static str)], bool, bool);
 
@@ -90,13 +85,12 @@ pub fn verify() -> Result<()> {
 /// Writes the inputs under `root` (each through a temporary name), in path
 /// order or in reverse, so that directory listing order differs.
 fn write_inputs(root: &Path, inputs: &Inputs, reverse: bool) -> Result<()> {
-    let mut files: Vec<(&String, &Vec<u8>)> = inputs.files.iter().collect();
+    let mut files: Vec<_> = inputs.files.iter().collect();
     if reverse {
         files.reverse();
     }
-    files
-        .into_iter()
-        .try_for_each(|(path, bytes)| write_atomic(&root.join(path), bytes))
+    let write = |(path, bytes): (&String, &Vec<u8>)| write_atomic(&root.join(path), bytes);
+    files.into_iter().try_for_each(write)
 }
 
 fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
@@ -133,10 +127,8 @@ fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
     drift(root, expected)?.into_iter().map(describe).collect()
 }
 
-/// Builds every `dist` artifact twice, from the tree and from a copy of it
-/// at another path (`target/repro/tree`, its own cargo target inside), and
-/// compares the shipped binaries and the artifacts byte for byte; returns
-/// each difference.
+/// Every difference between the shipped binaries and `dist` artifacts built
+/// from the tree and from its copy (`target/repro/tree`, own cargo target).
 fn compare_dist_builds() -> Result<Vec<String>> {
     let copy = copy_of_tree()?;
     let (first_out, second_out) = (ScratchDir::new("dist-a")?, ScratchDir::new("dist-b")?);

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         "generate" => return exit_code(generate::command(rest)),
         "verify-determinism" => determinism::verify,
         "dist" => dist::command,
-        "setup" => python_env::command,
+        "setup" => python_env::setup,
         "test" => test::command,
         "symbol-proof" => python_env::symbol_proof,
         "abi-check" => headers::check,
@@ -60,9 +60,8 @@ fn main() -> ExitCode {
         other => usage_error(&format!("unknown command `{other}`\n\n{USAGE}")),
     };
     if let Some(unexpected) = rest.first() {
-        usage_error(&format!(
-            "{command} takes no arguments (got `{unexpected}`)"
-        ));
+        let why = format!("{command} takes no arguments (got `{unexpected}`)");
+        usage_error(&why);
     }
     exit_code(step())
 }

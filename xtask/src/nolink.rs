@@ -71,14 +71,11 @@ pub fn scan_rust(path: &str, text: &str, allow_foreign_blocks: bool) -> Vec<Stri
         problems: Vec::new(),
     };
     if let Err(error) = syn::parse_file(text).map(|file| scanner.visit_file(&file)) {
-        return vec![format!(
-            "{path}: does not parse, so cannot be checked: {error}"
-        )];
+        let why = format!("{path}: does not parse, so cannot be checked: {error}");
+        return vec![why];
     }
-    let problems = scanner.problems.into_iter();
-    problems
-        .map(|(line, what)| format!("{path}:{line}: {what}"))
-        .collect()
+    let located = |(line, what): (usize, String)| format!("{path}:{line}: {what}");
+    scanner.problems.into_iter().map(located).collect()
 }
 
 struct LinkScanner {

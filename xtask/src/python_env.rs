@@ -1,10 +1,7 @@
 //! The project's Python environments ([`Venv`]), made by uv (itself in
 //! `target/uv`) from PyPI under `target/` with the exact pins of
-//! `xtask/requirements/`; uv's and pip's caches are in target/ too.
-//!
-//! `cargo xtask setup` prepares everything the Python tests use and writes
-//! `target/test-paths.json`, which the tests read to find what it built:
-//! after it, plain `pytest` runs any test. Tests import the installed wheel.
+//! `xtask/requirements/`; uv's and pip's caches are in target/ too. The
+//! tests import the installed wheel and find the rest through [`setup`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -214,18 +211,9 @@ fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()
     std::fs::rename(&partial, dir).map_err(at(dir))
 }
 
-/// `cargo xtask setup`: everything the Python tests need, once.
-pub fn command() -> Result<()> {
-    setup()?;
-    let pytest = Venv::Floor.program("pytest");
-    let pytest = pytest.display();
-    println!("setup: done; plain pytest runs any test: `{pytest} tests/python/test_cli.py`");
-    Ok(())
-}
-
-/// The native binaries, every environment, the wheel in both Core
-/// environments, the plugins, NVIDIA's driver images, and
-/// `target/test-paths.json` naming them.
+/// `cargo xtask setup`: the native binaries, every environment, the wheel in
+/// both Core environments, the plugins, NVIDIA's driver images, and
+/// `target/test-paths.json` naming them (read by the tests).
 pub fn setup() -> Result<()> {
     let native = native::build(false)?;
     let build = Venv::Build.ensure()?;
@@ -252,8 +240,10 @@ pub fn setup() -> Result<()> {
         "downstream_sdists": sdists,
         "real_libcuda": real_driver::ensure_drivers()?,
     });
-    let file = crate::paths::record_test_paths(paths)?;
-    println!("setup: {} names what the tests use", file.display());
+    let file = crate::paths::record_test_paths(paths)?
+        .display()
+        .to_string();
+    println!("setup: {file} names what the tests use; plain `pytest` now runs any test");
     Ok(())
 }
 
@@ -267,9 +257,8 @@ pub fn test_floor() -> Result<()> {
     Venv::Floor.pytest(&["tests/python", "tests/e2e"])
 }
 
-/// The newest Core: pytest on `tests/python`, `tests/e2e` and
-/// `tests/downstream` with the companion plugins (mypy --strict on the
-/// package and the downstream tests against this Core too).
+/// The newest Core: mypy --strict on the package and tests/downstream, pytest
+/// on tests/python, tests/e2e and tests/downstream (the companion plugins).
 pub fn test_newest() -> Result<()> {
     Venv::Newest.mypy(&[&["python/rextio_device_cuda"], &["tests/downstream"]])?;
     Venv::Newest.pytest(&["tests/python", "tests/e2e", "tests/downstream"])

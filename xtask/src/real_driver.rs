@@ -1,12 +1,11 @@
 //! `cargo xtask test`'s real-driver step: NVIDIA's own `libcuda1` (Debian
 //! non-free), one image per driver series, run by the real probe, smoke and
-//! preflight in private namespaces (tests/real_driver).
-//!
-//! Nothing is installed and no host added: `apt-get download` under a
-//! private apt configuration ([`PrivateApt`], shared with the emulated step)
-//! on the machine's own Debian archive (same URI, same keyring), then
-//! `dpkg-deb -x`, all cached under `target/real-libcuda/`. A series that
-//! cannot be fetched fails the step, saying why; it is never skipped.
+//! preflight in private namespaces (tests/real_driver). Nothing is installed
+//! and no host added: `apt-get download` under a private apt configuration
+//! ([`PrivateApt`], shared with the emulated step) on the machine's own
+//! Debian archive (same URI, same keyring), then `dpkg-deb -x`, all cached
+//! under `target/real-libcuda/`. A series that cannot be fetched fails the
+//! step, saying why; it is never skipped.
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,5 @@
-//! `cargo xtask test`: every check and test of the project, in order.
-//!
-//! Stops at the first failing step and names it. Nothing is optional: a
-//! missing cross target or Miri is installed with rustup, NVIDIA's driver
-//! packages are fetched, and a step that cannot get what it needs fails.
+//! `cargo xtask test`: every check and test of the project, in order, to the
+//! first failing step. Nothing is optional: what a step cannot get fails it.
 //! A step that uses what an earlier one built asks for it again (cargo and
 //! cargo-zigbuild then only check that it is current).
 
