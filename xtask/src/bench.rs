@@ -1,9 +1,5 @@
-//! `cargo xtask bench`: ratios measured in one run, never asserted in tests.
-//!
-//! Times the generator in-process (warm, median of several runs, one
-//! thread) on the real inputs and on the whole CUDA 13 driver API (every
-//! export NVIDIA's `cuda.h` declares), one verify-determinism, then the
-//! Python and probe benches of the other parts.
+//! `cargo xtask bench` (README's command table): ratios measured in one run,
+//! never asserted in tests; the generator is timed in-process, warm.
 
 use std::time::{Duration, Instant};
 
@@ -17,28 +13,13 @@ use crate::Result;
 const WARM_RUNS: usize = 15;
 const TARGET_FOR_FULL_API: Duration = Duration::from_millis(100);
 
-/// Set in the optimized child so it does not re-run itself.
-const OPTIMIZED_CHILD: &str = "XTASK_BENCH_OPTIMIZED";
-
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("bench", args);
-    // Timing unoptimized syn/prettyplease says nothing about the generator:
-    // a debug xtask re-runs the bench from an optimized build of itself.
-    if cfg!(debug_assertions) && std::env::var_os(OPTIMIZED_CHILD).is_none() {
+pub fn command() -> Result<()> {
+    // Timing unoptimized code says nothing about the generator: a debug
+    // xtask re-runs the bench from an optimized build of itself.
+    if cfg!(debug_assertions) {
         println!("bench: measuring an optimized build of xtask (cargo run --release)");
-        let release = [
-            "run",
-            "--quiet",
-            "--locked",
-            "--release",
-            "--package",
-            "xtask",
-            "--",
-        ];
-        return run(crate::native::cargo()
-            .env(OPTIMIZED_CHILD, "1")
-            .args(release)
-            .arg("bench"));
+        let release = ["run", "--quiet", "--locked", "--release", "-p", "xtask"];
+        return run(crate::native::cargo().args(release).args(["--", "bench"]));
     }
     let mut failures = Vec::new();
     let mut part = |name: &str, outcome: Result<()>| {
@@ -51,16 +32,10 @@ pub fn command(args: &[String]) -> Result<()> {
     part("verify-determinism", bench_determinism());
     part("python", crate::python_env::bench());
     part("probe", crate::native::bench());
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("bench parts failed: {}", failures.join(", ")))
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(format!("bench parts failed: {}", failures.join(", "))),
     }
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
 }
 
 /// The median of `WARM_RUNS` timed runs of `work`, after one warm-up run.
@@ -72,7 +47,8 @@ fn time_warm(mut work: impl FnMut() -> Result<()>) -> Result<Duration> {
         work()?;
         samples.push(start.elapsed());
     }
-    Ok(median(samples))
+    samples.sort();
+    Ok(samples[WARM_RUNS / 2])
 }
 
 fn millis(duration: Duration) -> f64 {
@@ -125,9 +101,7 @@ fn full_api_header(inputs: &Inputs) -> Result<String> {
 fn bench_determinism() -> Result<()> {
     let start = Instant::now();
     crate::determinism::verify()?;
-    println!(
-        "verify-determinism: {:.0} ms (one run)",
-        millis(start.elapsed())
-    );
+    let elapsed = millis(start.elapsed());
+    println!("verify-determinism: {elapsed:.0} ms (one run)");
     Ok(())
 }

@@ -6,11 +6,10 @@ use std::process::Command;
 
 use crate::paths::repo_root;
 use crate::python_env::{self, Venv};
-use crate::{native, process, Result};
+use crate::{process, Result};
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("demo", args);
-    python_env::setup(&native::build(false)?)?;
+pub fn command() -> Result<()> {
+    python_env::setup()?;
     process::run(
         Command::new(Venv::Floor.program("python"))
             .current_dir(repo_root())

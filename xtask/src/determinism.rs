@@ -1,10 +1,6 @@
-//! `cargo xtask verify-determinism`: regenerates every output in fresh
-//! directories, in child processes of this binary under varied conditions
-//! (working directory, umask, TZ, locale, SOURCE_DATE_EPOCH, the order in
-//! which the inputs were created), and compares every byte among the runs
-//! and with the files in the tree. A difference names the file and, for the
-//! tarball, the entry and header field (or the gzip header field). Then
-//! `dist` from the tree and from a copy at another path, byte for byte.
+//! `cargo xtask verify-determinism` (README's command table): the generator
+//! in child processes of this binary under [`VARIANTS`], then `dist` from
+//! the tree and from a copy at another path, every byte compared.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -13,20 +9,14 @@ use std::process::Command;
 use crate::generate::fs::write_atomic;
 use crate::generate::inputs::Inputs;
 use crate::generate::{drift, render, sha256_hex, Drift, Output};
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, repo_root, target_dir};
 use crate::process::output;
 use crate::scratch::ScratchDir;
 use crate::Result;
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("verify-determinism", args);
-    verify()
-}
-
 /// One set of conditions for a child generator run: its umask, the variables
 /// it gets (an empty value: unset), whether it runs from `/` (else from the
-/// scratch tree), and whether the inputs are created in reverse path order
-/// through temporary names.
+/// scratch tree), and whether the inputs are created in reverse path order.
 #[rustfmt::skip]
 struct Variant(&'static str, &'static [(&'static str, &'static str)], bool, bool);
 
@@ -42,21 +32,14 @@ const VARIANTS: [Variant; 3] = [
 impl Variant {
     fn name(&self) -> String {
         let Variant(umask, env, cwd_root, reverse) = self;
-        let env: Vec<String> = env
-            .iter()
-            .map(|(name, value)| match *value {
-                "" => format!("no {name}"),
-                value => format!("{name}={value}"),
-            })
-            .collect();
-        let (cwd, order) = (
-            ["tree", "/"][usize::from(*cwd_root)],
-            ["sorted", "reverse"][usize::from(*reverse)],
-        );
-        format!(
-            "umask {umask}, {}, cwd={cwd}, {order} creation",
-            env.join(", ")
-        )
+        let env = env.iter().map(|(name, value)| match *value {
+            "" => format!("no {name}"),
+            value => format!("{name}={value}"),
+        });
+        let env = env.collect::<Vec<_>>().join(", ");
+        let cwd = if *cwd_root { "/" } else { "tree" };
+        let order = if *reverse { "reverse" } else { "sorted" };
+        format!("umask {umask}, {env}, cwd={cwd}, {order} creation")
     }
 }
 
@@ -65,7 +48,9 @@ pub fn verify() -> Result<()> {
     let root = repo_root();
     let inputs = Inputs::read(&root)?;
     let baseline = render(&inputs)?;
-    let exe = generator_executable()?;
+    // The running image, even when a concurrent cargo build has replaced the
+    // file it was started from: exactly the generator to compare.
+    let exe = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
     let mut failures = Vec::new();
     let mut report = |what: String, differences: Vec<String>| {
         if differences.is_empty() {
@@ -86,62 +71,26 @@ pub fn verify() -> Result<()> {
         tree.push("  (run `cargo xtask generate`)".into());
     }
     report("to the files in the tree".into(), tree);
-    let dist = compare_dist_builds()?;
-    report(
-        "`dist` from the tree and from a copy at another path".into(),
-        dist,
-    );
+    let what = "`dist` from the tree and from a copy at another path";
+    report(what.into(), compare_dist_builds()?);
     if !failures.is_empty() {
-        return Err(format!(
-            "generation is not deterministic:\n{}",
-            failures.join("\n")
-        ));
+        let failures = failures.join("\n");
+        return Err(format!("generation is not deterministic:\n{failures}"));
     }
-    let runs = VARIANTS.len() + 1;
-    println!(
-        "verify-determinism: {} files byte-identical across {runs} runs and the tree",
-        baseline.len()
-    );
+    let (files, runs) = (baseline.len(), VARIANTS.len() + 1);
+    println!("verify-determinism: {files} files byte-identical across {runs} runs and the tree");
     Ok(())
 }
 
-/// The xtask binary itself: the child runs `xtask generate --root DIR`.
-fn generator_executable() -> Result<PathBuf> {
-    let exe = std::env::current_exe().map_err(|error| format!("current executable: {error}"))?;
-    let name = exe.file_name().and_then(|name| name.to_str()).unwrap_or("");
-    if name != "xtask" && !name.starts_with("xtask ") {
-        let shown = exe.display();
-        return Err(format!(
-            "verify-determinism must run from the xtask binary, not {shown}"
-        ));
-    }
-    // A concurrent cargo build may replace the binary while this one runs
-    // (Linux then reports "xtask (deleted)"); /proc/<this pid>/exe still names
-    // the running image, which is exactly the generator that must be compared.
-    let self_image = PathBuf::from(format!("/proc/{}/exe", std::process::id()));
-    Ok(if self_image.exists() { self_image } else { exe })
-}
-
-/// Writes the inputs under `root`; in reverse mode, in reverse path order
-/// and through temporary names, so directory listing order differs.
+/// Writes the inputs under `root` (each through a temporary name), in path
+/// order or in reverse, so that directory listing order differs.
 fn write_inputs(root: &Path, inputs: &Inputs, reverse: bool) -> Result<()> {
-    let mut files: Vec<(&String, &Vec<u8>)> = inputs.files.iter().collect();
-    if !reverse {
-        return files
-            .into_iter()
-            .try_for_each(|(path, bytes)| write_atomic(&root.join(path), bytes));
+    let mut files: Vec<_> = inputs.files.iter().collect();
+    if reverse {
+        files.reverse();
     }
-    files.reverse();
-    for (path, bytes) in files {
-        let target = root.join(path);
-        let parent = target.parent().ok_or("input without parent")?;
-        let temporary = parent.join(format!("zz-{}.partial", bytes.len()));
-        std::fs::create_dir_all(parent)
-            .and_then(|()| std::fs::write(&temporary, bytes))
-            .and_then(|()| std::fs::rename(&temporary, &target))
-            .map_err(|error| format!("{path}: {error}"))?;
-    }
-    Ok(())
+    let write = |(path, bytes): (&String, &Vec<u8>)| write_atomic(&root.join(path), bytes);
+    files.into_iter().try_for_each(write)
 }
 
 fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
@@ -151,8 +100,7 @@ fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
         .arg("-c")
         .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
         .arg(exe)
-        .arg("generate")
-        .arg("--root")
+        .args(["generate", "--root"])
         .arg(tree)
         .current_dir(if *cwd_root { Path::new("/") } else { tree });
     for (name, value) in *env {
@@ -166,53 +114,40 @@ fn run_child(exe: &Path, tree: &Path, variant: &Variant) -> Result<()> {
 
 /// Every difference between `expected` and the files under `root`, described.
 fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
-    let mut report = Vec::new();
-    for change in drift(root, expected)? {
+    let describe = |change: Drift| {
         let Drift::Stale(path) = &change else {
-            report.push(format!("  {change}"));
-            continue;
+            return Ok(format!("  {change}"));
         };
-        let actual = std::fs::read(root.join(path))
-            .map_err(|error| format!("{path}: cannot read: {error}"))?;
+        let actual = std::fs::read(root.join(path)).map_err(at(&root.join(path)))?;
         let wanted = expected.iter().find(|item| &item.path == path);
-        let wanted = wanted.map(|item| item.bytes.as_slice()).unwrap_or_default();
-        report.push(format!(
-            "  {path}: {}",
-            describe_difference(path, wanted, &actual)
-        ));
-    }
-    Ok(report)
+        let wanted = wanted.map_or(&[][..], |item| &item.bytes);
+        let difference = describe_difference(path, wanted, &actual);
+        Ok(format!("  {path}: {difference}"))
+    };
+    drift(root, expected)?.into_iter().map(describe).collect()
 }
 
-/// Builds every `dist` artifact twice, from the tree and from a copy of it
-/// at another path (`target/repro/tree`, its own cargo target inside), and
-/// compares the shipped binaries and the artifacts byte for byte; returns
-/// each difference.
+/// Every difference between the shipped binaries and `dist` artifacts built
+/// from the tree and from its copy (`target/repro/tree`, own cargo target).
 fn compare_dist_builds() -> Result<Vec<String>> {
     let copy = copy_of_tree()?;
     let (first_out, second_out) = (ScratchDir::new("dist-a")?, ScratchDir::new("dist-b")?);
     let first = crate::dist::build_all(&repo_root(), first_out.path())?;
     let second = crate::dist::build_all(&copy, second_out.path())?;
+    // Both make the same list of files by construction (each target, each kind).
     let mut differences = Vec::new();
-    if first.artifacts.len() != second.artifacts.len()
-        || first.binaries.len() != second.binaries.len()
-    {
-        differences.push("  the two builds made different numbers of files".to_string());
-    }
     let pairs = (first.binaries.iter().zip(&second.binaries))
         .chain(first.artifacts.iter().zip(&second.artifacts));
+    // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
+    let shown = |path: &Path| {
+        let name = Path::new(path.file_name().unwrap_or_default());
+        format!(
+            "{}",
+            path.strip_prefix(repo_root()).unwrap_or(name).display()
+        )
+    };
+    let read = |path: &Path| std::fs::read(path).map_err(at(path));
     for (a, b) in pairs {
-        // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
-        let shown = |path: &Path| {
-            let name = Path::new(path.file_name().unwrap_or_default());
-            path.strip_prefix(repo_root())
-                .unwrap_or(name)
-                .display()
-                .to_string()
-        };
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|error| format!("{}: cannot read: {error}", path.display()))
-        };
         let (a_bytes, b_bytes, pair) =
             (read(a)?, read(b)?, format!("{} vs {}", shown(a), shown(b)));
         if a.file_name() != b.file_name() {
@@ -236,13 +171,12 @@ fn compare_dist_builds() -> Result<Vec<String>> {
 /// `target/repro/tree`; what was there before is removed, except the copy's
 /// own `target/`, which keeps its build caches between runs.
 fn copy_of_tree() -> Result<PathBuf> {
-    let (root, copy) = (repo_root(), target_dir().join("repro").join("tree"));
-    let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
+    let (root, copy) = (repo_root(), target_dir().join("repro/tree"));
     let kept = copy.with_file_name("kept-target");
     let _ = std::fs::rename(copy.join("target"), &kept);
     match std::fs::remove_dir_all(&copy) {
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(failed(&copy, error)),
-        _ => std::fs::create_dir_all(&copy).map_err(|error| failed(&copy, error)),
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(at(&copy)(error)),
+        _ => std::fs::create_dir_all(&copy).map_err(at(&copy)),
     }?;
     let _ = std::fs::rename(&kept, copy.join("target"));
     let listed = output(
@@ -253,10 +187,7 @@ fn copy_of_tree() -> Result<PathBuf> {
     )?;
     // A tracked file deleted in the working tree is not part of it.
     for relative in listed.split('\0').filter(|name| root.join(name).is_file()) {
-        let target = copy.join(relative);
-        std::fs::create_dir_all(target.parent().unwrap_or(&copy))
-            .and_then(|()| std::fs::copy(root.join(relative), &target))
-            .map_err(|error| format!("{relative}: {error}"))?;
+        crate::paths::copy(&root.join(relative), &copy.join(relative))?;
     }
     Ok(copy)
 }
@@ -312,36 +243,26 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     if !fields.is_empty() {
         return fields.join("; ");
     }
-    let (expected_tar, actual_tar) = match (gunzip(expected), gunzip(actual)) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(error), _) => return format!("expected archive does not decompress: {error}"),
-        (_, Err(error)) => return format!("archive does not decompress: {error}"),
+    let tars = gunzip(expected).and_then(|a| Ok((a, gunzip(actual)?)));
+    let (expected_tar, actual_tar) = match tars {
+        Ok(tars) => tars,
+        Err(error) => return format!("an archive does not decompress: {error}"),
     };
     if expected_tar == actual_tar {
         return "the compressed stream differs (same tar bytes): compression level or backend"
             .into();
     }
-    let (expected_entries, actual_entries) =
-        match (tar_entries(&expected_tar), tar_entries(&actual_tar)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(error), _) | (_, Err(error)) => return format!("tar does not parse: {error}"),
-        };
+    let entries = tar_entries(&expected_tar).and_then(|a| Ok((a, tar_entries(&actual_tar)?)));
+    let (expected_entries, actual_entries) = match entries {
+        Ok(entries) => entries,
+        Err(error) => return format!("tar does not parse: {error}"),
+    };
     let mut differences = Vec::new();
-    for (index, (a, b)) in expected_entries.iter().zip(&actual_entries).enumerate() {
-        if a.path != b.path {
-            differences.push(format!(
-                "entry #{index}: field path (`{}` vs `{}`)",
-                a.path, b.path
-            ));
-            continue;
-        }
-        for ((field, left), (_, right)) in a.fields.iter().zip(&b.fields) {
-            if left != right {
-                differences.push(format!(
-                    "entry `{}`: field {field} ({left} vs {right})",
-                    a.path
-                ));
-            }
+    for (a, b) in expected_entries.iter().zip(&actual_entries) {
+        let changed = a.iter().zip(b).filter(|(x, y)| x != y);
+        for ((name, x), (_, y)) in changed {
+            let entry = &a[0].1;
+            differences.push(format!("entry {entry}: field {name} ({x} vs {y})"));
         }
     }
     if expected_entries.len() != actual_entries.len() {
@@ -361,13 +282,8 @@ fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// One tar entry: its path, and its header fields and content as comparable text.
-struct TarEntry {
-    path: String,
-    fields: Vec<(&'static str, String)>,
-}
-
-fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
+/// Each tar entry's path, header fields and content, as comparable text.
+fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<Vec<(&'static str, String)>>> {
     let mut entries = Vec::new();
     for entry in tar::Archive::new(bytes).entries()? {
         let mut entry = entry?;
@@ -376,27 +292,22 @@ fn tar_entries(bytes: &[u8]) -> std::io::Result<Vec<TarEntry>> {
             value.unwrap_or_else(|error| format!("unreadable ({error})"))
         };
         let octal = |value: std::io::Result<u64>| shown(value.map(|number| format!("{number:o}")));
-        let name = |value: Option<&[u8]>| {
-            value.map_or("<none>".into(), |bytes| {
-                format!("`{}`", String::from_utf8_lossy(bytes))
-            })
-        };
+        let name = |value: Option<&[u8]>| format!("{:?}", value.map(String::from_utf8_lossy));
         let mut content = Vec::new();
         entry.read_to_end(&mut content)?;
-        entries.push(TarEntry {
-            path: String::from_utf8_lossy(&entry.path_bytes()).into_owned(),
-            fields: vec![
-                ("mode", octal(header.mode().map(u64::from))),
-                ("uid", octal(header.uid())),
-                ("gid", octal(header.gid())),
-                ("uname", name(header.username_bytes())),
-                ("gname", name(header.groupname_bytes())),
-                ("mtime", shown(header.mtime().map(|time| time.to_string()))),
-                ("size", shown(header.size().map(|size| size.to_string()))),
-                ("type", format!("{:?}", header.entry_type())),
-                ("content", format!("sha256 {}", sha256_hex(&content))),
-            ],
-        });
+        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        entries.push(vec![
+            ("path", format!("`{path}`")),
+            ("mode", octal(header.mode().map(u64::from))),
+            ("uid", octal(header.uid())),
+            ("gid", octal(header.gid())),
+            ("uname", name(header.username_bytes())),
+            ("gname", name(header.groupname_bytes())),
+            ("mtime", shown(header.mtime().map(|time| time.to_string()))),
+            ("size", shown(header.size().map(|size| size.to_string()))),
+            ("type", format!("{:?}", header.entry_type())),
+            ("content", format!("sha256 {}", sha256_hex(&content))),
+        ]);
     }
     Ok(entries)
 }
@@ -454,11 +365,11 @@ mod tests {
         let first = sample_tar_gz();
         assert_eq!(first, sample_tar_gz());
         let entries = tar_entries(&gunzip(&first).unwrap()).unwrap();
-        let paths: Vec<_> = entries.iter().map(|entry| entry.path.as_str()).collect();
-        assert_eq!(paths, ["top/a.rs", "top/b.rs"]);
+        let paths: Vec<_> = entries.iter().map(|entry| entry[0].1.as_str()).collect();
+        assert_eq!(paths, ["`top/a.rs`", "`top/b.rs`"]);
         assert!(entries
             .iter()
-            .all(|entry| entry.fields[..2] == [("mode", "644".into()), ("uid", "0".into())]));
+            .all(|entry| entry[1..3] == [("mode", "644".into()), ("uid", "0".into())]));
         assert_eq!(first[4..8], [0, 0, 0, 0], "gzip mtime is zero");
         assert_eq!(first[9], tarball::GZIP_OS);
     }

@@ -1,17 +1,9 @@
-//! `cargo xtask test`'s emulated step: the binaries of other architectures
-//! and systems, executed (tests/emulated).
-//!
-//! - aarch64: the probe and smoke exactly as the aarch64 wheel ships them,
-//!   under Debian's qemu user-mode emulator (run explicitly, no binfmt) in
-//!   an arm64 chroot holding NVIDIA's real arm64 `libcuda1` (535, 550).
-//! - Windows: the probe and smoke built for `x86_64-pc-windows-gnu` under
-//!   Wine, with the simulated driver as System32's `nvcuda.dll` and decoys
-//!   beside the probe, in its working directory and on PATH.
-//!
-//! The arm64 packages and the emulator are fetched like the real driver
-//! ([`PrivateApt`]), never installed, cached under `target/emulated/`;
-//! mingw-w64 and Wine are installed with apt-get when missing. The step
-//! names what it staged in `target/test-paths.json` for plain pytest.
+//! `cargo xtask test`'s emulated step (README's `cargo xtask emulated`): the
+//! shipped aarch64 probe and smoke under qemu, the Windows ones under Wine
+//! (tests/emulated). The arm64 packages and the emulator are fetched like
+//! the real driver ([`PrivateApt`]), never installed, cached under
+//! `target/emulated/`; mingw-w64 and Wine are installed with apt-get when
+//! missing.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -53,17 +45,16 @@ struct Manifest {
 }
 
 /// `cargo xtask emulated`: this step alone.
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("emulated", args);
+pub fn command() -> Result<()> {
     Venv::Floor.ensure()?;
     test(&shipped_aarch64()?)
 }
 
 /// The aarch64 probe and smoke exactly as the aarch64 wheel ships them.
 pub fn shipped_aarch64() -> Result<[PathBuf; 2]> {
-    let aarch64 = |target: &&native::ShippedTarget| target.triple.starts_with("aarch64-");
-    let target = native::SHIPPED_TARGETS.iter().find(aarch64);
-    native::build_shipped(&repo_root(), target.ok_or("no shipped target is aarch64")?)
+    let shipped = native::SHIPPED_TARGETS;
+    let aarch64 = shipped.iter().find(|t| t.starts_with("aarch64-"));
+    native::build_shipped(&repo_root(), aarch64.ok_or("no shipped target is aarch64")?)
 }
 
 /// Fetches and builds what tests/emulated use, names it in
@@ -79,24 +70,16 @@ pub fn test([aarch64_probe, aarch64_smoke]: &[PathBuf; 2]) -> Result<()> {
     };
     let what = "the arm64 userland, driver and qemu";
     cached(&manifest, what, "emulated", complete, || fetch(&dir))?;
-    let missing = || {
-        HOST_TOOLS
-            .iter()
-            .filter(|[path, _]| !Path::new(path).exists())
-    };
-    let packages: Vec<&str> = missing().map(|[_, package]| *package).collect();
-    if !packages.is_empty() {
+    let missing = || HOST_TOOLS.iter().find(|[p, _]| !Path::new(p).exists());
+    if missing().is_some() {
         process::run(Command::new("apt-get").args(["-q", "update"]))?;
         let mut install = Command::new("apt-get");
-        install
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .args(["-q", "-y", "install"]);
-        process::run(install.arg("--no-install-recommends").args(&packages))?;
-        if let Some([path, package]) = missing().next() {
-            return Err(format!(
-                "apt-get installed {package}, yet {path} is missing"
-            ));
-        }
+        install.env("DEBIAN_FRONTEND", "noninteractive");
+        install.args(["-q", "-y", "install", "--no-install-recommends"]);
+        process::run(install.args(HOST_TOOLS.map(|[_, package]| package)))?;
+    }
+    if let Some([path, package]) = missing() {
+        return Err(format!("{path} is missing (package {package})"));
     }
     crate::test::ensure_target(WINDOWS_TARGET)?;
     let mut build = cargo();
@@ -148,8 +131,7 @@ fn fetch(dir: &Path) -> Result<Manifest> {
         unpack(&deb, &tree)?;
         userland.push(tree);
     }
-    let tree = |series: &str| dir.join(format!("libcuda1-{series}-arm64"));
-    let drivers = apt.drivers("libcuda1:arm64", &ARM64_SERIES, tree)?;
+    let drivers = apt.drivers("libcuda1:arm64", &ARM64_SERIES)?;
     Ok(Manifest {
         qemu_package_version,
         qemu,

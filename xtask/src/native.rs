@@ -6,7 +6,7 @@ use std::process::Command;
 
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
-use crate::python_env::{self, Venv};
+use crate::python_env::Venv;
 use crate::Result;
 
 /// Paths of the built native binaries.
@@ -24,69 +24,31 @@ const SMOKE_BINARY: &str = "rextio-cuda-runtime-smoke";
 /// the bench: `--release --locked`).
 pub fn build(release: bool) -> Result<NativeArtifacts> {
     let mut command = cargo();
-    command.args([
-        "build",
-        "--package",
-        PROBE_PACKAGE,
-        "--package",
-        "rextio-sim-driver",
-    ]);
-    command.args(if release {
-        &["--release", "--locked"][..]
-    } else {
-        &[]
-    });
+    command.args(["build", "-p", PROBE_PACKAGE, "-p", "rextio-sim-driver"]);
+    if release {
+        command.args(["--release", "--locked"]);
+    }
     run(&mut command)?;
     let profile = target_dir().join(if release { "release" } else { "debug" });
-    let executable = |name: &str| profile.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    let artifacts = NativeArtifacts {
-        probe: executable(PROBE_BINARY),
-        smoke: executable(SMOKE_BINARY),
+    Ok(NativeArtifacts {
+        probe: profile.join(PROBE_BINARY),
+        smoke: profile.join(SMOKE_BINARY),
         sim_driver: profile.join("librextio_sim_driver.so"),
-    };
-    exist([&artifacts.probe, &artifacts.smoke], "cargo build")?;
-    Ok(artifacts)
+    })
 }
 
-/// Fails naming the first of `paths` that `tool` did not produce.
-fn exist<'a>(paths: impl IntoIterator<Item = &'a PathBuf>, tool: &str) -> Result<()> {
-    match paths.into_iter().find(|path| !path.is_file()) {
-        Some(path) => Err(format!("{tool} did not produce {}", path.display())),
-        None => Ok(()),
-    }
-}
-
-/// A target whose platform wheel ships the release probe and smoke.
-pub struct ShippedTarget {
-    pub triple: &'static str,
-}
-
-/// The shipped targets (contract §9.1); Windows stays build-from-source.
-pub const SHIPPED_TARGETS: [ShippedTarget; 2] = [
-    ShippedTarget {
-        triple: "x86_64-unknown-linux-gnu",
-    },
-    ShippedTarget {
-        triple: "aarch64-unknown-linux-gnu",
-    },
-];
+/// The targets whose platform wheels ship the release probe and smoke
+/// (contract §9.1); Windows stays build-from-source.
+pub const SHIPPED_TARGETS: [&str; 2] = ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"];
 
 /// The oldest glibc the shipped binaries link against (RHEL 8, Ubuntu 20.04, Jetson).
 const GLIBC_FLOOR: &str = "2.17";
 
-impl ShippedTarget {
-    /// The wheel's platform tag: manylinux of the glibc floor, e.g. `manylinux_2_17_x86_64`.
-    pub fn platform_tag(&self) -> String {
-        let arch = self.triple.split('-').next().unwrap_or(self.triple);
-        format!("manylinux_{}_{arch}", GLIBC_FLOOR.replace('.', "_"))
-    }
-}
-
-/// The shipped target this host runs.
-pub fn host_shipped_target() -> Result<&'static ShippedTarget> {
-    let host = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let found = SHIPPED_TARGETS.iter().find(|target| target.triple == host);
-    found.ok_or_else(|| format!("no platform wheel ships for {host}"))
+/// The wheel's platform tag for the architecture `arch` (of a target triple):
+/// manylinux of the glibc floor, e.g. `manylinux_2_17_x86_64`.
+pub fn platform_tag(arch: &str) -> String {
+    let arch = arch.split('-').next().unwrap_or(arch);
+    format!("manylinux_{}_{arch}", GLIBC_FLOOR.replace('.', "_"))
 }
 
 /// Where the shipped builds of the tree at `root` live: `<root>/target/ship`
@@ -98,29 +60,26 @@ pub fn ship_dir(root: &Path) -> PathBuf {
     }
 }
 
-/// The release probe and smoke for `target` exactly as its wheel ships them,
-/// built from the tree at `root`: cargo-zigbuild against glibc 2.17 with the
-/// toolchain of rust-toolchain.toml, the checkout and cargo-home prefixes
-/// remapped so the bytes do not depend on where either lives. They land in
-/// `<ship_dir>/<triple>/release/` (for this checkout
-/// `target/ship/<triple>/release/rextio-cuda-driver-probe` and
-/// `.../rextio-cuda-runtime-smoke`); returns both paths. One cargo
-/// invocation per target: the output is then the same for every order.
-pub fn build_shipped(root: &Path, target: &ShippedTarget) -> Result<[PathBuf; 2]> {
-    let tools = python_env::ensure_dist_tools()?;
+/// The release probe and smoke for `triple` exactly as its wheel ships them,
+/// built from the tree at `root` into `<ship_dir>/<triple>/release/`:
+/// cargo-zigbuild against the glibc floor with the toolchain of
+/// rust-toolchain.toml, the checkout and cargo-home prefixes remapped so the
+/// bytes do not depend on where either lives. One cargo invocation per
+/// target: the output is then the same for every order.
+pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
+    // `target/venv-dist/bin/`: cargo-zigbuild and zig beside its python.
+    let tools = Venv::Dist.ensure()?.with_file_name("");
     let ship = ship_dir(root);
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo"));
+    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).or(home);
+    let cargo_home = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?;
     let (root_shown, home_shown) = (root.display(), cargo_home.display());
     let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda ")
         + &format!("--remap-path-prefix={home_shown}=/cargo");
     // zig is `python -m ziglang` of the tools environment, found on PATH.
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let path =
-        std::env::join_paths(std::iter::once(tools.clone()).chain(std::env::split_paths(&path)))
-            .map_err(|error| format!("PATH: {error}"))?;
+    let mut path = tools.clone().into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
     run(Command::new(tools.join("cargo-zigbuild"))
         .current_dir(root)
         .env("PATH", path)
@@ -130,22 +89,13 @@ pub fn build_shipped(root: &Path, target: &ShippedTarget) -> Result<[PathBuf; 2]
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
-        .args([
-            "zigbuild",
-            "--release",
-            "--locked",
-            "--package",
-            PROBE_PACKAGE,
-            "--bins",
-        ])
-        .arg("--target")
-        .arg(format!("{}.{GLIBC_FLOOR}", target.triple))
+        .args(["zigbuild", "--release", "--locked", "--bins"])
+        .args(["-p", PROBE_PACKAGE])
+        .arg(format!("--target={triple}.{GLIBC_FLOOR}"))
         .arg("--target-dir")
         .arg(&ship))?;
-    let release = ship.join(target.triple).join("release");
-    let binaries = [release.join(PROBE_BINARY), release.join(SMOKE_BINARY)];
-    exist(&binaries, "cargo zigbuild")?;
-    Ok(binaries)
+    let release = ship.join(triple).join("release");
+    Ok([release.join(PROBE_BINARY), release.join(SMOKE_BINARY)])
 }
 
 /// `cargo`, as the one running xtask (or from PATH), in the repository root.
@@ -180,19 +130,15 @@ mod tests {
                 .unwrap(),
         )
         .unwrap();
-        for target in &SHIPPED_TARGETS {
+        for target in SHIPPED_TARGETS {
             assert!(
                 crate::generate::spec::items(&spec["capabilities"])
                     .iter()
-                    .any(|capability| capability["target_triple"] == target.triple),
-                "{}",
-                target.triple
+                    .any(|capability| capability["target_triple"] == target),
+                "{target}"
             );
         }
-        let tags: Vec<String> = SHIPPED_TARGETS
-            .iter()
-            .map(ShippedTarget::platform_tag)
-            .collect();
+        let tags: Vec<String> = SHIPPED_TARGETS.map(platform_tag).into();
         assert_eq!(tags, ["manylinux_2_17_x86_64", "manylinux_2_17_aarch64"]);
     }
 }

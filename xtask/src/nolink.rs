@@ -10,7 +10,7 @@ use std::process::Command;
 use quote::ToTokens;
 use syn::visit::Visit;
 
-use crate::paths::{at, regular_files, repo_root, target_dir};
+use crate::paths::{at, regular_files, repo_root, runtime_tarball, target_dir};
 use crate::process::run;
 use crate::Result;
 
@@ -42,17 +42,10 @@ pub fn scan_sources() -> Result<()> {
         if path.to_string_lossy().ends_with(".rs") || path.ends_with("Cargo.toml") {
             let relative = path.strip_prefix(&root).unwrap_or(&path).to_string_lossy();
             let text = std::fs::read_to_string(&path).map_err(at(&path))?;
-            scan(&relative.replace('\\', "/"), &text);
+            scan(&relative, &text);
         }
     }
-    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
-    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
-    let [tarball] = tarballs.as_slice() else {
-        let found = tarballs.len();
-        return Err(format!(
-            "generated/ should hold exactly one runtime tarball, found {found}"
-        ));
-    };
+    let tarball = &runtime_tarball(&root)?;
     let file = std::fs::File::open(tarball).map_err(at(tarball))?;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
     for entry in archive.entries().map_err(at(tarball))? {
@@ -78,14 +71,11 @@ pub fn scan_rust(path: &str, text: &str, allow_foreign_blocks: bool) -> Vec<Stri
         problems: Vec::new(),
     };
     if let Err(error) = syn::parse_file(text).map(|file| scanner.visit_file(&file)) {
-        return vec![format!(
-            "{path}: does not parse, so cannot be checked: {error}"
-        )];
+        let why = format!("{path}: does not parse, so cannot be checked: {error}");
+        return vec![why];
     }
-    let problems = scanner.problems.into_iter();
-    problems
-        .map(|(line, what)| format!("{path}:{line}: {what}"))
-        .collect()
+    let located = |(line, what): (usize, String)| format!("{path}:{line}: {what}");
+    scanner.problems.into_iter().map(located).collect()
 }
 
 struct LinkScanner {
@@ -164,9 +154,6 @@ pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
 
 /// Builds the runtime as a cdylib (`cargo rustc`), then checks its dynamic section.
 pub fn check_runtime_cdylib() -> Result<()> {
-    if !cfg!(target_os = "linux") {
-        return Err("the runtime cdylib check reads ELF files and runs on Linux only".into());
-    }
     // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
     run(crate::native::cargo()

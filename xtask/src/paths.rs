@@ -35,6 +35,12 @@ pub fn record_test_paths(entries: serde_json::Value) -> crate::Result<PathBuf> {
     Ok(file)
 }
 
+/// Copies the file `from` to `to`, creating `to`'s directory.
+pub fn copy(from: &Path, to: &Path) -> crate::Result<()> {
+    std::fs::create_dir_all(to.parent().unwrap_or(to)).map_err(at(to))?;
+    std::fs::copy(from, to).map(drop).map_err(at(from))
+}
+
 /// Every regular file below `root` (links not followed), sorted, entering
 /// only the directories whose name `enter` accepts.
 pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result<Vec<PathBuf>> {
@@ -52,4 +58,17 @@ pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result
     }
     files.sort();
     Ok(files)
+}
+
+/// The one runtime tarball in `<root>/generated/`.
+pub fn runtime_tarball(root: &Path) -> crate::Result<PathBuf> {
+    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
+    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
+    match <[PathBuf; 1]>::try_from(tarballs) {
+        Ok([tarball]) => Ok(tarball),
+        Err(found) => Err(format!(
+            "generated/ holds {} tarballs, not one",
+            found.len()
+        )),
+    }
 }

@@ -1,20 +1,14 @@
 //! Running child commands with a clear message when they fail.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use crate::Result;
 
 /// Runs `command` to completion, inheriting stdio; fails naming the command.
 pub fn run(command: &mut Command) -> Result<()> {
-    let shown = describe(command);
-    println!("+ {shown}");
-    let status = command
-        .status()
-        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    match status.success() {
-        true => Ok(()),
-        false => Err(format!("`{shown}` failed with {status}")),
-    }
+    println!("+ {}", describe(command));
+    let inherit = Stdio::inherit;
+    output(command.stdin(inherit()).stdout(inherit()).stderr(inherit())).map(drop)
 }
 
 /// Runs `command` capturing its output: its stdout, or an error naming the
@@ -24,14 +18,10 @@ pub fn output(command: &mut Command) -> Result<String> {
     let output = command
         .output()
         .map_err(|error| format!("could not start `{shown}`: {error}"))?;
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    match output.status.success() {
-        true => Ok(text(&output.stdout)),
-        false => Err(format!(
-            "`{shown}` failed with {}:\n{}",
-            output.status,
-            text(&output.stderr)
-        )),
+    let (status, stderr) = (output.status, String::from_utf8_lossy(&output.stderr));
+    match status.success() {
+        true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
+        false => Err(format!("`{shown}` failed with {status}:\n{stderr}")),
     }
 }
 

@@ -1,24 +1,12 @@
-//! The project's Python environments, made by uv from PyPI under `target/`
-//! with the exact pins of `xtask/requirements/` (uv's cache `target/uv-cache`;
-//! nothing is cached outside the repository):
-//!
-//! - `target/uv`: uv `UV` alone (installed with the interpreter's own pip,
-//!   which also fetches the files uv keeps none of); it makes the others.
-//! - `target/venv-build`: hatchling alone, the wheel's build backend.
-//! - `target/venv-dist`: `dist`'s other tools.
-//! - `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
-//! - `target/venv-core-<NEWEST_CORE>`: the newest Core 0.1.x, the same tools,
-//!   and the companion plugins from their sdists (`target/downstream-sdists/`).
-//!
-//! `cargo xtask setup` prepares everything the Python tests use and writes
-//! `target/test-paths.json`, which the tests read to find what it built:
-//! after it, plain `pytest` runs any test. Tests import the installed wheel.
+//! The project's Python environments ([`Venv`]), made by uv (itself in
+//! `target/uv`) from PyPI under `target/` with the exact pins of
+//! `xtask/requirements/`; uv's and pip's caches are in target/ too. The
+//! tests import the installed wheel and find the rest through [`setup`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::native::NativeArtifacts;
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, regular_files, repo_root, target_dir};
 use crate::process::run;
 use crate::{dist, native, real_driver, Result};
 
@@ -41,13 +29,14 @@ fn requirements(name: &str) -> PathBuf {
 /// One of the environments.
 #[derive(Clone, Copy)]
 pub enum Venv {
-    /// `target/venv-build`: the build backend alone.
+    /// `target/venv-build`: hatchling alone, the wheel's build backend.
     Build,
     /// `target/venv-dist`: `dist`'s tools.
     Dist,
-    /// `target/venv`: Core `FLOOR_CORE` and every tool.
+    /// `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
     Floor,
-    /// `target/venv-core-<NEWEST_CORE>`: the newest Core and the plugins.
+    /// `target/venv-core-<NEWEST_CORE>`: the newest Core, the same tools and
+    /// the companion plugins from their sdists (`target/downstream-sdists/`).
     Newest,
     /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and the published 0.1.0 (bench only).
     Reference,
@@ -56,29 +45,26 @@ pub enum Venv {
 impl Venv {
     /// Its directory, its Core and the requirements file of its other pins.
     fn layout(self) -> (PathBuf, Option<&'static str>, Option<&'static str>) {
+        let newest = format!("venv-core-{NEWEST_CORE}");
         let (dir, core, file) = match self {
             Venv::Build => ("venv-build".into(), None, Some("build")),
             Venv::Dist => ("venv-dist".into(), None, Some("dist")),
             Venv::Floor => ("venv".into(), Some(FLOOR_CORE), Some("tools")),
-            Venv::Newest => (
-                format!("venv-core-{NEWEST_CORE}"),
-                Some(NEWEST_CORE),
-                Some("tools"),
-            ),
+            Venv::Newest => (newest, Some(NEWEST_CORE), Some("tools")),
             Venv::Reference => ("venv-bench-0.1.0".into(), Some(FLOOR_CORE), None),
         };
         (target_dir().join(dir), core, file)
     }
 
     pub fn program(self, name: &str) -> PathBuf {
-        bin(&self.layout().0, name)
+        self.layout().0.join("bin").join(name)
     }
 
     /// Creates the environment if needed and installs every pin (uv leaves
     /// what is already satisfied); returns its python.
     pub fn ensure(self) -> Result<PathBuf> {
         let (dir, core, file) = self.layout();
-        let python = bin(&dir, "python");
+        let python = dir.join("bin/python");
         if !python.exists() {
             // REXTIO_PYTHON names an interpreter; otherwise uv finds a CPython 3.11+.
             let wanted = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| ">=3.11".into());
@@ -120,20 +106,12 @@ impl Venv {
     }
 }
 
-/// A program of the venv at `venv` (xtask runs on Linux: `bin/`, no `.exe`).
-fn bin(venv: &Path, name: &str) -> PathBuf {
-    venv.join("bin").join(name)
-}
-
 /// uv `UV`, installed into `target/uv` on first use, with its cache in target/.
 pub fn uv() -> Result<Command> {
-    let program = bin(&target_dir().join("uv"), "uv");
+    let program = target_dir().join("uv/bin/uv");
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
-    let installed = Command::new(&program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).split(' ').nth(1) == Some(UV));
-    if !installed {
+    let version = crate::process::output(Command::new(&program).arg("--version"));
+    if !version.is_ok_and(|text| text.split(' ').nth(1) == Some(UV)) {
         let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| "python3".into());
         run(Command::new(base)
             .args(["-m", "venv"])
@@ -152,7 +130,7 @@ pub fn uv() -> Result<Command> {
 /// The pip of uv's environment, its cache in target/: it fetches sdists and
 /// wheels as files and builds wheels, which uv does not.
 fn pip() -> Command {
-    let mut command = Command::new(bin(&target_dir().join("uv"), "python"));
+    let mut command = Command::new(target_dir().join("uv/bin/python"));
     command
         .env("PIP_CACHE_DIR", target_dir().join("pip-cache"))
         .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
@@ -163,9 +141,8 @@ fn pip() -> Command {
 /// `uv pip install --quiet` into the environment of `python`.
 fn uv_pip(python: &Path) -> Result<Command> {
     let mut command = uv()?;
-    command
-        .args(["pip", "install", "--quiet", "--python"])
-        .arg(python);
+    command.args(["pip", "install", "--quiet", "--python"]);
+    command.arg(python);
     Ok(command)
 }
 
@@ -176,36 +153,26 @@ fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
         .arg(wheel))
 }
 
-/// Creates or reuses `target/venv-dist`; returns its `bin` directory.
-pub fn ensure_dist_tools() -> Result<PathBuf> {
-    let python = Venv::Dist.ensure()?;
-    Ok(python.parent().map(Path::to_path_buf).unwrap_or_default())
-}
-
 /// Downloads the files that `xtask/requirements/<name>.txt` pins (`kind`:
 /// `--no-binary` for sdists, `--only-binary` for wheels) into `target/<dir>`
 /// once per version of that file, pip checking each SHA-256, and installs
 /// them `--no-deps` from there into the environment of `python`, uv checking
 /// each SHA-256 again. Returns the directory.
 fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<PathBuf> {
-    let failed = |path: &Path, error: std::io::Error| format!("{}: {error}", path.display());
     let (pinned, dir) = (requirements(name), target_dir().join(dir));
-    let wanted = std::fs::read(&pinned).map_err(|error| failed(&pinned, error))?;
+    let wanted = std::fs::read(&pinned).map_err(at(&pinned))?;
     let listed = dir.join("requirements.txt");
     if std::fs::read(&listed).ok() != Some(wanted.clone()) {
-        // Filled aside and renamed: a directory whose list matches is complete.
-        let partial = dir.with_extension("partial");
-        let _ = std::fs::remove_dir_all(&partial);
-        run(pip()
-            .args(["download", "--quiet", "--no-deps", "--require-hashes"])
-            .args([kind, ":all:", "-d"])
-            .arg(&partial)
-            .arg("-r")
-            .arg(&pinned))?;
-        std::fs::write(partial.join("requirements.txt"), &wanted)
-            .map_err(|error| failed(&partial, error))?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&partial, &dir).map_err(|error| failed(&dir, error))?;
+        filled_aside(&dir, |partial| {
+            run(pip()
+                .args(["download", "--quiet", "--no-deps", "--require-hashes"])
+                .args([kind, ":all:", "-d"])
+                .arg(partial)
+                .arg("-r")
+                .arg(&pinned))?;
+            let list = partial.join("requirements.txt");
+            std::fs::write(&list, &wanted).map_err(at(&list))
+        })?;
     }
     run(uv_pip(python)?
         .args(["--no-deps", "--require-hashes", "--no-index"])
@@ -217,51 +184,46 @@ fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<Pa
 }
 
 /// Where the fresh-venv test installs from without an index: wheels of Core
-/// `NEWEST_CORE` and of the plugins' sdists, built once by pip aside and
-/// renamed, so one that exists is complete.
+/// `NEWEST_CORE` and of the plugins' sdists, built once by pip.
 fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
     let dir = target_dir().join("wheelhouse");
-    if dir.is_dir() {
-        return Ok(dir);
+    if !dir.is_dir() {
+        let mut archives = regular_files(sdists, |_| false)?;
+        archives.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
+        filled_aside(&dir, |partial| {
+            run(pip()
+                .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
+                .arg(partial)
+                .arg(format!("rextio=={NEWEST_CORE}"))
+                .args(archives))
+        })?;
     }
-    let partial = dir.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    let listed =
-        std::fs::read_dir(sdists).map_err(|error| format!("{}: {error}", sdists.display()))?;
-    let archives = listed
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| path.to_string_lossy().ends_with(".tar.gz"));
-    run(pip()
-        .args(["wheel", "--quiet", "--no-deps", "--wheel-dir"])
-        .arg(&partial)
-        .arg(format!("rextio=={NEWEST_CORE}"))
-        .args(archives))?;
-    std::fs::rename(&partial, &dir).map_err(|error| format!("{}: {error}", dir.display()))?;
     Ok(dir)
 }
 
-/// `cargo xtask setup`: everything the Python tests need, once.
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("setup", args);
-    setup(&native::build(false)?)?;
-    println!(
-        "setup: done; run a test with `{} tests/python/test_cli.py` \
-         (or `. target/venv/bin/activate` and plain `pytest ...`)",
-        Venv::Floor.program("pytest").display()
-    );
-    Ok(())
+/// Fills `dir` by `fill` into `<dir>.partial` and renames it, so that a
+/// `dir` that exists is complete.
+fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    fill(&partial)?;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&partial, dir).map_err(at(dir))
 }
 
-/// Every environment, the wheel in both Core environments, the plugins,
-/// NVIDIA's driver images, and `target/test-paths.json` naming them.
-pub fn setup(native: &NativeArtifacts) -> Result<()> {
+/// `cargo xtask setup`: the native binaries, every environment, the wheel in
+/// both Core environments, the plugins, NVIDIA's driver images, and
+/// `target/test-paths.json` naming them (read by the tests).
+pub fn setup() -> Result<()> {
+    let native = native::build(false)?;
     let build = Venv::Build.ensure()?;
     let floor = Venv::Floor.ensure()?;
     let newest = Venv::Newest.ensure()?;
     // The build-only paths import neither torch nor tensorflow: `--no-deps`.
     let sdists = install_pinned(&newest, "downstream-sdists", "downstream", "--no-binary")?;
     let wheelhouse = ensure_wheelhouse(&sdists)?;
-    let dist_tools = ensure_dist_tools()?;
+    // `target/venv-dist/bin/`: dist's tools beside its python.
+    let dist_tools = Venv::Dist.ensure()?.with_file_name("");
     // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
     // the other artifacts in target/dist/ for the tests.
     let wheel = dist::build_wheel()?;
@@ -278,8 +240,10 @@ pub fn setup(native: &NativeArtifacts) -> Result<()> {
         "downstream_sdists": sdists,
         "real_libcuda": real_driver::ensure_drivers()?,
     });
-    let file = crate::paths::record_test_paths(paths)?;
-    println!("setup: {} names what the tests use", file.display());
+    let file = crate::paths::record_test_paths(paths)?
+        .display()
+        .to_string();
+    println!("setup: {file} names what the tests use; plain `pytest` now runs any test");
     Ok(())
 }
 
@@ -288,18 +252,13 @@ pub fn test_floor() -> Result<()> {
     run(Command::new(Venv::Floor.program("ruff"))
         .current_dir(repo_root())
         .args(["check", "python", "tests"]))?;
-    let package = [
-        "python/rextio_device_cuda",
-        "python/hatch_build.py",
-        "tests/python",
-    ];
-    Venv::Floor.mypy(&[&package, &["tests/e2e"]])?;
+    // `python/`: the package and its build hook.
+    Venv::Floor.mypy(&[&["python", "tests/python"], &["tests/e2e"]])?;
     Venv::Floor.pytest(&["tests/python", "tests/e2e"])
 }
 
-/// The newest Core: pytest on `tests/python`, `tests/e2e` and
-/// `tests/downstream` with the companion plugins (mypy --strict on the
-/// package and the downstream tests against this Core too).
+/// The newest Core: mypy --strict on the package and tests/downstream, pytest
+/// on tests/python, tests/e2e and tests/downstream (the companion plugins).
 pub fn test_newest() -> Result<()> {
     Venv::Newest.mypy(&[&["python/rextio_device_cuda"], &["tests/downstream"]])?;
     Venv::Newest.pytest(&["tests/python", "tests/e2e", "tests/downstream"])
@@ -307,9 +266,8 @@ pub fn test_newest() -> Result<()> {
 
 /// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
 /// "How to add a driver symbol", done on a copy of the repository).
-pub fn symbol_proof(args: &[String]) -> Result<()> {
-    crate::no_arguments("symbol-proof", args);
-    setup(&native::build(false)?)?;
+pub fn symbol_proof() -> Result<()> {
+    setup()?;
     Venv::Floor.mypy(&[&["tests/symbol_proof"]])?;
     Venv::Floor.pytest(&["tests/symbol_proof"])
 }

@@ -1,12 +1,11 @@
 //! `cargo xtask test`'s real-driver step: NVIDIA's own `libcuda1` (Debian
 //! non-free), one image per driver series, run by the real probe, smoke and
-//! preflight in private namespaces (tests/real_driver).
-//!
-//! Nothing is installed and no host added: `apt-get download` under a
-//! private apt configuration ([`PrivateApt`], shared with the emulated step)
-//! on the machine's own Debian archive (same URI, same keyring), then
-//! `dpkg-deb -x`, all cached under `target/real-libcuda/`. A series that
-//! cannot be fetched fails the step, saying why; it is never skipped.
+//! preflight in private namespaces (tests/real_driver). Nothing is installed
+//! and no host added: `apt-get download` under a private apt configuration
+//! ([`PrivateApt`], shared with the emulated step) on the machine's own
+//! Debian archive (same URI, same keyring), then `dpkg-deb -x`, all cached
+//! under `target/real-libcuda/`. A series that cannot be fetched fails the
+//! step, saying why; it is never skipped.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,11 +38,9 @@ pub struct RealDriver {
     pub alternative_deb: PathBuf,
 }
 
-/// `cargo xtask real-driver`: `setup` (the binaries, the wheel, the images),
-/// then this step alone.
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("real-driver", args);
-    python_env::setup(&crate::native::build(false)?)?;
+/// `cargo xtask real-driver`: `setup` (it fetches the images), then this step alone.
+pub fn command() -> Result<()> {
+    python_env::setup()?;
     test()
 }
 
@@ -72,7 +69,7 @@ pub fn ensure_drivers() -> Result<PathBuf> {
 
 fn fetch(dir: &Path) -> Result<Vec<RealDriver>> {
     let apt = PrivateApt::new(dir, None, &["{release} sid experimental/non-free"])?;
-    let mut drivers = apt.drivers("libcuda1", &SERIES, |series| dir.join(series))?;
+    let mut drivers = apt.drivers("libcuda1", &SERIES)?;
     for driver in &mut drivers {
         driver.alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &driver.package_version)?;
     }
@@ -110,9 +107,7 @@ fn newest_of_series(available: &[String], series: &str) -> Option<String> {
 
 /// Unpacks `deb` into a fresh `tree` with `dpkg-deb -x` (nothing installed).
 pub(crate) fn unpack(deb: &Path, tree: &Path) -> Result<()> {
-    if tree.exists() {
-        fs::remove_dir_all(tree).map_err(at(tree))?;
-    }
+    let _ = fs::remove_dir_all(tree);
     fs::create_dir_all(tree).map_err(at(tree))?;
     process::run(Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree))
 }
@@ -199,18 +194,16 @@ impl PrivateApt {
     }
 
     /// The newest `package` of each of `series`, unpacked into
-    /// `tree(series)`, with its one regular `libcuda.so.<version>`.
-    pub(crate) fn drivers(
-        &self,
-        package: &str,
-        series: &[&str],
-        tree: impl Fn(&str) -> PathBuf,
-    ) -> Result<Vec<RealDriver>> {
+    /// `<dir>/<package>-<series>`, with its one regular `libcuda.so.<version>`.
+    pub(crate) fn drivers(&self, package: &str, series: &[&str]) -> Result<Vec<RealDriver>> {
         let offered: Vec<String> = self.offers(package)?.into_iter().map(|(v, _)| v).collect();
         let driver = |series: &str| {
             let why = format!("no {package} of series {series} is offered ({offered:?})");
             let version = newest_of_series(&offered, series).ok_or(why)?;
-            let (deb, tree) = (self.download(package, &version)?, tree(series));
+            let tree = self
+                .dir
+                .join(format!("{package}-{series}").replace(':', "-"));
+            let deb = self.download(package, &version)?;
             unpack(&deb, &tree)?;
             let version_of = |path: &Path| {
                 let name = path.file_name()?.to_str()?.strip_prefix("libcuda.so.")?;
@@ -256,11 +249,9 @@ type Archive = (String, Option<String>);
 
 /// The machine's own apt source offering its `release`.
 fn machine_archive(release: &str) -> Result<Archive> {
-    let listed = fs::read_dir("/etc/apt/sources.list.d").ok();
-    let listed = listed.into_iter().flatten().flatten();
-    let mut files: Vec<PathBuf> = listed.map(|entry| entry.path()).collect();
-    files.sort();
-    files.insert(0, PathBuf::from("/etc/apt/sources.list"));
+    let listed = regular_files(Path::new("/etc/apt/sources.list.d"), |_| false);
+    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
+    files.extend(listed.unwrap_or_default());
     let found = files.iter().find_map(|file| {
         let text = fs::read_to_string(file).ok()?;
         match file.extension()?.to_str()? {
@@ -281,9 +272,7 @@ fn stanza((uri, keyring): &Archive, line: &str) -> String {
     let mut fields = line.split('/');
     let (suites, components) = (fields.next().unwrap_or(""), fields.next().unwrap_or(""));
     let arch = fields.next().map(|arch| format!("Architectures: {arch}\n"));
-    let keyring = keyring
-        .as_ref()
-        .map(|keyring| format!("Signed-By: {keyring}\n"));
+    let keyring = keyring.as_ref().map(|key| format!("Signed-By: {key}\n"));
     let (arch, keyring) = (arch.unwrap_or_default(), keyring.unwrap_or_default());
     format!("Types: deb\nURIs: {uri}\nSuites: {suites}\nComponents: {components}\n{arch}{keyring}")
 }
@@ -296,18 +285,13 @@ fn deb822_archive(text: &str, suite: &str) -> Option<Archive> {
         let field = |name: &str| {
             let mut fields = fields.clone();
             let found = fields.find(|(key, _)| key.trim().eq_ignore_ascii_case(name));
-            found.map(|(_, value)| value.trim())
+            found.map_or("", |(_, value)| value.trim())
         };
-        let has = |name, word| {
-            field(name)
-                .unwrap_or("")
-                .split_whitespace()
-                .any(|w| w == word)
-        };
-        let disabled = field("Enabled").is_some_and(|value| value.eq_ignore_ascii_case("no"));
-        let uri = field("URIs")?.split_whitespace().next()?.to_owned();
-        let keyring = field("Signed-By").filter(|value| !value.is_empty());
-        let offered = !disabled && has("Types", "deb") && has("Suites", suite);
+        let has = |name, word| field(name).split_whitespace().any(|w| w == word);
+        let enabled = !field("Enabled").eq_ignore_ascii_case("no");
+        let uri = field("URIs").split_whitespace().next()?.to_owned();
+        let keyring = Some(field("Signed-By")).filter(|value| !value.is_empty());
+        let offered = enabled && has("Types", "deb") && has("Suites", suite);
         offered.then(|| (uri, keyring.map(str::to_owned)))
     })
 }

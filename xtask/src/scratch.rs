@@ -11,12 +11,11 @@ pub struct ScratchDir(PathBuf);
 impl ScratchDir {
     pub fn new(purpose: &str) -> Result<Self> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let since_epoch = std::time::UNIX_EPOCH.elapsed().unwrap_or_default();
-        let (pid, nanos) = (std::process::id(), since_epoch.subsec_nanos());
-        let path = std::env::temp_dir().join(format!("xtask-{purpose}-{pid}-{unique}-{nanos}"));
-        std::fs::create_dir_all(&path)
-            .map_err(|error| format!("{}: cannot create: {error}", path.display()))?;
+        let (pid, unique) = (std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        let path = std::env::temp_dir().join(format!("xtask-{purpose}-{pid}-{unique}"));
+        // One left by a dead process with this pid is stale.
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(crate::paths::at(&path))?;
         Ok(Self(path))
     }
 

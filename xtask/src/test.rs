@@ -1,8 +1,5 @@
-//! `cargo xtask test`: every check and test of the project, in order.
-//!
-//! Stops at the first failing step and names it. Nothing is optional: a
-//! missing cross target or Miri is installed with rustup, NVIDIA's driver
-//! packages are fetched, and a step that cannot get what it needs fails.
+//! `cargo xtask test`: every check and test of the project, in order, to the
+//! first failing step. Nothing is optional: what a step cannot get fails it.
 //! A step that uses what an earlier one built asks for it again (cargo and
 //! cargo-zigbuild then only check that it is current).
 
@@ -34,9 +31,8 @@ const STEPS: &[Step] = &[
         nolink::check_dynamic_section(&native.probe)?;
         nolink::check_dynamic_section(&native.smoke)
     }),
-    ("python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)", || {
-        python_env::setup(&native::build(false)?)
-    }),
+    ("python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)",
+        python_env::setup),
     ("python, the floor Core: ruff, mypy, pytest", python_env::test_floor),
     ("python, the newest Core: mypy, pytest, tests/downstream with the companion plugins",
         python_env::test_newest),
@@ -47,13 +43,12 @@ const STEPS: &[Step] = &[
     ("emulated: aarch64 under qemu (libcuda1 535, 550), the Windows loader under Wine", || {
         emulated::test(&emulated::shipped_aarch64()?)
     }),
-    ("add a driver symbol by one edit (symbol-proof)", || python_env::symbol_proof(&[])),
+    ("add a driver symbol by one edit (symbol-proof)", python_env::symbol_proof),
     ("cross check aarch64-unknown-linux-gnu", || cross_check("aarch64-unknown-linux-gnu")),
     ("cross check x86_64-pc-windows-msvc", || cross_check("x86_64-pc-windows-msvc")),
     ("miri (runtime unsafe code)", || {
         // Miri and the sources it builds its sysroot from, on the nightly toolchain.
-        run(&mut rustup(&["component", "add", "miri", "rust-src", "--toolchain", "nightly"]))
-            .map_err(|why| format!("cannot install Miri with rustup: {why}"))?;
+        run(rustup().args(["component", "add", "miri", "rust-src", "--toolchain", "nightly"]))?;
         // Miri's sysroot is built inside target/, not in a cache outside the repository.
         run(Command::new("cargo")
             .current_dir(repo_root())
@@ -62,53 +57,33 @@ const STEPS: &[Step] = &[
     }),
 ];
 
-pub fn command(args: &[String]) -> Result<()> {
-    crate::no_arguments("test", args);
-    let mut passed = 0;
-    let mut outcome = Ok(());
-    for (name, step) in STEPS {
+pub fn command() -> Result<()> {
+    for (passed, (name, step)) in STEPS.iter().enumerate() {
         println!("\n== {name} ==");
-        if let Err(message) = step() {
-            outcome = Err(format!("step `{name}` failed: {message}"));
-            break;
-        }
-        passed += 1;
+        step().map_err(|why| format!("step `{name}` failed, after {passed} passed: {why}"))?;
     }
-    println!("\n== summary ==");
-    for (name, _) in &STEPS[..passed] {
-        println!("passed: {name}");
-    }
-    if let Some((name, _)) = STEPS.get(passed).filter(|_| outcome.is_err()) {
-        println!("FAILED: {name}");
-    }
-    let failed = usize::from(outcome.is_err());
-    println!("steps: {passed} passed, {failed} failed");
-    outcome
+    println!("\n== all {} steps passed ==", STEPS.len());
+    Ok(())
 }
 
 /// The crates that carry platform-gated code, compile-checked for `target`.
 fn cross_check(target: &str) -> Result<()> {
     ensure_target(target)?;
-    let packages = [
-        "--package",
-        "rextio-cuda-runtime",
-        "--package",
-        "rextio-cuda-probe",
-    ];
+    let packages = ["-p", "rextio-cuda-runtime", "-p", "rextio-cuda-probe"];
     run(cargo()
         .args(["check", "--locked", "--target", target])
         .args(packages))
 }
 
-/// `rustup target add` (a no-op when installed); fails, saying why, when
-/// rustup cannot (the targets we claim are always compiled).
+/// `rustup target add` (a no-op when installed; the targets we claim are
+/// always compiled).
 pub fn ensure_target(target: &str) -> Result<()> {
-    run(&mut rustup(&["target", "add", target]))
-        .map_err(|why| format!("cannot add the {target} target with rustup: {why}"))
+    run(rustup().args(["target", "add", target]))
 }
 
-fn rustup(args: &[&str]) -> Command {
+/// rustup in the repository root, where rust-toolchain.toml names the toolchain.
+fn rustup() -> Command {
     let mut command = Command::new("rustup");
-    command.current_dir(repo_root()).args(args);
+    command.current_dir(repo_root());
     command
 }
