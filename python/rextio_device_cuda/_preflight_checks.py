@@ -23,19 +23,44 @@ from rextio.devices import normalize_device_id as _core_normalize_device_id
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._probe_schema import Report, Target
 from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
     CapabilitySpec,
     LaneSpec,
 )
-from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
-from rextio_device_cuda.config import CudaProviderConfig
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
+    from rextio_device_cuda._report import CudaProbeReport, ProbeTarget
     from rextio_device_cuda._toolkit import CudaToolkitReport
     from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+
+    class ConfigValues(Protocol):
+        """What a preflight reads of its configuration: a ``CudaProviderConfig``
+        or the provider's defaults (the same values as ``CudaProviderConfig()``)."""
+
+        @property
+        def probe_path(self) -> object | None: ...
+        @property
+        def toolkit_root(self) -> object | None: ...
+        @property
+        def device_ordinal(self) -> int | None: ...
+        @property
+        def sm(self) -> str | None: ...
+        @property
+        def minimum_driver_version(self) -> int: ...
+        @property
+        def minimum_toolkit_version(self) -> tuple[int, int]: ...
+        @property
+        def probe_sha256(self) -> str | None: ...
+
+    # What a preflight checks: the plain records of its own probe run, or
+    # the public record an injected runner returned (the same fields).
+    AnyReport = Report | CudaProbeReport
 
 _ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = PROVIDER_SPEC.option_keys
@@ -72,9 +97,12 @@ def normalize_device_id(logical_device: str, *, backend: str | None) -> Canonica
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
-def _expected_target(target_triple: str) -> ProbeTarget:
+def _expected_target(target_triple: str) -> Target:
     # Called only with a capability's triple from the spec: a handful of records.
-    return expected_probe_target(target_triple)
+    spec = PROVIDER_SPEC.probe_targets.get(target_triple)
+    if spec is None:  # what expected_probe_target raises
+        raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
+    return Target(os=spec.os, arch=spec.arch, environment=spec.environment)
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
@@ -175,11 +203,11 @@ def _driver_release(version: int) -> tuple[int, int]:
     return version // 1000, (version % 1000) // 10
 
 
-def _target_text(target: ProbeTarget) -> str:
+def _target_text(target: Target | ProbeTarget) -> str:
     return f"({target.os}, {target.arch}, {target.environment})"
 
 
-def _device_text(ordinal: int, report: CudaProbeReport) -> str:
+def _device_text(ordinal: int, report: AnyReport) -> str:
     device = report.devices[ordinal]
     # The name is the driver's; one that looks like it holds a path is left out.
     named = "/" not in device.name and "\\" not in device.name
@@ -413,7 +441,7 @@ def _sm(text: str | None) -> str:
 
 def _selection(
     request: DevicePreflightRequest,
-    config: CudaProviderConfig,
+    config: ConfigValues,
     capability: CapabilitySpec,
 ) -> _Selection:
     lane = _lane(capability)
@@ -482,8 +510,8 @@ def _no_work() -> None:
 
 def _probe_report(
     selection: _Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
-) -> CudaProbeReport:
-    run: Callable[[], CudaProbeReport]
+) -> AnyReport:
+    run: Callable[[], AnyReport]
     if runner is None:
         if selection.probe_path is None:
             raise _refused(_codes.PROBE_NOT_CONFIGURED)
@@ -491,7 +519,7 @@ def _probe_report(
         runner_for_selection = _subprocess_runner(
             selection.probe_path, selection.probe_sha256, selection.driver_root
         )
-        run = partial(runner_for_selection.run_overlapping, on_probe_start)
+        run = partial(runner_for_selection.run_for_preflight, on_probe_start)
     else:
         if selection.probe_sha256 is not None or selection.driver_root is not None:
             # An injected runner decides itself what runs and where it looks:
@@ -508,6 +536,10 @@ def _probe_report(
             _codes.PROBE_EXECUTION_FAILED,
             _shown(f"the injected probe runner raised {type(error).__name__}"),
         ) from error
+    if runner is None:
+        return report  # the plain records of our own run, checked as they were built
+    from rextio_device_cuda._report import CudaProbeReport
+
     if not isinstance(report, CudaProbeReport):
         raise _refused(
             _codes.PROBE_SCHEMA_INVALID,
@@ -519,11 +551,28 @@ def _probe_report(
     return report
 
 
+def _target_differs(report: AnyReport, target_triple: str) -> Target | ProbeTarget | None:
+    """The target ``target_triple`` requires, when ``report`` names another."""
+    if type(report) is Report:
+        expected = _expected_target(target_triple)
+        return expected if report.target.values() != expected.values() else None
+    # An injected runner's public record, compared as records compare.
+    public = _expected_public_target(target_triple)
+    return public if report.target != public else None
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _expected_public_target(target_triple: str) -> ProbeTarget:
+    from rextio_device_cuda._report import expected_probe_target
+
+    return expected_probe_target(target_triple)
+
+
 def _check_report(
-    selection: _Selection, report: CudaProbeReport, config: CudaProviderConfig
+    selection: _Selection, report: AnyReport, config: ConfigValues
 ) -> None:
-    expected = _expected_target(selection.capability.target_triple)
-    if report.target != expected:
+    expected = _target_differs(report, selection.capability.target_triple)
+    if expected is not None:
         raise _refused(
             _codes.PROBE_TARGET_MISMATCH,
             f"the probe reports {_target_text(report.target)}; "
@@ -621,7 +670,7 @@ def _toolkit_report(
 
 
 def _check_toolkit(
-    report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig, sm: str
+    report: CudaToolkitReport, driver_version: int, config: ConfigValues, sm: str
 ) -> None:
     from rextio_device_cuda._toolkit import toolkit_version_parts
 
@@ -655,9 +704,9 @@ def _check_toolkit(
 
 def _observations(
     selection: _Selection,
-    report: CudaProbeReport,
+    report: AnyReport,
     toolkit: CudaToolkitReport | None,
-    config: CudaProviderConfig,
+    config: ConfigValues,
 ) -> tuple[tuple[str, str], ...]:
     observed = {
         _OBSERVATION.device_count: str(len(report.devices)),
@@ -688,7 +737,7 @@ def _observations(
 
 def evaluate(
     request: DevicePreflightRequest,
-    config: CudaProviderConfig,
+    config: ConfigValues,
     runner: ProbeRunner | None,
     inspector: ToolkitInspector | None,
     on_probe_start: Callable[[], None] = _no_work,

@@ -39,12 +39,15 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, TYPE_CHECKING, Final, Generic, TypeVar
 
-from rextio_device_cuda import _codes, _sealed
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError, os_error_text
+from rextio_device_cuda._probe_schema import MAX_OUTPUT_BYTES, Report, parse_plain
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
-from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
+
+if TYPE_CHECKING:
+    from rextio_device_cuda._report import CudaProbeReport
 
 _RUNNER: Final = PROVIDER_SPEC.probe_runner
 DEFAULT_TIMEOUT_SECONDS: Final[float] = _RUNNER.default_timeout_seconds
@@ -57,7 +60,14 @@ _IS_WINDOWS: Final[bool] = sys.platform == "win32"
 REAP_SECONDS: Final[float] = 5.0
 _READ_CHUNK: Final[int] = 16384
 _SHA256_PATTERN: Final = re.compile(_RUNNER.sha256_pattern, re.ASCII)
-sha256_of_descriptor = _sealed.sha256_of_descriptor
+
+
+def sha256_of_descriptor(descriptor: int, deadline: float = math.inf) -> str:
+    """The SHA-256 (lowercase hex) of everything readable from ``descriptor``."""
+    # The sealed pin's module loads with the first pinned run, not with the runner.
+    from rextio_device_cuda import _sealed
+
+    return _sealed.sha256_of_descriptor(descriptor, deadline)
 
 
 def is_probe_sha256(value: object) -> bool:
@@ -84,6 +94,8 @@ def probe_file_sha256(path: str) -> str:
         resolved = os.path.realpath(path, strict=True)
     except (OSError, ValueError) as error:
         raise CudaProbeError(_codes.PROBE_NOT_FOUND, facts=_not_found_facts(error)) from error
+    from rextio_device_cuda import _sealed
+
     sealed = _sealed.seal(resolved)
     sealed.close()
     return sealed.digest
@@ -358,9 +370,11 @@ class SubprocessProbeRunner:
         except (OSError, ValueError) as error:  # ValueError: an embedded NUL
             raise CudaProbeError(_codes.PROBE_NOT_FOUND, facts=_not_found_facts(error)) from error
         if not stat.S_ISREG(status.st_mode):
+            from rextio_device_cuda._sealed import file_kind
+
             raise CudaProbeError(
                 _codes.PROBE_NOT_EXECUTABLE,
-                facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
+                facts=f"the probe is {file_kind(status.st_mode)}, not a regular file",
             )
         if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
             raise CudaProbeError(
@@ -430,6 +444,8 @@ class SubprocessProbeRunner:
         if self._sha256 is None:
             child = self._spawn(executable)
         else:
+            from rextio_device_cuda import _sealed
+
             try:
                 sealed = _sealed.seal(executable, deadline)
             except CudaProbeError as error:
@@ -483,12 +499,22 @@ class SubprocessProbeRunner:
 
     def run(self) -> CudaProbeReport:
         """Run the probe and parse its report."""
-        early = _EarlyParse()
+        from rextio_device_cuda._report import parse_probe_report
+
+        early = _EarlyParse(parse_probe_report)
         return early.result(self._read_output(None, early))
 
     def run_overlapping(self, while_running: Callable[[], None]) -> CudaProbeReport:
         """``run()``, calling ``while_running`` once the probe has started."""
-        early = _EarlyParse()
+        from rextio_device_cuda._report import parse_probe_report
+
+        early = _EarlyParse(parse_probe_report)
+        return early.result(self._read_output(while_running, early))
+
+    def run_for_preflight(self, while_running: Callable[[], None]) -> Report:
+        """``run_overlapping()`` into the plain records a preflight checks:
+        the same checks of the same bytes, without the public dataclasses."""
+        early = _EarlyParse(parse_plain)
         return early.result(self._read_output(while_running, early))
 
     @staticmethod
@@ -540,7 +566,10 @@ class SubprocessProbeRunner:
                 on_pause = None
 
 
-class _EarlyParse:
+_ReportT = TypeVar("_ReportT")
+
+
+class _EarlyParse(Generic[_ReportT]):
     """Parses the output read so far when the probe pauses, so the parse
     overlaps the probe's exit instead of following it.
 
@@ -549,26 +578,27 @@ class _EarlyParse:
     anew. An early failure is raised only then too, after every runner check.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, parse: Callable[[bytes], _ReportT]) -> None:
+        self._parse = parse
         self._parsed_size = -1
-        self._report: CudaProbeReport | None = None
+        self._report: _ReportT | None = None
         self._error: Exception | None = None
 
     def __call__(self, output: bytes) -> None:
         self._parsed_size = len(output)
         try:
-            self._report = parse_probe_report(output)
+            self._report = self._parse(output)
         except Exception as error:  # kept for result(); raised only if it applies
             self._error = error
 
-    def result(self, output: bytes) -> CudaProbeReport:
+    def result(self, output: bytes) -> _ReportT:
         """The report of ``output`` (the complete stdout of a successful run)."""
         if len(output) != self._parsed_size:
-            return parse_probe_report(output)
+            return self._parse(output)
         if self._error is not None:
             raise self._error
         if self._report is None:  # pragma: no cover - set whenever no error was
-            return parse_probe_report(output)
+            return self._parse(output)
         return self._report
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
@@ -18,13 +19,14 @@ from rextio_device_cuda import _preflight_checks
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
-from rextio_device_cuda._report import expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner
-from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
 
 if TYPE_CHECKING:
     import logging
+    from pathlib import Path
 
+    from rextio_device_cuda._report import expected_probe_target
+    from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
     from rextio_device_cuda.probe import FilesystemToolkitInspector, ProbeRunner, ToolkitInspector
 
 # 0.1.0's public names (contract section 1), then this version's additions.
@@ -112,20 +114,46 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
-# 0.1.0's re-exports that a preflight through the entry point never uses:
-# the public probe module (its protocols) and the toolkit inspector load
-# when one of them is first used.
-_PROBE_MODULE_NAMES: Final = frozenset(
-    {"FilesystemToolkitInspector", "ProbeRunner", "ToolkitInspector"}
-)
+# 0.1.0's re-exports that a preflight through the entry point never uses
+# load when one of them is first used: the public probe module (its
+# protocols) and the toolkit inspector, the public report records and the
+# configuration (frozen dataclasses, about 0.6 ms each to define).
+_LAZY_NAMES: Final = {
+    "FilesystemToolkitInspector": "rextio_device_cuda.probe",
+    "ProbeRunner": "rextio_device_cuda.probe",
+    "ToolkitInspector": "rextio_device_cuda.probe",
+    "expected_probe_target": "rextio_device_cuda._report",
+    "CudaProviderConfig": "rextio_device_cuda.config",
+    "CUDA_DRIVER_VERSION_FLOOR": "rextio_device_cuda.config",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _PROBE_MODULE_NAMES:
-        from rextio_device_cuda import probe
+    module = _LAZY_NAMES.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(probe, name)
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Defaults:
+    """``CudaProviderConfig()``'s values, for a provider built without a
+    configuration (the entry point's): a preflight reads only these."""
+
+    __slots__ = ()
+    probe_path: Final[Path | None] = None
+    toolkit_root: Final[Path | None] = None
+    device_ordinal: Final[int | None] = None
+    sm: Final[str | None] = None
+    minimum_driver_version: Final[int] = PROVIDER_SPEC.policy.driver_version_floor
+    minimum_toolkit_version: Final[tuple[int, int]] = PROVIDER_SPEC.policy.toolkit_version_floor
+    probe_sha256: Final[str | None] = None
+
+
+_DEFAULTS: Final = _Defaults()
+# Guards the one-time build of a default provider's ``config`` record.
+_CONFIG_LOCK: Final = threading.Lock()
 
 
 def refusal_logger() -> logging.Logger:
@@ -213,10 +241,11 @@ class CudaDeviceProvider:
         probe_runner: ProbeRunner | None = None,
         toolkit_inspector: ToolkitInspector | None = None,
     ) -> None:
-        if config is None:
-            config = CudaProviderConfig()
-        if not isinstance(config, CudaProviderConfig):
-            raise TypeError("config must be a CudaProviderConfig or None")
+        if config is not None:
+            from rextio_device_cuda.config import CudaProviderConfig
+
+            if not isinstance(config, CudaProviderConfig):
+                raise TypeError("config must be a CudaProviderConfig or None")
         if probe_runner is not None or toolkit_inspector is not None:
             from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
@@ -227,14 +256,23 @@ class CudaDeviceProvider:
             ):
                 raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
         self._config = config
+        self._settings: CudaProviderConfig | _Defaults = _DEFAULTS if config is None else config
         self._probe_runner = probe_runner
         self._toolkit_inspector = toolkit_inspector
         self._ready = ReadyState()
 
     @property
     def config(self) -> CudaProviderConfig:
-        """The constructor configuration."""
-        return self._config
+        """The constructor configuration (``CudaProviderConfig()`` when none was given)."""
+        config = self._config
+        if config is None:
+            from rextio_device_cuda.config import CudaProviderConfig
+
+            with _CONFIG_LOCK:
+                config = self._config
+                if config is None:  # built once: every read returns the same record
+                    config = self._config = CudaProviderConfig()
+        return config
 
     def manifest(self) -> DeviceProviderManifest:
         """Passive identity and capabilities; never probes the host."""
@@ -260,7 +298,7 @@ class CudaDeviceProvider:
         try:
             outcome = _preflight_checks.evaluate(
                 request,
-                self._config,
+                self._settings,
                 self._probe_runner,
                 self._toolkit_inspector,
                 on_probe_start=claim.begin,
