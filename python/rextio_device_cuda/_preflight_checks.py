@@ -214,7 +214,7 @@ def _device_text(ordinal: int, report: AnyReport) -> str:
     return f"device {ordinal} is {device.sm}" + (f" ({device.name})" if named else "")
 
 
-class _Selection:
+class Selection:
     """The effective device choice after options and constructor are merged."""
 
     __slots__ = (
@@ -443,7 +443,7 @@ def _selection(
     request: DevicePreflightRequest,
     config: ConfigValues,
     capability: CapabilitySpec,
-) -> _Selection:
+) -> Selection:
     lane = _lane(capability)
     options = _options(request, lane)
     if lane.requirement is not None and config.toolkit_root is not None:
@@ -490,7 +490,7 @@ def _selection(
             _codes.DEVICE_REQUIREMENT_MISMATCH,
             f"the artifact requires {required}; device {ordinal}, {sm} was selected",
         )
-    return _Selection(
+    return Selection(
         capability=capability,
         ordinal=ordinal,
         sm=sm,
@@ -509,7 +509,7 @@ def _no_work() -> None:
 
 
 def _probe_report(
-    selection: _Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
+    selection: Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
 ) -> AnyReport:
     run: Callable[[], AnyReport]
     if runner is None:
@@ -569,7 +569,7 @@ def _expected_public_target(target_triple: str) -> ProbeTarget:
 
 
 def _check_report(
-    selection: _Selection, report: AnyReport, config: ConfigValues
+    selection: Selection, report: AnyReport, config: ConfigValues
 ) -> None:
     expected = _target_differs(report, selection.capability.target_triple)
     if expected is not None:
@@ -625,7 +625,7 @@ def _check_report(
 
 
 def _toolkit_report(
-    selection: _Selection, inspector: ToolkitInspector | None
+    selection: Selection, inspector: ToolkitInspector | None
 ) -> CudaToolkitReport | None:
     # Only a preflight that inspects a toolkit loads the inspector's module.
     if inspector is None:
@@ -703,7 +703,7 @@ def _check_toolkit(
 
 
 def _observations(
-    selection: _Selection,
+    selection: Selection,
     report: AnyReport,
     toolkit: CudaToolkitReport | None,
     config: ConfigValues,
@@ -735,21 +735,41 @@ def _observations(
     return tuple(sorted(observed.items()))
 
 
+def prepare(request: DevicePreflightRequest, config: ConfigValues) -> Refusal | Selection:
+    """Steps 1-12, which decide before anything runs: the refusal, or the
+    effective selection a probe is run for.
+
+    A pure function of the request's values and the configuration (nothing
+    is read from the host), so the provider may keep its result for a
+    request it has seen before.
+    """
+    try:
+        return _selection(request, config, _capability(request))
+    except _RefusedError as refused:
+        return refused.refusal
+
+
 def evaluate(
     request: DevicePreflightRequest,
     config: ConfigValues,
     runner: ProbeRunner | None,
     inspector: ToolkitInspector | None,
     on_probe_start: Callable[[], None] = _no_work,
+    prepared: Refusal | Selection | None = None,
 ) -> Refusal | Ready:
     """Run every check in contract order; the first failure wins.
 
     ``on_probe_start`` is called once, just before an injected runner runs or
     just after the probe process started (never when no probe runs).
+    ``prepared`` is ``prepare(request, config)`` when the caller has it.
     """
+    if prepared is None:
+        prepared = prepare(request, config)
+    if isinstance(prepared, Refusal):
+        return prepared
+    selection = prepared
+    capability = selection.capability
     try:
-        capability = _capability(request)
-        selection = _selection(request, config, capability)
         report = _probe_report(selection, runner, on_probe_start)
         _check_report(selection, report, config)
         toolkit = (

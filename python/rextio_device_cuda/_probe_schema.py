@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -420,7 +421,23 @@ def decode(payload: bytes | str) -> object:
         raise _output_error("not JSON") from error
 
 
+# A probe prints the same report run after run: the parse of the last few
+# outputs is kept. It is a pure function of the bytes (a refusal is raised
+# again each time; lru_cache keeps no exception), the records are never
+# changed after they are built and never leave the preflight. Only short
+# outputs are kept, so the memo holds at most 16 x 4 KiB.
+_MEMO_ENTRIES: Final[int] = 16
+_MEMO_MAX_BYTES: Final[int] = 4096
+
+
+@lru_cache(maxsize=_MEMO_ENTRIES)
+def _parse_bytes(data: bytes) -> Report:
+    return build_report(decode(data), Target, Device, Report)
+
+
 def parse_plain(payload: bytes | str) -> Report:
     """``parse_probe_report`` into the preflight's plain records: the same
     checks in the same order, so the same refusal for the same bytes."""
+    if type(payload) is bytes and len(payload) <= _MEMO_MAX_BYTES:
+        return _parse_bytes(payload)
     return build_report(decode(payload), Target, Device, Report)

@@ -185,6 +185,8 @@ def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
 # before reuses its already validated record. Bounded: outcomes vary only in
 # a few probe facts.
 _RESULT_CACHE_SIZE: Final[int] = 256
+# Requests whose steps 1-12 a provider keeps (CudaDeviceProvider._prepared_checks).
+_PREPARED_SIZE: Final[int] = 64
 
 
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
@@ -207,21 +209,19 @@ class _Claim:
     """One preflight's place in the ready state.
 
     It begins (taking a generation, revoking earlier successes of the same
-    fingerprint) once a probe has started, so the fingerprint is computed
-    while the probe runs, or else when the checks refused without a probe;
-    always before ``finish``.
+    fingerprint) once a probe has started, or else when the checks refused
+    without a probe; always before ``finish``.
     """
 
-    def __init__(self, ready: ReadyState, request: DevicePreflightRequest) -> None:
+    def __init__(self, ready: ReadyState, fingerprint: str) -> None:
         self._ready = ready
-        self._request = request
+        self._fingerprint = fingerprint
         self._begun: tuple[str, int] | None = None
 
     def begin(self) -> None:
         """Take a generation for the request's fingerprint (once)."""
         if self._begun is None:
-            fingerprint = request_fingerprint(self._request)
-            self._begun = (fingerprint, self._ready.begin(fingerprint))
+            self._begun = (self._fingerprint, self._ready.begin(self._fingerprint))
 
     def finish(self, *, ready: bool) -> None:
         """Record the outcome under the generation taken by ``begin``."""
@@ -260,6 +260,10 @@ class CudaDeviceProvider:
         self._probe_runner = probe_runner
         self._toolkit_inspector = toolkit_inspector
         self._ready = ReadyState()
+        # Steps 1-12 of requests seen before (see _prepared).
+        self._prepared: dict[
+            tuple[str, object], _preflight_checks.Refusal | _preflight_checks.Selection
+        ] = {}
 
     @property
     def config(self) -> CudaProviderConfig:
@@ -293,7 +297,8 @@ class CudaDeviceProvider:
         """The preflight result and, when refused, what decided it (nothing logged)."""
         if not isinstance(request, DevicePreflightRequest):
             raise DeviceProviderError("preflight requires a DevicePreflightRequest")
-        claim = _Claim(self._ready, request)
+        fingerprint = request_fingerprint(request)
+        claim = _Claim(self._ready, fingerprint)
         outcome: _preflight_checks.Refusal | _preflight_checks.Ready | None = None
         try:
             outcome = _preflight_checks.evaluate(
@@ -302,6 +307,7 @@ class CudaDeviceProvider:
                 self._probe_runner,
                 self._toolkit_inspector,
                 on_probe_start=claim.begin,
+                prepared=self._prepared_checks(request, fingerprint),
             )
         finally:
             # Refused before any probe ran: the claim starts (and revokes) here.
@@ -310,6 +316,30 @@ class CudaDeviceProvider:
         if isinstance(outcome, _preflight_checks.Refusal):
             return _refusal_result(outcome.status, outcome.reason_code), outcome
         return _ready_result(outcome.observations), None
+
+    def _prepared_checks(
+        self, request: DevicePreflightRequest, fingerprint: str
+    ) -> _preflight_checks.Refusal | _preflight_checks.Selection:
+        """Steps 1-12 (``_preflight_checks.prepare``), kept per request.
+
+        They are a pure function of the request's values and this provider's
+        configuration. The fingerprint is Core's canonical form of every
+        field of the request (``to_dict``), binding the option values only by
+        their digest, so the key adds the values themselves: the same key is
+        the same request, and the kept result is the one a new evaluation
+        would give. Bounded: cleared when full.
+        """
+        try:
+            key = (fingerprint, request.options.values)
+            kept = self._prepared.get(key)
+        except Exception:  # a forged, unhashable options object: evaluate anew
+            return _preflight_checks.prepare(request, self._settings)
+        if kept is None:
+            kept = _preflight_checks.prepare(request, self._settings)
+            if len(self._prepared) >= _PREPARED_SIZE:
+                self._prepared.clear()
+            self._prepared[key] = kept
+        return kept
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         """The lane's declarative inputs, only after this request's latest preflight passed."""
