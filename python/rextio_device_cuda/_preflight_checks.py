@@ -62,7 +62,6 @@ if TYPE_CHECKING:
     # the public record an injected runner returned (the same fields).
     AnyReport = Report | CudaProbeReport
 
-_ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys
 _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
@@ -415,7 +414,8 @@ def _merged(
 def _ordinal(text: str | None) -> int:
     if text is None:
         raise _refused(_codes.DEVICE_ORDINAL_NOT_CONFIGURED)
-    if _ASCII_DIGITS.fullmatch(text) is None:
+    # ASCII decimal digits only (what [0-9]+ matches), without compiling a pattern.
+    if not (text.isascii() and text.isdigit()):
         raise _refused(_codes.DEVICE_ORDINAL_INVALID)
     significant = text.lstrip("0") or "0"
     # Bound the digits before int(): a 4096-digit option must not cost a parse.

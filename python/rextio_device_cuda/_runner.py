@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError, os_error_text
@@ -68,7 +68,8 @@ _IS_WINDOWS: Final[bool] = sys.platform == "win32"
 # (a member in uninterruptible sleep), so a run ends by timeout + this.
 REAP_SECONDS: Final[float] = 5.0
 _READ_CHUNK: Final[int] = 16384
-_SHA256_PATTERN: Final = re.compile(_RUNNER.sha256_pattern, re.ASCII)
+# Compiled at the first use (only a pinned request has a pin to check).
+_SHA256_PATTERN: re.Pattern[str] | None = None
 
 
 def sha256_of_descriptor(descriptor: int, deadline: float = math.inf) -> str:
@@ -81,7 +82,13 @@ def sha256_of_descriptor(descriptor: int, deadline: float = math.inf) -> str:
 
 def is_probe_sha256(value: object) -> bool:
     """True for a well-formed pin: exactly 64 lowercase hexadecimal digits."""
-    return isinstance(value, str) and _SHA256_PATTERN.fullmatch(value) is not None
+    global _SHA256_PATTERN
+    if not isinstance(value, str):
+        return False
+    pattern = _SHA256_PATTERN
+    if pattern is None:
+        pattern = _SHA256_PATTERN = re.compile(_RUNNER.sha256_pattern, re.ASCII)
+    return pattern.fullmatch(value) is not None
 
 
 def _validated_sha256(value: object) -> str | None:
@@ -214,7 +221,8 @@ _FORK_EXEC_PARAMETERS: Final[tuple[str, ...]] = (
 )
 # What a child reports on its error pipe before exec (at most this much is read).
 _ERRPIPE_LIMIT: Final[int] = 50000
-_ForkExec = Callable[..., int]
+if TYPE_CHECKING:
+    _ForkExec = Callable[..., int]
 
 
 def known_fork_exec(function: object, version: tuple[int, int]) -> _ForkExec | None:
@@ -750,20 +758,20 @@ class SubprocessProbeRunner:
         from rextio_device_cuda._report import parse_probe_report
 
         early = _EarlyParse(parse_probe_report)
-        return early.result(self._read_output(None, early))
+        return cast("CudaProbeReport", early.result(self._read_output(None, early)))
 
     def run_overlapping(self, while_running: Callable[[], None]) -> CudaProbeReport:
         """``run()``, calling ``while_running`` once the probe has started."""
         from rextio_device_cuda._report import parse_probe_report
 
         early = _EarlyParse(parse_probe_report)
-        return early.result(self._read_output(while_running, early))
+        return cast("CudaProbeReport", early.result(self._read_output(while_running, early)))
 
     def run_for_preflight(self, while_running: Callable[[], None]) -> Report:
         """``run_overlapping()`` into the plain records a preflight checks:
         the same checks of the same bytes, without the public dataclasses."""
         early = _EarlyParse(parse_plain)
-        return early.result(self._read_output(while_running, early))
+        return cast(Report, early.result(self._read_output(while_running, early)))
 
     @staticmethod
     def _collect(
@@ -809,10 +817,7 @@ class SubprocessProbeRunner:
                 on_pause = None
 
 
-_ReportT = TypeVar("_ReportT")
-
-
-class _EarlyParse(Generic[_ReportT]):
+class _EarlyParse:
     """Parses the output read so far when the probe pauses, so the parse
     overlaps the probe's exit instead of following it.
 
@@ -821,10 +826,11 @@ class _EarlyParse(Generic[_ReportT]):
     anew. An early failure is raised only then too, after every runner check.
     """
 
-    def __init__(self, parse: Callable[[bytes], _ReportT]) -> None:
+    # Not a Generic class: subscripting typing.Generic costs 0.1 ms at import.
+    def __init__(self, parse: Callable[[bytes], Any]) -> None:
         self._parse = parse
         self._parsed_size = -1
-        self._report: _ReportT | None = None
+        self._report: Any = None
         self._error: Exception | None = None
 
     def __call__(self, output: bytes) -> None:
@@ -834,7 +840,7 @@ class _EarlyParse(Generic[_ReportT]):
         except Exception as error:  # kept for result(); raised only if it applies
             self._error = error
 
-    def result(self, output: bytes) -> _ReportT:
+    def result(self, output: bytes) -> Any:
         """The report of ``output`` (the complete stdout of a successful run)."""
         if len(output) != self._parsed_size:
             return self._parse(output)
