@@ -8,12 +8,22 @@ from typing import Final
 from rextio_device_cuda import _codes
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REASON_CODE: Final = re.compile(PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII)
+# Compiled at the first use (a ready preflight has none): compiling a
+# pattern costs tens of microseconds in a fresh process.
+_REASON_CODE: re.Pattern[str] | None = None
 
 
 def is_reason_code(value: object) -> bool:
     """Whether ``value`` is spelled like a reason code (``^[A-Z][A-Z0-9_]{0,63}$``)."""
-    return isinstance(value, str) and _REASON_CODE.fullmatch(value) is not None
+    global _REASON_CODE
+    if not isinstance(value, str):
+        return False
+    pattern = _REASON_CODE
+    if pattern is None:
+        pattern = _REASON_CODE = re.compile(
+            PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII
+        )
+    return pattern.fullmatch(value) is not None
 
 
 class CudaProbeError(RuntimeError):

@@ -23,21 +23,45 @@ from rextio.devices import normalize_device_id as _core_normalize_device_id
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._probe_schema import Report, Target
 from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
     CapabilitySpec,
     LaneSpec,
 )
-from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
-from rextio_device_cuda.config import CudaProviderConfig
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
+    from rextio_device_cuda._report import CudaProbeReport, ProbeTarget
     from rextio_device_cuda._toolkit import CudaToolkitReport
     from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
-_ASCII_DIGITS = re.compile(r"[0-9]+", re.ASCII)
+    class ConfigValues(Protocol):
+        """What a preflight reads of its configuration: a ``CudaProviderConfig``
+        or the provider's defaults (the same values as ``CudaProviderConfig()``)."""
+
+        @property
+        def probe_path(self) -> object | None: ...
+        @property
+        def toolkit_root(self) -> object | None: ...
+        @property
+        def device_ordinal(self) -> int | None: ...
+        @property
+        def sm(self) -> str | None: ...
+        @property
+        def minimum_driver_version(self) -> int: ...
+        @property
+        def minimum_toolkit_version(self) -> tuple[int, int]: ...
+        @property
+        def probe_sha256(self) -> str | None: ...
+
+    # What a preflight checks: the plain records of its own probe run, or
+    # the public record an injected runner returned (the same fields).
+    AnyReport = Report | CudaProbeReport
+
 _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys
 _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
@@ -72,9 +96,12 @@ def normalize_device_id(logical_device: str, *, backend: str | None) -> Canonica
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
-def _expected_target(target_triple: str) -> ProbeTarget:
+def _expected_target(target_triple: str) -> Target:
     # Called only with a capability's triple from the spec: a handful of records.
-    return expected_probe_target(target_triple)
+    spec = PROVIDER_SPEC.probe_targets.get(target_triple)
+    if spec is None:  # what expected_probe_target raises
+        raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
+    return Target(os=spec.os, arch=spec.arch, environment=spec.environment)
 
 
 @lru_cache(maxsize=_MEMO_SIZE)
@@ -175,18 +202,18 @@ def _driver_release(version: int) -> tuple[int, int]:
     return version // 1000, (version % 1000) // 10
 
 
-def _target_text(target: ProbeTarget) -> str:
+def _target_text(target: Target | ProbeTarget) -> str:
     return f"({target.os}, {target.arch}, {target.environment})"
 
 
-def _device_text(ordinal: int, report: CudaProbeReport) -> str:
+def _device_text(ordinal: int, report: AnyReport) -> str:
     device = report.devices[ordinal]
     # The name is the driver's; one that looks like it holds a path is left out.
     named = "/" not in device.name and "\\" not in device.name
     return f"device {ordinal} is {device.sm}" + (f" ({device.name})" if named else "")
 
 
-class _Selection:
+class Selection:
     """The effective device choice after options and constructor are merged."""
 
     __slots__ = (
@@ -387,7 +414,8 @@ def _merged(
 def _ordinal(text: str | None) -> int:
     if text is None:
         raise _refused(_codes.DEVICE_ORDINAL_NOT_CONFIGURED)
-    if _ASCII_DIGITS.fullmatch(text) is None:
+    # ASCII decimal digits only (what [0-9]+ matches), without compiling a pattern.
+    if not (text.isascii() and text.isdigit()):
         raise _refused(_codes.DEVICE_ORDINAL_INVALID)
     significant = text.lstrip("0") or "0"
     # Bound the digits before int(): a 4096-digit option must not cost a parse.
@@ -413,9 +441,9 @@ def _sm(text: str | None) -> str:
 
 def _selection(
     request: DevicePreflightRequest,
-    config: CudaProviderConfig,
+    config: ConfigValues,
     capability: CapabilitySpec,
-) -> _Selection:
+) -> Selection:
     lane = _lane(capability)
     options = _options(request, lane)
     if lane.requirement is not None and config.toolkit_root is not None:
@@ -462,7 +490,7 @@ def _selection(
             _codes.DEVICE_REQUIREMENT_MISMATCH,
             f"the artifact requires {required}; device {ordinal}, {sm} was selected",
         )
-    return _Selection(
+    return Selection(
         capability=capability,
         ordinal=ordinal,
         sm=sm,
@@ -481,9 +509,9 @@ def _no_work() -> None:
 
 
 def _probe_report(
-    selection: _Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
-) -> CudaProbeReport:
-    run: Callable[[], CudaProbeReport]
+    selection: Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
+) -> AnyReport:
+    run: Callable[[], AnyReport]
     if runner is None:
         if selection.probe_path is None:
             raise _refused(_codes.PROBE_NOT_CONFIGURED)
@@ -491,7 +519,7 @@ def _probe_report(
         runner_for_selection = _subprocess_runner(
             selection.probe_path, selection.probe_sha256, selection.driver_root
         )
-        run = partial(runner_for_selection.run_overlapping, on_probe_start)
+        run = partial(runner_for_selection.run_for_preflight, on_probe_start)
     else:
         if selection.probe_sha256 is not None or selection.driver_root is not None:
             # An injected runner decides itself what runs and where it looks:
@@ -508,6 +536,10 @@ def _probe_report(
             _codes.PROBE_EXECUTION_FAILED,
             _shown(f"the injected probe runner raised {type(error).__name__}"),
         ) from error
+    if runner is None:
+        return report  # the plain records of our own run, checked as they were built
+    from rextio_device_cuda._report import CudaProbeReport
+
     if not isinstance(report, CudaProbeReport):
         raise _refused(
             _codes.PROBE_SCHEMA_INVALID,
@@ -519,11 +551,28 @@ def _probe_report(
     return report
 
 
+def _target_differs(report: AnyReport, target_triple: str) -> Target | ProbeTarget | None:
+    """The target ``target_triple`` requires, when ``report`` names another."""
+    if type(report) is Report:
+        expected = _expected_target(target_triple)
+        return expected if report.target.values() != expected.values() else None
+    # An injected runner's public record, compared as records compare.
+    public = _expected_public_target(target_triple)
+    return public if report.target != public else None
+
+
+@lru_cache(maxsize=_MEMO_SIZE)
+def _expected_public_target(target_triple: str) -> ProbeTarget:
+    from rextio_device_cuda._report import expected_probe_target
+
+    return expected_probe_target(target_triple)
+
+
 def _check_report(
-    selection: _Selection, report: CudaProbeReport, config: CudaProviderConfig
+    selection: Selection, report: AnyReport, config: ConfigValues
 ) -> None:
-    expected = _expected_target(selection.capability.target_triple)
-    if report.target != expected:
+    expected = _target_differs(report, selection.capability.target_triple)
+    if expected is not None:
         raise _refused(
             _codes.PROBE_TARGET_MISMATCH,
             f"the probe reports {_target_text(report.target)}; "
@@ -576,7 +625,7 @@ def _check_report(
 
 
 def _toolkit_report(
-    selection: _Selection, inspector: ToolkitInspector | None
+    selection: Selection, inspector: ToolkitInspector | None
 ) -> CudaToolkitReport | None:
     # Only a preflight that inspects a toolkit loads the inspector's module.
     if inspector is None:
@@ -621,7 +670,7 @@ def _toolkit_report(
 
 
 def _check_toolkit(
-    report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig, sm: str
+    report: CudaToolkitReport, driver_version: int, config: ConfigValues, sm: str
 ) -> None:
     from rextio_device_cuda._toolkit import toolkit_version_parts
 
@@ -654,10 +703,10 @@ def _check_toolkit(
 
 
 def _observations(
-    selection: _Selection,
-    report: CudaProbeReport,
+    selection: Selection,
+    report: AnyReport,
     toolkit: CudaToolkitReport | None,
-    config: CudaProviderConfig,
+    config: ConfigValues,
 ) -> tuple[tuple[str, str], ...]:
     observed = {
         _OBSERVATION.device_count: str(len(report.devices)),
@@ -686,21 +735,41 @@ def _observations(
     return tuple(sorted(observed.items()))
 
 
+def prepare(request: DevicePreflightRequest, config: ConfigValues) -> Refusal | Selection:
+    """Steps 1-12, which decide before anything runs: the refusal, or the
+    effective selection a probe is run for.
+
+    A pure function of the request's values and the configuration (nothing
+    is read from the host), so the provider may keep its result for a
+    request it has seen before.
+    """
+    try:
+        return _selection(request, config, _capability(request))
+    except _RefusedError as refused:
+        return refused.refusal
+
+
 def evaluate(
     request: DevicePreflightRequest,
-    config: CudaProviderConfig,
+    config: ConfigValues,
     runner: ProbeRunner | None,
     inspector: ToolkitInspector | None,
     on_probe_start: Callable[[], None] = _no_work,
+    prepared: Refusal | Selection | None = None,
 ) -> Refusal | Ready:
     """Run every check in contract order; the first failure wins.
 
     ``on_probe_start`` is called once, just before an injected runner runs or
     just after the probe process started (never when no probe runs).
+    ``prepared`` is ``prepare(request, config)`` when the caller has it.
     """
+    if prepared is None:
+        prepared = prepare(request, config)
+    if isinstance(prepared, Refusal):
+        return prepared
+    selection = prepared
+    capability = selection.capability
     try:
-        capability = _capability(request)
-        selection = _selection(request, config, capability)
         report = _probe_report(selection, runner, on_probe_start)
         _check_report(selection, report, config)
         toolkit = (

@@ -27,24 +27,36 @@ against the timeout. Off Linux a pinned run is refused after the digest check.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import select
-import signal
 import stat
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from rextio_device_cuda import _codes, _sealed
+from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError, os_error_text
+from rextio_device_cuda._probe_schema import MAX_OUTPUT_BYTES, Report, parse_plain
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
-from rextio_device_cuda._report import MAX_OUTPUT_BYTES, CudaProbeReport, parse_probe_report
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from rextio_device_cuda._report import CudaProbeReport
+
+if TYPE_CHECKING:
+    from signal import SIGKILL
+else:
+    try:  # the C module behind ``signal``, without the enum classes it builds at import
+        from _signal import SIGKILL
+    except ImportError:  # pragma: no cover - not CPython
+        from signal import SIGKILL
 
 _RUNNER: Final = PROVIDER_SPEC.probe_runner
 DEFAULT_TIMEOUT_SECONDS: Final[float] = _RUNNER.default_timeout_seconds
@@ -56,13 +68,27 @@ _IS_WINDOWS: Final[bool] = sys.platform == "win32"
 # (a member in uninterruptible sleep), so a run ends by timeout + this.
 REAP_SECONDS: Final[float] = 5.0
 _READ_CHUNK: Final[int] = 16384
-_SHA256_PATTERN: Final = re.compile(_RUNNER.sha256_pattern, re.ASCII)
-sha256_of_descriptor = _sealed.sha256_of_descriptor
+# Compiled at the first use (only a pinned request has a pin to check).
+_SHA256_PATTERN: re.Pattern[str] | None = None
+
+
+def sha256_of_descriptor(descriptor: int, deadline: float = math.inf) -> str:
+    """The SHA-256 (lowercase hex) of everything readable from ``descriptor``."""
+    # The sealed pin's module loads with the first pinned run, not with the runner.
+    from rextio_device_cuda import _sealed
+
+    return _sealed.sha256_of_descriptor(descriptor, deadline)
 
 
 def is_probe_sha256(value: object) -> bool:
     """True for a well-formed pin: exactly 64 lowercase hexadecimal digits."""
-    return isinstance(value, str) and _SHA256_PATTERN.fullmatch(value) is not None
+    global _SHA256_PATTERN
+    if not isinstance(value, str):
+        return False
+    pattern = _SHA256_PATTERN
+    if pattern is None:
+        pattern = _SHA256_PATTERN = re.compile(_RUNNER.sha256_pattern, re.ASCII)
+    return pattern.fullmatch(value) is not None
 
 
 def _validated_sha256(value: object) -> str | None:
@@ -84,6 +110,8 @@ def probe_file_sha256(path: str) -> str:
         resolved = os.path.realpath(path, strict=True)
     except (OSError, ValueError) as error:
         raise CudaProbeError(_codes.PROBE_NOT_FOUND, facts=_not_found_facts(error)) from error
+    from rextio_device_cuda import _sealed
+
     sealed = _sealed.seal(resolved)
     sealed.close()
     return sealed.digest
@@ -103,6 +131,8 @@ def _exit_facts(returncode: int) -> str:
     """``the probe exited with status 3`` or ``the probe was ended by signal 9 (SIGKILL)``."""
     if returncode >= 0:
         return f"the probe exited with status {returncode}"
+    import signal  # its names serve this fact only
+
     try:
         name = f" ({signal.Signals(-returncode).name})"
     except ValueError:
@@ -155,37 +185,252 @@ def _poll_milliseconds(remaining: float) -> int:
     return max(math.ceil(remaining * 1000.0), 0)
 
 
-class _Child:
-    """One probe spawned by this process and the means to end its process group."""
+# The parameters of ``_posixsubprocess.fork_exec``, in order: the C function
+# behind ``subprocess.Popen`` on POSIX, which forks (vfork where it can),
+# closes every inherited descriptor in the child and execs. Calling it
+# directly spares the import of ``subprocess`` (and ``signal``: 2.5 ms, paid
+# by every `rextio generate`) and Popen's work per run. It is private: it is
+# used only where its signature is exactly this one (CPython 3.12 and later
+# state it; 3.11 states none, and its subprocess.py passes exactly these),
+# and anywhere else ``subprocess.Popen`` starts the probe with the same
+# settings.
+_FORK_EXEC_PARAMETERS: Final[tuple[str, ...]] = (
+    "args",
+    "executable_list",
+    "close_fds",
+    "pass_fds",
+    "cwd",
+    "env",
+    "p2cread",
+    "p2cwrite",
+    "c2pread",
+    "c2pwrite",
+    "errread",
+    "errwrite",
+    "errpipe_read",
+    "errpipe_write",
+    "restore_signals",
+    "call_setsid",
+    "pgid_to_set",
+    "gid",
+    "extra_groups",
+    "uid",
+    "child_umask",
+    "preexec_fn",
+    "allow_vfork",
+)
+# What a child reports on its error pipe before exec (at most this much is read).
+_ERRPIPE_LIMIT: Final[int] = 50000
+if TYPE_CHECKING:
+    _ForkExec = Callable[..., int]
 
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+
+def known_fork_exec(function: object, version: tuple[int, int]) -> _ForkExec | None:
+    """``function`` (CPython's ``fork_exec``) if its parameters are known to be
+    ``_FORK_EXEC_PARAMETERS`` on CPython ``version``, else None."""
+    if not callable(function):
+        return None
+    signature = getattr(function, "__text_signature__", None)
+    if signature is None:
+        return function if version == (3, 11) else None
+    names = tuple(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(signature)))
+    return function if names == ("module", *_FORK_EXEC_PARAMETERS) else None
+
+
+def _fork_exec() -> _ForkExec | None:
+    if _IS_WINDOWS or sys.implementation.name != "cpython":
+        return None
+    try:
+        import _posixsubprocess
+    except ImportError:  # pragma: no cover - every POSIX CPython has it
+        return None
+    version = sys.version_info
+    return known_fork_exec(_posixsubprocess.fork_exec, (version[0], version[1]))
+
+
+# Read at each spawn (a test switches to the Popen path by setting it to None).
+_FORK_EXEC: _ForkExec | None = _fork_exec()
+# Probes started with fork_exec that exceeded the reap bound (a member in
+# uninterruptible sleep): reaped without blocking when a later run starts,
+# as subprocess does for a Popen dropped unreaped.
+_ABANDONED: Final[set[int]] = set()
+_ABANDONED_LOCK: Final = threading.Lock()
+
+
+def _reap_abandoned() -> None:
+    with _ABANDONED_LOCK:
+        for pid in tuple(_ABANDONED):
+            try:
+                reaped, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                reaped = pid  # reaped elsewhere (or SIGCHLD ignored): gone
+            if reaped == pid:
+                _ABANDONED.discard(pid)
+
+
+def _child_error(data: bytes) -> OSError | None:
+    """The OSError a child reported before exec (``OSError:<hex errno>:...``)."""
+    name, _, rest = data.partition(b":")
+    hex_errno, _, _ = rest.partition(b":")
+    try:
+        number = int(hex_errno, 16)
+    except ValueError:
+        return None
+    if name != b"OSError" or number <= 0:
+        return None
+    return OSError(number, os.strerror(number))
+
+
+def _fork_exec_probe(
+    fork_exec: _ForkExec, argv: list[str], program: str, pass_fds: tuple[int, ...]
+) -> tuple[int, int]:
+    """Start the probe as ``subprocess.Popen`` with the runner's settings does:
+    no PATH lookup, an empty environment, stdin and stderr ``/dev/null``,
+    stdout a pipe, every other descriptor but ``pass_fds`` closed, a session of
+    its own, default signal dispositions. Returns (pid, stdout's read end).
+
+    Raises OSError (the child's exec failure or the parent's), ValueError for
+    an argument that cannot be passed.
+    """
+    sys.audit("subprocess.Popen", program, argv, None, {})
+    executable = os.fsencode(program)
+    stdout_read, stdout_write = os.pipe()
+    devnull = -1
+    errpipe_read = errpipe_write = -1
+    pid = -1
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        errpipe_read, errpipe_write = os.pipe()
+        # As subprocess: the error pipe must not be one of the child's 0, 1, 2.
+        low: list[int] = []
+        while errpipe_write < 3:
+            low.append(errpipe_write)
+            errpipe_write = os.dup(errpipe_write)
+        for descriptor in low:
+            os.close(descriptor)
+        try:
+            pid = fork_exec(
+                argv,
+                (executable,),
+                True,  # close_fds
+                tuple(sorted({*pass_fds, errpipe_write})),
+                None,  # cwd
+                [],  # env: empty
+                devnull,  # p2cread: stdin
+                -1,
+                stdout_read,  # c2pread
+                stdout_write,  # c2pwrite: stdout
+                -1,
+                devnull,  # errwrite: stderr
+                errpipe_read,
+                errpipe_write,
+                True,  # restore_signals
+                True,  # call_setsid: a session and process group of its own
+                -1,  # pgid_to_set
+                None,  # gid
+                None,  # extra_groups
+                None,  # uid
+                -1,  # child_umask
+                None,  # preexec_fn
+                True,  # allow_vfork
+            )
+        finally:
+            os.close(errpipe_write)
+            errpipe_write = -1
+        # EOF once the child has exec'd (the pipe is close-on-exec), else its error.
+        report = bytearray()
+        while len(report) <= _ERRPIPE_LIMIT:
+            part = os.read(errpipe_read, _ERRPIPE_LIMIT)
+            if not part:
+                break
+            report += part
+    except BaseException:
+        os.close(stdout_read)
+        if pid != -1:
+            # Interrupted after the start (a signal's exception): the child is
+            # unreaped, so its pid is still its group's; end it like any run.
+            with contextlib.suppress(OSError):
+                os.killpg(pid, SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(stdout_write)
+        for descriptor in (devnull, errpipe_read, errpipe_write):
+            if descriptor != -1:
+                os.close(descriptor)
+    if report:
+        # The child failed before or in exec and exits at once: reap it.
+        os.close(stdout_read)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        error = _child_error(bytes(report))
+        raise error if error is not None else OSError("the probe could not be started")
+    return pid, stdout_read
+
+
+class _Child:
+    """One probe spawned by this process and the means to end its process group.
+
+    Started by ``fork_exec`` (``process`` is None) or, where that is not
+    known, by ``subprocess.Popen`` (``process``).
+    """
+
+    def __init__(
+        self, pid: int, stdout_fd: int, process: subprocess.Popen[bytes] | None = None
+    ) -> None:
+        self.pid = pid
+        self.stdout_fd = stdout_fd
         self.process = process
+        self.returncode: int | None = None
         self._exit_fd: int | None = None
         # Set once the exit descriptor was seen readable: the child has exited.
         self._exited = False
         self.group_exited = False
         if hasattr(os, "pidfd_open"):
             try:
-                self._exit_fd = os.pidfd_open(process.pid)
+                self._exit_fd = os.pidfd_open(pid)
             except OSError:
                 self._exit_fd = None
 
-    @property
-    def stdout(self) -> IO[bytes] | None:
-        """The read end of the probe's stdout."""
-        return self.process.stdout
-
     def _kill_group(self) -> None:
         # Only while the child is unreaped: its pid (= group id) cannot be reused.
-        if self.process.returncode is not None:
+        if self.returncode is not None:
             return
         try:
-            if _IS_WINDOWS:
+            if self.process is not None and _IS_WINDOWS:
                 self.process.kill()
             else:
-                os.killpg(self.process.pid, signal.SIGKILL)
+                os.killpg(self.pid, SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def _reap(self, timeout: float | None) -> int | None:
+        """Reap the child within ``timeout`` (None: block); its status, or None."""
+        if self.process is not None:
+            import subprocess
+
+            try:
+                self.returncode = self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None
+            return self.returncode
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, 0 if deadline is None else os.WNOHANG)
+            except ChildProcessError:
+                # Reaped elsewhere or SIGCHLD ignored: what subprocess reports, 0.
+                pid, status = self.pid, 0
+            if pid == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                return self.returncode
+            remaining = 0.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
 
     def wait_exit(self, deadline: float) -> bool:
         """Wait until the child exits or ``deadline``; True when it exited."""
@@ -193,11 +438,7 @@ class _Child:
             return True
         remaining = deadline - time.monotonic()
         if self._exit_fd is None:
-            try:
-                self.process.wait(timeout=max(remaining, 0.0))
-            except subprocess.TimeoutExpired:
-                return False
-            return True
+            return self._reap(max(remaining, 0.0)) is not None
         # poll(2) on the pidfd: no selector object or epoll descriptor per wait.
         poller = select.poll()
         poller.register(self._exit_fd, select.POLLIN)
@@ -208,6 +449,16 @@ class _Child:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
+
+    def close_stdout(self) -> None:
+        """Close the read end of the probe's stdout (once)."""
+        if self.stdout_fd == -1:
+            return
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
+        else:
+            os.close(self.stdout_fd)
+        self.stdout_fd = -1
 
     def finish(self) -> int | None:
         """Kill the group, reap the child, confirm every group member exited.
@@ -222,22 +473,40 @@ class _Child:
         returncode: int | None = None
         if exited and self._exit_fd is not None:
             # The pidfd reported the exit: the zombie is there, waitpid returns at once.
-            returncode = self.process.wait()
+            returncode = self._reap(None)
         elif exited:
-            try:
-                returncode = self.process.wait(timeout=REAP_SECONDS)
-            except subprocess.TimeoutExpired:
-                returncode = None
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+            returncode = self.returncode if self.returncode is not None else self._reap(0.0)
+        self.close_stdout()
         if self._exit_fd is not None:
             os.close(self._exit_fd)
             self._exit_fd = None
+        if returncode is None and self.process is None:
+            with _ABANDONED_LOCK:
+                _ABANDONED.add(self.pid)
         if returncode is not None and not _IS_WINDOWS:
-            self.group_exited = _confirm_group_exit(self.process.pid, deadline)
+            self.group_exited = _confirm_group_exit(self.pid, deadline)
         else:
             self.group_exited = returncode is not None
         return returncode
+
+
+def _popen(argv: list[str], program: str, pass_fds: tuple[int, ...]) -> subprocess.Popen[bytes]:
+    """``fork_exec_probe``'s settings through ``subprocess.Popen`` (Windows,
+    and wherever fork_exec's parameters are not known)."""
+    import subprocess
+
+    return subprocess.Popen(
+        argv,
+        executable=program,
+        pass_fds=pass_fds,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=_child_environment(),
+        close_fds=True,
+        shell=False,
+        start_new_session=not _IS_WINDOWS,
+    )
 
 
 def _group_members(group: int) -> list[int]:
@@ -358,9 +627,11 @@ class SubprocessProbeRunner:
         except (OSError, ValueError) as error:  # ValueError: an embedded NUL
             raise CudaProbeError(_codes.PROBE_NOT_FOUND, facts=_not_found_facts(error)) from error
         if not stat.S_ISREG(status.st_mode):
+            from rextio_device_cuda._sealed import file_kind
+
             raise CudaProbeError(
                 _codes.PROBE_NOT_EXECUTABLE,
-                facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
+                facts=f"the probe is {file_kind(status.st_mode)}, not a regular file",
             )
         if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
             raise CudaProbeError(
@@ -375,19 +646,14 @@ class SubprocessProbeRunner:
         # Pinned: exec the sealed copy itself (what fexecve does); the
         # descriptor must be open in the child for the kernel to find it.
         program = executable if descriptor is None else f"/proc/self/fd/{descriptor}"
+        pass_fds = () if descriptor is None else (descriptor,)
+        if _ABANDONED:
+            _reap_abandoned()
         try:
-            process = subprocess.Popen(
-                argv,
-                executable=program,
-                pass_fds=() if descriptor is None else (descriptor,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=_child_environment(),
-                close_fds=True,
-                shell=False,
-                start_new_session=not _IS_WINDOWS,
-            )
+            if _FORK_EXEC is not None:
+                pid, stdout_fd = _fork_exec_probe(_FORK_EXEC, argv, program, pass_fds)
+                return _Child(pid, stdout_fd)
+            process = _popen(argv, program, pass_fds)
         except OSError as error:
             raise CudaProbeError(
                 _codes.PROBE_EXECUTION_FAILED,
@@ -397,7 +663,11 @@ class SubprocessProbeRunner:
             raise CudaProbeError(
                 _codes.PROBE_EXECUTION_FAILED, facts="the probe's arguments could not be passed"
             ) from error
-        return _Child(process)
+        if process.stdout is None:  # pragma: no cover - stdout=PIPE always makes one
+            raise CudaProbeError(
+                _codes.PROBE_EXECUTION_FAILED, facts="the probe was started without its output"
+            )
+        return _Child(process.pid, process.stdout.fileno(), process)
 
     def read_output(self) -> bytes:
         """Run the probe and return its stdout, or raise with a runner code."""
@@ -430,6 +700,8 @@ class SubprocessProbeRunner:
         if self._sha256 is None:
             child = self._spawn(executable)
         else:
+            from rextio_device_cuda import _sealed
+
             try:
                 sealed = _sealed.seal(executable, deadline)
             except CudaProbeError as error:
@@ -483,13 +755,23 @@ class SubprocessProbeRunner:
 
     def run(self) -> CudaProbeReport:
         """Run the probe and parse its report."""
-        early = _EarlyParse()
-        return early.result(self._read_output(None, early))
+        from rextio_device_cuda._report import parse_probe_report
+
+        early = _EarlyParse(parse_probe_report)
+        return cast("CudaProbeReport", early.result(self._read_output(None, early)))
 
     def run_overlapping(self, while_running: Callable[[], None]) -> CudaProbeReport:
         """``run()``, calling ``while_running`` once the probe has started."""
-        early = _EarlyParse()
-        return early.result(self._read_output(while_running, early))
+        from rextio_device_cuda._report import parse_probe_report
+
+        early = _EarlyParse(parse_probe_report)
+        return cast("CudaProbeReport", early.result(self._read_output(while_running, early)))
+
+    def run_for_preflight(self, while_running: Callable[[], None]) -> Report:
+        """``run_overlapping()`` into the plain records a preflight checks:
+        the same checks of the same bytes, without the public dataclasses."""
+        early = _EarlyParse(parse_plain)
+        return cast(Report, early.result(self._read_output(while_running, early)))
 
     @staticmethod
     def _collect(
@@ -498,14 +780,9 @@ class SubprocessProbeRunner:
         on_pause: Callable[[bytes], None] | None = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> bytes:
-        stdout = child.stdout
-        if stdout is None:
-            raise CudaProbeError(
-                _codes.PROBE_EXECUTION_FAILED, facts="the probe was started without its output"
-            )
+        descriptor = child.stdout_fd
         if _IS_WINDOWS:
-            return _collect_with_thread(stdout, deadline, timeout)
-        descriptor = stdout.fileno()
+            return _collect_with_thread(descriptor, deadline, timeout)
         chunks: list[bytes] = []
         size = 0
         # poll(2), not a selector: no epoll descriptor to create and close per run.
@@ -549,26 +826,28 @@ class _EarlyParse:
     anew. An early failure is raised only then too, after every runner check.
     """
 
-    def __init__(self) -> None:
+    # Not a Generic class: subscripting typing.Generic costs 0.1 ms at import.
+    def __init__(self, parse: Callable[[bytes], Any]) -> None:
+        self._parse = parse
         self._parsed_size = -1
-        self._report: CudaProbeReport | None = None
+        self._report: Any = None
         self._error: Exception | None = None
 
     def __call__(self, output: bytes) -> None:
         self._parsed_size = len(output)
         try:
-            self._report = parse_probe_report(output)
+            self._report = self._parse(output)
         except Exception as error:  # kept for result(); raised only if it applies
             self._error = error
 
-    def result(self, output: bytes) -> CudaProbeReport:
+    def result(self, output: bytes) -> Any:
         """The report of ``output`` (the complete stdout of a successful run)."""
         if len(output) != self._parsed_size:
-            return parse_probe_report(output)
+            return self._parse(output)
         if self._error is not None:
             raise self._error
         if self._report is None:  # pragma: no cover - set whenever no error was
-            return parse_probe_report(output)
+            return self._parse(output)
         return self._report
 
 
@@ -581,7 +860,7 @@ def _too_much_facts() -> str:
 
 
 def _collect_with_thread(  # pragma: no cover
-    stdout: IO[bytes], deadline: float, timeout: float
+    descriptor: int, deadline: float, timeout: float
 ) -> bytes:
     """Windows pipes cannot be selected; a reader thread gives the same bounds."""
     chunks: list[bytes] = []
@@ -591,7 +870,7 @@ def _collect_with_thread(  # pragma: no cover
         size = 0
         try:
             while size <= MAX_OUTPUT_BYTES:
-                chunk = os.read(stdout.fileno(), min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
+                chunk = os.read(descriptor, min(_READ_CHUNK, MAX_OUTPUT_BYTES + 1 - size))
                 if not chunk:
                     return
                 chunks.append(chunk)

@@ -59,12 +59,21 @@ class SealedProbe:
 
 
 def sha256_of_descriptor(descriptor: int, deadline: float = math.inf) -> str:
-    """The SHA-256 (lowercase hex) of everything readable from ``descriptor``."""
+    """The SHA-256 (lowercase hex) of everything readable from ``descriptor``.
+
+    Reads until end of file. Each read asks for what the file's size says is
+    left, at most a chunk, so a read's buffer is never far larger than the
+    probe (a 1 MiB buffer costs more than hashing a small probe); at that
+    size one byte shows the end, and a file that grew is read on in chunks.
+    """
+    size = os.fstat(descriptor).st_size
     digest = hashlib.sha256()
     offset = 0
     while True:
         _check_deadline(deadline)
-        chunk = os.pread(descriptor, _CHUNK, offset)
+        left = size - offset
+        wanted = min(left, _CHUNK) if left > 0 else 1 if left == 0 else _CHUNK
+        chunk = os.pread(descriptor, wanted, offset)
         if not chunk:
             return digest.hexdigest()
         digest.update(chunk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final
 
@@ -18,13 +19,14 @@ from rextio_device_cuda import _preflight_checks
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
-from rextio_device_cuda._report import expected_probe_target
 from rextio_device_cuda._runner import SubprocessProbeRunner
-from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
 
 if TYPE_CHECKING:
     import logging
+    from pathlib import Path
 
+    from rextio_device_cuda._report import expected_probe_target
+    from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
     from rextio_device_cuda.probe import FilesystemToolkitInspector, ProbeRunner, ToolkitInspector
 
 # 0.1.0's public names (contract section 1), then this version's additions.
@@ -112,20 +114,46 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
-# 0.1.0's re-exports that a preflight through the entry point never uses:
-# the public probe module (its protocols) and the toolkit inspector load
-# when one of them is first used.
-_PROBE_MODULE_NAMES: Final = frozenset(
-    {"FilesystemToolkitInspector", "ProbeRunner", "ToolkitInspector"}
-)
+# 0.1.0's re-exports that a preflight through the entry point never uses
+# load when one of them is first used: the public probe module (its
+# protocols) and the toolkit inspector, the public report records and the
+# configuration (frozen dataclasses, about 0.6 ms each to define).
+_LAZY_NAMES: Final = {
+    "FilesystemToolkitInspector": "rextio_device_cuda.probe",
+    "ProbeRunner": "rextio_device_cuda.probe",
+    "ToolkitInspector": "rextio_device_cuda.probe",
+    "expected_probe_target": "rextio_device_cuda._report",
+    "CudaProviderConfig": "rextio_device_cuda.config",
+    "CUDA_DRIVER_VERSION_FLOOR": "rextio_device_cuda.config",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name in _PROBE_MODULE_NAMES:
-        from rextio_device_cuda import probe
+    module = _LAZY_NAMES.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(probe, name)
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Defaults:
+    """``CudaProviderConfig()``'s values, for a provider built without a
+    configuration (the entry point's): a preflight reads only these."""
+
+    __slots__ = ()
+    probe_path: Final[Path | None] = None
+    toolkit_root: Final[Path | None] = None
+    device_ordinal: Final[int | None] = None
+    sm: Final[str | None] = None
+    minimum_driver_version: Final[int] = PROVIDER_SPEC.policy.driver_version_floor
+    minimum_toolkit_version: Final[tuple[int, int]] = PROVIDER_SPEC.policy.toolkit_version_floor
+    probe_sha256: Final[str | None] = None
+
+
+_DEFAULTS: Final = _Defaults()
+# Guards the one-time build of a default provider's ``config`` record.
+_CONFIG_LOCK: Final = threading.Lock()
 
 
 def refusal_logger() -> logging.Logger:
@@ -157,6 +185,8 @@ def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
 # before reuses its already validated record. Bounded: outcomes vary only in
 # a few probe facts.
 _RESULT_CACHE_SIZE: Final[int] = 256
+# Requests whose steps 1-12 a provider keeps (CudaDeviceProvider._prepared_checks).
+_PREPARED_SIZE: Final[int] = 64
 
 
 @lru_cache(maxsize=_RESULT_CACHE_SIZE)
@@ -179,21 +209,19 @@ class _Claim:
     """One preflight's place in the ready state.
 
     It begins (taking a generation, revoking earlier successes of the same
-    fingerprint) once a probe has started, so the fingerprint is computed
-    while the probe runs, or else when the checks refused without a probe;
-    always before ``finish``.
+    fingerprint) once a probe has started, or else when the checks refused
+    without a probe; always before ``finish``.
     """
 
-    def __init__(self, ready: ReadyState, request: DevicePreflightRequest) -> None:
+    def __init__(self, ready: ReadyState, fingerprint: str) -> None:
         self._ready = ready
-        self._request = request
+        self._fingerprint = fingerprint
         self._begun: tuple[str, int] | None = None
 
     def begin(self) -> None:
         """Take a generation for the request's fingerprint (once)."""
         if self._begun is None:
-            fingerprint = request_fingerprint(self._request)
-            self._begun = (fingerprint, self._ready.begin(fingerprint))
+            self._begun = (self._fingerprint, self._ready.begin(self._fingerprint))
 
     def finish(self, *, ready: bool) -> None:
         """Record the outcome under the generation taken by ``begin``."""
@@ -213,10 +241,11 @@ class CudaDeviceProvider:
         probe_runner: ProbeRunner | None = None,
         toolkit_inspector: ToolkitInspector | None = None,
     ) -> None:
-        if config is None:
-            config = CudaProviderConfig()
-        if not isinstance(config, CudaProviderConfig):
-            raise TypeError("config must be a CudaProviderConfig or None")
+        if config is not None:
+            from rextio_device_cuda.config import CudaProviderConfig
+
+            if not isinstance(config, CudaProviderConfig):
+                raise TypeError("config must be a CudaProviderConfig or None")
         if probe_runner is not None or toolkit_inspector is not None:
             from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
@@ -227,14 +256,27 @@ class CudaDeviceProvider:
             ):
                 raise TypeError("toolkit_inspector must implement ToolkitInspector.inspect()")
         self._config = config
+        self._settings: CudaProviderConfig | _Defaults = _DEFAULTS if config is None else config
         self._probe_runner = probe_runner
         self._toolkit_inspector = toolkit_inspector
         self._ready = ReadyState()
+        # Steps 1-12 of requests seen before (see _prepared).
+        self._prepared: dict[
+            tuple[str, object], _preflight_checks.Refusal | _preflight_checks.Selection
+        ] = {}
 
     @property
     def config(self) -> CudaProviderConfig:
-        """The constructor configuration."""
-        return self._config
+        """The constructor configuration (``CudaProviderConfig()`` when none was given)."""
+        config = self._config
+        if config is None:
+            from rextio_device_cuda.config import CudaProviderConfig
+
+            with _CONFIG_LOCK:
+                config = self._config
+                if config is None:  # built once: every read returns the same record
+                    config = self._config = CudaProviderConfig()
+        return config
 
     def manifest(self) -> DeviceProviderManifest:
         """Passive identity and capabilities; never probes the host."""
@@ -255,15 +297,17 @@ class CudaDeviceProvider:
         """The preflight result and, when refused, what decided it (nothing logged)."""
         if not isinstance(request, DevicePreflightRequest):
             raise DeviceProviderError("preflight requires a DevicePreflightRequest")
-        claim = _Claim(self._ready, request)
+        fingerprint = request_fingerprint(request)
+        claim = _Claim(self._ready, fingerprint)
         outcome: _preflight_checks.Refusal | _preflight_checks.Ready | None = None
         try:
             outcome = _preflight_checks.evaluate(
                 request,
-                self._config,
+                self._settings,
                 self._probe_runner,
                 self._toolkit_inspector,
                 on_probe_start=claim.begin,
+                prepared=self._prepared_checks(request, fingerprint),
             )
         finally:
             # Refused before any probe ran: the claim starts (and revokes) here.
@@ -272,6 +316,30 @@ class CudaDeviceProvider:
         if isinstance(outcome, _preflight_checks.Refusal):
             return _refusal_result(outcome.status, outcome.reason_code), outcome
         return _ready_result(outcome.observations), None
+
+    def _prepared_checks(
+        self, request: DevicePreflightRequest, fingerprint: str
+    ) -> _preflight_checks.Refusal | _preflight_checks.Selection:
+        """Steps 1-12 (``_preflight_checks.prepare``), kept per request.
+
+        They are a pure function of the request's values and this provider's
+        configuration. The fingerprint is Core's canonical form of every
+        field of the request (``to_dict``), binding the option values only by
+        their digest, so the key adds the values themselves: the same key is
+        the same request, and the kept result is the one a new evaluation
+        would give. Bounded: cleared when full.
+        """
+        try:
+            key = (fingerprint, request.options.values)
+            kept = self._prepared.get(key)
+        except Exception:  # a forged, unhashable options object: evaluate anew
+            return _preflight_checks.prepare(request, self._settings)
+        if kept is None:
+            kept = _preflight_checks.prepare(request, self._settings)
+            if len(self._prepared) >= _PREPARED_SIZE:
+                self._prepared.clear()
+            self._prepared[key] = kept
+        return kept
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         """The lane's declarative inputs, only after this request's latest preflight passed."""

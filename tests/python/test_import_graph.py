@@ -52,8 +52,10 @@ print(json.dumps({"status": status, **steps}))
 
 # Modules no preflight of a raw lane without a toolkit uses: the command line,
 # the runtime source, the public probe module (protocols for injected
-# runners), the toolkit inspector, the manifest's records, logging (only a
-# refusal logs), and what those modules need.
+# runners), the toolkit inspector, the manifest's records, the public report
+# records and the configuration (frozen dataclasses: a preflight parses into
+# plain records and reads the defaults), the sealed pin (an unpinned run),
+# logging (only a refusal logs), and what those modules need.
 _UNUSED_BY_A_READY_PREFLIGHT = frozenset(
     {
         "rextio_device_cuda.__main__",
@@ -63,6 +65,9 @@ _UNUSED_BY_A_READY_PREFLIGHT = frozenset(
         "rextio_device_cuda._generated",
         "rextio_device_cuda._toolkit",
         "rextio_device_cuda._declarations",
+        "rextio_device_cuda._report",
+        "rextio_device_cuda.config",
+        "rextio_device_cuda._sealed",
         "argparse",
         "logging",
         "tarfile",

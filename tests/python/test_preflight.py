@@ -37,6 +37,7 @@ from rextio.devices import (
 
 from rextio_device_cuda import CudaDeviceProvider, CudaProviderConfig
 from rextio_device_cuda.probe import (
+    CudaProbeError,
     CudaProbeReport,
     CudaToolkitReport,
     SubprocessProbeRunner,
@@ -823,3 +824,65 @@ def test_a_driver_root_becomes_the_probes_only_argument(
     assert runs == [["--driver-root", directory], []]
     # The directory is never observed.
     assert directory not in json.dumps(given.to_dict())
+
+
+# -- what a provider keeps between preflights -------------------------------------------
+
+
+def test_a_provider_keeps_each_requests_checks_apart(probes: ProbeFactory) -> None:
+    # Steps 1-12 are kept per request (its fingerprint and its option
+    # values): requests that differ only in an option's value, in either
+    # order and again, each get their own verdict.
+    provider = CudaDeviceProvider()
+    ready = request_for(RAW, ready_options(probes.printing(report())))
+    other_sm = request_for(RAW, ready_options(probes.printing(report()), sm="sm_90"))
+    other_probe = request_for(RAW, ready_options(probes.directory / "missing"))
+    for _ in range(3):
+        assert provider.preflight(ready).status is DevicePreflightStatus.READY
+        assert provider.preflight(other_sm).reason_codes == ("DEVICE_REQUIREMENT_MISMATCH",)
+        assert provider.preflight(other_probe).reason_codes == ("PROBE_NOT_FOUND",)
+        # A request equal to one seen before, built anew, is the same request.
+        rebuilt = request_for(RAW, ready_options(probes.printing(report())))
+        assert provider.preflight(rebuilt).status is DevicePreflightStatus.READY
+        provider.build_contribution(rebuilt)
+
+
+def test_what_a_provider_keeps_is_bounded(probes: ProbeFactory) -> None:
+    import importlib
+
+    module = importlib.import_module("rextio_device_cuda.provider")
+    provider = CudaDeviceProvider()
+    for ordinal in range(module._PREPARED_SIZE + 10):
+        request = request_for(RAW, {"device_ordinal": str(ordinal), "sm": "sm_80"})
+        assert provider.preflight(request).reason_codes in (
+            ("PROBE_NOT_CONFIGURED",),
+            ("DEVICE_REQUIREMENT_MISMATCH",),
+        )
+        assert len(provider._prepared) <= module._PREPARED_SIZE
+
+
+def test_unhashable_forged_option_values_are_still_checked(probes: ProbeFactory) -> None:
+    # Option values a forged object holds in lists cannot be a key: the
+    # checks simply run anew, with the same verdict as every time.
+    options = DeviceProviderOptions((("sm", "sm_80"),))
+    object.__setattr__(options, "values", [["sm", "sm_80"]])
+    request = dataclasses.replace(request_for(RAW, {}), options=options)
+    provider = CudaDeviceProvider()
+    first = provider.preflight(request)
+    assert provider.preflight(request) == first
+    assert first.status is not DevicePreflightStatus.READY
+
+
+def test_the_same_probe_output_is_parsed_once_and_refused_every_time() -> None:
+    from rextio_device_cuda import _probe_schema
+
+    data = json.dumps(report()).encode()
+    assert _probe_schema.parse_plain(data) is _probe_schema.parse_plain(bytes(data))
+    bad = json.dumps(report(status="done")).encode()
+    for _ in range(3):
+        with pytest.raises(CudaProbeError) as caught:
+            _probe_schema.parse_plain(bad)
+        assert caught.value.reason_code == "PROBE_SCHEMA_INVALID"
+    # A long output is parsed anew each time (the memo holds short ones only).
+    long = json.dumps(report()).encode() + b" " * 5000
+    assert _probe_schema.parse_plain(long) is not _probe_schema.parse_plain(long)

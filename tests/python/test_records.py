@@ -280,3 +280,67 @@ def test_every_probe_reason_code_is_explained() -> None:
     probe_codes = SPEC["probe_report"]["reason_codes"]
     assert probe_codes == sorted(set(probe_codes))
     assert set(probe_codes) <= set(SPEC["reason_codes"])
+
+
+# -- the preflight's plain records: the same checks as the public ones ---------------
+
+
+def _payloads() -> list[tuple[str, bytes]]:
+    cases = [
+        ("valid", json.dumps(report()).encode()),
+        ("valid-two-devices", json.dumps(report(sms=("sm_80", "sm_90"))).encode()),
+        (
+            "valid-unavailable",
+            json.dumps(
+                report(status="error", reason_code="CU_INIT_FAILED", devices=[], device_count=0)
+            ).encode(),
+        ),
+        ("valid-str", json.dumps(report())),
+        ("not-bytes", 7),
+        ("duplicate-key", json.dumps(report()).replace('"probe":', '"probe": "x", "probe":', 1)),
+    ]
+    for data in (b"", b"\xff\xfe", b"{", b"x" * 65537, b'{"a": NaN}', b"[Infinity]"):
+        cases.append((f"output-{data[:8]!r}", data))
+    for name, make in SCHEMA_CASES:
+        value = make()
+        cases.append((name, json.dumps(value).encode() if not _has_huge(value) else _huge(value)))
+    return cases  # type: ignore[return-value]  # "not-bytes" is deliberately no payload
+
+
+def _outcome(parse: Callable[[Any], Any], payload: Any) -> tuple[object, ...]:
+    from rextio_device_cuda import _probe_schema
+
+    try:
+        parsed = parse(payload)
+    except CudaProbeError as error:
+        return ("refused", error.reason_code, error.detail, error.facts)
+    values = [getattr(parsed, name) for name in _probe_schema.REPORT_FIELDS]
+    target = tuple(getattr(parsed.target, name) for name in _probe_schema.TARGET_FIELDS)
+    devices = tuple(
+        tuple(getattr(row, name) for name in _probe_schema.DEVICE_FIELDS)
+        for row in parsed.devices
+    )
+    return ("parsed", target, *values[1:-1], devices, parsed.schema_version)
+
+
+@pytest.mark.parametrize(("name", "payload"), _payloads(), ids=[n for n, _ in _payloads()])
+def test_the_preflight_parser_decides_like_the_public_one(name: str, payload: bytes) -> None:
+    # A preflight parses its probe's output into plain records (no dataclass
+    # defined on its path); the verdict, its detail and facts, and every
+    # parsed value must be the public parser's.
+    from rextio_device_cuda import _probe_schema
+
+    public = _outcome(parse_probe_report, payload)
+    assert _outcome(_probe_schema.parse_plain, payload) == public
+    assert public[0] == ("parsed" if name.startswith("valid") else "refused")
+
+
+def test_the_schema_names_the_public_records_fields() -> None:
+    from dataclasses import fields
+
+    from rextio_device_cuda import _probe_schema
+    from rextio_device_cuda.probe import CudaProbeReport
+
+    assert tuple(f.name for f in fields(CudaProbeReport)) == _probe_schema.REPORT_FIELDS
+    assert tuple(f.name for f in fields(ProbeTarget)) == _probe_schema.TARGET_FIELDS
+    assert tuple(f.name for f in fields(CudaDeviceRecord)) == _probe_schema.DEVICE_FIELDS

@@ -103,6 +103,35 @@ def test_sealing_counts_against_the_deadline(probes: ProbeFactory) -> None:
     assert caught.value.reason_code == "PROBE_TIMEOUT"
 
 
+_CHUNK = 1 << 20
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, _CHUNK - 1, _CHUNK, _CHUNK + 1, 3 * _CHUNK + 12345], ids=str
+)
+def test_the_digest_is_the_whole_files(size: int, probes: ProbeFactory) -> None:
+    # The sealed copy is read back in exact-size chunks: every byte is hashed,
+    # whatever the size's relation to a chunk.
+    data = (b"\x7fELF" + os.urandom(size))[:size]
+    probe = probes.write_bytes("sized", data)
+    sealed = sealed_module.seal(str(probe))
+    try:
+        assert sealed.digest == hashlib.sha256(data).hexdigest()
+    finally:
+        sealed.close()
+
+
+def test_a_script_past_the_first_bytes_is_not_a_script(probes: ProbeFactory) -> None:
+    # Only a file that begins with #! is refused; #! later is just bytes.
+    probe = probes.write_bytes("late", b"\x7fELF" + b"#!" * 10)
+    sealed = sealed_module.seal(str(probe))
+    sealed.close()
+    assert sealed.digest == _digest(probe)
+    with pytest.raises(CudaProbeError) as caught:
+        sealed_module.seal(str(probes.write_bytes("early", b"#!" + b"\0" * (_CHUNK + 3))))
+    assert caught.value.reason_code == "PROBE_PIN_SCRIPT_UNSUPPORTED"
+
+
 @pytest.fixture
 def fifo_watch(tmp_path: Path) -> Iterator[tuple[Path, threading.Event, list[bool]]]:
     """A FIFO with a blocked writer: it records whether a reader opened it
@@ -314,3 +343,18 @@ def test_memfd_noexec_2_refuses_and_never_runs_the_file(probes: ProbeFactory) ->
     assert "vm.memfd_noexec" in outcome["detail"]
     assert "vm.memfd_noexec" in outcome["explanation"]
     assert not probes.marker().exists()
+
+
+def test_a_descriptor_holding_more_than_its_size_says_is_hashed_whole() -> None:
+    # The reads follow the file's size but go on to end of file: a file
+    # whose size says 0 (a procfs one) is still hashed whole.
+    from rextio_device_cuda._runner import sha256_of_descriptor
+
+    descriptor = os.open("/proc/self/cmdline", os.O_RDONLY)
+    try:
+        assert os.fstat(descriptor).st_size == 0
+        assert sha256_of_descriptor(descriptor) == hashlib.sha256(
+            Path("/proc/self/cmdline").read_bytes()
+        ).hexdigest()
+    finally:
+        os.close(descriptor)
