@@ -62,22 +62,18 @@ pub fn ensure_drivers() -> Result<PathBuf> {
                 files.iter().all(|file| file.is_file())
             })
     };
-    cached(
-        &manifest,
-        "NVIDIA's libcuda1",
-        "real-driver",
-        complete,
-        || {
-            let apt = PrivateApt::new(&dir, None, &["{release} sid experimental/non-free"])?;
-            let mut drivers = apt.drivers("libcuda1", &SERIES)?;
-            for driver in &mut drivers {
-                driver.alternative_deb =
-                    apt.download(ALTERNATIVE_PACKAGE, &driver.package_version)?;
-            }
-            Ok(drivers)
-        },
-    )?;
+    let what = "NVIDIA's libcuda1";
+    cached(&manifest, what, "real-driver", complete, || fetch(&dir))?;
     Ok(manifest)
+}
+
+fn fetch(dir: &Path) -> Result<Vec<RealDriver>> {
+    let apt = PrivateApt::new(dir, None, &["{release} sid experimental/non-free"])?;
+    let mut drivers = apt.drivers("libcuda1", &SERIES)?;
+    for driver in &mut drivers {
+        driver.alternative_deb = apt.download(ALTERNATIVE_PACKAGE, &driver.package_version)?;
+    }
+    Ok(drivers)
 }
 
 /// The manifest at `path` when `complete` accepts it; otherwise `fetch`'s,
