@@ -57,32 +57,22 @@ fn millis(duration: Duration) -> f64 {
 
 fn bench_generate() -> Result<()> {
     let root = repo_root();
-    let read_and_render = time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?;
+    let ms = millis(time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?);
     println!(
         "generate (read inputs + render every output, in memory, one thread): \
-         median {:.2} ms of {WARM_RUNS}",
-        millis(read_and_render)
+         median {ms:.2} ms of {WARM_RUNS}"
     );
-
     let inputs = Inputs::read(&root)?;
-    let cuda_h = full_api_header(&inputs)?;
-    let (full, count) = crate::headers::with_full_api(&inputs, &cuda_h)?;
+    let (full, count) = crate::headers::with_full_api(&inputs, &full_api_header(&inputs)?)?;
     let elapsed = time_warm(|| render(&full).map(|_| ()))?;
+    let (ms, target) = (millis(elapsed), millis(TARGET_FOR_FULL_API));
+    let per_export = ms * 1e3 / count as f64;
     println!(
-        "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {:.2} ms \
-         of {WARM_RUNS}, one thread ({:.1} us per export; target {} ms)",
-        millis(elapsed),
-        elapsed.as_secs_f64() * 1e6 / count as f64,
-        TARGET_FOR_FULL_API.as_millis()
+        "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {ms:.2} ms \
+         of {WARM_RUNS}, one thread ({per_export:.1} us per export; target {target} ms)"
     );
-    if elapsed > TARGET_FOR_FULL_API {
-        return Err(format!(
-            "the full driver API took {:.1} ms, over the {} ms target",
-            millis(elapsed),
-            TARGET_FOR_FULL_API.as_millis()
-        ));
-    }
-    Ok(())
+    let over = format!("the full driver API took {ms:.1} ms, over the {target} ms target");
+    (elapsed <= TARGET_FOR_FULL_API).then_some(()).ok_or(over)
 }
 
 /// The text of `cuda.h` of the list's 13.x header set, fetched into
@@ -95,7 +85,7 @@ fn full_api_header(inputs: &Inputs) -> Result<String> {
         .find(|set| set.version.starts_with("13."))
         .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no 13.x header set"))?;
     let path = crate::headers::fetch_headers(set)?.join("cuda.h");
-    std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))
+    std::fs::read_to_string(&path).map_err(crate::paths::at(&path))
 }
 
 fn bench_determinism() -> Result<()> {

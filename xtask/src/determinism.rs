@@ -138,18 +138,10 @@ fn compare_dist_builds() -> Result<Vec<String>> {
     let mut differences = Vec::new();
     let pairs = (first.binaries.iter().zip(&second.binaries))
         .chain(first.artifacts.iter().zip(&second.artifacts));
-    // A binary by its place in the tree; an artifact (in a scratch dir) by its name.
-    let shown = |path: &Path| {
-        let name = Path::new(path.file_name().unwrap_or_default());
-        format!(
-            "{}",
-            path.strip_prefix(repo_root()).unwrap_or(name).display()
-        )
-    };
     let read = |path: &Path| std::fs::read(path).map_err(at(path));
     for (a, b) in pairs {
-        let (a_bytes, b_bytes, pair) =
-            (read(a)?, read(b)?, format!("{} vs {}", shown(a), shown(b)));
+        let (a_bytes, b_bytes) = (read(a)?, read(b)?);
+        let pair = format!("{} vs {}", a.display(), b.display());
         if a.file_name() != b.file_name() {
             differences.push(format!("  {pair}: the names differ"));
         } else if a_bytes != b_bytes {
@@ -160,8 +152,8 @@ fn compare_dist_builds() -> Result<Vec<String>> {
                 "  {pair}: sizes {a_len} and {b_len}, first differing byte at offset {offset}"
             ));
         } else {
-            let (shown, digest) = (shown(a), sha256_hex(&a_bytes));
-            println!("verify-determinism: {shown} sha256 {digest} from both paths");
+            let digest = sha256_hex(&a_bytes);
+            println!("verify-determinism: {pair}: both sha256 {digest}");
         }
     }
     Ok(differences)
@@ -197,22 +189,17 @@ fn describe_difference(path: &str, expected: &[u8], actual: &[u8]) -> String {
     if path.ends_with(".tar.gz") {
         return describe_tar_gz(expected, actual);
     }
-    let (expected, actual) = (
+    let (a, b) = (
         String::from_utf8_lossy(expected),
         String::from_utf8_lossy(actual),
     );
-    let (mut expected_lines, mut actual_lines) = (expected.split('\n'), actual.split('\n'));
-    for number in 1.. {
-        match (expected_lines.next(), actual_lines.next()) {
-            (Some(a), Some(b)) if a == b => {}
-            (None, None) => break,
-            (a, b) => {
-                let (a, b) = (shorten(a), shorten(b));
-                return format!("line {number} differs: expected `{a}`, found `{b}`");
-            }
-        }
-    }
-    "differs only in bytes that are not text".to_string()
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('\n').collect(), b.split('\n').collect());
+    let Some(index) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) else {
+        return "differs only in bytes that are not text".to_string();
+    };
+    let line = |lines: &[&str]| shorten(lines.get(index).copied());
+    let (number, a, b) = (index + 1, line(&a), line(&b));
+    format!("line {number} differs: expected `{a}`, found `{b}`")
 }
 
 /// A line cut to 80 characters, for messages.
@@ -243,37 +230,36 @@ fn describe_tar_gz(expected: &[u8], actual: &[u8]) -> String {
     if !fields.is_empty() {
         return fields.join("; ");
     }
-    let tars = gunzip(expected).and_then(|a| Ok((a, gunzip(actual)?)));
-    let (expected_tar, actual_tar) = match tars {
-        Ok(tars) => tars,
-        Err(error) => return format!("an archive does not decompress: {error}"),
-    };
-    if expected_tar == actual_tar {
-        return "the compressed stream differs (same tar bytes): compression level or backend"
-            .into();
+    let described = describe_tars(expected, actual);
+    described.unwrap_or_else(|error| format!("an archive does not decompress or parse: {error}"))
+}
+
+/// Where two gzip streams of tar archives differ past their gzip headers.
+fn describe_tars(expected: &[u8], actual: &[u8]) -> std::io::Result<String> {
+    let (expected, actual) = (gunzip(expected)?, gunzip(actual)?);
+    if expected == actual {
+        let why = "the compressed stream differs (same tar bytes): compression level or backend";
+        return Ok(why.into());
     }
-    let entries = tar_entries(&expected_tar).and_then(|a| Ok((a, tar_entries(&actual_tar)?)));
-    let (expected_entries, actual_entries) = match entries {
-        Ok(entries) => entries,
-        Err(error) => return format!("tar does not parse: {error}"),
-    };
+    let (expected, actual) = (tar_entries(&expected)?, tar_entries(&actual)?);
     let mut differences = Vec::new();
-    for (a, b) in expected_entries.iter().zip(&actual_entries) {
+    for (a, b) in expected.iter().zip(&actual) {
         let changed = a.iter().zip(b).filter(|(x, y)| x != y);
         for ((name, x), (_, y)) in changed {
             let entry = &a[0].1;
             differences.push(format!("entry {entry}: field {name} ({x} vs {y})"));
         }
     }
-    if expected_entries.len() != actual_entries.len() {
-        let (a, b) = (expected_entries.len(), actual_entries.len());
+    if expected.len() != actual.len() {
+        let (a, b) = (expected.len(), actual.len());
         differences.push(format!("entry count ({a} vs {b})"));
     }
     if differences.is_empty() {
-        return "tar bytes differ outside entry fields (padding, trailer or unparsed header bytes)"
-            .into();
+        let why =
+            "tar bytes differ outside entry fields (padding, trailer or unparsed header bytes)";
+        differences.push(why.into());
     }
-    differences.join("; ")
+    Ok(differences.join("; "))
 }
 
 fn gunzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {

@@ -24,20 +24,16 @@ use crate::generate::abi_check::{self, EXPECT_UNDECLARED_MACRO, HEADER_SET_MACRO
 use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
 use crate::generate::results::RESULTS_CHECK_PATH;
 use crate::generate::symbols::{is_word, scalar, CType, HeaderSet, SymbolList, C_WORDS};
-use crate::paths::{repo_root, target_dir};
+use crate::paths::{at, repo_root, target_dir};
 use crate::process::run;
 use crate::{python_env, Result};
 
 const HEADERS: [&str; 2] = ["cuda.h", "cudaTypedefs.h"];
 
-fn io<T>(path: &Path, outcome: std::io::Result<T>) -> Result<T> {
-    outcome.map_err(|error| format!("{}: {error}", path.display()))
-}
-
 pub fn check() -> Result<()> {
     let root = repo_root();
     let list = root.join(DRIVER_SYMBOLS_PATH);
-    let symbols = SymbolList::parse(&io(&list, std::fs::read(&list))?)?;
+    let symbols = SymbolList::parse(&std::fs::read(&list).map_err(at(&list))?)?;
     for set in symbols.header_sets.values() {
         let include = fetch_headers(set)?;
         // The exports the list says these headers lack must be undeclared
@@ -84,10 +80,10 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     let include = unpacked.join(&set.include_dir);
     let present = || HEADERS.iter().all(|header| include.join(header).is_file());
     if !present() {
-        io(&cache, std::fs::create_dir_all(&cache))?;
+        std::fs::create_dir_all(&cache).map_err(at(&cache))?;
         let requirement = cache.join(format!("{package}-{version}.txt"));
         let pin = format!("{package}=={version} --hash=sha256:{}\n", set.wheel_sha256);
-        io(&requirement, std::fs::write(&requirement, pin))?;
+        std::fs::write(&requirement, pin).map_err(at(&requirement))?;
         let mut uv = python_env::uv()?;
         let options = "pip install --quiet --no-deps --require-hashes --python-version 3.11";
         // The pinned wheel is the manylinux x86_64 one, whatever this host is.
@@ -115,7 +111,7 @@ fn compile(set: &HeaderSet, dir: &Path, file: &Path, defines: &[String]) -> Resu
         .arg(file)
         .output()
         .map_err(|error| format!("cannot run the C compiler (cc): {error}"))?;
-    let source = io(file, std::fs::read_to_string(file))?;
+    let source = std::fs::read_to_string(file).map_err(at(file))?;
     let prefix = format!("{}:", file.display());
     let named = |line: &str| {
         let (place, message) = line.split_once(": error: ")?;
@@ -180,9 +176,9 @@ fn wrong_copy_is_refused(set: &HeaderSet, include: &Path, symbols: &SymbolList) 
     });
     let (symbol, param) = changed.ok_or("the wrong-copy self-test needs a size_t parameter")?;
     let scratch = target_dir().join("abi-check");
-    io(&scratch, std::fs::create_dir_all(&scratch))?;
+    std::fs::create_dir_all(&scratch).map_err(at(&scratch))?;
     let file = scratch.join(format!("wrong-{}.c", set.name));
-    io(&file, std::fs::write(&file, abi_check::render(&wrong)))?;
+    std::fs::write(&file, abi_check::render(&wrong)).map_err(at(&file))?;
     let message = diagnose(set, include, &wrong, &compile(set, include, &file, &[])?);
     let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
     let named = message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
@@ -264,7 +260,7 @@ fn param_type(param: &str) -> CType {
     c_type
 }
 
-/// Every `(api, export, parameter declarations)` of `cuda_h`, in header
+/// Every `(export, api, parameter declarations)` of `cuda_h`, in header
 /// order; the export is the one the header's first `#define api api_vN` names.
 fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
     let mut renamed = BTreeMap::new();
@@ -275,12 +271,11 @@ fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
             }
         }
     }
-    let mut found = Vec::new();
-    for (api, params) in prototypes(cuda_h, "CUresult CUDAAPI ") {
-        let export = renamed.get(&api).unwrap_or(&api).clone();
-        found.push((api, export, params));
-    }
+    let export = |api: &String| renamed.get(api).unwrap_or(api).clone();
+    let found = prototypes(cuda_h, "CUresult CUDAAPI ").into_iter();
     found
+        .map(|(api, params)| (export(&api), api, params))
+        .collect()
 }
 
 /// A copy of `inputs` whose symbol list also holds every export `cuda_h`
@@ -290,7 +285,7 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
     let listed = SymbolList::parse(bytes)?.symbols.into_iter();
     let mut exports: BTreeSet<String> = listed.map(|symbol| symbol.export).collect();
     let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
-    for (api, export, params) in declarations(cuda_h) {
+    for (export, api, params) in declarations(cuda_h) {
         if !exports.insert(export.clone()) {
             continue;
         }
@@ -342,7 +337,7 @@ mod tests {
         let found = declarations(header);
         let names: Vec<(&str, &str)> = found
             .iter()
-            .map(|(api, export, _)| (api.as_str(), export.as_str()))
+            .map(|(export, api, _)| (api.as_str(), export.as_str()))
             .collect();
         assert_eq!(
             names,

@@ -169,11 +169,8 @@ pub fn check_dynamic_section(path: &Path) -> Result<()> {
     let is_cuda = |name: &&String| name.to_ascii_lowercase().contains("cuda");
     let cuda: Vec<_> = needed.iter().filter(is_cuda).collect();
     let shown = path.display();
-    if !cuda.is_empty() {
-        return Err(format!(
-            "{shown} links to a CUDA library: DT_NEEDED {cuda:?} (all: {needed:?})"
-        ));
-    }
+    let refusal = format!("{shown} links to a CUDA library: DT_NEEDED {cuda:?} (all: {needed:?})");
+    cuda.is_empty().then_some(()).ok_or(refusal)?;
     println!("nolink: {shown} needs only {needed:?}");
     Ok(())
 }

@@ -64,11 +64,7 @@ pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result
 pub fn runtime_tarball(root: &Path) -> crate::Result<PathBuf> {
     let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
     tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
-    match <[PathBuf; 1]>::try_from(tarballs) {
-        Ok([tarball]) => Ok(tarball),
-        Err(found) => Err(format!(
-            "generated/ holds {} tarballs, not one",
-            found.len()
-        )),
-    }
+    let why = format!("generated/ holds {} tarballs, not one", tarballs.len());
+    let [tarball] = <[PathBuf; 1]>::try_from(tarballs).map_err(|_| why)?;
+    Ok(tarball)
 }

@@ -240,9 +240,8 @@ pub fn setup() -> Result<()> {
         "downstream_sdists": sdists,
         "real_libcuda": real_driver::ensure_drivers()?,
     });
-    let file = crate::paths::record_test_paths(paths)?
-        .display()
-        .to_string();
+    let file = crate::paths::record_test_paths(paths)?;
+    let file = file.display();
     println!("setup: {file} names what the tests use; plain `pytest` now runs any test");
     Ok(())
 }
