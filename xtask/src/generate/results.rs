@@ -11,8 +11,8 @@ use std::fmt::{Display, Write};
 use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
-use super::spec::Map;
-use super::symbols::{ensure_in, from_json, SymbolList};
+use super::inputs::parse_json;
+use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
 pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
@@ -26,11 +26,11 @@ struct RawResults {
     /// For the reader of the file.
     #[serde(rename = "doc")]
     _doc: String,
-    results: Map<i64>,
+    results: BTreeMap<String, i64>,
     /// header set -> the names it does not define.
-    undeclared_in: Map<Vec<String>>,
+    undeclared_in: BTreeMap<String, Vec<String>>,
     /// name -> [what it means here, what to do].
-    remedies: Map<(String, String)>,
+    remedies: BTreeMap<String, (String, String)>,
 }
 
 /// Every `CUresult` name, by value, and the remedies refusals quote. The
@@ -49,7 +49,7 @@ fn ensure(ok: bool, path: impl Display, message: &str) -> Result<()> {
 impl CudaResults {
     /// Parses the list and joins it with the symbol list's `CUresult` constants.
     pub fn parse(bytes: &[u8], symbols: &SymbolList) -> Result<Self> {
-        let raw: RawResults = from_json(CUDA_RESULTS_PATH, bytes)?;
+        let raw: RawResults = parse_json(CUDA_RESULTS_PATH, bytes)?;
         let version_ok = raw.schema_version == 1;
         ensure(version_ok, "schema_version", "only 1 is supported")?;
         let mut by_name = BTreeMap::new();
@@ -58,12 +58,12 @@ impl CudaResults {
                 by_name.insert(name.clone(), constant.value);
             }
         }
-        for (name, value) in raw.results.iter() {
+        for (name, value) in &raw.results {
             let new = by_name.insert(name.clone(), *value).is_none();
             let message = "templates/driver-symbols.json holds it as a constant already";
             ensure(new, format!("results.{name}"), message)?;
         }
-        for (name, (meaning, remedy)) in raw.remedies.iter() {
+        for (name, (meaning, remedy)) in &raw.remedies {
             let given = !meaning.trim().is_empty() && !remedy.trim().is_empty();
             let ok = by_name.contains_key(name) && given;
             let message = "not a CUresult name of the list, or without a meaning and a remedy";
@@ -111,7 +111,7 @@ impl CudaResults {
             let _ = writeln!(out, "    \"{name}\": {value},");
         }
         out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
-        for (name, (meaning, remedy)) in self.raw.remedies.iter() {
+        for (name, (meaning, remedy)) in &self.raw.remedies {
             let (meaning, remedy) = (python_text(meaning), python_text(remedy));
             let _ = writeln!(out, "    \"{name}\": (\n{meaning}{remedy}    ),");
         }

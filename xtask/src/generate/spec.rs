@@ -1,6 +1,6 @@
 //! `templates/provider-spec.json`, typed by one schema, [`SCHEMA`], that
-//! drives everything: the parse refuses unknown, missing, mistyped and
-//! duplicate keys with their JSON path, [`RULES`] refuse broken
+//! drives everything: the parse refuses unknown, missing and mistyped keys
+//! (and inputs.rs duplicate ones) with their JSON path, [`RULES`] refuse broken
 //! cross-references and bounds, and the same table writes the Python record
 //! classes (python.rs).
 
@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -174,98 +173,6 @@ pub fn text(value: &Value) -> &str {
     value.as_str().unwrap_or("")
 }
 
-type Res<T, E> = std::result::Result<T, E>;
-
-/// A JSON object that refuses a key given twice (a plain map keeps the last
-/// silently); results.rs reads `templates/cuda-results.json` with it.
-pub struct Map<V>(pub BTreeMap<String, V>);
-
-impl<V> std::ops::Deref for Map<V> {
-    type Target = BTreeMap<String, V>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Res<Self, D::Error> {
-        struct Entries<V>(std::marker::PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
-            type Value = Map<V>;
-            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Map<V>, A::Error> {
-                unique_entries(map, |map| map.next_value()).map(Map)
-            }
-        }
-        de.deserialize_map(Entries(std::marker::PhantomData))
-    }
-}
-
-/// A JSON object's entries, refusing a key given twice.
-fn unique_entries<'de, A: MapAccess<'de>, V>(
-    mut map: A,
-    mut value: impl FnMut(&mut A) -> Res<V, A::Error>,
-) -> Res<BTreeMap<String, V>, A::Error> {
-    let mut entries = BTreeMap::new();
-    while let Some(key) = map.next_key::<String>()? {
-        if entries.contains_key(&key) {
-            return Err(A::Error::custom(format!("the key `{key}` is given twice")));
-        }
-        entries.insert(key, value(&mut map)?);
-    }
-    Ok(entries)
-}
-
-/// Reads any JSON value as a [`Value`], refusing an object key given twice.
-struct Strict;
-
-/// The visitor methods that keep a scalar as it is.
-macro_rules! scalars {
-    ($($visit:ident: $ty:ty),*) => {
-        $(fn $visit<E: Error>(self, value: $ty) -> Res<Value, E> {
-            Ok(value.into())
-        })*
-    };
-}
-
-impl<'de> DeserializeSeed<'de> for Strict {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Strict {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a JSON value")
-    }
-
-    fn visit_unit<E: Error>(self) -> Res<Value, E> {
-        Ok(Value::Null)
-    }
-
-    scalars!(visit_bool: bool, visit_u64: u64, visit_i64: i64, visit_f64: f64, visit_str: &str);
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Strict)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Value, A::Error> {
-        let entries = unique_entries(map, |map| map.next_value_seed(Strict))?;
-        Ok(Value::Object(entries.into_iter().collect()))
-    }
-}
-
 /// `Err("<spec file>: <path>: <problem>")`.
 fn fail<T>(path: &str, problem: impl fmt::Display) -> Result<T> {
     let at = if path.is_empty() { "" } else { ": " };
@@ -333,14 +240,7 @@ fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
 
 /// Parses and checks the spec; every error names the file and the JSON path.
 pub fn parse(bytes: &[u8]) -> Result<Value> {
-    let mut json = serde_json::Deserializer::from_slice(bytes);
-    let mut track = serde_path_to_error::Track::new();
-    let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
-    let parsed = Strict
-        .deserialize(tracked)
-        .map_err(|e| (track.path().to_string(), e));
-    let mut spec = parsed.or_else(|(path, error)| fail(path.trim_start_matches('.'), error))?;
-    json.end().or_else(|error| fail("", error))?;
+    let mut spec: Value = super::inputs::parse_json(PROVIDER_SPEC_PATH, bytes)?;
     typed("ProviderSpec", &mut spec, "")?;
     check(&spec)?;
     // The version is written once, in `distribution`.

@@ -257,6 +257,19 @@ fn malformed_json_names_the_file_and_position() {
     );
     assert!(error.contains("line 1"), "{error}");
 
+    // Every JSON input refuses a key given twice, naming its path.
+    for (path, key) in [
+        (DRIVER_SYMBOLS_PATH, "\"calling_convention\""),
+        (results::CUDA_RESULTS_PATH, "\"doc\""),
+    ] {
+        let inputs = with_input(&real_inputs(), path, |text| {
+            text.replacen(key, &format!("{key}: 0, {key}"), 1)
+        });
+        let error = render_error(&inputs);
+        let twice = format!("{path}: the key `{}` is given twice", key.trim_matches('"'));
+        assert!(error.starts_with(&twice), "{error}");
+    }
+
     let inputs = with_input(&real_inputs(), PROVIDER_SPEC_PATH, |text| {
         text[..text.len() / 2].to_string()
     });
