@@ -84,7 +84,9 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 /// README, license and the library sources, the generated table among them;
 /// never its unit tests). Returns (file name, bytes).
 fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
-    let stem = spec::runtime_archive_stem(spec);
+    let package = &spec["runtime_package"];
+    let [name, version] = ["crate_name", "version"].map(|key| spec::text(&package[key]));
+    let stem = format!("{name}-{version}");
     let mut packaged: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, bytes) in &inputs.files {
         let path = path.strip_prefix("runtime/");
@@ -109,21 +111,13 @@ pub enum Drift {
     Unexpected(String),
 }
 
-impl Drift {
-    /// Its path, what it is, and what `generate` does about it.
-    fn parts(&self) -> (&str, &str, &str) {
-        let unexpected = "unexpected (not written by the generator)";
-        match self {
-            Drift::Missing(path) => (path, "missing", "wrote"),
-            Drift::Stale(path) => (path, "stale", "updated"),
-            Drift::Unexpected(path) => (path, unexpected, "removed unexpected"),
-        }
-    }
-}
-
 impl std::fmt::Display for Drift {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (path, state, _) = self.parts();
+        let (path, state) = match self {
+            Drift::Missing(path) => (path, "missing"),
+            Drift::Stale(path) => (path, "stale"),
+            Drift::Unexpected(path) => (path, "unexpected (not written by the generator)"),
+        };
         write!(formatter, "{path}: {state}")
     }
 }
@@ -154,24 +148,26 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
 pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     let changes = drift(output_root, outputs)?;
     for change in &changes {
-        let (path, ..) = change.parts();
-        let target = output_root.join(path);
-        match outputs.iter().find(|item| item.path == *path) {
-            Some(item) => fs::write_atomic(&target, &item.bytes)?,
-            None => std::fs::remove_file(target)
+        match change {
+            Drift::Unexpected(path) => std::fs::remove_file(output_root.join(path))
                 .map_err(|error| format!("{path}: cannot remove: {error}"))?,
+            Drift::Missing(path) | Drift::Stale(path) => {
+                let item = outputs.iter().find(|item| item.path == *path);
+                let bytes = item.map(|item| item.bytes.as_slice()).unwrap_or_default();
+                fs::write_atomic(&output_root.join(path), bytes)?
+            }
         }
     }
     Ok(changes)
 }
 
 fn drift_report(changes: &[Drift]) -> String {
-    let lines: Vec<String> = changes
+    let lines: String = changes
         .iter()
         .map(|change| format!("  {change}\n"))
         .collect();
     let run = "run `cargo xtask generate` and commit the result";
-    format!("generated files are not current:\n{}{run}", lines.concat())
+    format!("generated files are not current:\n{lines}{run}")
 }
 
 /// Fails naming each stale, missing or unexpected generated file; writes nothing.
@@ -212,8 +208,13 @@ pub fn command(args: &[String]) -> Result<()> {
     if changes.is_empty() {
         println!("generate: every generated file is current");
     }
-    for (path, _, done) in changes.iter().map(Drift::parts) {
-        println!("generate: {done} {path}");
+    for change in changes {
+        let done = if matches!(change, Drift::Unexpected(_)) {
+            "removed"
+        } else {
+            "written"
+        };
+        println!("generate: {change}: {done}");
     }
     Ok(())
 }

@@ -247,7 +247,7 @@ pub fn literal(text: &str) -> String {
 
 /// Splits `text` after spaces so that each piece's literal fits `max`
 /// columns where possible; a single over-long word is cut at a character.
-fn split_for_width(text: &str, max: usize) -> Vec<String> {
+pub fn split_for_width(text: &str, max: usize) -> Vec<String> {
     let fits = |piece: &str| width(&literal(piece)) <= max;
     let (mut pieces, mut current) = (Vec::new(), String::new());
     for word in text.split_inclusive(' ') {

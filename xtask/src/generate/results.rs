@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
 use super::inputs::parse_json;
+use super::python::{literal, split_for_width};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
@@ -120,18 +121,12 @@ impl CudaResults {
     }
 }
 
-/// `text` as Python string literals (JSON's escapes are Python's), one per
-/// line at an indent of 8, broken after a space so that no line passes 100
-/// characters, then a comma.
+/// `text` as Python string literals, one a line at an indent of 8 (each
+/// within 96 columns), then a comma.
 fn python_text(text: &str) -> String {
-    let mut pieces: Vec<String> = Vec::new();
-    for word in text.split_inclusive(' ') {
-        match pieces.last_mut() {
-            Some(piece) if piece.len() + word.len() <= 86 => piece.push_str(word),
-            _ => pieces.push(word.to_string()),
-        }
-    }
-    let literal = |piece: &String| format!("        {}\n", serde_json::Value::from(piece.as_str()));
-    let lines: String = pieces.iter().map(literal).collect();
-    format!("{},\n", lines.trim_end())
+    let pieces = split_for_width(text, 88).into_iter();
+    let lines: Vec<String> = pieces
+        .map(|piece| format!("        {}", literal(&piece)))
+        .collect();
+    format!("{},\n", lines.join("\n"))
 }

@@ -769,7 +769,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"allowed_features\": [\"driver-api\"]",
         "\"allowed_features\": []",
-        "validation_requirement: the requirement is not accepted by `lanes.raw-driver.requirement_policy`",
+        "lanes.raw-driver.requirement_policy.allowed_features: lacks one of `validation_requirement.features[]`",
     );
     assert_refused(
         "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
