@@ -251,10 +251,8 @@ pub fn parse(bytes: &[u8]) -> Result<Value> {
     manifest["provider_version"] = version.into();
     for (code, texts) in spec["reason_codes"].as_object_mut().into_iter().flatten() {
         for value in texts.as_array_mut().into_iter().flatten() {
-            let mut filled = text(value).to_string();
-            for (name, value) in &placeholders {
-                filled = filled.replace(name, value);
-            }
+            let fill = |text: String, (name, value): &(_, String)| text.replace(name, value);
+            let filled = placeholders.iter().fold(text(value).to_string(), fill);
             if filled.contains(['{', '}']) {
                 let known = "{architectures}, {architecture_first_releases} and \
                              {architecture_compile_releases}";
@@ -272,11 +270,8 @@ pub fn parse(bytes: &[u8]) -> Result<Value> {
 /// vocabulary), `{architecture_first_releases}` (release: SMs it first
 /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
 fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
-    let pair = |value: &Value| {
-        let [major, minor] = [0, 1].map(|index| value[index].as_u64().unwrap_or(0));
-        (major, minor)
-    };
-    let release = |(major, minor): (u64, u64)| format!("{major}.{minor}");
+    let pair = |value: &Value| [0, 1].map(|index| value[index].as_u64().unwrap_or(0));
+    let release = |[major, minor]: [u64; 2]| format!("{major}.{minor}");
     let mut first: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     let mut compile: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     let architectures = items(&spec["manifest"]["architectures"]);
@@ -289,17 +284,16 @@ fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
     let first = first
         .iter()
         .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")));
-    let first: Vec<String> = first.collect();
     let compile = compile.iter().map(|((from, last), sms)| {
         let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
         format!("{}{until}: {}", release(*from), sms.join(", "))
     });
-    let (compile, first) = (compile.collect::<Vec<_>>().join("; "), first.join("; "));
+    let (first, compile): (Vec<_>, Vec<_>) = (first.collect(), compile.collect());
     let names: Vec<&str> = architectures.iter().map(|item| text(&item["sm"])).collect();
     [
         ("{architectures}", names.join(", ")),
-        ("{architecture_first_releases}", first),
-        ("{architecture_compile_releases}", compile),
+        ("{architecture_first_releases}", first.join("; ")),
+        ("{architecture_compile_releases}", compile.join("; ")),
     ]
 }
 
