@@ -4,7 +4,6 @@
 
 pub mod abi_check;
 pub mod fs;
-mod index;
 pub mod inputs;
 mod python;
 pub mod results;
@@ -22,10 +21,9 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use serde_json::Value;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use symbols::SymbolList;
-
-pub use index::sha256_hex;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
 pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
@@ -75,9 +73,24 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(format!("generated/{archive_name}"), archive),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];
-    let index = index::index(&outputs)?;
-    outputs.push(output(INDEX_PATH, index));
+    // JSON holds no comment: the generator note is the `generated_by` field.
+    // serde_json's pretty form of these ASCII paths and digests is also what
+    // Python's `json.dumps(indent=2, sort_keys=True)` writes.
+    let digests = outputs
+        .iter()
+        .map(|item| (item.path.clone(), sha256_hex(&item.bytes).into()));
+    let files: serde_json::Map<String, Value> = digests.collect();
+    let note = "cargo xtask generate from templates/; do not edit (check with \
+                `cargo xtask generate --check`)";
+    let index = serde_json::to_string_pretty(&json!({ "files": files, "generated_by": note }));
+    let index = index.map_err(|error| error.to_string())? + "\n";
+    outputs.push(output(INDEX_PATH, index.into_bytes()));
     Ok(outputs)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// The runtime crate's source tarball: what its users build (its manifest,
@@ -209,12 +222,7 @@ pub fn command(args: &[String]) -> Result<()> {
         println!("generate: every generated file is current");
     }
     for change in changes {
-        let done = if matches!(change, Drift::Unexpected(_)) {
-            "removed"
-        } else {
-            "written"
-        };
-        println!("generate: {change}: {done}");
+        println!("generate: fixed {change}");
     }
     Ok(())
 }
