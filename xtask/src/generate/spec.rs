@@ -112,8 +112,12 @@ RuntimePackageSpec: The packaged runtime crate.
 pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
 /// A field: name, Python annotation, default (empty: none) and comment.
-pub type Field = (&'static str, &'static str, &'static str, Opt);
-type Opt = Option<&'static str>;
+pub type Field = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+);
 
 /// [`SCHEMA`]'s classes, in order.
 pub fn schema() -> &'static [Class] {
@@ -361,32 +365,24 @@ runtime_package.version matches ^[A-Za-z0-9._-]+$
 /// The non-null values a [`RULES`] selector names, with their JSON paths.
 fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
     let mut found = vec![(String::new(), spec)];
-    for step in selector.split('.') {
-        // `name`, `name[]` (every item) or `name[N]` (the Nth).
-        let (name, index) = step
-            .split_once('[')
-            .map_or((step, None), |(n, i)| (n, Some(i)));
+    // `name`, `*` (every entry), `[]` (every item) or `[N]` (the Nth).
+    for step in selector.replace('[', ".[").split('.') {
         let mut next = Vec::new();
         for (path, value) in found {
             let dot = if path.is_empty() { "" } else { "." };
-            let entries = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
-            match name {
-                "*" => next.extend(entries),
-                _ => next.push((format!("{path}{dot}{name}"), &value[name])),
-            }
-        }
-        found = Vec::new();
-        for (path, value) in next {
-            let Some(index) = index else {
-                found.push((path, value));
-                continue;
-            };
-            for (at, item) in items(value).iter().enumerate() {
-                if index == "]" || index == format!("{at}]") {
-                    found.push((format!("{path}[{at}]"), item));
+            let keys = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
+            let indexed = items(value).iter().enumerate();
+            let mut indexed = indexed.map(|(at, item)| (format!("{path}[{at}]"), item));
+            match step {
+                "*" => next.extend(keys),
+                "[]" => next.extend(indexed),
+                _ if step.starts_with('[') => {
+                    next.extend(indexed.find(|(at, _)| at.ends_with(step)))
                 }
+                _ => next.push((format!("{path}{dot}{step}"), &value[step])),
             }
         }
+        found = next;
     }
     found.retain(|(_, value)| !value.is_null());
     found
