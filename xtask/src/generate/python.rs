@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::{entries, item_type, schema, Class};
+use super::spec::{entries, item_type, schema, Class, Field};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
@@ -21,8 +21,8 @@ pub enum Py {
     Seq(String, &'static str, Vec<(String, Py)>),
 }
 
-fn seq(open: &str, close: &'static str, items: impl Iterator<Item = (String, Py)>) -> Py {
-    Py::Seq(open.into(), close, items.collect())
+fn seq(open: &str, close: &'static str, items: Vec<(String, Py)>) -> Py {
+    Py::Seq(open.into(), close, items)
 }
 
 /// A spec value of the annotation `ty` as Python.
@@ -31,19 +31,12 @@ pub fn expr(ty: &str, value: &Value) -> Py {
     let atom = |text: &str| Py::Atom(text.into());
     let class = schema().iter().find(|class| class.0 == ty);
     if let (Some(Class(name, _, fields)), false) = (class, value.is_null()) {
-        let fields = fields
-            .iter()
-            .map(|(field, ty, ..)| (field, expr(ty, &value[field])));
-        return seq(
-            &format!("{name}("),
-            ")",
-            fields.map(|(k, v)| (format!("{k}="), v)),
-        );
+        let field = |(key, ty, ..): &Field| (format!("{key}="), expr(ty, &value[key]));
+        return seq(&format!("{name}("), ")", fields.iter().map(field).collect());
     }
     let items = |list: &[Value]| {
-        let items = list.iter().enumerate();
-        let items = items.map(|(index, v)| (String::new(), expr(item_type(ty, index), v)));
-        items.collect::<Vec<_>>().into_iter()
+        let item = |(index, v)| (String::new(), expr(item_type(ty, index), v));
+        list.iter().enumerate().map(item).collect()
     };
     match value {
         Value::Null => atom("None"),
@@ -57,10 +50,8 @@ pub fn expr(ty: &str, value: &Value) -> Py {
         Value::Array(list) if list.is_empty() => atom("frozenset()"),
         Value::Array(list) => seq("frozenset({", "})", items(list)),
         Value::Object(map) => {
-            let entries = map
-                .iter()
-                .map(|(k, v)| (literal(k) + ": ", expr(item_type(ty, 0), v)));
-            seq("{", "}", entries)
+            let entry = |(k, v): (&String, _)| (literal(k) + ": ", expr(item_type(ty, 0), v));
+            seq("{", "}", map.iter().map(entry).collect())
         }
     }
 }
