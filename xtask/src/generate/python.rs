@@ -106,15 +106,8 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         }
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
-            let pieces = split_for_width(
-                text,
-                MAX_LINE.saturating_sub(width(&indent) + width(suffix)),
-            );
-            let last = pieces.len() - 1;
-            for (index, piece) in pieces.iter().enumerate() {
-                let end = if index == last { suffix } else { "" };
-                out.push_str(&format!("{indent}{}{end}\n", literal(piece)));
-            }
+            let max = MAX_LINE.saturating_sub(width(&indent) + width(suffix));
+            out.push_str(&format!("{}{suffix}\n", literals(text, &indent, max)));
         }
         Py::Str(_) => {
             out.push_str(&format!("{indent}{prefix}(\n"));
@@ -231,9 +224,19 @@ pub fn literal(text: &str) -> String {
     out
 }
 
+/// `text` as adjacent string literals at `indent`, each within `max`
+/// columns of it where possible, one a line (no newline after the last).
+pub fn literals(text: &str, indent: &str, max: usize) -> String {
+    let pieces = split_for_width(text, max).into_iter();
+    let lines: Vec<String> = pieces
+        .map(|piece| indent.to_string() + &literal(&piece))
+        .collect();
+    lines.join("\n")
+}
+
 /// Splits `text` after spaces so that each piece's literal fits `max`
 /// columns where possible; a single over-long word is cut at a character.
-pub fn split_for_width(text: &str, max: usize) -> Vec<String> {
+fn split_for_width(text: &str, max: usize) -> Vec<String> {
     let fits = |piece: &str| width(&literal(piece)) <= max;
     let (mut pieces, mut current) = (Vec::new(), String::new());
     for word in text.split_inclusive(' ') {

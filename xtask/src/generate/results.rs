@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
 use super::inputs::parse_json;
-use super::python::{header, literal, split_for_width};
+use super::python::{header, literals};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
@@ -109,20 +109,11 @@ impl CudaResults {
         }
         out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
         for (name, (meaning, remedy)) in &self.raw.remedies {
-            let (meaning, remedy) = (python_text(meaning), python_text(remedy));
-            let _ = writeln!(out, "    \"{name}\": (\n{meaning}{remedy}    ),");
+            // Each text as literals within 96 columns, then a comma.
+            let [meaning, remedy] = [meaning, remedy].map(|text| literals(text, "        ", 88));
+            let _ = writeln!(out, "    \"{name}\": (\n{meaning},\n{remedy},\n    ),");
         }
         out.push_str("}\n");
         out.into_bytes()
     }
-}
-
-/// `text` as Python string literals, one a line at an indent of 8 (each
-/// within 96 columns), then a comma.
-fn python_text(text: &str) -> String {
-    let pieces = split_for_width(text, 88).into_iter();
-    let lines: Vec<String> = pieces
-        .map(|piece| format!("        {}", literal(&piece)))
-        .collect();
-    format!("{},\n", lines.join("\n"))
 }
