@@ -434,8 +434,7 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
             ">" => order.is_some_and(Ordering::is_gt),
             "<=" => order.is_some_and(Ordering::is_le),
             "matches" => named && regex(&target, pattern)?.is_match(&shown),
-            "needs" => bound.is_some_and(|bound| *bound != json!([])),
-            "excludes" => !bound.is_some_and(|bound| *bound != json!([])),
+            "needs" | "excludes" => bound.is_some_and(|b| *b != json!([])) == (rule == "needs"),
             _ => return fail(selector, format!("`{rule}` is not a rule")),
         };
         let limit = bound.map_or(arg.to_string(), |bound| format!("`{target}` {bound}"));
