@@ -258,8 +258,7 @@ pub fn parse(bytes: &[u8]) -> Result<Value> {
             let fill = |text: String, (name, value): &(_, String)| text.replace(name, value);
             let filled = placeholders.iter().fold(text(value).to_string(), fill);
             if filled.contains(['{', '}']) {
-                let known = "{architectures}, {architecture_first_releases} and \
-                             {architecture_compile_releases}";
+                let known = placeholders.map(|(name, _)| name).join(", ");
                 let message = format!("an unknown placeholder; the known ones are {known}");
                 return fail(&format!("reason_codes.{code}"), message);
             }
