@@ -198,9 +198,8 @@ fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
         let given = fields.iter().filter(|field| field.2 != "derived");
         let names: Vec<&str> = given.clone().map(|field| field.0).collect();
         if let Some(name) = map.keys().find(|name| !names.contains(&name.as_str())) {
-            let known: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
-            let known = known.join(", ");
-            let message = format!("unknown field `{name}`, expected one of {known}");
+            let known = names.join("`, `");
+            let message = format!("unknown field `{name}`, expected one of `{known}`");
             return fail(&join(name), message);
         }
         for (name, ty, default, _) in given {
