@@ -2,7 +2,12 @@
 //! records. Every error names the input file and the problem.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
+
+use serde::de::Visitor;
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess};
+use serde_json::Value;
 
 use super::fs::{read_input, relative_files};
 use crate::Result;
@@ -52,5 +57,78 @@ impl Inputs {
     pub fn get(&self, path: &str) -> Result<&[u8]> {
         let missing = || format!("{path}: missing input");
         self.files.get(path).map(Vec::as_slice).ok_or_else(missing)
+    }
+}
+
+/// The JSON input `file` as a `T`. Bad JSON, a key given twice (a plain map
+/// keeps the last silently) and an unknown, missing or mistyped key are
+/// named by their JSON path.
+pub fn parse_json<T: DeserializeOwned>(file: &str, bytes: &[u8]) -> Result<T> {
+    let at = |path: String, error: &dyn fmt::Display| match path.trim_start_matches('.') {
+        "" => format!("{file}: {error}"),
+        path => format!("{file}: {path}: {error}"),
+    };
+    let mut json = serde_json::Deserializer::from_slice(bytes);
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
+    let value = Strict.deserialize(tracked);
+    let value = value.map_err(|error| at(track.path().to_string(), &error))?;
+    json.end().map_err(|error| at(String::new(), &error))?;
+    let typed = serde_path_to_error::deserialize(value);
+    typed.map_err(|error| at(error.path().to_string(), error.inner()))
+}
+
+/// Reads any JSON value as a [`Value`], refusing an object key given twice.
+struct Strict;
+
+type Res<T, E> = std::result::Result<T, E>;
+
+/// The visitor methods that keep a scalar as it is.
+macro_rules! scalars {
+    ($($visit:ident: $ty:ty),*) => {
+        $(fn $visit<E: Error>(self, value: $ty) -> Res<Value, E> {
+            Ok(value.into())
+        })*
+    };
+}
+
+impl<'de> DeserializeSeed<'de> for Strict {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Value, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict {
+    type Value = Value;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: Error>(self) -> Res<Value, E> {
+        Ok(Value::Null)
+    }
+
+    scalars!(visit_bool: bool, visit_u64: u64, visit_i64: i64, visit_f64: f64, visit_str: &str);
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Strict)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Res<Value, A::Error> {
+        let mut entries = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if entries.contains_key(&key) {
+                return Err(A::Error::custom(format!("the key `{key}` is given twice")));
+            }
+            entries.insert(key, map.next_value_seed(Strict)?);
+        }
+        Ok(Value::Object(entries))
     }
 }

@@ -4,7 +4,6 @@
 
 pub mod abi_check;
 pub mod fs;
-mod index;
 pub mod inputs;
 mod python;
 pub mod results;
@@ -22,10 +21,9 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use serde_json::Value;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 use symbols::SymbolList;
-
-pub use index::sha256_hex;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
 pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
@@ -75,16 +73,33 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(format!("generated/{archive_name}"), archive),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];
-    let index = index::index(&outputs)?;
-    outputs.push(output(INDEX_PATH, index));
+    // JSON holds no comment: the generator note is the `generated_by` field.
+    // serde_json's pretty form of these ASCII paths and digests is also what
+    // Python's `json.dumps(indent=2, sort_keys=True)` writes.
+    let digests = outputs
+        .iter()
+        .map(|item| (item.path.clone(), sha256_hex(&item.bytes).into()));
+    let files: serde_json::Map<String, Value> = digests.collect();
+    let note = "cargo xtask generate from templates/; do not edit (check with \
+                `cargo xtask generate --check`)";
+    let index = serde_json::to_string_pretty(&json!({ "files": files, "generated_by": note }));
+    let index = index.map_err(|error| error.to_string())? + "\n";
+    outputs.push(output(INDEX_PATH, index.into_bytes()));
     Ok(outputs)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// The runtime crate's source tarball: what its users build (its manifest,
 /// README, license and the library sources, the generated table among them;
 /// never its unit tests). Returns (file name, bytes).
 fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
-    let stem = spec::runtime_archive_stem(spec);
+    let package = &spec["runtime_package"];
+    let [name, version] = ["crate_name", "version"].map(|key| spec::text(&package[key]));
+    let stem = format!("{name}-{version}");
     let mut packaged: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, bytes) in &inputs.files {
         let path = path.strip_prefix("runtime/");
@@ -109,21 +124,13 @@ pub enum Drift {
     Unexpected(String),
 }
 
-impl Drift {
-    /// Its path, what it is, and what `generate` does about it.
-    fn parts(&self) -> (&str, &str, &str) {
-        let unexpected = "unexpected (not written by the generator)";
-        match self {
-            Drift::Missing(path) => (path, "missing", "wrote"),
-            Drift::Stale(path) => (path, "stale", "updated"),
-            Drift::Unexpected(path) => (path, unexpected, "removed unexpected"),
-        }
-    }
-}
-
 impl std::fmt::Display for Drift {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (path, state, _) = self.parts();
+        let (path, state) = match self {
+            Drift::Missing(path) => (path, "missing"),
+            Drift::Stale(path) => (path, "stale"),
+            Drift::Unexpected(path) => (path, "unexpected (not written by the generator)"),
+        };
         write!(formatter, "{path}: {state}")
     }
 }
@@ -154,24 +161,26 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
 pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
     let changes = drift(output_root, outputs)?;
     for change in &changes {
-        let (path, ..) = change.parts();
-        let target = output_root.join(path);
-        match outputs.iter().find(|item| item.path == *path) {
-            Some(item) => fs::write_atomic(&target, &item.bytes)?,
-            None => std::fs::remove_file(target)
+        match change {
+            Drift::Unexpected(path) => std::fs::remove_file(output_root.join(path))
                 .map_err(|error| format!("{path}: cannot remove: {error}"))?,
+            Drift::Missing(path) | Drift::Stale(path) => {
+                let item = outputs.iter().find(|item| item.path == *path);
+                let bytes = item.map(|item| item.bytes.as_slice()).unwrap_or_default();
+                fs::write_atomic(&output_root.join(path), bytes)?
+            }
         }
     }
     Ok(changes)
 }
 
 fn drift_report(changes: &[Drift]) -> String {
-    let lines: Vec<String> = changes
+    let lines: String = changes
         .iter()
         .map(|change| format!("  {change}\n"))
         .collect();
     let run = "run `cargo xtask generate` and commit the result";
-    format!("generated files are not current:\n{}{run}", lines.concat())
+    format!("generated files are not current:\n{lines}{run}")
 }
 
 /// Fails naming each stale, missing or unexpected generated file; writes nothing.
@@ -212,8 +221,8 @@ pub fn command(args: &[String]) -> Result<()> {
     if changes.is_empty() {
         println!("generate: every generated file is current");
     }
-    for (path, _, done) in changes.iter().map(Drift::parts) {
-        println!("generate: {done} {path}");
+    for change in changes {
+        println!("generate: fixed {change}");
     }
     Ok(())
 }

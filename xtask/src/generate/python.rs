@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
-use super::spec::{entries, item_type, schema, Class};
+use super::spec::{entries, item_type, schema, Class, Field};
 use crate::Result;
 
 const MAX_LINE: usize = 100;
@@ -21,8 +21,8 @@ pub enum Py {
     Seq(String, &'static str, Vec<(String, Py)>),
 }
 
-fn seq(open: &str, close: &'static str, items: impl Iterator<Item = (String, Py)>) -> Py {
-    Py::Seq(open.into(), close, items.collect())
+fn seq(open: &str, close: &'static str, items: Vec<(String, Py)>) -> Py {
+    Py::Seq(open.into(), close, items)
 }
 
 /// A spec value of the annotation `ty` as Python.
@@ -31,19 +31,12 @@ pub fn expr(ty: &str, value: &Value) -> Py {
     let atom = |text: &str| Py::Atom(text.into());
     let class = schema().iter().find(|class| class.0 == ty);
     if let (Some(Class(name, _, fields)), false) = (class, value.is_null()) {
-        let fields = fields
-            .iter()
-            .map(|(field, ty, ..)| (field, expr(ty, &value[field])));
-        return seq(
-            &format!("{name}("),
-            ")",
-            fields.map(|(k, v)| (format!("{k}="), v)),
-        );
+        let field = |(key, ty, ..): &Field| (format!("{key}="), expr(ty, &value[key]));
+        return seq(&format!("{name}("), ")", fields.iter().map(field).collect());
     }
     let items = |list: &[Value]| {
-        let items = list.iter().enumerate();
-        let items = items.map(|(index, v)| (String::new(), expr(item_type(ty, index), v)));
-        items.collect::<Vec<_>>().into_iter()
+        let item = |(index, v)| (String::new(), expr(item_type(ty, index), v));
+        list.iter().enumerate().map(item).collect()
     };
     match value {
         Value::Null => atom("None"),
@@ -57,10 +50,8 @@ pub fn expr(ty: &str, value: &Value) -> Py {
         Value::Array(list) if list.is_empty() => atom("frozenset()"),
         Value::Array(list) => seq("frozenset({", "})", items(list)),
         Value::Object(map) => {
-            let entries = map
-                .iter()
-                .map(|(k, v)| (literal(k) + ": ", expr(item_type(ty, 0), v)));
-            seq("{", "}", entries)
+            let entry = |(k, v): (&String, _)| (literal(k) + ": ", expr(item_type(ty, 0), v));
+            seq("{", "}", map.iter().map(entry).collect())
         }
     }
 }
@@ -96,39 +87,27 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
             out.push_str(&format!("{indent}{prefix}{open}\n"));
             let nested = items.iter().any(|(_, item)| matches!(item, Py::Seq(..)));
             let fill = !open.starts_with('{') && !nested;
-            let mut filled = String::new();
+            // Whether the last line written is a line of scalars with room.
+            let mut filling = false;
             for (label, item) in items {
                 let text = format!("{label}{},", item.flat());
-                let joined = format!("{filled} {text}");
-                if fill && !filled.is_empty() && width(&joined) <= MAX_LINE {
-                    filled = joined;
-                    continue;
+                let last = out.trim_end_matches('\n').rsplit('\n').next().unwrap_or("");
+                if filling && width(last) + 1 + width(&text) <= MAX_LINE {
+                    out.insert_str(out.len() - 1, &format!(" {text}"));
+                } else if fill && width(&indent) + width(INDENT) + width(&text) <= MAX_LINE {
+                    out.push_str(&format!("{indent}{INDENT}{text}\n"));
+                    filling = true;
+                } else {
+                    write(out, depth + 1, label, item, ",");
+                    filling = false;
                 }
-                if !filled.is_empty() {
-                    out.push_str(&(std::mem::take(&mut filled) + "\n"));
-                }
-                let alone = format!("{indent}{INDENT}{text}");
-                match fill && width(&alone) <= MAX_LINE {
-                    true => filled = alone,
-                    false => write(out, depth + 1, label, item, ","),
-                }
-            }
-            if !filled.is_empty() {
-                out.push_str(&(filled + "\n"));
             }
             out.push_str(&format!("{indent}{close}{suffix}\n"));
         }
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
-            let pieces = split_for_width(
-                text,
-                MAX_LINE.saturating_sub(width(&indent) + width(suffix)),
-            );
-            let last = pieces.len() - 1;
-            for (index, piece) in pieces.iter().enumerate() {
-                let end = if index == last { suffix } else { "" };
-                out.push_str(&format!("{indent}{}{end}\n", literal(piece)));
-            }
+            let max = MAX_LINE.saturating_sub(width(&indent) + width(suffix));
+            out.push_str(&format!("{}{suffix}\n", literals(text, &indent, max)));
         }
         Py::Str(_) => {
             out.push_str(&format!("{indent}{prefix}(\n"));
@@ -141,7 +120,7 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
 }
 
 /// The first line of a generated Python file, naming its inputs, and its docstring.
-fn header(inputs: &str, doc: &str) -> String {
+pub fn header(inputs: &str, doc: &str) -> String {
     let marker = format!("# @generated by `cargo xtask generate` from {inputs}; do not edit.");
     format!("{marker}\n\"\"\"{doc}\"\"\"\n\n")
 }
@@ -243,6 +222,16 @@ pub fn literal(text: &str) -> String {
     }
     out.push(quote);
     out
+}
+
+/// `text` as adjacent string literals at `indent`, each within `max`
+/// columns of it where possible, one a line (no newline after the last).
+pub fn literals(text: &str, indent: &str, max: usize) -> String {
+    let pieces = split_for_width(text, max).into_iter();
+    let lines: Vec<String> = pieces
+        .map(|piece| indent.to_string() + &literal(&piece))
+        .collect();
+    lines.join("\n")
 }
 
 /// Splits `text` after spaces so that each piece's literal fits `max`

@@ -1,6 +1,6 @@
 //! `templates/provider-spec.json`, typed by one schema, [`SCHEMA`], that
-//! drives everything: the parse refuses unknown, missing, mistyped and
-//! duplicate keys with their JSON path, [`RULES`] refuse broken
+//! drives everything: the parse refuses unknown, missing and mistyped keys
+//! (and inputs.rs duplicate ones) with their JSON path, [`RULES`] refuse broken
 //! cross-references and bounds, and the same table writes the Python record
 //! classes (python.rs).
 
@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -113,8 +112,12 @@ RuntimePackageSpec: The packaged runtime crate.
 pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
 /// A field: name, Python annotation, default (empty: none) and comment.
-pub type Field = (&'static str, &'static str, &'static str, Opt);
-type Opt = Option<&'static str>;
+pub type Field = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+);
 
 /// [`SCHEMA`]'s classes, in order.
 pub fn schema() -> &'static [Class] {
@@ -174,98 +177,6 @@ pub fn text(value: &Value) -> &str {
     value.as_str().unwrap_or("")
 }
 
-type Res<T, E> = std::result::Result<T, E>;
-
-/// A JSON object that refuses a key given twice (a plain map keeps the last
-/// silently); results.rs reads `templates/cuda-results.json` with it.
-pub struct Map<V>(pub BTreeMap<String, V>);
-
-impl<V> std::ops::Deref for Map<V> {
-    type Target = BTreeMap<String, V>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for Map<V> {
-    fn deserialize<D: Deserializer<'de>>(de: D) -> Res<Self, D::Error> {
-        struct Entries<V>(std::marker::PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
-            type Value = Map<V>;
-            fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-                formatter.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Map<V>, A::Error> {
-                unique_entries(map, |map| map.next_value()).map(Map)
-            }
-        }
-        de.deserialize_map(Entries(std::marker::PhantomData))
-    }
-}
-
-/// A JSON object's entries, refusing a key given twice.
-fn unique_entries<'de, A: MapAccess<'de>, V>(
-    mut map: A,
-    mut value: impl FnMut(&mut A) -> Res<V, A::Error>,
-) -> Res<BTreeMap<String, V>, A::Error> {
-    let mut entries = BTreeMap::new();
-    while let Some(key) = map.next_key::<String>()? {
-        if entries.contains_key(&key) {
-            return Err(A::Error::custom(format!("the key `{key}` is given twice")));
-        }
-        entries.insert(key, value(&mut map)?);
-    }
-    Ok(entries)
-}
-
-/// Reads any JSON value as a [`Value`], refusing an object key given twice.
-struct Strict;
-
-/// The visitor methods that keep a scalar as it is.
-macro_rules! scalars {
-    ($($visit:ident: $ty:ty),*) => {
-        $(fn $visit<E: Error>(self, value: $ty) -> Res<Value, E> {
-            Ok(value.into())
-        })*
-    };
-}
-
-impl<'de> DeserializeSeed<'de> for Strict {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Res<Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Strict {
-    type Value = Value;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a JSON value")
-    }
-
-    fn visit_unit<E: Error>(self) -> Res<Value, E> {
-        Ok(Value::Null)
-    }
-
-    scalars!(visit_bool: bool, visit_u64: u64, visit_i64: i64, visit_f64: f64, visit_str: &str);
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Strict)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Res<Value, A::Error> {
-        let entries = unique_entries(map, |map| map.next_value_seed(Strict))?;
-        Ok(Value::Object(entries.into_iter().collect()))
-    }
-}
-
 /// `Err("<spec file>: <path>: <problem>")`.
 fn fail<T>(path: &str, problem: impl fmt::Display) -> Result<T> {
     let at = if path.is_empty() { "" } else { ": " };
@@ -287,9 +198,8 @@ fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
         let given = fields.iter().filter(|field| field.2 != "derived");
         let names: Vec<&str> = given.clone().map(|field| field.0).collect();
         if let Some(name) = map.keys().find(|name| !names.contains(&name.as_str())) {
-            let known: Vec<String> = names.iter().map(|name| format!("`{name}`")).collect();
-            let known = known.join(", ");
-            let message = format!("unknown field `{name}`, expected one of {known}");
+            let known = names.join("`, `");
+            let message = format!("unknown field `{name}`, expected one of `{known}`");
             return fail(&join(name), message);
         }
         for (name, ty, default, _) in given {
@@ -333,14 +243,7 @@ fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
 
 /// Parses and checks the spec; every error names the file and the JSON path.
 pub fn parse(bytes: &[u8]) -> Result<Value> {
-    let mut json = serde_json::Deserializer::from_slice(bytes);
-    let mut track = serde_path_to_error::Track::new();
-    let tracked = serde_path_to_error::Deserializer::new(&mut json, &mut track);
-    let parsed = Strict
-        .deserialize(tracked)
-        .map_err(|e| (track.path().to_string(), e));
-    let mut spec = parsed.or_else(|(path, error)| fail(path.trim_start_matches('.'), error))?;
-    json.end().or_else(|error| fail("", error))?;
+    let mut spec: Value = super::inputs::parse_json(PROVIDER_SPEC_PATH, bytes)?;
     typed("ProviderSpec", &mut spec, "")?;
     check(&spec)?;
     // The version is written once, in `distribution`.
@@ -351,13 +254,10 @@ pub fn parse(bytes: &[u8]) -> Result<Value> {
     manifest["provider_version"] = version.into();
     for (code, texts) in spec["reason_codes"].as_object_mut().into_iter().flatten() {
         for value in texts.as_array_mut().into_iter().flatten() {
-            let mut filled = text(value).to_string();
-            for (name, value) in &placeholders {
-                filled = filled.replace(name, value);
-            }
+            let fill = |text: String, (name, value): &(_, String)| text.replace(name, value);
+            let filled = placeholders.iter().fold(text(value).to_string(), fill);
             if filled.contains(['{', '}']) {
-                let known = "{architectures}, {architecture_first_releases} and \
-                             {architecture_compile_releases}";
+                let known = placeholders.map(|(name, _)| name).join(", ");
                 let message = format!("an unknown placeholder; the known ones are {known}");
                 return fail(&format!("reason_codes.{code}"), message);
             }
@@ -372,11 +272,8 @@ pub fn parse(bytes: &[u8]) -> Result<Value> {
 /// vocabulary), `{architecture_first_releases}` (release: SMs it first
 /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
 fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
-    let pair = |value: &Value| {
-        let [major, minor] = [0, 1].map(|index| value[index].as_u64().unwrap_or(0));
-        (major, minor)
-    };
-    let release = |(major, minor): (u64, u64)| format!("{major}.{minor}");
+    let pair = |value: &Value| [0, 1].map(|index| value[index].as_u64().unwrap_or(0));
+    let release = |[major, minor]: [u64; 2]| format!("{major}.{minor}");
     let mut first: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     let mut compile: BTreeMap<_, Vec<&str>> = BTreeMap::new();
     let architectures = items(&spec["manifest"]["architectures"]);
@@ -389,25 +286,17 @@ fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
     let first = first
         .iter()
         .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")));
-    let first: Vec<String> = first.collect();
     let compile = compile.iter().map(|((from, last), sms)| {
         let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
         format!("{}{until}: {}", release(*from), sms.join(", "))
     });
-    let (compile, first) = (compile.collect::<Vec<_>>().join("; "), first.join("; "));
+    let (first, compile): (Vec<_>, Vec<_>) = (first.collect(), compile.collect());
     let names: Vec<&str> = architectures.iter().map(|item| text(&item["sm"])).collect();
     [
         ("{architectures}", names.join(", ")),
-        ("{architecture_first_releases}", first),
-        ("{architecture_compile_releases}", compile),
+        ("{architecture_first_releases}", first.join("; ")),
+        ("{architecture_compile_releases}", compile.join("; ")),
     ]
-}
-
-/// The runtime tarball's stem, e.g. `rextio-cuda-runtime-0.1.0`.
-pub fn runtime_archive_stem(spec: &Value) -> String {
-    let package = &spec["runtime_package"];
-    let [name, version] = ["crate_name", "version"].map(|key| text(&package[key]));
-    format!("{name}-{version}")
 }
 
 /// The cross-references and bounds the types cannot say, one a line, in
@@ -419,7 +308,8 @@ pub fn runtime_archive_stem(spec: &Value) -> String {
 /// runtime requirement per name; releases below the toolkit floor are never
 /// distinguished; the bounds (`int` is already a u32) are the ones the
 /// generated Rust constants and the Python checks rely on; the crate and
-/// version name the tarball's file.
+/// version name the tarball's file; a raw lane accepts the requirement the
+/// CLI composes.
 pub const RULES: &str = "\
 schema_version >= 1; <= 1
 reason_codes.* key:matches probe_report.reason_code_pattern
@@ -446,6 +336,9 @@ lanes.*.requirement_policy excludes .required_python_fallback_backend
 lanes.*.requirement needs .reason_prefix; needs .runtime_pins
 lanes.*.reason_prefix matches probe_report.reason_code_pattern; matches _$; prefix_of reason_codes
 lanes.*.requirement.logical_device nonempty
+lanes.*.requirement_policy.allowed_runtimes includes validation_requirement.runtime
+lanes.*.requirement_policy.allowed_features includes validation_requirement.features[]
+lanes.*.requirement_policy.allowed_memory_spaces includes validation_requirement.memory_spaces[]
 lanes.*.requirement.architectures[] in manifest.architectures[].sm
 probe_report.max_output_bytes > 0
 probe_report.max_devices > 0; <= 2147483647
@@ -470,32 +363,24 @@ runtime_package.version matches ^[A-Za-z0-9._-]+$
 /// The non-null values a [`RULES`] selector names, with their JSON paths.
 fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
     let mut found = vec![(String::new(), spec)];
-    for step in selector.split('.') {
-        // `name`, `name[]` (every item) or `name[N]` (the Nth).
-        let (name, index) = step
-            .split_once('[')
-            .map_or((step, None), |(n, i)| (n, Some(i)));
+    // `name`, `*` (every entry), `[]` (every item) or `[N]` (the Nth).
+    for step in selector.replace('[', ".[").split('.') {
         let mut next = Vec::new();
         for (path, value) in found {
             let dot = if path.is_empty() { "" } else { "." };
-            let entries = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
-            match name {
-                "*" => next.extend(entries),
-                _ => next.push((format!("{path}{dot}{name}"), &value[name])),
-            }
-        }
-        found = Vec::new();
-        for (path, value) in next {
-            let Some(index) = index else {
-                found.push((path, value));
-                continue;
-            };
-            for (at, item) in items(value).iter().enumerate() {
-                if index == "]" || index == format!("{at}]") {
-                    found.push((format!("{path}[{at}]"), item));
+            let keys = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
+            let indexed = items(value).iter().enumerate();
+            let mut indexed = indexed.map(|(at, item)| (format!("{path}[{at}]"), item));
+            match step {
+                "*" => next.extend(keys),
+                "[]" => next.extend(indexed),
+                _ if step.starts_with('[') => {
+                    next.extend(indexed.find(|(at, _)| at.ends_with(step)))
                 }
+                _ => next.push((format!("{path}{dot}{step}"), &value[step])),
             }
         }
+        found = next;
     }
     found.retain(|(_, value)| !value.is_null());
     found
@@ -542,12 +427,12 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
             "key_of" => keys.any(|key| key == shown),
             "prefix_of" => keys.any(|key| key.starts_with(&shown)),
             "in" => found.iter().any(|(_, item)| *item == value),
+            "includes" => found.iter().all(|(_, item)| items(value).contains(item)),
             ">=" => order.is_some_and(Ordering::is_ge),
             ">" => order.is_some_and(Ordering::is_gt),
             "<=" => order.is_some_and(Ordering::is_le),
             "matches" => named && regex(&target, pattern)?.is_match(&shown),
-            "needs" => bound.is_some_and(|bound| *bound != json!([])),
-            "excludes" => !bound.is_some_and(|bound| *bound != json!([])),
+            "needs" | "excludes" => bound.is_some_and(|b| *b != json!([])) == (rule == "needs"),
             _ => return fail(selector, format!("`{rule}` is not a rule")),
         };
         let limit = bound.map_or(arg.to_string(), |bound| format!("`{target}` {bound}"));
@@ -558,6 +443,7 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
             "key_of" => format!("`{shown}` is not a key of `{target}`"),
             "prefix_of" => format!("no key of `{target}` starts with `{shown}`"),
             "in" => format!("`{shown}` is not one of `{target}`"),
+            "includes" => format!("lacks one of `{target}`"),
             "matches" => format!("`{shown}` does not match `{target}` {pattern}"),
             _ => format!("{shown} must be {rule} {limit}"),
         };
@@ -569,8 +455,7 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
     Ok(())
 }
 
-/// [`RULES`], then what they cannot say: a lane is of a kind, and the raw
-/// ones accept the CLI's requirement.
+/// [`RULES`], then what they cannot say: a lane is of a kind.
 pub fn check(spec: &Value) -> Result<()> {
     for line in RULES.lines() {
         let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
@@ -578,24 +463,10 @@ pub fn check(spec: &Value) -> Result<()> {
         rules.try_for_each(|rule| apply(spec, selector, rule))?;
     }
     for (name, lane) in entries(&spec["lanes"]) {
-        let path = format!("lanes.{name}");
-        let (policy, requirement) = (&lane["requirement_policy"], &lane["requirement"]);
-        if policy.is_null() && requirement.is_null() {
+        if lane["requirement_policy"].is_null() && lane["requirement"].is_null() {
             let message = "a lane has `requirement_policy` (raw-driver) or `requirement` \
                            (framework reuse)";
-            return fail(&path, message);
-        }
-        let validation = &spec["validation_requirement"];
-        let allows = |key: &str, allowed: &str| {
-            let allowed = items(&policy[allowed]);
-            items(&validation[key]).iter().all(|v| allowed.contains(v))
-        };
-        let accepted = items(&policy["allowed_runtimes"]).contains(&validation["runtime"])
-            && allows("features", "allowed_features")
-            && allows("memory_spaces", "allowed_memory_spaces");
-        if !policy.is_null() && !accepted {
-            let message = format!("the requirement is not accepted by `{path}.requirement_policy`");
-            return fail("validation_requirement", message);
+            return fail(&format!("lanes.{name}"), message);
         }
     }
     Ok(())

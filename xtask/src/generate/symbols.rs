@@ -8,10 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::inputs::DRIVER_SYMBOLS_PATH;
+use super::inputs::{parse_json, DRIVER_SYMBOLS_PATH};
 use crate::Result;
 
 /// The Rust spelling of the C scalar `c_spelling`.
@@ -211,19 +210,6 @@ pub struct SymbolList {
     pub symbols: Vec<Symbol>,
 }
 
-/// `file` deserialized; an error names the file and the JSON path.
-pub fn from_json<T: DeserializeOwned>(file: &str, bytes: &[u8]) -> Result<T> {
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-        let inner = error.inner();
-        let place = (!inner.is_syntax() && !inner.is_eof()).then(|| error.path().to_string());
-        format!(
-            "{file}: {}: {inner}",
-            place.as_deref().unwrap_or("not valid JSON")
-        )
-    })
-}
-
 /// `Err` naming `file`, the JSON path and the message unless `ok`.
 pub fn ensure_in(file: &str, ok: bool, path: impl Display, message: impl Display) -> Result<()> {
     let error = || format!("{file}: {path}: {message}");
@@ -235,10 +221,9 @@ fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
 }
 
 impl SymbolList {
-    /// Parses and validates the list file. Bad JSON, and a missing,
-    /// unknown or mistyped key, are named by their place in the file.
+    /// Parses and validates the list file.
     pub fn parse(bytes: &[u8]) -> Result<Self> {
-        let mut list: SymbolList = from_json(DRIVER_SYMBOLS_PATH, bytes)?;
+        let mut list: SymbolList = parse_json(DRIVER_SYMBOLS_PATH, bytes)?;
         let version = list.schema_version;
         let message = format!("{version} is not supported (expected 2)");
         ensure(version == 2, "schema_version", message)?;

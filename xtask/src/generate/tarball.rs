@@ -10,12 +10,8 @@ use flate2::{Compression, GzBuilder};
 
 use crate::Result;
 
-/// 1980-01-01T00:00:00Z: the earliest time every archive format can hold.
-pub const ENTRY_MTIME: u64 = 315_532_800;
-pub const FILE_MODE: u32 = 0o644;
 /// "Unknown" operating system (RFC 1952).
 pub const GZIP_OS: u8 = 255;
-pub const GZIP_LEVEL: u32 = 1;
 
 /// Builds `<top>/<path>` entries from `(path, bytes)` pairs; no directory entries.
 pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
@@ -27,14 +23,13 @@ pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
         let mut header = tar::Header::new_ustar();
         header.set_entry_type(tar::EntryType::Regular);
         header.set_size(bytes.len() as u64);
-        header.set_mode(FILE_MODE);
+        header.set_mode(0o644);
         header.set_uid(0);
         header.set_gid(0);
-        header.set_mtime(ENTRY_MTIME);
+        // 1980-01-01T00:00:00Z: the earliest time every archive format can hold.
+        header.set_mtime(315_532_800);
         let error = |error| format!("tarball entry `{full_path}`: {error}");
         header.set_path(&full_path).map_err(error)?;
-        header.set_username("").map_err(error)?;
-        header.set_groupname("").map_err(error)?;
         header.set_cksum();
         archive.append(&header, bytes.as_slice()).map_err(error)?;
     }
@@ -44,7 +39,7 @@ pub fn build(top: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<u8>> {
 
 pub fn gzip(bytes: &[u8]) -> Result<Vec<u8>> {
     let builder = GzBuilder::new().mtime(0).operating_system(GZIP_OS);
-    let mut encoder = builder.write(Vec::new(), Compression::new(GZIP_LEVEL));
+    let mut encoder = builder.write(Vec::new(), Compression::new(1));
     let written = encoder.write_all(bytes).and_then(|()| encoder.finish());
     written.map_err(|error| format!("gzip: {error}"))
 }

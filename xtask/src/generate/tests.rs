@@ -257,6 +257,19 @@ fn malformed_json_names_the_file_and_position() {
     );
     assert!(error.contains("line 1"), "{error}");
 
+    // Every JSON input refuses a key given twice, naming its path.
+    for (path, key) in [
+        (DRIVER_SYMBOLS_PATH, "\"calling_convention\""),
+        (results::CUDA_RESULTS_PATH, "\"doc\""),
+    ] {
+        let inputs = with_input(&real_inputs(), path, |text| {
+            text.replacen(key, &format!("{key}: 0, {key}"), 1)
+        });
+        let error = render_error(&inputs);
+        let twice = format!("{path}: the key `{}` is given twice", key.trim_matches('"'));
+        assert!(error.starts_with(&twice), "{error}");
+    }
+
     let inputs = with_input(&real_inputs(), PROVIDER_SPEC_PATH, |text| {
         text[..text.len() / 2].to_string()
     });
@@ -756,7 +769,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"allowed_features\": [\"driver-api\"]",
         "\"allowed_features\": []",
-        "validation_requirement: the requirement is not accepted by `lanes.raw-driver.requirement_policy`",
+        "lanes.raw-driver.requirement_policy.allowed_features: lacks one of `validation_requirement.features[]`",
     );
     assert_refused(
         "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
