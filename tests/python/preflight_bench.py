@@ -234,7 +234,9 @@ def _warm(probe: Path) -> None:
     print(f"provider preflight     (median of {ROUNDS}): {preflight_s * 1e3:.3f} ms")
     print(f"pinned preflight       (median of {ROUNDS}, probe_sha256): {pinned_s * 1e3:.3f} ms")
     print(f"ratio preflight/floor: {preflight_s / floor_s:.2f} (target <= 1.3)")
-    print(f"ratio pinned preflight/floor: {pinned_s / floor_s:.2f} (target <= 1.3)")
+    # Issue 18 sets the 1.3 target for the unpinned preflight; the pin adds a sealed
+    # copy of the probe, its hash and an exec of that copy, all kernel work.
+    print(f"ratio pinned preflight/floor: {pinned_s / floor_s:.2f} (no target; the pin's cost)")
     size = 512 * 1024
     print(
         f"sha256 of a {size // 1024} KiB file from its descriptor (a release probe's size, "
