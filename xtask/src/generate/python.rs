@@ -107,7 +107,11 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
             let max = MAX_LINE.saturating_sub(width(&indent) + width(suffix));
-            out.push_str(&format!("{}{suffix}\n", literals(text, &indent, max)));
+            let pieces = split_for_width(text, max).into_iter();
+            let lines: Vec<String> = pieces
+                .map(|piece| indent.clone() + &literal(&piece))
+                .collect();
+            out.push_str(&format!("{}{suffix}\n", lines.join("\n")));
         }
         Py::Str(_) => {
             out.push_str(&format!("{indent}{prefix}(\n"));
@@ -222,16 +226,6 @@ pub fn literal(text: &str) -> String {
     }
     out.push(quote);
     out
-}
-
-/// `text` as adjacent string literals at `indent`, each within `max`
-/// columns of it where possible, one a line (no newline after the last).
-pub fn literals(text: &str, indent: &str, max: usize) -> String {
-    let pieces = split_for_width(text, max).into_iter();
-    let lines: Vec<String> = pieces
-        .map(|piece| indent.to_string() + &literal(&piece))
-        .collect();
-    lines.join("\n")
 }
 
 /// Splits `text` after spaces so that each piece's literal fits `max`

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
 use super::inputs::parse_json;
-use super::python::{header, literals};
+use super::python::{expr, header, write};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
@@ -107,13 +107,11 @@ impl CudaResults {
         for (name, value) in &self.all {
             let _ = writeln!(out, "    \"{name}\": {value},");
         }
-        out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
-        for (name, (meaning, remedy)) in &self.raw.remedies {
-            // Each text as literals within 96 columns, then a comma.
-            let [meaning, remedy] = [meaning, remedy].map(|text| literals(text, "        ", 88));
-            let _ = writeln!(out, "    \"{name}\": (\n{meaning},\n{remedy},\n    ),");
-        }
         out.push_str("}\n");
+        let remedies = serde_json::to_value(&self.raw.remedies).unwrap_or_default();
+        let remedies = expr("Mapping[str, tuple[str, str]]", &remedies);
+        let prefix = "CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = ";
+        write(&mut out, 0, prefix, &remedies, "");
         out.into_bytes()
     }
 }
