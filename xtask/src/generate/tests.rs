@@ -262,7 +262,7 @@ fn malformed_json_names_the_file_and_position() {
 
     // Every JSON input refuses a key given twice, naming its path.
     for (path, key) in [
-        (DRIVER_SYMBOLS_PATH, "\"calling_convention\""),
+        (DRIVER_SYMBOLS_PATH, "\"schema_version\""),
         (results::CUDA_RESULTS_PATH, "\"doc\""),
     ] {
         let inputs = with_input(&real_inputs(), path, |text| {
