@@ -178,11 +178,9 @@ pub fn check_at(root: &Path) -> Result<()> {
     let outputs = render(&Inputs::read(root)?)?;
     let changes = drift(root, &outputs)?;
     if !changes.is_empty() {
-        let lines: String = changes
-            .iter()
-            .map(|change| format!("  {change}\n"))
-            .collect();
+        let lines = changes.iter().map(|change| format!("  {change}\n"));
         let run = "run `cargo xtask generate` and commit the result";
+        let lines = lines.collect::<String>();
         return Err(format!("generated files are not current:\n{lines}{run}"));
     }
     let count = outputs.len();

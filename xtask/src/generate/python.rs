@@ -40,8 +40,7 @@ pub fn expr(ty: &str, value: &Value) -> Py {
     };
     match value {
         Value::Null => atom("None"),
-        Value::Bool(true) => atom("True"),
-        Value::Bool(false) => atom("False"),
+        Value::Bool(value) => atom(if *value { "True" } else { "False" }),
         // Debug spells the shortest round-trip form with a `.0` or an exponent.
         Value::Number(n) if ty == "float" => Py::Atom(format!("{:?}", n.as_f64().unwrap_or(0.0))),
         Value::Number(n) => Py::Atom(n.to_string()),
@@ -107,11 +106,12 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
             let max = MAX_LINE.saturating_sub(width(&indent) + width(suffix));
-            let pieces = split_for_width(text, max).into_iter();
-            let lines: Vec<String> = pieces
-                .map(|piece| indent.clone() + &literal(&piece))
-                .collect();
-            out.push_str(&format!("{}{suffix}\n", lines.join("\n")));
+            let pieces = split_for_width(text, max);
+            let lines = pieces.iter().map(|piece| indent.clone() + &literal(piece));
+            out.push_str(&format!(
+                "{}{suffix}\n",
+                lines.collect::<Vec<_>>().join("\n")
+            ));
         }
         Py::Str(_) => {
             out.push_str(&format!("{indent}{prefix}(\n"));
