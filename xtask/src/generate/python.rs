@@ -144,7 +144,6 @@ pub fn spec_module(spec: &Value) -> Vec<u8> {
         let class = format!("class {name}(Record):\n{INDENT}\"\"\"{doc}\"\"\"");
         out.push_str(&format!("\n\n{class}\n"));
         for (name, ty, _, comment) in fields {
-            let comment = comment.map_or(String::new(), |text| format!("  # {text}"));
             out.push_str(&format!("{INDENT}{name}: {ty}{comment}\n"));
         }
     }

@@ -111,13 +111,8 @@ RuntimePackageSpec: The packaged runtime crate.
 /// One record class of [`SCHEMA`]: name, docstring and fields.
 pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
-/// A field: name, Python annotation, default (empty: none) and comment.
-pub type Field = (
-    &'static str,
-    &'static str,
-    &'static str,
-    Option<&'static str>,
-);
+/// A field: name, Python annotation, default and `  # comment` (each empty: none).
+pub type Field = (&'static str, &'static str, &'static str, &'static str);
 
 /// [`SCHEMA`]'s classes, in order.
 pub fn schema() -> &'static [Class] {
@@ -131,13 +126,12 @@ pub fn schema() -> &'static [Class] {
                 classes.push(Class(name, doc, Vec::new()));
                 continue;
             };
-            let (fields, comment) = fields.split_once("  # ").unzip();
-            let fields = fields.unwrap_or(line.trim_start());
+            let (fields, comment) = fields.split_at(fields.find("  # ").unwrap_or(fields.len()));
             let fields: Vec<&str> = fields.split("; ").collect();
             for (index, field) in fields.iter().enumerate() {
                 let ((field, default), last) = (split(field, " = "), index + 1 == fields.len());
                 let (name, ty) = split(field, ": ");
-                let comment = comment.filter(|_| last);
+                let comment = if last { comment } else { "" };
                 let class = classes.last_mut().into_iter();
                 class.for_each(|class| class.2.push((name, ty, default, comment)));
             }
