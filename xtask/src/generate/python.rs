@@ -106,12 +106,10 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
             let max = MAX_LINE.saturating_sub(width(&indent) + width(suffix));
-            let pieces = split_for_width(text, max);
-            let lines = pieces.iter().map(|piece| indent.clone() + &literal(piece));
-            out.push_str(&format!(
-                "{}{suffix}\n",
-                lines.collect::<Vec<_>>().join("\n")
-            ));
+            for piece in split_for_width(text, max) {
+                out.push_str(&format!("{indent}{}\n", literal(&piece)));
+            }
+            out.insert_str(out.len() - 1, suffix);
         }
         Py::Str(_) => {
             out.push_str(&format!("{indent}{prefix}(\n"));
