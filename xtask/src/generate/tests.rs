@@ -942,6 +942,19 @@ fn spec_lane_kinds_decide_their_keys() {
         "\"runtime_pins\": []",
         "lanes.tensorflow-tfe.requirement: this key needs `lanes.tensorflow-tfe.runtime_pins`",
     );
+    let inputs = with_input(&real_inputs(), PROVIDER_SPEC_PATH, |text| {
+        let mut spec: serde_json::Value = serde_json::from_str(text).unwrap();
+        spec["lanes"]["raw-driver"]
+            .as_object_mut()
+            .unwrap()
+            .remove("requirement_policy");
+        spec.to_string()
+    });
+    let error = render_error(&inputs);
+    assert!(
+        error.contains("lanes.raw-driver: has none of `requirement_policy|requirement`"),
+        "{error}"
+    );
     let error = spec_error("\"requirement_policy\": {", "\"x\": {");
     assert!(
         error.contains("lanes.raw-driver.x: unknown field"),
