@@ -118,18 +118,18 @@ CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {
     "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": (
         "Forward compatibility (a newer libcuda.so.1 over an older kernel module) is not "
         "supported on this GPU.",
-        "Remove the forward-compatibility library from the driver directory and use the "
-        "installed driver's own libcuda.so.1, or upgrade the whole driver.",
+        "Remove the forward-compatibility library from the driver directory and use the installed "
+        "driver's own libcuda.so.1, or upgrade the whole driver.",
     ),
     "CUDA_ERROR_NOT_INITIALIZED": (
-        "The driver says it is not initialised although the probe calls cuInit first: the "
-        "driver is in a bad state.",
+        "The driver says it is not initialised although the probe calls cuInit first: the driver "
+        "is in a bad state.",
         "Run nvidia-smi; reload the NVIDIA kernel modules or reboot the host.",
     ),
     "CUDA_ERROR_NO_DEVICE": (
         "The driver sees no CUDA-capable device.",
-        "Check that the GPU is present and that nvidia-smi lists it; in a container, pass the "
-        "GPU in (the NVIDIA Container Toolkit, docker --gpus).",
+        "Check that the GPU is present and that nvidia-smi lists it; in a container, pass the GPU "
+        "in (the NVIDIA Container Toolkit, docker --gpus).",
     ),
     "CUDA_ERROR_OPERATING_SYSTEM": (
         "An operating-system call the driver needs failed; in containers this is a seccomp "
@@ -142,14 +142,13 @@ CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {
         "The libcuda.so.1 that was loaded (often NVIDIA's forward-compatibility package, "
         "cuda-compat) does not match the loaded NVIDIA kernel module.",
         "Use the libcuda.so.1 of the installed driver, or a forward-compatibility package made "
-        "for that kernel module's branch; compare the versions nvidia-smi and the package "
-        "report.",
+        "for that kernel module's branch; compare the versions nvidia-smi and the package report.",
     ),
     "CUDA_ERROR_UNKNOWN": (
-        "The driver failed without saying why; the usual cause is a missing /dev/nvidia-uvm, "
-        "or a GPU left unusable after a suspend.",
-        "Load the nvidia-uvm module and create its device (nvidia-modprobe -u -c=0, or "
-        "modprobe nvidia-uvm); in a container, pass /dev/nvidia-uvm in; after a "
-        "suspend/resume, reload nvidia-uvm or reboot.",
+        "The driver failed without saying why; the usual cause is a missing /dev/nvidia-uvm, or a "
+        "GPU left unusable after a suspend.",
+        "Load the nvidia-uvm module and create its device (nvidia-modprobe -u -c=0, or modprobe "
+        "nvidia-uvm); in a container, pass /dev/nvidia-uvm in; after a suspend/resume, reload "
+        "nvidia-uvm or reboot.",
     ),
 }

@@ -114,11 +114,8 @@ impl<'de> Visitor<'de> for Strict {
     scalars!(visit_bool: bool, visit_u64: u64, visit_i64: i64, visit_f64: f64, visit_str: &str);
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Res<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element_seed(Strict)? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
+        let items = std::iter::from_fn(|| seq.next_element_seed(Strict).transpose());
+        items.collect::<Res<_, _>>().map(Value::Array)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Res<Value, A::Error> {

@@ -111,11 +111,6 @@ fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 
-/// Reads the inputs under `input_root` and renders every output.
-pub fn render_from(input_root: &Path) -> Result<Vec<Output>> {
-    render(&Inputs::read(input_root)?)
-}
-
 /// One difference between the outputs and the tree under a root.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Drift {
@@ -174,25 +169,19 @@ pub fn write_outputs(output_root: &Path, outputs: &[Output]) -> Result<Vec<Drift
     Ok(changes)
 }
 
-fn drift_report(changes: &[Drift]) -> String {
-    let lines: String = changes
-        .iter()
-        .map(|change| format!("  {change}\n"))
-        .collect();
-    let run = "run `cargo xtask generate` and commit the result";
-    format!("generated files are not current:\n{lines}{run}")
-}
-
 /// Fails naming each stale, missing or unexpected generated file; writes nothing.
 pub fn check() -> Result<()> {
     check_at(&repo_root())
 }
 
 pub fn check_at(root: &Path) -> Result<()> {
-    let outputs = render_from(root)?;
+    let outputs = render(&Inputs::read(root)?)?;
     let changes = drift(root, &outputs)?;
     if !changes.is_empty() {
-        return Err(drift_report(&changes));
+        let lines = changes.iter().map(|change| format!("  {change}\n"));
+        let run = "run `cargo xtask generate` and commit the result";
+        let lines = lines.collect::<String>();
+        return Err(format!("generated files are not current:\n{lines}{run}"));
     }
     let count = outputs.len();
     println!("generate --check: {count} generated files are current");
@@ -217,7 +206,7 @@ pub fn command(args: &[String]) -> Result<()> {
     if check_only {
         return check_at(&root);
     }
-    let changes = write_outputs(&root, &render_from(&root)?)?;
+    let changes = write_outputs(&root, &render(&Inputs::read(&root)?)?)?;
     if changes.is_empty() {
         println!("generate: every generated file is current");
     }

@@ -40,8 +40,7 @@ pub fn expr(ty: &str, value: &Value) -> Py {
     };
     match value {
         Value::Null => atom("None"),
-        Value::Bool(true) => atom("True"),
-        Value::Bool(false) => atom("False"),
+        Value::Bool(value) => atom(if *value { "True" } else { "False" }),
         // Debug spells the shortest round-trip form with a `.0` or an exponent.
         Value::Number(n) if ty == "float" => Py::Atom(format!("{:?}", n.as_f64().unwrap_or(0.0))),
         Value::Number(n) => Py::Atom(n.to_string()),
@@ -107,7 +106,10 @@ pub fn write(out: &mut String, depth: usize, prefix: &str, expr: &Py, suffix: &s
         // A sequence item: adjacent literals, a piece a line.
         Py::Str(text) if prefix.is_empty() => {
             let max = MAX_LINE.saturating_sub(width(&indent) + width(suffix));
-            out.push_str(&format!("{}{suffix}\n", literals(text, &indent, max)));
+            for piece in split_for_width(text, max) {
+                out.push_str(&format!("{indent}{}\n", literal(&piece)));
+            }
+            out.insert_str(out.len() - 1, suffix);
         }
         Py::Str(_) => {
             out.push_str(&format!("{indent}{prefix}(\n"));
@@ -140,7 +142,6 @@ pub fn spec_module(spec: &Value) -> Vec<u8> {
         let class = format!("class {name}(Record):\n{INDENT}\"\"\"{doc}\"\"\"");
         out.push_str(&format!("\n\n{class}\n"));
         for (name, ty, _, comment) in fields {
-            let comment = comment.map_or(String::new(), |text| format!("  # {text}"));
             out.push_str(&format!("{INDENT}{name}: {ty}{comment}\n"));
         }
     }
@@ -222,16 +223,6 @@ pub fn literal(text: &str) -> String {
     }
     out.push(quote);
     out
-}
-
-/// `text` as adjacent string literals at `indent`, each within `max`
-/// columns of it where possible, one a line (no newline after the last).
-pub fn literals(text: &str, indent: &str, max: usize) -> String {
-    let pieces = split_for_width(text, max).into_iter();
-    let lines: Vec<String> = pieces
-        .map(|piece| indent.to_string() + &literal(&piece))
-        .collect();
-    lines.join("\n")
 }
 
 /// Splits `text` after spaces so that each piece's literal fits `max`

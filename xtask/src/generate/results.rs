@@ -6,13 +6,13 @@
 //! that refusals quote, contract 9.6).
 
 use std::collections::BTreeMap;
-use std::fmt::{Display, Write};
+use std::fmt::Write;
 
 use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
 use super::inputs::parse_json;
-use super::python::{header, literals};
+use super::python::{expr, header, write};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
@@ -43,29 +43,25 @@ pub struct CudaResults {
     raw: RawResults,
 }
 
-fn ensure(ok: bool, path: impl Display, message: &str) -> Result<()> {
-    ensure_in(CUDA_RESULTS_PATH, ok, path, message)
-}
-
 impl CudaResults {
     /// Parses the list and joins it with the symbol list's `CUresult` constants.
     pub fn parse(bytes: &[u8], symbols: &SymbolList) -> Result<Self> {
         let raw: RawResults = parse_json(CUDA_RESULTS_PATH, bytes)?;
-        let version_ok = raw.schema_version == 1;
-        ensure(version_ok, "schema_version", "only 1 is supported")?;
+        let (version_ok, message) = (raw.schema_version == 1, "only 1 is supported");
+        ensure_in(CUDA_RESULTS_PATH, version_ok, "schema_version", message)?;
         let constants = symbols.constants.iter();
         let constants = constants.filter(|(_, constant)| constant.c_type.base == "CUresult");
         let mut by_name: BTreeMap<_, _> = constants.map(|(k, c)| (k.clone(), c.value)).collect();
         for (name, value) in &raw.results {
             let new = by_name.insert(name.clone(), *value).is_none();
             let message = "templates/driver-symbols.json holds it as a constant already";
-            ensure(new, format!("results.{name}"), message)?;
+            ensure_in(CUDA_RESULTS_PATH, new, format!("results.{name}"), message)?;
         }
         for (name, (meaning, remedy)) in &raw.remedies {
             let given = !meaning.trim().is_empty() && !remedy.trim().is_empty();
             let ok = by_name.contains_key(name) && given;
             let message = "not a CUresult name of the list, or without a meaning and a remedy";
-            ensure(ok, format!("remedies.{name}"), message)?;
+            ensure_in(CUDA_RESULTS_PATH, ok, format!("remedies.{name}"), message)?;
         }
         let mut all: Vec<_> = by_name.into_iter().collect();
         all.sort_by_key(|(_, value)| *value);
@@ -107,13 +103,11 @@ impl CudaResults {
         for (name, value) in &self.all {
             let _ = writeln!(out, "    \"{name}\": {value},");
         }
-        out.push_str("}\nCUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = {\n");
-        for (name, (meaning, remedy)) in &self.raw.remedies {
-            // Each text as literals within 96 columns, then a comma.
-            let [meaning, remedy] = [meaning, remedy].map(|text| literals(text, "        ", 88));
-            let _ = writeln!(out, "    \"{name}\": (\n{meaning},\n{remedy},\n    ),");
-        }
         out.push_str("}\n");
+        let remedies = serde_json::to_value(&self.raw.remedies).unwrap_or_default();
+        let remedies = expr("Mapping[str, tuple[str, str]]", &remedies);
+        let prefix = "CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = ";
+        write(&mut out, 0, prefix, &remedies, "");
         out.into_bytes()
     }
 }

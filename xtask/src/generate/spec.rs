@@ -111,13 +111,8 @@ RuntimePackageSpec: The packaged runtime crate.
 /// One record class of [`SCHEMA`]: name, docstring and fields.
 pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
 
-/// A field: name, Python annotation, default (empty: none) and comment.
-pub type Field = (
-    &'static str,
-    &'static str,
-    &'static str,
-    Option<&'static str>,
-);
+/// A field: name, Python annotation, default and `  # comment` (each empty: none).
+pub type Field = (&'static str, &'static str, &'static str, &'static str);
 
 /// [`SCHEMA`]'s classes, in order.
 pub fn schema() -> &'static [Class] {
@@ -131,13 +126,12 @@ pub fn schema() -> &'static [Class] {
                 classes.push(Class(name, doc, Vec::new()));
                 continue;
             };
-            let (fields, comment) = fields.split_once("  # ").unzip();
-            let fields = fields.unwrap_or(line.trim_start());
+            let (fields, comment) = fields.split_at(fields.find("  # ").unwrap_or(fields.len()));
             let fields: Vec<&str> = fields.split("; ").collect();
             for (index, field) in fields.iter().enumerate() {
                 let ((field, default), last) = (split(field, " = "), index + 1 == fields.len());
                 let (name, ty) = split(field, ": ");
-                let comment = comment.filter(|_| last);
+                let comment = if last { comment } else { "" };
                 let class = classes.last_mut().into_iter();
                 class.for_each(|class| class.2.push((name, ty, default, comment)));
             }
@@ -303,9 +297,10 @@ fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
 /// the order they are checked: the values (`.` between steps; `*`: each
 /// entry, `[]`: each item, `[N]`: the Nth; null ones skipped), the rule
 /// (`key:` first: applied to the entry's key) and its argument: a path
-/// (`.x` or `[N]`: a sibling's), a number, or for `matches` a path to a
-/// pattern or a pattern (`$` last), several rules a line `; ` apart. Core keeps one
-/// runtime requirement per name; releases below the toolkit floor are never
+/// (`.x` or `[N]`: a sibling's), a number, for `matches` a path to a pattern
+/// or a pattern (`$` last), or for `has` keys `|` apart (one must be there),
+/// several rules a line `; ` apart. A lane is raw-driver or framework reuse.
+/// Core keeps one runtime requirement per name; releases below the toolkit floor are never
 /// distinguished; the bounds (`int` is already a u32) are the ones the
 /// generated Rust constants and the Python checks rely on; the crate and
 /// version name the tarball's file; a raw lane accepts the requirement the
@@ -331,6 +326,7 @@ capabilities[].artifact_kinds nonempty
 probe_targets.*.os key_of toolkit.components
 lanes.* key:in capabilities[].lane
 lanes.*.option_allowlist[] in option_keys.*
+lanes.* has requirement_policy|requirement
 lanes.*.requirement_policy excludes .requirement; excludes .reason_prefix; excludes .runtime_pins
 lanes.*.requirement_policy excludes .required_python_fallback_backend
 lanes.*.requirement needs .reason_prefix; needs .runtime_pins
@@ -432,6 +428,7 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
             ">" => order.is_some_and(Ordering::is_gt),
             "<=" => order.is_some_and(Ordering::is_le),
             "matches" => named && regex(&target, pattern)?.is_match(&shown),
+            "has" => arg.split('|').any(|key| !value[key].is_null()),
             "needs" | "excludes" => bound.is_some_and(|b| *b != json!([])) == (rule == "needs"),
             _ => return fail(selector, format!("`{rule}` is not a rule")),
         };
@@ -439,6 +436,7 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
         let problem = match rule {
             "nonempty" => "must not be empty".to_string(),
             "needs" | "excludes" => format!("this key {rule} `{target}`"),
+            "has" => format!("has none of `{arg}`"),
             "unique" => format!("`{shown}` is listed twice"),
             "key_of" => format!("`{shown}` is not a key of `{target}`"),
             "prefix_of" => format!("no key of `{target}` starts with `{shown}`"),
@@ -455,19 +453,12 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
     Ok(())
 }
 
-/// [`RULES`], then what they cannot say: a lane is of a kind.
+/// Applies [`RULES`].
 pub fn check(spec: &Value) -> Result<()> {
     for line in RULES.lines() {
         let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
         let mut rules = rules.split("; ");
         rules.try_for_each(|rule| apply(spec, selector, rule))?;
-    }
-    for (name, lane) in entries(&spec["lanes"]) {
-        if lane["requirement_policy"].is_null() && lane["requirement"].is_null() {
-            let message = "a lane has `requirement_policy` (raw-driver) or `requirement` \
-                           (framework reuse)";
-            return fail(&format!("lanes.{name}"), message);
-        }
     }
     Ok(())
 }
@@ -495,6 +486,10 @@ mod tests {
             for rule in rules.split("; ") {
                 let arg = rule.split_once(' ').map_or("", |(_, arg)| arg);
                 if arg.is_empty() || arg.parse::<f64>().is_ok() || arg.ends_with('$') {
+                    continue;
+                }
+                if rule.starts_with("has ") {
+                    assert!(arg.split('|').all(field), "{line}: {arg}");
                     continue;
                 }
                 match arg.strip_prefix('.') {

@@ -191,19 +191,10 @@ pub struct HeaderSet {
     pub include_dir: String,
 }
 
-/// The one calling convention of the Driver API's exports.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Convention {
-    System,
-}
-
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SymbolList {
     schema_version: u32,
-    #[serde(rename = "calling_convention")]
-    _convention: Convention,
     pub header_sets: BTreeMap<String, HeaderSet>,
     pub types: BTreeMap<String, NamedType>,
     pub constants: BTreeMap<String, Constant>,

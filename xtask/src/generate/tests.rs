@@ -231,7 +231,10 @@ fn drift_names_stale_missing_and_unexpected_files() {
             Drift::Unexpected("generated/stray.txt".to_string()),
         ]
     );
-    let report = drift_report(&found);
+    for (path, bytes) in &real_inputs().files {
+        fs::write_atomic(&scratch.path().join(path), bytes).unwrap();
+    }
+    let report = check_at(scratch.path()).unwrap_err();
     assert!(
         report.contains("python/rextio_device_cuda/_generated.py: stale"),
         "{report}"
@@ -259,7 +262,7 @@ fn malformed_json_names_the_file_and_position() {
 
     // Every JSON input refuses a key given twice, naming its path.
     for (path, key) in [
-        (DRIVER_SYMBOLS_PATH, "\"calling_convention\""),
+        (DRIVER_SYMBOLS_PATH, "\"schema_version\""),
         (results::CUDA_RESULTS_PATH, "\"doc\""),
     ] {
         let inputs = with_input(&real_inputs(), path, |text| {
@@ -433,7 +436,8 @@ fn a_refused_list_writes_nothing() {
         };
         fs::write_atomic(&scratch.path().join(path), &bytes).unwrap();
     }
-    let error = render_from(scratch.path())
+    let error = Inputs::read(scratch.path())
+        .and_then(|inputs| render(&inputs))
         .and_then(|outputs| write_outputs(scratch.path(), &outputs))
         .unwrap_err();
     assert!(error.contains("unknown C type `wchar_t`"), "{error}");
@@ -524,7 +528,7 @@ fn crlf_inputs_give_the_same_outputs() {
         fs::write_atomic(&scratch.path().join(path), text.as_bytes()).unwrap();
     }
     assert_eq!(
-        render_from(scratch.path()).unwrap(),
+        render(&Inputs::read(scratch.path()).unwrap()).unwrap(),
         render(&inputs).unwrap()
     );
 }
@@ -937,6 +941,19 @@ fn spec_lane_kinds_decide_their_keys() {
          \"version\": \"2.21.0\", \"features\": [\"cuda\", \"python-wheel\", \"tfe-c-api\"] }\n      ]",
         "\"runtime_pins\": []",
         "lanes.tensorflow-tfe.requirement: this key needs `lanes.tensorflow-tfe.runtime_pins`",
+    );
+    let inputs = with_input(&real_inputs(), PROVIDER_SPEC_PATH, |text| {
+        let mut spec: serde_json::Value = serde_json::from_str(text).unwrap();
+        spec["lanes"]["raw-driver"]
+            .as_object_mut()
+            .unwrap()
+            .remove("requirement_policy");
+        spec.to_string()
+    });
+    let error = render_error(&inputs);
+    assert!(
+        error.contains("lanes.raw-driver: has none of `requirement_policy|requirement`"),
+        "{error}"
     );
     let error = spec_error("\"requirement_policy\": {", "\"x\": {");
     assert!(
