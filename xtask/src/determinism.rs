@@ -9,9 +9,9 @@ use std::process::Command;
 use crate::generate::fs::write_atomic;
 use crate::generate::inputs::Inputs;
 use crate::generate::{drift, render, sha256_hex, Drift, Output};
+use crate::paths::scratch;
 use crate::paths::{at, repo_root, target_dir};
 use crate::process::output;
-use crate::scratch::ScratchDir;
 use crate::Result;
 
 /// One set of conditions for a child generator run: its umask, the variables
@@ -60,7 +60,7 @@ pub fn verify() -> Result<()> {
         }
     };
     for variant in &VARIANTS {
-        let scratch = ScratchDir::new("determinism")?;
+        let scratch = scratch("determinism")?;
         write_inputs(scratch.path(), &inputs, variant.3)?;
         run_child(&exe, scratch.path(), variant)?;
         let differences = compare_tree(scratch.path(), &baseline)?;
@@ -131,7 +131,7 @@ fn compare_tree(root: &Path, expected: &[Output]) -> Result<Vec<String>> {
 /// from the tree and from its copy (`target/repro/tree`, own cargo target).
 fn compare_dist_builds() -> Result<Vec<String>> {
     let copy = copy_of_tree()?;
-    let (first_out, second_out) = (ScratchDir::new("dist-a")?, ScratchDir::new("dist-b")?);
+    let (first_out, second_out) = (scratch("dist-a")?, scratch("dist-b")?);
     let first = crate::dist::build_all(&repo_root(), first_out.path())?;
     let second = crate::dist::build_all(&copy, second_out.path())?;
     // Both make the same list of files by construction (each target, each kind).
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn reverse_creation_order_gives_the_same_outputs() {
         let inputs = Inputs::read(&repo_root()).unwrap();
-        let scratch = ScratchDir::new("determinism-test").unwrap();
+        let scratch = scratch("determinism-test").unwrap();
         write_inputs(scratch.path(), &inputs, true).unwrap();
         let reread = Inputs::read(scratch.path()).unwrap();
         assert_eq!(reread, inputs);

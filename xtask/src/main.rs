@@ -15,7 +15,6 @@ mod paths;
 mod process;
 mod python_env;
 mod real_driver;
-mod scratch;
 mod test;
 
 use std::process::ExitCode;

@@ -195,7 +195,7 @@ pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scratch::ScratchDir;
+    use crate::paths::scratch;
 
     #[test]
     fn link_attribute_is_rejected() {
@@ -271,7 +271,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn a_library_that_needs_libcuda_is_refused() {
         // A real ELF whose DT_NEEDED names libcuda.so.1, linked by the C compiler.
-        let scratch = ScratchDir::new("nolink-needs-cuda").unwrap();
+        let scratch = scratch("nolink-needs-cuda").unwrap();
         let dir = scratch.path();
         std::fs::write(dir.join("empty.c"), "int rextio_unused;\n").unwrap();
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn non_elf_files_are_refused_clearly() {
-        let scratch = ScratchDir::new("nolink-not-elf").unwrap();
+        let scratch = scratch("nolink-not-elf").unwrap();
         let refusal = |name: &str, bytes: &[u8]| {
             let path = scratch.path().join(name);
             std::fs::write(&path, bytes).unwrap();

@@ -44,20 +44,31 @@ pub fn copy(from: &Path, to: &Path) -> crate::Result<()> {
 /// Every regular file below `root` (links not followed), sorted, entering
 /// only the directories whose name `enter` accepts.
 pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result<Vec<PathBuf>> {
-    let (mut files, mut pending) = (Vec::new(), vec![root.to_path_buf()]);
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(at(&dir))? {
-            let entry = entry.map_err(at(&dir))?;
-            let kind = entry.file_type().map_err(at(&entry.path()))?;
-            if kind.is_dir() && enter(&entry.file_name().to_string_lossy()) {
-                pending.push(entry.path());
-            } else if kind.is_file() {
-                files.push(entry.path());
-            }
+    let walk = walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|entry| {
+            entry.depth() == 0
+                || !entry.file_type().is_dir()
+                || enter(&entry.file_name().to_string_lossy())
+        });
+    let mut files = Vec::new();
+    for entry in walk {
+        let entry = entry.map_err(|error| format!("{}: {error}", root.display()))?;
+        if entry.file_type().is_file() {
+            files.push(entry.into_path());
         }
     }
     files.sort();
     Ok(files)
+}
+
+/// A fresh directory under the system temporary directory, removed on drop.
+pub fn scratch(purpose: &str) -> crate::Result<tempfile::TempDir> {
+    let prefix = format!("xtask-{purpose}-");
+    tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempdir()
+        .map_err(|error| error.to_string())
 }
 
 /// The one runtime tarball in `<root>/generated/`.

@@ -15,49 +15,36 @@ pub fn read_input(root: &Path, relative: &str) -> Result<Vec<u8>> {
     Ok(text.replace("\r\n", "\n").into_bytes())
 }
 
-/// Every regular file below `root/relative_dir`, as sorted `/`-separated
-/// paths relative to `root`. A missing directory is empty.
+/// Every file below `root/relative_dir` (links not followed), as sorted
+/// `/`-separated paths relative to `root`. A missing directory is empty.
 pub fn relative_files(root: &Path, relative_dir: &str) -> Result<Vec<String>> {
-    let (mut found, mut pending) = (Vec::new(), Vec::new());
-    if root.join(relative_dir).is_dir() {
-        pending.push(relative_dir.to_string());
-    }
-    while let Some(relative) = pending.pop() {
-        let error = |error| format!("{relative}: cannot list: {error}");
-        // `relative_dir` "" lists `root` itself: its paths start with `/`.
-        let dir = root.join(relative.trim_start_matches('/'));
-        for entry in fs::read_dir(dir).map_err(error)? {
-            let entry = entry.map_err(error)?;
-            let name = entry.file_name().into_string();
-            let name = name.map_err(|name| format!("{relative}: {name:?} is not UTF-8"))?;
-            let child = format!("{relative}/{name}");
-            match entry.file_type().map_err(error)?.is_dir() {
-                true => pending.push(child),
-                false => found.push(child),
-            }
+    let dir = root.join(relative_dir);
+    let mut found = Vec::new();
+    let walk = dir.is_dir().then(|| walkdir::WalkDir::new(&dir));
+    for entry in walk.into_iter().flatten() {
+        let entry = entry.map_err(|error| format!("{relative_dir}: cannot list: {error}"))?;
+        let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        let shown = relative.display();
+        let text = relative
+            .to_str()
+            .ok_or_else(|| format!("{shown}: not UTF-8"))?;
+        if !entry.file_type().is_dir() {
+            found.push(text.to_string());
         }
     }
     found.sort();
     Ok(found)
 }
 
-/// Writes `bytes` to `path` by writing a temporary file in the same
-/// directory and renaming it, so readers never see a partial file.
+/// Writes `bytes` to `path` through a temporary file in the same directory,
+/// renamed into place, so readers never see a partial file.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let shown = path.display();
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(format!("{shown}: not a file path"));
-    };
-    let (name, id) = (name.to_string_lossy(), std::process::id());
-    let temporary = dir.join(format!(".{name}.{id}.tmp"));
+    let dir = path.parent().unwrap_or(Path::new("."));
     let outcome = fs::create_dir_all(dir).and_then(|()| {
-        let mut file = fs::File::create(&temporary)?;
+        let mut file = tempfile::NamedTempFile::new_in(dir)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
+        file.as_file().sync_all()?;
+        file.persist(path).map(drop).map_err(|error| error.error)
     });
-    outcome.map_err(|error| {
-        let _ = fs::remove_file(&temporary);
-        format!("{shown}: cannot write: {error}")
-    })
+    outcome.map_err(|error| format!("{}: cannot write: {error}", path.display()))
 }

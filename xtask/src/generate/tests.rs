@@ -7,7 +7,7 @@ use std::process::Command;
 
 use super::inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, PROVIDER_SPEC_PATH};
 use super::*;
-use crate::scratch::ScratchDir;
+use crate::paths::scratch;
 
 fn real_inputs() -> Inputs {
     Inputs::read(&repo_root()).expect("the repository's inputs are readable")
@@ -213,7 +213,7 @@ fn rendering_twice_gives_identical_bytes() {
 
 #[test]
 fn drift_names_stale_missing_and_unexpected_files() {
-    let scratch = ScratchDir::new("generate-drift").unwrap();
+    let scratch = scratch("generate-drift").unwrap();
     let outputs = render(&real_inputs()).unwrap();
     let written = write_outputs(scratch.path(), &outputs).unwrap();
     assert_eq!(written.len(), outputs.len());
@@ -424,7 +424,7 @@ fn unknown_keys_are_refused_with_their_json_path() {
 #[test]
 fn a_refused_list_writes_nothing() {
     let inputs = real_inputs();
-    let scratch = ScratchDir::new("generate-refused").unwrap();
+    let scratch = scratch("generate-refused").unwrap();
     for (path, bytes) in &inputs.files {
         let bytes = if path == DRIVER_SYMBOLS_PATH {
             let refused = with_list(&inputs, |list| {
@@ -491,7 +491,7 @@ fn missing_fields_are_named() {
 
 #[test]
 fn a_missing_input_file_is_named() {
-    let scratch = ScratchDir::new("generate-missing").unwrap();
+    let scratch = scratch("generate-missing").unwrap();
     std::fs::create_dir_all(scratch.path().join("templates")).unwrap();
     let error = Inputs::read(scratch.path()).unwrap_err();
     assert!(
@@ -520,7 +520,7 @@ fn the_generator_reads_only_templates_and_the_packaged_runtime() {
 #[test]
 fn crlf_inputs_give_the_same_outputs() {
     let inputs = real_inputs();
-    let scratch = ScratchDir::new("generate-crlf").unwrap();
+    let scratch = scratch("generate-crlf").unwrap();
     for (path, bytes) in &inputs.files {
         let text = String::from_utf8(bytes.clone())
             .unwrap()
@@ -539,7 +539,7 @@ fn crlf_inputs_give_the_same_outputs() {
 fn runtime_tarball_builds_and_tests_standalone() {
     let outputs = render(&real_inputs()).unwrap();
     let archive = find(&outputs, "generated/rextio-cuda-runtime-0.1.0.tar.gz");
-    let scratch = ScratchDir::new("generate-tarball").unwrap();
+    let scratch = scratch("generate-tarball").unwrap();
     let decoder = flate2::read::GzDecoder::new(archive);
     tar::Archive::new(decoder).unpack(scratch.path()).unwrap();
     let crate_dir = scratch.path().join("rextio-cuda-runtime-0.1.0");
