@@ -32,10 +32,8 @@ pub fn command() -> Result<()> {
     part("verify-determinism", bench_determinism());
     part("python", crate::python_env::bench());
     part("probe", crate::native::bench());
-    match failures.is_empty() {
-        true => Ok(()),
-        false => Err(format!("bench parts failed: {}", failures.join(", "))),
-    }
+    let failed = format!("bench parts failed: {}", failures.join(", "));
+    failures.is_empty().then_some(()).ok_or(failed)
 }
 
 /// The median of `WARM_RUNS` timed runs of `work`, after one warm-up run.
@@ -51,13 +49,9 @@ fn time_warm(mut work: impl FnMut() -> Result<()>) -> Result<Duration> {
     Ok(samples[WARM_RUNS / 2])
 }
 
-fn millis(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
-}
-
 fn bench_generate() -> Result<()> {
     let root = repo_root();
-    let ms = millis(time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?);
+    let ms = time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?.as_secs_f64() * 1e3;
     println!(
         "generate (read inputs + render every output, in memory, one thread): \
          median {ms:.2} ms of {WARM_RUNS}"
@@ -65,7 +59,7 @@ fn bench_generate() -> Result<()> {
     let inputs = Inputs::read(&root)?;
     let (full, count) = crate::headers::with_full_api(&inputs, &full_api_header(&inputs)?)?;
     let elapsed = time_warm(|| render(&full).map(|_| ()))?;
-    let (ms, target) = (millis(elapsed), millis(TARGET_FOR_FULL_API));
+    let (ms, target) = (elapsed.as_secs_f64() * 1e3, TARGET_FOR_FULL_API.as_millis());
     let per_export = ms * 1e3 / count as f64;
     println!(
         "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {ms:.2} ms \
@@ -91,7 +85,7 @@ fn full_api_header(inputs: &Inputs) -> Result<String> {
 fn bench_determinism() -> Result<()> {
     let start = Instant::now();
     crate::determinism::verify()?;
-    let elapsed = millis(start.elapsed());
+    let elapsed = start.elapsed().as_secs_f64() * 1e3;
     println!("verify-determinism: {elapsed:.0} ms (one run)");
     Ok(())
 }

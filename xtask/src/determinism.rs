@@ -171,12 +171,9 @@ fn copy_of_tree() -> Result<PathBuf> {
         _ => std::fs::create_dir_all(&copy).map_err(at(&copy)),
     }?;
     let _ = std::fs::rename(&kept, copy.join("target"));
-    let listed = output(
-        Command::new("git")
-            .current_dir(&root)
-            .args(["ls-files", "-z"])
-            .args(["--cached", "--others", "--exclude-standard"]),
-    )?;
+    let mut git = Command::new("git");
+    let args = "ls-files -z --cached --others --exclude-standard".split(' ');
+    let listed = output(git.current_dir(&root).args(args))?;
     // A tracked file deleted in the working tree is not part of it.
     for relative in listed.split('\0').filter(|name| root.join(name).is_file()) {
         crate::paths::copy(&root.join(relative), &copy.join(relative))?;

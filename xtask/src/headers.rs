@@ -138,11 +138,9 @@ fn diagnose(set: &HeaderSet, include: &Path, symbols: &SymbolList, errors: &[Str
     // fetch_headers found the file; without it, no parameter is named.
     let typedefs = prototypes(&typedefs.unwrap_or_default(), "(CUDAAPI *");
     let named: BTreeSet<&str> = errors.iter().filter_map(|e| e.split(' ').next()).collect();
-    for symbol in &symbols.symbols {
+    let listed = symbols.symbols.iter();
+    for symbol in listed.filter(|symbol| named.contains(symbol.export.as_str())) {
         let export = &symbol.export;
-        if !named.contains(export.as_str()) {
-            continue;
-        }
         let pfn = format!("PFN_{}_v{}", symbol.api, symbol.abi_version);
         let header = typedefs.iter().find(|(name, _)| *name == pfn);
         let header = header.map_or(&[][..], |(_, params)| params);
@@ -285,10 +283,8 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
     let listed = SymbolList::parse(bytes)?.symbols.into_iter();
     let mut exports: BTreeSet<String> = listed.map(|symbol| symbol.export).collect();
     let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
-    for (export, api, params) in declarations(cuda_h) {
-        if !exports.insert(export.clone()) {
-            continue;
-        }
+    let declared = declarations(cuda_h).into_iter();
+    for (export, api, params) in declared.filter(|(export, ..)| exports.insert(export.clone())) {
         let mut entries = Vec::new();
         for (index, param) in params.iter().enumerate() {
             let mut c_type = param_type(param);

@@ -45,30 +45,26 @@ pub fn copy(from: &Path, to: &Path) -> crate::Result<()> {
 /// only the directories whose name `enter` accepts.
 pub fn regular_files(root: &Path, enter: impl Fn(&str) -> bool) -> crate::Result<Vec<PathBuf>> {
     let walk = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
         .into_iter()
         .filter_entry(|entry| {
             entry.depth() == 0
                 || !entry.file_type().is_dir()
                 || enter(&entry.file_name().to_string_lossy())
         });
-    let mut files = Vec::new();
-    for entry in walk {
-        let entry = entry.map_err(|error| format!("{}: {error}", root.display()))?;
-        if entry.file_type().is_file() {
-            files.push(entry.into_path());
-        }
-    }
-    files.sort();
-    Ok(files)
+    let entries = walk.collect::<Result<Vec<_>, _>>();
+    let entries = entries.map_err(|error| format!("{}: {error}", root.display()))?;
+    let files = entries
+        .into_iter()
+        .filter(|entry| entry.file_type().is_file());
+    Ok(files.map(walkdir::DirEntry::into_path).collect())
 }
 
 /// A fresh directory under the system temporary directory, removed on drop.
 pub fn scratch(purpose: &str) -> crate::Result<tempfile::TempDir> {
     let prefix = format!("xtask-{purpose}-");
-    tempfile::Builder::new()
-        .prefix(&prefix)
-        .tempdir()
-        .map_err(|error| error.to_string())
+    let scratch = tempfile::Builder::new().prefix(&prefix).tempdir();
+    scratch.map_err(|error| error.to_string())
 }
 
 /// The one runtime tarball in `<root>/generated/`.

@@ -6,7 +6,7 @@ use crate::Result;
 
 /// Runs `command` to completion, inheriting stdio; fails naming the command.
 pub fn run(command: &mut Command) -> Result<()> {
-    println!("+ {}", describe(command));
+    println!("+ {command:?}");
     let inherit = Stdio::inherit;
     output(command.stdin(inherit()).stdout(inherit()).stderr(inherit())).map(drop)
 }
@@ -14,7 +14,7 @@ pub fn run(command: &mut Command) -> Result<()> {
 /// Runs `command` capturing its output: its stdout, or an error naming the
 /// command with its stderr.
 pub fn output(command: &mut Command) -> Result<String> {
-    let shown = describe(command);
+    let shown = format!("{command:?}");
     let output = command
         .output()
         .map_err(|error| format!("could not start `{shown}`: {error}"))?;
@@ -23,13 +23,4 @@ pub fn output(command: &mut Command) -> Result<String> {
         true => Ok(String::from_utf8_lossy(&output.stdout).into_owned()),
         false => Err(format!("`{shown}` failed with {status}:\n{stderr}")),
     }
-}
-
-/// The program and arguments of `command`, for messages.
-pub fn describe(command: &Command) -> String {
-    std::iter::once(command.get_program())
-        .chain(command.get_args())
-        .map(|part| part.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
 }

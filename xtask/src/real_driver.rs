@@ -200,9 +200,8 @@ impl PrivateApt {
         let driver = |series: &str| {
             let why = format!("no {package} of series {series} is offered ({offered:?})");
             let version = newest_of_series(&offered, series).ok_or(why)?;
-            let tree = self
-                .dir
-                .join(format!("{package}-{series}").replace(':', "-"));
+            let name = format!("{package}-{series}").replace(':', "-");
+            let tree = self.dir.join(name);
             let deb = self.download(package, &version)?;
             unpack(&deb, &tree)?;
             let version_of = |path: &Path| {
