@@ -132,12 +132,6 @@ pub enum Tier {
     Optional,
 }
 
-/// What every Driver API function returns.
-#[derive(Clone, Debug, Deserialize)]
-enum Returns {
-    CUresult,
-}
-
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Symbol {
@@ -146,8 +140,6 @@ pub struct Symbol {
     pub abi_version: u32,
     /// The driver version (cuDriverGetVersion units) that introduced the export.
     pub since: u32,
-    #[serde(rename = "returns")]
-    _returns: Returns,
     pub params: Vec<Param>,
     pub components: Components,
     /// Header set -> why its `cuda.h` does not declare this export.
