@@ -76,10 +76,8 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     // JSON holds no comment: the generator note is the `generated_by` field.
     // serde_json's pretty form of these ASCII paths and digests is also what
     // Python's `json.dumps(indent=2, sort_keys=True)` writes.
-    let digests = outputs
-        .iter()
-        .map(|item| (item.path.clone(), sha256_hex(&item.bytes).into()));
-    let files: serde_json::Map<String, Value> = digests.collect();
+    let digest = |item: &Output| (item.path.clone(), sha256_hex(&item.bytes).into());
+    let files: serde_json::Map<String, Value> = outputs.iter().map(digest).collect();
     let note = "cargo xtask generate from templates/; do not edit (check with \
                 `cargo xtask generate --check`)";
     let index = serde_json::to_string_pretty(&json!({ "files": files, "generated_by": note }));
@@ -105,8 +103,7 @@ fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(
         let path = path.strip_prefix("runtime/");
         packaged.extend(path.map(|path| (path.to_string(), bytes.clone())));
     }
-    let license = inputs.get(inputs::LICENSE_PATH)?.to_vec();
-    packaged.push(("LICENSE".into(), license));
+    packaged.push(("LICENSE".into(), inputs.get(inputs::LICENSE_PATH)?.to_vec()));
     packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }

@@ -181,11 +181,10 @@ fn fail<T>(path: &str, problem: impl fmt::Display) -> Result<T> {
 /// giving a record's absent optional keys their default.
 fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
     let join = |key: &str| [path, key].join(if path.is_empty() { "" } else { "." });
-    let ty = match ty.strip_suffix(" | None") {
-        Some(_) if value.is_null() => return Ok(()),
-        Some(ty) => ty,
-        None => ty,
-    };
+    if ty.ends_with(" | None") && value.is_null() {
+        return Ok(());
+    }
+    let ty = ty.trim_end_matches(" | None");
     let class = schema().iter().find(|class| class.0 == ty);
     let (set, list) = (ty.starts_with("frozenset["), ty.starts_with("tuple["));
     if let (Value::Object(map), Some(Class(_, _, fields))) = (&mut *value, class) {

@@ -15,7 +15,7 @@ use crate::Result;
 
 /// The Rust spelling of the C scalar `c_spelling`.
 pub fn scalar(c_spelling: &str) -> Option<&'static str> {
-    let rust = match c_spelling {
+    Some(match c_spelling {
         "void" => "c_void",
         "char" => "c_char",
         "int" => "c_int",
@@ -26,8 +26,7 @@ pub fn scalar(c_spelling: &str) -> Option<&'static str> {
         "float" => "f32",
         "double" => "f64",
         _ => return None,
-    };
-    Some(rust)
+    })
 }
 
 /// The words C spells its scalar types with, and other C keywords of types.
@@ -154,9 +153,8 @@ impl Symbol {
     /// The tier in the table of every symbol: required when any component
     /// requires it.
     pub fn tier(&self) -> Option<Tier> {
-        let components = &self.components;
-        let tiers = components.probe_inventory.into_iter();
-        tiers.chain(components.runtime).min()
+        let (inventory, runtime) = (self.components.probe_inventory, self.components.runtime);
+        inventory.into_iter().chain(runtime).min()
     }
 }
 
@@ -256,8 +254,7 @@ impl SymbolList {
             ensure(known, &set_path, "not a header set of `header_sets`")?;
             ensure(!why.trim().is_empty(), &set_path, "say why")?;
         }
-        let blank = |why: &String| why.trim().is_empty();
-        let deprecated_ok = !symbol.deprecated.as_ref().is_some_and(blank);
+        let deprecated_ok = symbol.deprecated.iter().all(|why| !why.trim().is_empty());
         ensure(deprecated_ok, path("deprecated"), "say why")
     }
 }
