@@ -32,8 +32,6 @@ pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py"
 pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
 pub const PYTHON_CODES_PATH: &str = "python/rextio_device_cuda/_reason_codes.py";
 pub const INDEX_PATH: &str = "generated/index.json";
-/// Directories that hold only generated files: anything else there is unexpected.
-pub const OWNED_DIRS: [&str; 2] = ["generated", "probe/src/generated"];
 
 /// One generated file: repository-relative path and exact bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,7 +138,8 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
             Err(error) => return Err(format!("{}: cannot read: {error}", item.path)),
         }
     }
-    for dir in OWNED_DIRS {
+    // Directories that hold only generated files: anything else there is unexpected.
+    for dir in ["generated", "probe/src/generated"] {
         let files = fs::relative_files(root, dir)?.into_iter();
         let unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
         found.extend(unexpected.map(Drift::Unexpected));

@@ -264,10 +264,8 @@ fn check_header_set(name: &str, set: &HeaderSet) -> Result<()> {
     let path = format!("header_sets.{name}");
     ensure(is_identifier(name), &path, "the name is not an identifier")?;
     let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
-    let plain = |text: &str| {
-        let part_ok = |part: &str| !part.is_empty() && part != ".." && part.chars().all(allowed);
-        text.split('/').all(part_ok)
-    };
+    let part_ok = |part: &str| !part.is_empty() && part != ".." && part.chars().all(allowed);
+    let plain = |text: &str| text.split('/').all(part_ok);
     let plain_names = plain(&set.package) && plain(&set.version) && plain(&set.include_dir);
     let message = "package, version and include_dir must be plain names";
     ensure(plain_names, &path, message)?;
