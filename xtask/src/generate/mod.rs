@@ -57,7 +57,6 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let driver_api = tables::runtime_table(&symbols);
     let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
     let digest = sha256_hex(&archive);
-    let pyproject = inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?;
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)),
@@ -67,7 +66,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(PYTHON_MODULE_PATH, python::module(&archive_name, &digest)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
-        output(PYPROJECT_PATH, python::pyproject(pyproject, &spec)?),
+        output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
         output(format!("generated/{archive_name}"), archive),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];

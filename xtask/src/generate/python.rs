@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
+use super::inputs::{Inputs, PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
 use super::spec::{entries, item_type, schema, Class, Field};
 use crate::Result;
 
@@ -181,9 +181,9 @@ pub fn reason_codes(spec: &Value) -> Vec<u8> {
 /// `python/pyproject.toml`: its template with the spec's distribution facts
 /// (as TOML values: JSON's spelling of plain strings and lists is TOML's) in
 /// place of each `{{key}}` (`{{entry_point_group}}` for a field of a record).
-pub fn pyproject(template: &[u8], spec: &Value) -> Result<Vec<u8>> {
+pub fn pyproject(inputs: &Inputs, spec: &Value) -> Result<Vec<u8>> {
     let path = PYPROJECT_TEMPLATE_PATH;
-    let text = std::str::from_utf8(template).map_err(|_| format!("{path}: not UTF-8"))?;
+    let text = std::str::from_utf8(inputs.get(path)?).map_err(|_| format!("{path}: not UTF-8"))?;
     let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}"), "");
     out.truncate(out.find('\n').unwrap_or(0) + 1);
     out.push_str(text);

@@ -397,10 +397,8 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
     let mut seen: Vec<Value> = Vec::new();
     for (path, value) in select(spec, selector) {
         let key = Value::from(path.rsplit('.').next().unwrap_or_default());
-        let (rule, value) = match rule.strip_prefix("key:") {
-            Some(rule) => (rule, &key),
-            None => (rule, value),
-        };
+        let keyed = rule.strip_prefix("key:");
+        let (rule, value) = keyed.map_or((rule, value), |rule| (rule, &key));
         let target = match arg.starts_with(['.', '[']) {
             true => format!("{}{arg}", &path[..path.rfind(['.', '[']).unwrap_or(0)]),
             false => arg.to_string(),
