@@ -26,9 +26,9 @@ pub fn relative_files(root: &Path, relative_dir: &str) -> Result<Vec<String>> {
         let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
         let text = relative
             .to_str()
-            .ok_or(format!("{}: not UTF-8", relative.display()));
+            .ok_or_else(|| format!("{}: not UTF-8", relative.display()))?;
         if !entry.file_type().is_dir() {
-            found.push(text?.to_string());
+            found.push(text.to_string());
         }
     }
     found.sort();
