@@ -47,7 +47,6 @@ CHANGED_TOGETHER = (
 ADDED = (
     {
         "export": "cuMemcpyHtoD_v2", "api": "cuMemcpyHtoD", "abi_version": 3020, "since": 3020,
-        "returns": "CUresult",
         "params": [
             {"name": "destination", "c_type": "CUdeviceptr"},
             {"name": "source", "c_type": "const void *"},
@@ -57,7 +56,6 @@ ADDED = (
     },
     {
         "export": "cuMemcpyDtoH_v2", "api": "cuMemcpyDtoH", "abi_version": 3020, "since": 3020,
-        "returns": "CUresult",
         "params": [
             {"name": "destination", "c_type": "void *"},
             {"name": "source", "c_type": "CUdeviceptr"},
@@ -68,7 +66,6 @@ ADDED = (
     {
         "export": "cuDeviceGetAttribute", "api": "cuDeviceGetAttribute", "abi_version": 2000,
         "since": 2000,
-        "returns": "CUresult",
         "params": [
             {"name": "value", "c_type": "int *"},
             {"name": "attribute", "c_type": "CUdevice_attribute"},
@@ -79,7 +76,6 @@ ADDED = (
 )
 OPTIONAL_ABSENT = {
     "export": "cuDeviceGetLuid", "api": "cuDeviceGetLuid", "abi_version": 10000, "since": 10000,
-    "returns": "CUresult",
     "params": [
         {"name": "luid", "c_type": "char *"},
         {"name": "device_node_mask", "c_type": "unsigned int *"},

@@ -302,7 +302,7 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
         }
         let symbol = json!({
             "export": export, "api": api, "abi_version": 2000, "since": 2000,
-            "returns": "CUresult", "params": entries, "components": { "runtime": "optional" }
+            "params": entries, "components": { "runtime": "optional" }
         });
         if let Some(symbols) = list["symbols"].as_array_mut() {
             symbols.push(symbol);

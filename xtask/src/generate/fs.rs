@@ -24,10 +24,9 @@ pub fn relative_files(root: &Path, relative_dir: &str) -> Result<Vec<String>> {
     for entry in walk.into_iter().flatten() {
         let entry = entry.map_err(|error| format!("{relative_dir}: cannot list: {error}"))?;
         let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
-        let shown = relative.display();
         let text = relative
             .to_str()
-            .ok_or_else(|| format!("{shown}: not UTF-8"))?;
+            .ok_or_else(|| format!("{}: not UTF-8", relative.display()))?;
         if !entry.file_type().is_dir() {
             found.push(text.to_string());
         }

@@ -32,8 +32,6 @@ pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py"
 pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
 pub const PYTHON_CODES_PATH: &str = "python/rextio_device_cuda/_reason_codes.py";
 pub const INDEX_PATH: &str = "generated/index.json";
-/// Directories that hold only generated files: anything else there is unexpected.
-pub const OWNED_DIRS: [&str; 2] = ["generated", "probe/src/generated"];
 
 /// One generated file: repository-relative path and exact bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +57,6 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let driver_api = tables::runtime_table(&symbols);
     let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
     let digest = sha256_hex(&archive);
-    let pyproject = inputs.get(inputs::PYPROJECT_TEMPLATE_PATH)?;
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)),
@@ -69,17 +66,15 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(PYTHON_MODULE_PATH, python::module(&archive_name, &digest)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
-        output(PYPROJECT_PATH, python::pyproject(pyproject, &spec)?),
+        output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
         output(format!("generated/{archive_name}"), archive),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];
     // JSON holds no comment: the generator note is the `generated_by` field.
     // serde_json's pretty form of these ASCII paths and digests is also what
     // Python's `json.dumps(indent=2, sort_keys=True)` writes.
-    let digests = outputs
-        .iter()
-        .map(|item| (item.path.clone(), sha256_hex(&item.bytes).into()));
-    let files: serde_json::Map<String, Value> = digests.collect();
+    let digest = |item: &Output| (item.path.clone(), sha256_hex(&item.bytes).into());
+    let files: serde_json::Map<String, Value> = outputs.iter().map(digest).collect();
     let note = "cargo xtask generate from templates/; do not edit (check with \
                 `cargo xtask generate --check`)";
     let index = serde_json::to_string_pretty(&json!({ "files": files, "generated_by": note }));
@@ -105,8 +100,7 @@ fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(
         let path = path.strip_prefix("runtime/");
         packaged.extend(path.map(|path| (path.to_string(), bytes.clone())));
     }
-    let license = inputs.get(inputs::LICENSE_PATH)?.to_vec();
-    packaged.push(("LICENSE".into(), license));
+    packaged.push(("LICENSE".into(), inputs.get(inputs::LICENSE_PATH)?.to_vec()));
     packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
     Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
@@ -143,7 +137,8 @@ pub fn drift(root: &Path, outputs: &[Output]) -> Result<Vec<Drift>> {
             Err(error) => return Err(format!("{}: cannot read: {error}", item.path)),
         }
     }
-    for dir in OWNED_DIRS {
+    // Directories that hold only generated files: anything else there is unexpected.
+    for dir in ["generated", "probe/src/generated"] {
         let files = fs::relative_files(root, dir)?.into_iter();
         let unexpected = files.filter(|path| outputs.iter().all(|item| item.path != *path));
         found.extend(unexpected.map(Drift::Unexpected));

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::inputs::{PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
+use super::inputs::{Inputs, PROVIDER_SPEC_PATH, PYPROJECT_TEMPLATE_PATH};
 use super::spec::{entries, item_type, schema, Class, Field};
 use crate::Result;
 
@@ -21,18 +21,15 @@ pub enum Py {
     Seq(String, &'static str, Vec<(String, Py)>),
 }
 
-fn seq(open: &str, close: &'static str, items: Vec<(String, Py)>) -> Py {
-    Py::Seq(open.into(), close, items)
-}
-
 /// A spec value of the annotation `ty` as Python.
 pub fn expr(ty: &str, value: &Value) -> Py {
     let ty = ty.trim_end_matches(" | None");
     let atom = |text: &str| Py::Atom(text.into());
+    let set = ty.starts_with("frozenset[");
     let class = schema().iter().find(|class| class.0 == ty);
     if let (Some(Class(name, _, fields)), false) = (class, value.is_null()) {
         let field = |(key, ty, ..): &Field| (format!("{key}="), expr(ty, &value[key]));
-        return seq(&format!("{name}("), ")", fields.iter().map(field).collect());
+        return Py::Seq(format!("{name}("), ")", fields.iter().map(field).collect());
     }
     let items = |list: &[Value]| {
         let item = |(index, v)| (String::new(), expr(item_type(ty, index), v));
@@ -45,12 +42,12 @@ pub fn expr(ty: &str, value: &Value) -> Py {
         Value::Number(n) if ty == "float" => Py::Atom(format!("{:?}", n.as_f64().unwrap_or(0.0))),
         Value::Number(n) => Py::Atom(n.to_string()),
         Value::String(text) => Py::Str(text.clone()),
-        Value::Array(list) if !ty.starts_with("frozenset[") => seq("(", ")", items(list)),
+        Value::Array(list) if !set => Py::Seq("(".into(), ")", items(list)),
         Value::Array(list) if list.is_empty() => atom("frozenset()"),
-        Value::Array(list) => seq("frozenset({", "})", items(list)),
+        Value::Array(list) => Py::Seq("frozenset({".into(), "})", items(list)),
         Value::Object(map) => {
             let entry = |(k, v): (&String, _)| (literal(k) + ": ", expr(item_type(ty, 0), v));
-            seq("{", "}", map.iter().map(entry).collect())
+            Py::Seq("{".into(), "}", map.iter().map(entry).collect())
         }
     }
 }
@@ -184,9 +181,9 @@ pub fn reason_codes(spec: &Value) -> Vec<u8> {
 /// `python/pyproject.toml`: its template with the spec's distribution facts
 /// (as TOML values: JSON's spelling of plain strings and lists is TOML's) in
 /// place of each `{{key}}` (`{{entry_point_group}}` for a field of a record).
-pub fn pyproject(template: &[u8], spec: &Value) -> Result<Vec<u8>> {
+pub fn pyproject(inputs: &Inputs, spec: &Value) -> Result<Vec<u8>> {
     let path = PYPROJECT_TEMPLATE_PATH;
-    let text = std::str::from_utf8(template).map_err(|_| format!("{path}: not UTF-8"))?;
+    let text = std::str::from_utf8(inputs.get(path)?).map_err(|_| format!("{path}: not UTF-8"))?;
     let mut out = header(&format!("{path} and {PROVIDER_SPEC_PATH}"), "");
     out.truncate(out.find('\n').unwrap_or(0) + 1);
     out.push_str(text);

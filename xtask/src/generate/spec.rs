@@ -181,11 +181,10 @@ fn fail<T>(path: &str, problem: impl fmt::Display) -> Result<T> {
 /// giving a record's absent optional keys their default.
 fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
     let join = |key: &str| [path, key].join(if path.is_empty() { "" } else { "." });
-    let ty = match ty.strip_suffix(" | None") {
-        Some(_) if value.is_null() => return Ok(()),
-        Some(ty) => ty,
-        None => ty,
-    };
+    if ty.ends_with(" | None") && value.is_null() {
+        return Ok(());
+    }
+    let ty = ty.trim_end_matches(" | None");
     let class = schema().iter().find(|class| class.0 == ty);
     let (set, list) = (ty.starts_with("frozenset["), ty.starts_with("tuple["));
     if let (Value::Object(map), Some(Class(_, _, fields))) = (&mut *value, class) {
@@ -398,10 +397,8 @@ fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
     let mut seen: Vec<Value> = Vec::new();
     for (path, value) in select(spec, selector) {
         let key = Value::from(path.rsplit('.').next().unwrap_or_default());
-        let (rule, value) = match rule.strip_prefix("key:") {
-            Some(rule) => (rule, &key),
-            None => (rule, value),
-        };
+        let keyed = rule.strip_prefix("key:");
+        let (rule, value) = keyed.map_or((rule, value), |rule| (rule, &key));
         let target = match arg.starts_with(['.', '[']) {
             true => format!("{}{arg}", &path[..path.rfind(['.', '[']).unwrap_or(0)]),
             false => arg.to_string(),

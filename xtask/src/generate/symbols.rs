@@ -15,7 +15,7 @@ use crate::Result;
 
 /// The Rust spelling of the C scalar `c_spelling`.
 pub fn scalar(c_spelling: &str) -> Option<&'static str> {
-    let rust = match c_spelling {
+    Some(match c_spelling {
         "void" => "c_void",
         "char" => "c_char",
         "int" => "c_int",
@@ -26,8 +26,7 @@ pub fn scalar(c_spelling: &str) -> Option<&'static str> {
         "float" => "f32",
         "double" => "f64",
         _ => return None,
-    };
-    Some(rust)
+    })
 }
 
 /// The words C spells its scalar types with, and other C keywords of types.
@@ -132,12 +131,6 @@ pub enum Tier {
     Optional,
 }
 
-/// What every Driver API function returns.
-#[derive(Clone, Debug, Deserialize)]
-enum Returns {
-    CUresult,
-}
-
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Symbol {
@@ -146,8 +139,6 @@ pub struct Symbol {
     pub abi_version: u32,
     /// The driver version (cuDriverGetVersion units) that introduced the export.
     pub since: u32,
-    #[serde(rename = "returns")]
-    _returns: Returns,
     pub params: Vec<Param>,
     pub components: Components,
     /// Header set -> why its `cuda.h` does not declare this export.
@@ -162,9 +153,8 @@ impl Symbol {
     /// The tier in the table of every symbol: required when any component
     /// requires it.
     pub fn tier(&self) -> Option<Tier> {
-        let components = &self.components;
-        let tiers = components.probe_inventory.into_iter();
-        tiers.chain(components.runtime).min()
+        let (inventory, runtime) = (self.components.probe_inventory, self.components.runtime);
+        inventory.into_iter().chain(runtime).min()
     }
 }
 
@@ -264,8 +254,7 @@ impl SymbolList {
             ensure(known, &set_path, "not a header set of `header_sets`")?;
             ensure(!why.trim().is_empty(), &set_path, "say why")?;
         }
-        let blank = |why: &String| why.trim().is_empty();
-        let deprecated_ok = !symbol.deprecated.as_ref().is_some_and(blank);
+        let deprecated_ok = symbol.deprecated.iter().all(|why| !why.trim().is_empty());
         ensure(deprecated_ok, path("deprecated"), "say why")
     }
 }
@@ -275,10 +264,8 @@ fn check_header_set(name: &str, set: &HeaderSet) -> Result<()> {
     let path = format!("header_sets.{name}");
     ensure(is_identifier(name), &path, "the name is not an identifier")?;
     let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
-    let plain = |text: &str| {
-        let part_ok = |part: &str| !part.is_empty() && part != ".." && part.chars().all(allowed);
-        text.split('/').all(part_ok)
-    };
+    let part_ok = |part: &str| !part.is_empty() && part != ".." && part.chars().all(allowed);
+    let plain = |text: &str| text.split('/').all(part_ok);
     let plain_names = plain(&set.package) && plain(&set.version) && plain(&set.include_dir);
     let message = "package, version and include_dir must be plain names";
     ensure(plain_names, &path, message)?;

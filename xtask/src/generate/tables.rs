@@ -55,11 +55,11 @@ pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
         };
         let _ = writeln!(out, "/// {doc}\npub type {name} = {alias};");
         if let Some(tag) = opaque {
-            let doc = format!("/// The driver's opaque `struct {tag}`; never constructed.");
             let _ = writeln!(
                 out,
-                "{doc}\n#[repr(C)] pub struct {tag} {{ _opaque: [u8; 0] }}"
+                "/// The driver's opaque `struct {tag}`; never constructed."
             );
+            let _ = writeln!(out, "#[repr(C)] pub struct {tag} {{ _opaque: [u8; 0] }}");
         }
     }
     for (name, constant) in &symbols.constants {

@@ -332,7 +332,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
             .unwrap()
             .push(serde_json::json!({
                 "export": "cuTypesProbe_v2", "api": "cuTypesProbe", "abi_version": 3020,
-                "since": 3020, "returns": "CUresult", "params": params,
+                "since": 3020, "params": params,
                 "components": { "runtime": "optional" }
             }));
     });
