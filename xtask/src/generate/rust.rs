@@ -38,25 +38,92 @@ pub fn probe_spec(spec: &Value) -> Vec<u8> {
         let items: String = items.iter().map(|item| format!("    {item},\n")).collect();
         (ty, format!("&[\n{items}]"))
     };
-    #[rustfmt::skip]
     let constants = [
-        ("PROBE_STATUSES", "Every report status.", list("&[&str]", statuses)),
-        ("DRIVER_ENVIRONMENT", "Environment set before `cuInit`, as `(name, value)`, sorted by name.", list("&[(&str, &str)]", environment.collect())),
-        ("PROBE_SCHEMA_VERSION", "The probe report's `schema_version`.", text(&report["schema_version"])),
-        ("PROBE_NAME", "The probe report's `probe` value and the probe binary's name.", text(&report["probe"])),
-        ("PROBE_COMPLETE_STATUS", "The status of a complete inventory.", text(&report["complete_status"])),
-        ("MAX_DEVICES", "The largest device count a report may hold.", int("i32", &report["max_devices"])),
-        ("MAX_DEVICE_ORDINAL", "The largest device ordinal.", int("i32", &report["max_device_ordinal"])),
-        ("MAX_DEVICE_NAME_CHARS", "The most characters of a reported device name.", int("usize", &report["max_device_name_chars"])),
-        ("DEVICE_NAME_BUFFER_BYTES", "The size of the buffer passed to `cuDeviceGetName`.", int("usize", &report["device_name_buffer_bytes"])),
-        ("DRIVER_VERSION_RANGE", "The plausible `cuDriverGetVersion` values.", range(&report["driver_version_range"])),
-        ("COMPUTE_MAJOR_RANGE", "The plausible compute capability major numbers.", range(&report["compute_major_range"])),
-        ("COMPUTE_MINOR_RANGE", "The plausible compute capability minor numbers.", range(&report["compute_minor_range"])),
-        ("SMOKE_NAME", "The lifetime smoke's report name and binary name.", text(&smoke["probe"])),
-        ("SMOKE_SCHEMA_VERSION", "The smoke report's `schema_version`.", text(&smoke["schema_version"])),
-        ("SMOKE_ALLOCATION_BYTES", "The size of the smoke's device allocation.", int("usize", &smoke["allocation_bytes"])),
-        ("SMOKE_COMPLETE_STATUS", "The status of a complete smoke.", text(&smoke["complete_status"])),
-        ("SMOKE_FAILURE_STATUS", "The status of a failed smoke.", text(&smoke["failure_status"])),
+        (
+            "PROBE_STATUSES",
+            "Every report status.",
+            list("&[&str]", statuses),
+        ),
+        (
+            "DRIVER_ENVIRONMENT",
+            "Environment set before `cuInit`, as `(name, value)`, sorted by name.",
+            list("&[(&str, &str)]", environment.collect()),
+        ),
+        (
+            "PROBE_SCHEMA_VERSION",
+            "The probe report's `schema_version`.",
+            text(&report["schema_version"]),
+        ),
+        (
+            "PROBE_NAME",
+            "The probe report's `probe` value and the probe binary's name.",
+            text(&report["probe"]),
+        ),
+        (
+            "PROBE_COMPLETE_STATUS",
+            "The status of a complete inventory.",
+            text(&report["complete_status"]),
+        ),
+        (
+            "MAX_DEVICES",
+            "The largest device count a report may hold.",
+            int("i32", &report["max_devices"]),
+        ),
+        (
+            "MAX_DEVICE_ORDINAL",
+            "The largest device ordinal.",
+            int("i32", &report["max_device_ordinal"]),
+        ),
+        (
+            "MAX_DEVICE_NAME_CHARS",
+            "The most characters of a reported device name.",
+            int("usize", &report["max_device_name_chars"]),
+        ),
+        (
+            "DEVICE_NAME_BUFFER_BYTES",
+            "The size of the buffer passed to `cuDeviceGetName`.",
+            int("usize", &report["device_name_buffer_bytes"]),
+        ),
+        (
+            "DRIVER_VERSION_RANGE",
+            "The plausible `cuDriverGetVersion` values.",
+            range(&report["driver_version_range"]),
+        ),
+        (
+            "COMPUTE_MAJOR_RANGE",
+            "The plausible compute capability major numbers.",
+            range(&report["compute_major_range"]),
+        ),
+        (
+            "COMPUTE_MINOR_RANGE",
+            "The plausible compute capability minor numbers.",
+            range(&report["compute_minor_range"]),
+        ),
+        (
+            "SMOKE_NAME",
+            "The lifetime smoke's report name and binary name.",
+            text(&smoke["probe"]),
+        ),
+        (
+            "SMOKE_SCHEMA_VERSION",
+            "The smoke report's `schema_version`.",
+            text(&smoke["schema_version"]),
+        ),
+        (
+            "SMOKE_ALLOCATION_BYTES",
+            "The size of the smoke's device allocation.",
+            int("usize", &smoke["allocation_bytes"]),
+        ),
+        (
+            "SMOKE_COMPLETE_STATUS",
+            "The status of a complete smoke.",
+            text(&smoke["complete_status"]),
+        ),
+        (
+            "SMOKE_FAILURE_STATUS",
+            "The status of a failed smoke.",
+            text(&smoke["failure_status"]),
+        ),
     ];
     for (name, doc, (ty, value)) in constants {
         out.push_str(&format!("/// {doc}\npub const {name}: {ty} = {value};\n"));
