@@ -2,6 +2,8 @@
 //! The probe's and smoke's reason codes and constants, from `templates/provider-spec.json`.
 #![cfg_attr(rustfmt, rustfmt::skip)]
 
+use core::ops::RangeInclusive;
+
 /// The reason codes the probe and the smoke report, one constant each.
 pub mod reason_codes {
     /// Creating the raw CUDA context, or detaching it from the calling thread, failed.
@@ -52,46 +54,46 @@ pub mod reason_codes {
     pub const UNSUPPORTED_TARGET: &str = "UNSUPPORTED_TARGET";
 }
 
-/// Every report status.
+/// `probe_report.statuses` of `templates/provider-spec.json`.
 pub const PROBE_STATUSES: &[&str] = &[
     "probe-complete",
     "unavailable",
     "unsupported",
     "error",
 ];
-/// Environment set before `cuInit`, as `(name, value)`, sorted by name.
+/// `probe_report.driver_environment` of `templates/provider-spec.json`.
 pub const DRIVER_ENVIRONMENT: &[(&str, &str)] = &[
     ("CUDA_DEVICE_ORDER", "PCI_BUS_ID"),
     ("CUDA_DISABLE_JIT", "1"),
     ("CUDA_FORCE_PRELOAD_LIBRARIES", "0"),
 ];
-/// The probe report's `schema_version`.
+/// `probe_report.schema_version` of `templates/provider-spec.json`.
 pub const PROBE_SCHEMA_VERSION: &str = "1";
-/// The probe report's `probe` value and the probe binary's name.
+/// `probe_report.probe` of `templates/provider-spec.json`.
 pub const PROBE_NAME: &str = "rextio-cuda-driver-probe";
-/// The status of a complete inventory.
+/// `probe_report.complete_status` of `templates/provider-spec.json`.
 pub const PROBE_COMPLETE_STATUS: &str = "probe-complete";
-/// The largest device count a report may hold.
+/// `probe_report.max_devices` of `templates/provider-spec.json`.
 pub const MAX_DEVICES: i32 = 1024;
-/// The largest device ordinal.
+/// `probe_report.max_device_ordinal` of `templates/provider-spec.json`.
 pub const MAX_DEVICE_ORDINAL: i32 = 1023;
-/// The most characters of a reported device name.
+/// `probe_report.max_device_name_chars` of `templates/provider-spec.json`.
 pub const MAX_DEVICE_NAME_CHARS: usize = 160;
-/// The size of the buffer passed to `cuDeviceGetName`.
+/// `probe_report.device_name_buffer_bytes` of `templates/provider-spec.json`.
 pub const DEVICE_NAME_BUFFER_BYTES: usize = 256;
-/// The plausible `cuDriverGetVersion` values.
-pub const DRIVER_VERSION_RANGE: core::ops::RangeInclusive<i32> = 1000..=99999;
-/// The plausible compute capability major numbers.
-pub const COMPUTE_MAJOR_RANGE: core::ops::RangeInclusive<i32> = 1..=99;
-/// The plausible compute capability minor numbers.
-pub const COMPUTE_MINOR_RANGE: core::ops::RangeInclusive<i32> = 0..=99;
-/// The lifetime smoke's report name and binary name.
+/// `probe_report.driver_version_range` of `templates/provider-spec.json`.
+pub const DRIVER_VERSION_RANGE: RangeInclusive<i32> = 1000..=99999;
+/// `probe_report.compute_major_range` of `templates/provider-spec.json`.
+pub const COMPUTE_MAJOR_RANGE: RangeInclusive<i32> = 1..=99;
+/// `probe_report.compute_minor_range` of `templates/provider-spec.json`.
+pub const COMPUTE_MINOR_RANGE: RangeInclusive<i32> = 0..=99;
+/// `smoke.probe` of `templates/provider-spec.json`.
 pub const SMOKE_NAME: &str = "rextio-cuda-runtime-smoke";
-/// The smoke report's `schema_version`.
+/// `smoke.schema_version` of `templates/provider-spec.json`.
 pub const SMOKE_SCHEMA_VERSION: &str = "1";
-/// The size of the smoke's device allocation.
+/// `smoke.allocation_bytes` of `templates/provider-spec.json`.
 pub const SMOKE_ALLOCATION_BYTES: usize = 4096;
-/// The status of a complete smoke.
+/// `smoke.complete_status` of `templates/provider-spec.json`.
 pub const SMOKE_COMPLETE_STATUS: &str = "smoke-complete";
-/// The status of a failed smoke.
+/// `smoke.failure_status` of `templates/provider-spec.json`.
 pub const SMOKE_FAILURE_STATUS: &str = "unavailable";
