@@ -157,7 +157,8 @@ fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
 /// `--no-binary` for sdists, `--only-binary` for wheels) into `target/<dir>`
 /// once per version of that file, pip checking each SHA-256, and installs
 /// them `--no-deps` from there into the environment of `python`, uv checking
-/// each SHA-256 again. Returns the directory.
+/// each SHA-256 again (an sdist's build requirements come from the index).
+/// Returns the directory.
 fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<PathBuf> {
     let (pinned, dir) = (requirements(name), target_dir().join(dir));
     let wanted = std::fs::read(&pinned).map_err(at(&pinned))?;
@@ -175,7 +176,7 @@ fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<Pa
         })?;
     }
     run(uv_pip(python)?
-        .args(["--no-deps", "--require-hashes", "--no-index"])
+        .args(["--no-deps", "--require-hashes"])
         .args([kind, ":all:", "--find-links"])
         .arg(&dir)
         .arg("-r")
