@@ -8,7 +8,9 @@ use std::process::Command;
 use crate::native::{self, cargo};
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
-use crate::{determinism, emulated, generate, headers, nolink, python_env, real_driver, Result};
+use crate::{
+    determinism, emulated, generate, headers, nolink, packaged, python_env, real_driver, Result,
+};
 
 type Step = (&'static str, fn() -> Result<()>);
 
@@ -21,6 +23,8 @@ const STEPS: &[Step] = &[
     }),
     ("cargo test", || run(cargo().args(["test", "--workspace", "--locked"]))),
     ("generated files current", generate::check),
+    ("packaged crates test themselves outside the workspace, offline",
+        packaged::test_generated_crates),
     ("ABI against NVIDIA's headers (12.x, 13.x)", headers::check),
     ("determinism", determinism::verify),
     ("no link directive in sources", nolink::scan_sources),

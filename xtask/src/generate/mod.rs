@@ -5,6 +5,7 @@
 pub mod abi_check;
 pub mod fs;
 pub mod inputs;
+pub mod package;
 mod python;
 pub mod results;
 mod rust;
@@ -20,7 +21,8 @@ use std::path::Path;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
+use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_DIR};
+use package::package_crate;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use symbols::SymbolList;
@@ -52,22 +54,28 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let spec = spec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
-    let results = inputs.get(results::CUDA_RESULTS_PATH)?;
+    let results = inputs.get(inputs::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols);
-    let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
-    let digest = sha256_hex(&archive);
+    let package = &spec["runtime_package"];
+    let [name, version] = ["crate_name", "version"].map(|key| spec::text(&package[key]));
+    let generated_in_runtime = [(DRIVER_API_PATH, driver_api.as_slice())];
+    let runtime = package_crate(inputs, RUNTIME_DIR, name, version, &generated_in_runtime)?;
+    let digest = sha256_hex(&runtime.bytes);
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, rust::probe_spec(&spec)),
-        output(PYTHON_MODULE_PATH, python::module(&archive_name, &digest)),
+        output(
+            PYTHON_MODULE_PATH,
+            python::module(&runtime.file_name(), &digest),
+        ),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
         output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
-        output(format!("generated/{archive_name}"), archive),
+        output(runtime.path(), runtime.bytes),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
     ];
     // JSON holds no comment: the generator note is the `generated_by` field.
@@ -86,23 +94,6 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// The runtime crate's source tarball: what its users build (its manifest,
-/// README, license and the library sources, the generated table among them;
-/// never its unit tests). Returns (file name, bytes).
-fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
-    let package = &spec["runtime_package"];
-    let [name, version] = ["crate_name", "version"].map(|key| spec::text(&package[key]));
-    let stem = format!("{name}-{version}");
-    let mut packaged: Vec<(String, Vec<u8>)> = Vec::new();
-    for (path, bytes) in &inputs.files {
-        let path = path.strip_prefix("runtime/");
-        packaged.extend(path.map(|path| (path.to_string(), bytes.clone())));
-    }
-    packaged.push(("LICENSE".into(), inputs.get(inputs::LICENSE_PATH)?.to_vec()));
-    packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
-    Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 
 /// One difference between the outputs and the tree under a root.

@@ -11,12 +11,11 @@ use std::fmt::Write;
 use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
-use super::inputs::parse_json;
+use super::inputs::{parse_json, CUDA_RESULTS_PATH};
 use super::python::{expr, header, write};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
-pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
 pub const RESULTS_CHECK_PATH: &str = "generated/cuda-results-check.c";
 pub const PYTHON_RESULTS_PATH: &str = "python/rextio_device_cuda/_cuda_results.py";
 

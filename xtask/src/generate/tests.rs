@@ -263,7 +263,7 @@ fn malformed_json_names_the_file_and_position() {
     // Every JSON input refuses a key given twice, naming its path.
     for (path, key) in [
         (DRIVER_SYMBOLS_PATH, "\"schema_version\""),
-        (results::CUDA_RESULTS_PATH, "\"doc\""),
+        (inputs::CUDA_RESULTS_PATH, "\"doc\""),
     ] {
         let inputs = with_input(&real_inputs(), path, |text| {
             text.replacen(key, &format!("{key}: 0, {key}"), 1)
@@ -506,9 +506,7 @@ fn a_missing_input_file_is_named() {
 #[test]
 fn the_generator_reads_only_templates_and_the_packaged_runtime() {
     for path in real_inputs().files.keys() {
-        let packaged = path.starts_with("runtime/")
-            && path != DRIVER_API_PATH
-            && !path.starts_with("runtime/src/tests");
+        let packaged = path.starts_with("runtime/") && path != DRIVER_API_PATH;
         assert!(
             path.starts_with("templates/") || path == "LICENSE" || packaged,
             "{path}"
@@ -533,16 +531,21 @@ fn crlf_inputs_give_the_same_outputs() {
     );
 }
 
-/// The packaged runtime crate builds and passes its doc tests on its own,
-/// outside the workspace, offline.
+/// The packaged runtime crate is complete as `cargo package` ships it, its
+/// unit tests included, and builds and passes them (and its doc tests: the
+/// compile_fail proof that the pointers cannot be swapped among them) on its
+/// own, outside the workspace, offline.
 #[test]
 fn runtime_tarball_builds_and_tests_standalone() {
     let outputs = render(&real_inputs()).unwrap();
-    let archive = find(&outputs, "generated/rextio-cuda-runtime-0.1.0.tar.gz");
-    let scratch = scratch("generate-tarball").unwrap();
+    let name = "rextio-cuda-runtime-0.1.0.tar.gz";
+    let archive = find(&outputs, &format!("generated/{name}"));
     let decoder = flate2::read::GzDecoder::new(archive);
-    tar::Archive::new(decoder).unpack(scratch.path()).unwrap();
-    let crate_dir = scratch.path().join("rextio-cuda-runtime-0.1.0");
+    let mut packaged = BTreeSet::new();
+    for entry in tar::Archive::new(decoder).entries().unwrap() {
+        let entry = entry.unwrap();
+        packaged.insert(entry.path().unwrap().to_string_lossy().into_owned());
+    }
     for file in [
         "Cargo.toml",
         "README.md",
@@ -550,32 +553,12 @@ fn runtime_tarball_builds_and_tests_standalone() {
         "src/lib.rs",
         "src/table.rs",
         "src/driver_api.rs",
+        "src/tests.rs",
     ] {
-        assert!(crate_dir.join(file).is_file(), "{file} is packaged");
+        let path = format!("rextio-cuda-runtime-0.1.0/{file}");
+        assert!(packaged.contains(&path), "{file} is packaged");
     }
-    // What the crate's users build, never its unit tests.
-    assert!(!crate_dir.join("src/tests.rs").exists());
-    assert!(!crate_dir.join("src/tests").exists());
-    // It builds, and its documentation tests (the compile_fail proof that the
-    // pointers cannot be swapped among them) pass, on its own.
-    for args in [
-        &["build", "--offline", "--quiet"][..],
-        &["test", "--doc", "--offline", "--quiet"],
-    ] {
-        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(&crate_dir)
-            .env("CARGO_TARGET_DIR", scratch.path().join("target"))
-            .env_remove("RUSTFLAGS")
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "cargo {args:?} of the packaged runtime failed:\n{}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    crate::packaged::test_crate_tarball(name, archive).unwrap();
 }
 
 // ---------------------------------------------------------------- provider spec
