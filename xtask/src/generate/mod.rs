@@ -5,6 +5,7 @@
 pub mod abi_check;
 pub mod fs;
 pub mod inputs;
+pub mod manifest;
 pub mod package;
 mod python;
 pub mod results;
@@ -17,13 +18,14 @@ pub mod tarball;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_DIR};
 use package::package_crate;
-use serde_json::{json, Value};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use symbols::SymbolList;
 
@@ -77,17 +79,15 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
         output(runtime.path(), runtime.bytes),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
+        output(manifest::MANIFEST_PATH, manifest::render(&spec)?),
     ];
     // JSON holds no comment: the generator note is the `generated_by` field.
-    // serde_json's pretty form of these ASCII paths and digests is also what
-    // Python's `json.dumps(indent=2, sort_keys=True)` writes.
-    let digest = |item: &Output| (item.path.clone(), sha256_hex(&item.bytes).into());
-    let files: serde_json::Map<String, Value> = outputs.iter().map(digest).collect();
+    let digest = |item: &Output| (item.path.clone(), sha256_hex(&item.bytes));
+    let files: BTreeMap<String, String> = outputs.iter().map(digest).collect();
     let note = "cargo xtask generate from templates/; do not edit (check with \
                 `cargo xtask generate --check`)";
-    let index = serde_json::to_string_pretty(&json!({ "files": files, "generated_by": note }));
-    let index = index.map_err(|error| error.to_string())? + "\n";
-    outputs.push(output(INDEX_PATH, index.into_bytes()));
+    let index = manifest::sorted_json(&json!({ "files": files, "generated_by": note }))?;
+    outputs.push(output(INDEX_PATH, index));
     Ok(outputs)
 }
 
