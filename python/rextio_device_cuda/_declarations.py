@@ -24,6 +24,7 @@ from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
     CapabilitySpec,
+    FrameworkLaneSpec,
     RequirementSpec,
 )
 
@@ -45,8 +46,10 @@ def frozen_requirement(
 
 
 def _framework_requirement(spec: CapabilitySpec) -> tuple[DeviceRequirement, ...]:
-    requirement = PROVIDER_SPEC.lanes[spec.lane].requirement
-    return () if requirement is None else (frozen_requirement(requirement),)
+    lane = PROVIDER_SPEC.lanes[spec.lane]
+    if isinstance(lane, FrameworkLaneSpec):
+        return (frozen_requirement(lane.requirement),)
+    return ()
 
 
 def _capability(spec: CapabilitySpec) -> TargetCapability:

@@ -4,4 +4,4 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "4ed7ed3f2fdcec52abaec870740aa3c69b010ab5dc40641eaa144a586c8cc169"
+RUNTIME_SOURCE_SHA256: Final = "63dbc82eabdeba4e2830d1cb62dc48f07290b1ad223b0ec39a4459db60d9e22b"

@@ -28,7 +28,9 @@ from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
     CapabilitySpec,
+    FrameworkLaneSpec,
     LaneSpec,
+    RawDriverLaneSpec,
 )
 from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
 
@@ -263,8 +265,8 @@ def _capability(request: DevicePreflightRequest) -> CapabilitySpec:
     if profile.target_triple != capability.target_triple:
         raise _refused(_codes.TARGET_MISMATCH)
     lane = _lane(capability)
-    if lane.requirement is not None and profile.kind is not ArtifactKind.HOST_EXTENSION:
-        raise _refused(_codes.lane_code(lane, _codes.ARTIFACT_KIND_UNSUPPORTED_SUFFIX))
+    if isinstance(lane, FrameworkLaneSpec) and profile.kind is not ArtifactKind.HOST_EXTENSION:
+        raise _refused(lane.reason_codes.artifact_kind_unsupported)
     return capability
 
 
@@ -315,10 +317,10 @@ def _is_cuda_gpu(requirement: DeviceRequirement) -> bool | None:
     return bool(device.kind == "gpu" and device.backend == _BACKEND)
 
 
-def _raw_requirement(request: DevicePreflightRequest, lane: LaneSpec) -> DeviceRequirement:
+def _raw_requirement(
+    request: DevicePreflightRequest, lane: RawDriverLaneSpec
+) -> DeviceRequirement:
     policy = lane.requirement_policy
-    if policy is None:
-        raise RuntimeError("raw lane without a requirement policy")
     cuda_requirements = [
         requirement
         for requirement in request.artifact_profile.device_requirements
@@ -345,7 +347,7 @@ def _raw_requirement(request: DevicePreflightRequest, lane: LaneSpec) -> DeviceR
     return requirement
 
 
-def _pins_present(request: DevicePreflightRequest, lane: LaneSpec) -> bool:
+def _pins_present(request: DevicePreflightRequest, lane: FrameworkLaneSpec) -> bool:
     by_name = {item.name: item for item in request.artifact_profile.runtime_requirements}
     for pin in lane.runtime_pins:
         present = by_name.get(pin.name)
@@ -359,17 +361,14 @@ def _pins_present(request: DevicePreflightRequest, lane: LaneSpec) -> bool:
 
 
 def _framework_requirement(
-    request: DevicePreflightRequest, lane: LaneSpec
+    request: DevicePreflightRequest, lane: FrameworkLaneSpec
 ) -> DeviceRequirement:
     expected = lane.requirement
-    if expected is None:
-        raise RuntimeError("framework lane without a requirement")
+    codes = lane.reason_codes
     profile = request.artifact_profile
-    if (
-        lane.required_python_fallback_backend is not None
-        and profile.python_fallback_backend != lane.required_python_fallback_backend
-    ):
-        raise _refused(_codes.lane_code(lane, _codes.CPYTHON_REQUIRED_SUFFIX))
+    fallback = lane.required_python_fallback
+    if fallback is not None and profile.python_fallback_backend != fallback.backend:
+        raise _refused(fallback.reason_code)
     if len(profile.device_requirements) != 1:
         raise _refused(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
     requirement = profile.device_requirements[0]
@@ -379,23 +378,23 @@ def _framework_requirement(
         raise _refused(_codes.CUDA_DEVICE_REQUIREMENT_INVALID) from error
     wanted = normalize_device_id(expected.logical_device, backend=expected.backend)
     if device != wanted:
-        raise _refused(_codes.lane_code(lane, _codes.CUDA_DEVICE_UNSUPPORTED_SUFFIX))
+        raise _refused(codes.cuda_device_unsupported)
     if requirement.runtime != expected.runtime:
-        raise _refused(_codes.lane_code(lane, _codes.RUNTIME_REQUIRED_SUFFIX))
+        raise _refused(codes.runtime_required)
     if requirement.reuse_domain_runtime is not expected.reuse_domain_runtime:
-        raise _refused(_codes.lane_code(lane, _codes.RUNTIME_REUSE_REQUIRED_SUFFIX))
+        raise _refused(codes.runtime_reuse_required)
     if len(requirement.architectures) > 1:
         raise _refused(_codes.AT_MOST_ONE_SM_ALLOWED)
     if any(_SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
         raise _refused(_codes.INVALID_SM)
     if set(requirement.features) != expected.features:
-        raise _refused(_codes.lane_code(lane, _codes.FEATURES_INCOMPATIBLE_SUFFIX))
+        raise _refused(codes.features_incompatible)
     if set(requirement.layouts) != expected.layouts:
-        raise _refused(_codes.lane_code(lane, _codes.LAYOUT_INCOMPATIBLE_SUFFIX))
+        raise _refused(codes.layout_incompatible)
     if set(requirement.memory_spaces) != expected.memory_spaces:
-        raise _refused(_codes.lane_code(lane, _codes.MEMORY_SPACE_INCOMPATIBLE_SUFFIX))
+        raise _refused(codes.memory_space_incompatible)
     if not _pins_present(request, lane):
-        raise _refused(_codes.lane_code(lane, _codes.RUNTIME_PINS_REQUIRED_SUFFIX))
+        raise _refused(codes.runtime_pins_required)
     return requirement
 
 
@@ -446,11 +445,11 @@ def _selection(
 ) -> Selection:
     lane = _lane(capability)
     options = _options(request, lane)
-    if lane.requirement is not None and config.toolkit_root is not None:
-        raise _refused(_codes.lane_code(lane, _codes.TOOLKIT_ROOT_UNSUPPORTED_SUFFIX))
+    if isinstance(lane, FrameworkLaneSpec) and config.toolkit_root is not None:
+        raise _refused(lane.reason_codes.toolkit_root_unsupported)
     requirement = (
         _framework_requirement(request, lane)
-        if lane.requirement is not None
+        if isinstance(lane, FrameworkLaneSpec)
         else _raw_requirement(request, lane)
     )
     unknown = [sm for sm in requirement.architectures if sm not in _ARCHITECTURES]
@@ -469,7 +468,7 @@ def _selection(
     )
     toolkit = (
         None
-        if lane.requirement is not None
+        if isinstance(lane, FrameworkLaneSpec)
         else _merged(
             options.get(_OPTION.toolkit),
             config.toolkit_root,
@@ -579,7 +578,7 @@ def _check_report(
             f"{selection.capability.id} targets {_target_text(expected)}",
         )
     version = report.driver_version
-    if report.status != PROVIDER_SPEC.probe_report.complete_status:
+    if report.status != PROVIDER_SPEC.probe_report.statuses.complete:
         # Step 16: the report's own code passes through, whatever schema-valid
         # code it is (another or a newer probe may say more than ours does).
         loaded = (

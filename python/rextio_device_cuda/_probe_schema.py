@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 _REPORT: Final = PROVIDER_SPEC.probe_report
 MAX_OUTPUT_BYTES: Final[int] = _REPORT.max_output_bytes
 _TARGET_FIELD: Final = re.compile(_REPORT.target_field_pattern, re.ASCII)
-_STATUSES: Final[frozenset[str]] = frozenset(_REPORT.statuses)
-_COMPLETE: Final[str] = _REPORT.complete_status
+_STATUS: Final = _REPORT.statuses
+_STATUSES: Final[frozenset[str]] = frozenset(
+    (_STATUS.complete, _STATUS.unavailable, _STATUS.unsupported, _STATUS.error)
+)
+_COMPLETE: Final[str] = _STATUS.complete
 _MAX_DEVICES: Final[int] = _REPORT.max_devices
 _MAX_ORDINAL: Final[int] = _REPORT.max_device_ordinal
 _MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars

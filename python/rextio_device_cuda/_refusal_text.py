@@ -16,13 +16,10 @@ from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 EXPLAIN_COMMAND: Final = "python -m rextio_device_cuda explain"
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _NAMES: Final[dict[int, str]] = {value: name for name, value in CUDA_RESULTS.items()}
-NO_CUDA_DEVICES: Final = _codes.NO_CUDA_DEVICES
 # The probe's codes whose report carries the driver's CUDA result (contract 6).
 RESULT_CODES: Final[frozenset[str]] = frozenset(
-    code
-    for code in PROVIDER_SPEC.probe_report.reason_codes
-    if code.startswith("CU_") and code.endswith("_FAILED")
-) | {NO_CUDA_DEVICES}
+    PROVIDER_SPEC.probe_report.cuda_result_reason_codes
+)
 
 
 def result_name(value: int) -> str | None:

@@ -24,7 +24,7 @@ from typing import Final
 
 from rextio_device_cuda import _codes, cli
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
 from rextio_device_cuda._runner import MAX_TIMEOUT_SECONDS, SubprocessProbeRunner
 from rextio_device_cuda._shipped import (
     NoShippedBinariesError,
@@ -45,7 +45,7 @@ def host_capability() -> CapabilitySpec | None:
     arch = _ARCHITECTURE.get(platform.machine().lower())
     for capability in PROVIDER_SPEC.capabilities:
         target = PROVIDER_SPEC.probe_targets.get(capability.target_triple)
-        raw = PROVIDER_SPEC.lanes[capability.lane].requirement is None
+        raw = isinstance(PROVIDER_SPEC.lanes[capability.lane], RawDriverLaneSpec)
         if raw and target is not None and (target.os, target.arch) == (_HOST_OS, arch):
             return capability
     return None

@@ -37,7 +37,12 @@ from rextio_device_cuda import _codes, _refusal_text
 from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._preflight_checks import Refusal
-from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
+from rextio_device_cuda._provider_spec import (
+    CAPABILITIES,
+    PROVIDER_SPEC,
+    CapabilitySpec,
+    RawDriverLaneSpec,
+)
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
 from rextio_device_cuda.provider import CudaDeviceProvider, refusal_logger
@@ -150,7 +155,7 @@ def _explain(arguments: argparse.Namespace) -> int:
 
 def _profile(capability: CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
     lane = PROVIDER_SPEC.lanes[capability.lane]
-    if lane.requirement is None:
+    if isinstance(lane, RawDriverLaneSpec):
         requirement = DeviceRequirement(
             logical_device=f"{_BACKEND}:{ordinal}",
             backend=_BACKEND,

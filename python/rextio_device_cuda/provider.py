@@ -17,7 +17,7 @@ from rextio.devices import (
 
 from rextio_device_cuda import _preflight_checks
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, FrameworkLaneSpec
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
 from rextio_device_cuda._runner import SubprocessProbeRunner
 
@@ -89,15 +89,19 @@ CUDA_LIBTORCH_LINUX_X86_64: Final = CAPABILITY_LIBTORCH_LINUX_X86_64
 CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64
 
 
-def _lane_runtime(capability_id: str) -> str:
-    requirement = PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane].requirement
-    if requirement is None:
+def _framework_lane(capability_id: str) -> FrameworkLaneSpec:
+    lane = PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane]
+    if not isinstance(lane, FrameworkLaneSpec):
         raise KeyError(f"capability {capability_id} declares no framework requirement")
-    return requirement.runtime
+    return lane
+
+
+def _lane_runtime(capability_id: str) -> str:
+    return _framework_lane(capability_id).requirement.runtime
 
 
 def _pin_version(capability_id: str, name: str) -> str:
-    for pin in PROVIDER_SPEC.lanes[CAPABILITIES[capability_id].lane].runtime_pins:
+    for pin in _framework_lane(capability_id).runtime_pins:
         if pin.name == name:
             return pin.version
     raise KeyError(f"capability {capability_id} pins no {name}")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from cuda_support import (
     CAPABILITIES,
+    LANES,
     SPEC,
     ProbeFactory,
     framework_requirement,
@@ -93,7 +94,7 @@ def test_every_capability_resolves_ready_through_core(
     assert observed["selected.device"] == "0"
     assert observed["probe.schema"] == "1"
     assert observed["policy.minimum-driver-version"] == "12000"
-    lane = SPEC["lanes"][CAPABILITIES[capability_id]["lane"]]
+    lane = LANES[CAPABILITIES[capability_id]["lane"]]
     for key, value in lane["observations"].items():
         assert observed[key] == value
     if lane["toolkit_inspection"]:

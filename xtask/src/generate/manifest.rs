@@ -9,9 +9,8 @@
 use std::collections::BTreeSet;
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::spec::{items, text};
+use super::spec::{CapabilitySpec, LaneSpec, ProviderSpec, RequirementSpec, RuntimePin};
 use crate::Result;
 
 pub const MANIFEST_PATH: &str = "generated/manifest.json";
@@ -68,81 +67,73 @@ struct RuntimeRequirementJson {
     features: BTreeSet<String>,
 }
 
-fn strings(value: &Value) -> BTreeSet<String> {
-    items(value)
-        .iter()
-        .map(|item| text(item).to_string())
-        .collect()
+fn strings<'a>(items: impl IntoIterator<Item = &'a String>) -> BTreeSet<String> {
+    items.into_iter().cloned().collect()
 }
 
-fn runtime_requirement(pin: &Value) -> RuntimeRequirementJson {
+fn runtime_requirement(pin: &RuntimePin) -> RuntimeRequirementJson {
     RuntimeRequirementJson {
-        name: text(&pin["name"]).to_string(),
-        version: text(&pin["version"]).to_string(),
-        features: strings(&pin["features"]),
+        name: pin.name.clone(),
+        version: pin.version.clone(),
+        features: strings(&pin.features),
     }
 }
 
-fn device_requirement(requirement: &Value) -> DeviceRequirementJson {
+fn device_requirement(requirement: &RequirementSpec) -> DeviceRequirementJson {
     DeviceRequirementJson {
-        logical_device: text(&requirement["logical_device"]).to_string(),
-        backend: text(&requirement["backend"]).to_string(),
-        runtime: text(&requirement["runtime"]).to_string(),
-        features: strings(&requirement["features"]),
-        layouts: strings(&requirement["layouts"]),
-        memory_spaces: strings(&requirement["memory_spaces"]),
-        architectures: strings(&requirement["architectures"]),
-        reuse_domain_runtime: requirement["reuse_domain_runtime"].as_bool() == Some(true),
+        logical_device: requirement.logical_device.clone(),
+        backend: requirement.backend.clone(),
+        runtime: requirement.runtime.clone(),
+        features: strings(requirement.features.iter()),
+        layouts: strings(requirement.layouts.iter()),
+        memory_spaces: strings(requirement.memory_spaces.iter()),
+        architectures: strings(&requirement.architectures),
+        reuse_domain_runtime: requirement.reuse_domain_runtime,
     }
 }
 
-fn capability(spec: &Value, capability: &Value) -> CapabilityJson {
-    let manifest = &spec["manifest"];
-    let lane = &spec["lanes"][text(&capability["lane"])];
-    let requirement = &lane["requirement"];
-    let device_requirements = match requirement.is_null() {
-        true => Vec::new(),
-        false => vec![device_requirement(requirement)],
+/// A capability: a framework lane declares its one device requirement.
+fn capability(spec: &ProviderSpec, capability: &CapabilitySpec) -> CapabilityJson {
+    let manifest = &spec.manifest;
+    let device_requirements = match spec.lanes.get(&capability.lane) {
+        Some(LaneSpec::FrameworkReuse(lane)) => vec![device_requirement(&lane.requirement)],
+        Some(LaneSpec::RawDriver(_)) | None => Vec::new(),
     };
-    let architectures = items(&manifest["architectures"]).iter();
     CapabilityJson {
-        id: text(&capability["id"]).to_string(),
-        target_triples: BTreeSet::from([text(&capability["target_triple"]).to_string()]),
-        artifact_kinds: strings(&capability["artifact_kinds"]),
+        id: capability.id.clone(),
+        target_triples: BTreeSet::from([capability.target_triple.clone()]),
+        artifact_kinds: strings(&capability.artifact_kinds),
         cpu_feature_level: None,
         cpu_features: BTreeSet::new(),
-        accelerator_backends: BTreeSet::from([text(&manifest["backend"]).to_string()]),
-        minimum_runtime_version: text(&capability["minimum_runtime_version"]).to_string(),
-        minimum_driver_version: text(&capability["minimum_driver_version"]).to_string(),
-        architectures: architectures
-            .map(|item| text(&item["sm"]).to_string())
-            .collect(),
+        accelerator_backends: BTreeSet::from([manifest.backend.clone()]),
+        minimum_runtime_version: capability.minimum_runtime_version.clone(),
+        minimum_driver_version: capability.minimum_driver_version.clone(),
+        architectures: strings(manifest.architectures.iter().map(|item| &item.sm)),
         device_requirements,
-        certification_tier: text(&manifest["certification_tier"]).to_string(),
-        evidence_references: strings(&manifest["evidence_references"]),
+        certification_tier: manifest.certification_tier.clone(),
+        evidence_references: strings(&manifest.evidence_references),
     }
 }
 
 /// The manifest JSON of the parsed spec.
-pub fn render(spec: &Value) -> Result<Vec<u8>> {
-    let manifest = &spec["manifest"];
-    let mut capabilities: Vec<CapabilityJson> = items(&spec["capabilities"])
-        .iter()
-        .map(|item| capability(spec, item))
-        .collect();
+pub fn render(spec: &ProviderSpec) -> Result<Vec<u8>> {
+    let manifest = &spec.manifest;
+    let mut capabilities: Vec<CapabilityJson> = Vec::new();
+    for item in &spec.capabilities {
+        capabilities.push(capability(spec, item));
+    }
     capabilities.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut runtime_requirements: Vec<RuntimeRequirementJson> =
-        items(&manifest["runtime_requirements"])
-            .iter()
-            .map(runtime_requirement)
-            .collect();
+    let mut runtime_requirements: Vec<RuntimeRequirementJson> = Vec::new();
+    for pin in &manifest.runtime_requirements {
+        runtime_requirements.push(runtime_requirement(pin));
+    }
     runtime_requirements.sort_by(|a, b| a.name.cmp(&b.name));
     let json = ManifestJson {
-        provider_id: text(&manifest["provider_id"]).to_string(),
-        display_name: text(&manifest["display_name"]).to_string(),
-        provider_version: text(&manifest["provider_version"]).to_string(),
-        backend: text(&manifest["backend"]).to_string(),
-        api_version: text(&manifest["api_version"]).to_string(),
+        provider_id: manifest.provider_id.clone(),
+        display_name: manifest.display_name.clone(),
+        provider_version: manifest.provider_version.clone(),
+        backend: manifest.backend.clone(),
+        api_version: manifest.api_version.clone(),
         stability: "alpha",
         capabilities,
         runtime_requirements,

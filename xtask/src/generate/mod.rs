@@ -8,6 +8,7 @@ pub mod inputs;
 pub mod manifest;
 pub mod package;
 mod python;
+pub mod python_value;
 pub mod results;
 mod rust;
 pub mod spec;
@@ -59,8 +60,8 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let results = inputs.get(inputs::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols);
-    let package = &spec["runtime_package"];
-    let [name, version] = ["crate_name", "version"].map(|key| spec::text(&package[key]));
+    let package = &spec.runtime_package;
+    let (name, version) = (&package.crate_name, &package.version);
     let generated_in_runtime = [(DRIVER_API_PATH, driver_api.as_slice())];
     let runtime = package_crate(inputs, RUNTIME_DIR, name, version, &generated_in_runtime)?;
     let digest = sha256_hex(&runtime.bytes);

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
 use super::inputs::{parse_json, CUDA_RESULTS_PATH};
-use super::python::{expr, header, write};
+use super::python_value::{header, write, ToPython};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
@@ -103,8 +103,7 @@ impl CudaResults {
             let _ = writeln!(out, "    \"{name}\": {value},");
         }
         out.push_str("}\n");
-        let remedies = serde_json::to_value(&self.raw.remedies).unwrap_or_default();
-        let remedies = expr("Mapping[str, tuple[str, str]]", &remedies);
+        let remedies = self.raw.remedies.to_python();
         let prefix = "CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = ";
         write(&mut out, 0, prefix, &remedies, "");
         out.into_bytes()

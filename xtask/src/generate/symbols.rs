@@ -193,8 +193,11 @@ pub struct SymbolList {
 
 /// `Err` naming `file`, the JSON path and the message unless `ok`.
 pub fn ensure_in(file: &str, ok: bool, path: impl Display, message: impl Display) -> Result<()> {
-    let error = || format!("{file}: {path}: {message}");
-    ok.then_some(()).ok_or_else(error)
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{file}: {path}: {message}"))
+    }
 }
 
 fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {

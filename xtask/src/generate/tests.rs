@@ -587,6 +587,30 @@ fn assert_refused(from: &str, to: &str, expected: &str) {
     );
 }
 
+/// `inputs` with the provider spec edited as JSON (whatever its formatting).
+fn with_spec(edit: impl FnOnce(&mut serde_json::Value)) -> Inputs {
+    let inputs = real_inputs();
+    let mut spec: serde_json::Value =
+        serde_json::from_slice(&inputs.files[PROVIDER_SPEC_PATH]).unwrap();
+    edit(&mut spec);
+    let mut copy = inputs.clone();
+    copy.files.insert(
+        PROVIDER_SPEC_PATH.to_string(),
+        serde_json::to_vec_pretty(&spec).unwrap(),
+    );
+    copy
+}
+
+/// The error for the spec edited as JSON, which must start with the file
+/// and then `expected`.
+fn assert_spec_refused(edit: impl FnOnce(&mut serde_json::Value), expected: &str) {
+    let error = render_error(&with_spec(edit));
+    assert!(
+        error.starts_with(&format!("templates/provider-spec.json: {expected}")),
+        "expected `{expected}`, got: {error}"
+    );
+}
+
 #[test]
 fn spec_typo_and_unknown_keys_are_refused_with_their_path() {
     assert_refused(
@@ -600,9 +624,9 @@ fn spec_typo_and_unknown_keys_are_refused_with_their_path() {
         "capabilities[1].extra: unknown field `extra`",
     );
     assert_refused(
-        "\"reason_prefix\": \"LIBTORCH_\",",
-        "\"reason_prefix\": \"LIBTORCH_\", \"reason_prefx\": \"X_\",",
-        "lanes.libtorch.reason_prefx: unknown field `reason_prefx`",
+        "\"libtorch\": { \"framework_reuse\": {",
+        "\"libtorch\": { \"framework_reuse\": { \"reason_prefx\": \"X_\",",
+        "lanes.libtorch.framework_reuse.reason_prefx: unknown field `reason_prefx`",
     );
     assert_refused(
         "\"schema_version\": 1,\n  \"distribution\"",
@@ -623,15 +647,23 @@ fn spec_missing_keys_are_refused_with_their_path() {
         "",
         "smoke: missing field `failure_status`",
     );
-    assert_refused(
-        "\"toolkit_inspection\": false,\n      \"required_python_fallback_backend\": null,",
-        "\"required_python_fallback_backend\": null,",
-        "lanes.libtorch: missing field `toolkit_inspection`",
+    assert_spec_refused(
+        |spec| {
+            let lane = &mut spec["lanes"]["libtorch"]["framework_reuse"];
+            lane.as_object_mut().unwrap().remove("toolkit_inspection");
+        },
+        "lanes.libtorch.framework_reuse: missing field `toolkit_inspection`",
     );
-    let error = spec_error("\"reason_prefix\": \"LIBTORCH_\",", "");
-    assert!(
-        error.contains("lanes.libtorch.requirement: this key needs `lanes.libtorch.reason_prefix`"),
-        "{error}"
+    // A framework lane names the code of each of its checks.
+    assert_spec_refused(
+        |spec| {
+            let codes = &mut spec["lanes"]["libtorch"]["framework_reuse"]["reason_codes"];
+            codes
+                .as_object_mut()
+                .unwrap()
+                .remove("runtime_pins_required");
+        },
+        "lanes.libtorch.framework_reuse.reason_codes: missing field `runtime_pins_required`",
     );
 }
 
@@ -655,7 +687,7 @@ fn spec_mistyped_values_are_refused_with_their_path() {
     assert_refused(
         "\"may_allocate\": true, \"may_replace\": false, \"may_synchronize\": true",
         "\"may_allocate\": true, \"may_replace\": \"no\", \"may_synchronize\": true",
-        "lanes.raw-driver.contribution.resource_contracts[1].may_replace: invalid type",
+        "lanes.raw-driver.raw_driver.contribution.resource_contracts[1].may_replace: invalid type",
     );
     assert_refused(
         "\"max_devices\": 1024",
@@ -677,6 +709,38 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
         "\"PROVIDER_ID_MISMATCH\": [",
         "\"PROVIDER_ID_MISMATCHED\": [",
         "incompatible_reason_codes[0]: `PROVIDER_ID_MISMATCH` is not a key of `reason_codes`",
+    );
+    // The smoke's codes.
+    assert_refused(
+        "\"STREAM_DESTROY_FAILED\": [",
+        "\"STREAM_DESTROY_FAILS\": [",
+        "smoke.reason_codes[8]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
+    );
+    // A framework lane's codes.
+    assert_refused(
+        "\"runtime_required\": \"TENSORFLOW_TFE_RUNTIME_REQUIRED\"",
+        "\"runtime_required\": \"TF_RUNTIME_REQUIRED\"",
+        "lanes.tensorflow-tfe.framework_reuse.reason_codes.runtime_required: \
+         `TF_RUNTIME_REQUIRED` is not a key of `reason_codes`",
+    );
+    assert_spec_refused(
+        |spec| {
+            let lane = &mut spec["lanes"]["tensorflow-tfe"]["framework_reuse"];
+            lane["required_python_fallback"]["reason_code"] = "CPYTHON_NEEDED".into();
+        },
+        "lanes.tensorflow-tfe.framework_reuse.required_python_fallback.reason_code: \
+         `CPYTHON_NEEDED` is not a key of `reason_codes`",
+    );
+    // The codes that carry a CUDA result are the probe's own.
+    assert_spec_refused(
+        |spec| {
+            let codes = spec["probe_report"]["cuda_result_reason_codes"]
+                .as_array_mut()
+                .unwrap();
+            codes.push("CONTEXT_DESTROY_FAILED".into());
+        },
+        "probe_report.cuda_result_reason_codes[7]: `CONTEXT_DESTROY_FAILED` is not one of \
+         `probe_report.reason_codes`",
     );
     assert_refused(
         "[\"cuDriverGetVersion failed.\", \"Reinstall the NVIDIA driver.\"]",
@@ -706,7 +770,7 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"lane\": \"tensorflow-tfe\"",
         "\"lane\": \"libtorch\"",
-        "lanes.tensorflow-tfe: `tensorflow-tfe` is not one of `capabilities[].lane`",
+        "lanes.tensorflow-tfe: `tensorflow-tfe` is the lane of no capability",
     );
     assert_refused(
         "\"id\": \"cuda-windows-x86_64\",\n      \"lane\": \"raw-driver\"",
@@ -731,12 +795,12 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"sm\": \"sm_60\", \"first\": [12, 0]",
         "\"sm\": \"sm_60\", \"first\": [11, 8]",
-        "manifest.architectures[0].first: [11,8] must be >= `policy.toolkit_version_floor` [12,0]",
+        "manifest.architectures[0].first: 11.8 is older than `policy.toolkit_version_floor` 12.0",
     );
     assert_refused(
         "\"sm\": \"sm_101\", \"first\": [12, 8], \"last\": [12, 9]",
         "\"sm\": \"sm_101\", \"first\": [12, 8], \"last\": [12, 6]",
-        "manifest.architectures[12].last: [12,6] must be >= `manifest.architectures[12].first` [12,8]",
+        "manifest.architectures[12].last: 12.6 is older than `first` 12.8",
     );
     assert_refused(
         "Use one of {architectures}.",
@@ -746,39 +810,62 @@ fn spec_broken_cross_references_are_refused_with_their_path() {
     assert_refused(
         "\"probe_sha256\", \"sm\", \"toolkit_root\"]",
         "\"probe_sha256\", \"sm\", \"toolkit\"]",
-        "lanes.raw-driver.option_allowlist[5]: `toolkit` is not one of `option_keys.*`",
+        "lanes.raw-driver.option_allowlist: `toolkit` is not one of the names of `option_keys`",
     );
     assert_refused(
         "\"allowed_features\": [\"driver-api\"]",
         "\"allowed_features\": [\"driver-api\", \"driver-api\"]",
-        "lanes.raw-driver.requirement_policy.allowed_features: the entry \"driver-api\" is given twice",
+        "lanes.raw-driver.raw_driver.requirement_policy.allowed_features: \
+         the entry \"driver-api\" is given twice",
     );
     assert_refused(
         "\"allowed_features\": [\"driver-api\"]",
         "\"allowed_features\": []",
-        "lanes.raw-driver.requirement_policy.allowed_features: lacks one of `validation_requirement.features[]`",
+        "lanes.raw-driver.raw_driver.requirement_policy.allowed_features: \
+         lacks one of `validation_requirement.features`",
     );
     assert_refused(
         "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
          \"memory_spaces\": [\"device\"],\n        \"architectures\": []",
         "\"features\": [\"inference\", \"no-grad\"],\n        \"layouts\": [\"strided\"],\n        \
          \"memory_spaces\": [\"device\"],\n        \"architectures\": [\"sm_99\"]",
-        "lanes.libtorch.requirement.architectures[0]: `sm_99` is not one of `manifest.architectures[].sm`",
-    );
-    assert_refused(
-        "\"complete_status\": \"probe-complete\"",
-        "\"complete_status\": \"complete\"",
-        "probe_report.complete_status: `complete` is not one of `probe_report.statuses[]`",
-    );
-    assert_refused(
-        "\"reason_prefix\": \"TENSORFLOW_TFE_\"",
-        "\"reason_prefix\": \"TF_\"",
-        "lanes.tensorflow-tfe.reason_prefix: no key of `reason_codes` starts with `TF_`",
+        "lanes.libtorch.framework_reuse.requirement.architectures[0]: \
+         `sm_99` is not one of `manifest.architectures[].sm`",
     );
     assert_refused(
         "\"linux\": {",
         "\"gnu-linux\": {",
         "probe_targets.aarch64-unknown-linux-gnu.os: `linux` is not a key of `toolkit.components`",
+    );
+}
+
+#[test]
+fn spec_capabilities_are_each_declared_once_with_an_artifact_kind() {
+    assert_spec_refused(
+        |spec| spec["capabilities"][1]["id"] = "cuda-linux-x86_64".into(),
+        "capabilities[1].id: `cuda-linux-x86_64` is listed twice",
+    );
+    assert_spec_refused(
+        |spec| spec["capabilities"][0]["artifact_kinds"] = serde_json::json!([]),
+        "capabilities[0].artifact_kinds: must not be empty",
+    );
+    assert_spec_refused(
+        |spec| spec["capabilities"] = serde_json::json!([]),
+        "capabilities: must not be empty",
+    );
+}
+
+#[test]
+fn spec_probe_statuses_are_named_and_distinct() {
+    assert_refused(
+        "\"unsupported\": \"unsupported\"",
+        "\"unsupported\": \"error\"",
+        "probe_report.statuses: two statuses are the same",
+    );
+    assert_refused(
+        "\"complete\": \"probe-complete\", ",
+        "",
+        "probe_report.statuses: missing field `complete`",
     );
 }
 
@@ -800,16 +887,18 @@ fn spec_bad_json_names_the_file_line_and_column() {
 fn the_python_spec_module_holds_every_record() {
     let outputs = render(&real_inputs()).unwrap();
     let text = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
-    for class in spec::schema() {
+    for class in spec::record_classes() {
         assert!(
-            text.contains(&format!("\n\nclass {}(Record):\n", class.0)),
+            text.contains(&format!("\n\nclass {}(Record):\n", class.name)),
             "{}",
-            class.0
+            class.name
         );
     }
+    assert!(text.contains("\nLaneSpec: TypeAlias = RawDriverLaneSpec | FrameworkLaneSpec\n"));
     assert!(text.contains("    driver_version_floor=12000,\n"), "{text}");
     assert!(text.contains("toolkit_version_floor=(12, 0),"), "{text}");
     assert!(text.contains("default_timeout_seconds=10.0,"), "{text}");
+    assert!(text.contains("allowed_runtimes=frozenset({None, \"cuda\", \"cuda-driver\"}),"));
     assert!(text.lines().all(|line| line.chars().count() <= 100));
 }
 
@@ -826,7 +915,7 @@ fn a_missing_packaged_input_is_the_render_error() {
 fn the_specs_own_patterns_decide_which_sms_and_codes_it_accepts() {
     let inputs = real_inputs();
     let edited = with_input(&inputs, PROVIDER_SPEC_PATH, |text| {
-        text.replacen("\"sm_86\", \"sm_87\"", "\"sm_8\", \"sm_87\"", 1)
+        text.replacen("\"sm\": \"sm_86\"", "\"sm\": \"sm_8\"", 1)
             .replacen("^sm_[0-9]{2,3}$", "^sm_[0-9]{1,3}$", 1)
     });
     render(&edited).expect("the widened pattern accepts sm_8");
@@ -855,20 +944,18 @@ fn spec_facts_the_manifest_relies_on_are_checked() {
     assert_refused(
         "{ \"name\": \"nvidia-cuda-driver\", \"version\": \">=12.0\", \"features\": [] }",
         "{ \"name\": \"nvidia-cuda-driver \", \"version\": \">=12.0\", \"features\": [] }",
-        "manifest.runtime_requirements[0].name: `nvidia-cuda-driver ` does not match",
+        "manifest.runtime_requirements[0].name: `nvidia-cuda-driver ` is not one word",
     );
-    let spec = std::str::from_utf8(&real_inputs().files[PROVIDER_SPEC_PATH])
-        .unwrap()
-        .to_string();
-    let edited = spec.replacen(
-        "\"logical_device\": \"gpu:0\"",
-        "\"logical_device\": \" \"",
-        1,
+    assert_spec_refused(
+        |spec| {
+            let lane = &mut spec["lanes"]["libtorch"]["framework_reuse"];
+            lane["requirement"]["logical_device"] = " ".into();
+        },
+        "lanes.libtorch.framework_reuse.requirement.logical_device: must not be empty",
     );
-    let error = render_error(&with_input(&real_inputs(), PROVIDER_SPEC_PATH, |_| edited));
-    assert!(
-        error.ends_with("lanes.libtorch.requirement.logical_device: must not be empty"),
-        "{error}"
+    assert_spec_refused(
+        |spec| spec["manifest"]["architectures"] = serde_json::json!([]),
+        "manifest.architectures: must not be empty",
     );
 }
 
@@ -877,70 +964,115 @@ fn spec_bounds_are_refused_with_their_path() {
     assert_refused(
         "\"schema_version\": 1,",
         "\"schema_version\": 2,",
-        "schema_version: 2 must be <= 1",
+        "schema_version: 2 is not supported (expected 1)",
     );
     assert_refused(
         "\"max_devices\": 1024",
         "\"max_devices\": 0",
-        "probe_report.max_devices: 0 must be > 0",
+        "probe_report.max_devices: 0 is not within 1..=2147483647",
+    );
+    assert_refused(
+        "\"max_device_name_chars\": 160",
+        "\"max_device_name_chars\": 65537",
+        "probe_report.max_device_name_chars: 65537 is not within 1..=65536",
     );
     assert_refused(
         "\"device_ordinal_max\": 1023",
         "\"device_ordinal_max\": 4096",
-        "policy.device_ordinal_max: 4096 must be <= `probe_report.max_device_ordinal` 1023",
+        "policy.device_ordinal_max: 4096 is not within 0..=1023",
+    );
+    assert_refused(
+        "\"driver_version_floor\": 12000",
+        "\"driver_version_floor\": 120000",
+        "policy.driver_version_floor: 120000 is not within 1..=99999",
     );
     assert_refused(
         "\"toolkit_version_floor\": [12, 0]",
         "\"toolkit_version_floor\": [0, 0]",
-        "policy.toolkit_version_floor[0]: 0 must be > 0",
+        "policy.toolkit_version_floor[0]: 0 is not within 1..=99",
     );
     assert_refused(
         "\"compute_major_range\": [1, 99]",
         "\"compute_major_range\": [99, 1]",
-        "probe_report.compute_major_range[1]: 1 must be >= `probe_report.compute_major_range[0]` 99",
+        "probe_report.compute_major_range: [99, 1] ends below its start",
+    );
+    assert_refused(
+        "\"driver_version_range\": [1000, 99999]",
+        "\"driver_version_range\": [1000, 2147483648]",
+        "probe_report.driver_version_range[1]: 2147483648 is not within 1000..=2147483647",
     );
     assert_refused(
         "\"default_timeout_seconds\": 10.0",
         "\"default_timeout_seconds\": 0.0",
-        "probe_runner.default_timeout_seconds: 0.0 must be > 0",
+        "probe_runner.default_timeout_seconds: 0.0 must be above 0",
     );
     assert_refused(
         "\"max_timeout_seconds\": 60.0",
         "\"max_timeout_seconds\": 5.0",
-        "probe_runner.max_timeout_seconds: 5.0 must be >= `probe_runner.default_timeout_seconds` 10.0",
+        "probe_runner.max_timeout_seconds: 5.0 is below `probe_runner.default_timeout_seconds` 10.0",
+    );
+    assert_refused(
+        "\"allocation_bytes\": 4096",
+        "\"allocation_bytes\": 0",
+        "smoke.allocation_bytes: 0 is not within 1..=4294967295",
+    );
+}
+
+#[test]
+fn spec_runtime_package_names_are_plain() {
+    assert_refused(
+        "\"crate_name\": \"rextio-cuda-runtime\"",
+        "\"crate_name\": \"../rextio-cuda-runtime\"",
+        "runtime_package.crate_name: `../rextio-cuda-runtime` is not a plain name",
+    );
+    assert_refused(
+        "\"version\": \"0.1.0\"",
+        "\"version\": \"0.1.0 beta\"",
+        "runtime_package.version: `0.1.0 beta` is not a plain name",
     );
 }
 
 #[test]
 fn spec_lane_kinds_decide_their_keys() {
+    // A raw-driver lane holds no framework lane's keys, and the reverse.
     assert_refused(
         "\"toolkit_inspection\": true,",
-        "\"toolkit_inspection\": true, \"reason_prefix\": \"RAW_\",",
-        "lanes.raw-driver.requirement_policy: this key excludes `lanes.raw-driver.reason_prefix`",
+        "\"toolkit_inspection\": true, \"runtime_pins\": [],",
+        "lanes.raw-driver.raw_driver.runtime_pins: unknown field `runtime_pins`",
     );
-    assert_refused(
-        "\"runtime_pins\": [\n        { \"name\": \"cpython\", \"version\": \"3.11\", \
-         \"features\": [\"private-eager-abi\"] },\n        { \"name\": \"tensorflow\", \
-         \"version\": \"2.21.0\", \"features\": [\"cuda\", \"python-wheel\", \"tfe-c-api\"] }\n      ]",
-        "\"runtime_pins\": []",
-        "lanes.tensorflow-tfe.requirement: this key needs `lanes.tensorflow-tfe.runtime_pins`",
+    assert_spec_refused(
+        |spec| {
+            let lane = &mut spec["lanes"]["libtorch"]["framework_reuse"];
+            lane["requirement_policy"] = serde_json::json!({});
+        },
+        "lanes.libtorch.framework_reuse.requirement_policy: unknown field `requirement_policy`",
     );
-    let inputs = with_input(&real_inputs(), PROVIDER_SPEC_PATH, |text| {
-        let mut spec: serde_json::Value = serde_json::from_str(text).unwrap();
-        spec["lanes"]["raw-driver"]
-            .as_object_mut()
-            .unwrap()
-            .remove("requirement_policy");
-        spec.to_string()
-    });
-    let error = render_error(&inputs);
-    assert!(
-        error.contains("lanes.raw-driver: has none of `requirement_policy|requirement`"),
-        "{error}"
+    // A framework lane pins its runtime.
+    assert_spec_refused(
+        |spec| {
+            let lane = &mut spec["lanes"]["tensorflow-tfe"]["framework_reuse"];
+            lane["runtime_pins"] = serde_json::json!([]);
+        },
+        "lanes.tensorflow-tfe.framework_reuse.runtime_pins: must not be empty",
+    );
+    assert_spec_refused(
+        |spec| {
+            let lane = &mut spec["lanes"]["raw-driver"]["raw_driver"];
+            lane.as_object_mut().unwrap().remove("requirement_policy");
+        },
+        "lanes.raw-driver.raw_driver: missing field `requirement_policy`",
+    );
+    // A lane is of one of the two kinds.
+    assert_spec_refused(
+        |spec| {
+            let lane = spec["lanes"]["libtorch"]["framework_reuse"].clone();
+            spec["lanes"]["libtorch"] = serde_json::json!({ "torch_reuse": lane });
+        },
+        "lanes.libtorch: unknown variant `torch_reuse`, expected `raw_driver` or `framework_reuse`",
     );
     let error = spec_error("\"requirement_policy\": {", "\"x\": {");
     assert!(
-        error.contains("lanes.raw-driver.x: unknown field"),
+        error.contains("lanes.raw-driver.raw_driver.x: unknown field"),
         "{error}"
     );
 }
