@@ -1,6 +1,6 @@
 //! `generated/driver-abi-check.c`: the symbol list as C, compiled by
 //! `cargo xtask test` against each of NVIDIA's header sets (see
-//! `crate::headers`). It compiles with `-Werror` only when:
+//! headers.rs, the `abi-check` command). It compiles with `-Werror` only when:
 //!
 //! - every named type of the list is the header's (same struct tag, same
 //!   integer type, enums of the declared width);
