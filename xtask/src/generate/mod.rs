@@ -61,9 +61,14 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols);
     let package = &spec.runtime_package;
-    let (name, version) = (&package.crate_name, &package.version);
     let generated_in_runtime = [(DRIVER_API_PATH, driver_api.as_slice())];
-    let runtime = package_crate(inputs, RUNTIME_DIR, name, version, &generated_in_runtime)?;
+    let runtime = package_crate(
+        inputs,
+        RUNTIME_DIR,
+        &package.crate_name,
+        &package.version,
+        &generated_in_runtime,
+    )?;
     let digest = sha256_hex(&runtime.bytes);
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
@@ -178,7 +183,8 @@ pub fn check_at(root: &Path) -> Result<()> {
 /// `generate [--check] [--root DIR]`; `--root` (inputs and outputs under
 /// DIR) is how verify-determinism runs the generator in a child process.
 pub fn command(args: &[String]) -> Result<()> {
-    let (mut check_only, mut root) = (false, repo_root());
+    let mut check_only = false;
+    let mut root = repo_root();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {

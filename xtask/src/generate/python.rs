@@ -42,8 +42,9 @@ pub fn spec_module(spec: &ProviderSpec) -> Vec<u8> {
 pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
     let doc = "The packaged runtime source's file name and SHA-256 (data only).";
     let mut out = header("templates/", doc) + "from typing import Final\n\n";
-    let (name, digest) = (literal(archive_name), literal(archive_sha256));
+    let name = literal(archive_name);
     out.push_str(&format!("RUNTIME_SOURCE_ARCHIVE: Final[str] = {name}\n"));
+    let digest = literal(archive_sha256);
     out.push_str(&format!("RUNTIME_SOURCE_SHA256: Final = {digest}\n"));
     out.into_bytes()
 }

@@ -46,8 +46,13 @@ impl CudaResults {
     /// Parses the list and joins it with the symbol list's `CUresult` constants.
     pub fn parse(bytes: &[u8], symbols: &SymbolList) -> Result<Self> {
         let raw: RawResults = parse_json(CUDA_RESULTS_PATH, bytes)?;
-        let (version_ok, message) = (raw.schema_version == 1, "only 1 is supported");
-        ensure_in(CUDA_RESULTS_PATH, version_ok, "schema_version", message)?;
+        let version_ok = raw.schema_version == 1;
+        ensure_in(
+            CUDA_RESULTS_PATH,
+            version_ok,
+            "schema_version",
+            "only 1 is supported",
+        )?;
         let constants = symbols.constants.iter();
         let constants = constants.filter(|(_, constant)| constant.c_type.base == "CUresult");
         let mut by_name: BTreeMap<_, _> = constants.map(|(k, c)| (k.clone(), c.value)).collect();

@@ -81,7 +81,8 @@ impl Constant {
 
 /// The constants of the probe's and the smoke's reports.
 fn constants(spec: &ProviderSpec) -> Vec<Constant> {
-    let (report, smoke) = (&spec.probe_report, &spec.smoke);
+    let report = &spec.probe_report;
+    let smoke = &spec.smoke;
     let statuses = &report.statuses;
     vec![
         Constant::text(
@@ -182,7 +183,8 @@ fn constants(spec: &ProviderSpec) -> Vec<Constant> {
 /// `probe/src/generated/spec.rs`: the reason codes the probe and the smoke
 /// report, and the constants of their reports.
 pub fn probe_spec(spec: &ProviderSpec) -> Vec<u8> {
-    let (report, smoke) = (&spec.probe_report, &spec.smoke);
+    let report = &spec.probe_report;
+    let smoke = &spec.smoke;
     let codes: BTreeSet<&String> = report
         .reason_codes
         .iter()

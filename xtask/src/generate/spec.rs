@@ -550,10 +550,8 @@ fn check_code_lists(spec: &ProviderSpec) -> Result<()> {
 fn check_runtime_requirements(spec: &ProviderSpec) -> Result<()> {
     let mut names = BTreeSet::new();
     for (index, pin) in spec.manifest.runtime_requirements.iter().enumerate() {
-        let (path, name) = (
-            format!("manifest.runtime_requirements[{index}].name"),
-            &pin.name,
-        );
+        let path = format!("manifest.runtime_requirements[{index}].name");
+        let name = &pin.name;
         let word = !name.is_empty() && !name.contains(char::is_whitespace);
         ensure(word, &path, format!("`{name}` is not one word"))?;
         ensure(
@@ -695,7 +693,8 @@ fn check_raw_lane_accepts_the_validation_requirement(
     spec: &ProviderSpec,
 ) -> Result<()> {
     let path = |key: &str| format!("lanes.{name}.raw_driver.requirement_policy.{key}");
-    let (policy, wanted) = (&lane.requirement_policy, &spec.validation_requirement);
+    let policy = &lane.requirement_policy;
+    let wanted = &spec.validation_requirement;
     let runtime = Some(wanted.runtime.clone());
     let problem = "lacks `validation_requirement.runtime`";
     ensure(

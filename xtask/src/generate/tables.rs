@@ -30,7 +30,9 @@ fn lines(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> String
         if let Some(tier) = tier(symbol) {
             let spell = |param: &Param| format!("{}: {}", param.name, param.c_type.rust_spelling());
             let params: Vec<String> = symbol.params.iter().map(spell).collect();
-            let (since, export, params) = (symbol.since, &symbol.export, params.join(", "));
+            let since = symbol.since;
+            let export = &symbol.export;
+            let params = params.join(", ");
             let tier = match tier {
                 Tier::Required => "required",
                 Tier::Optional => "optional",
@@ -69,7 +71,8 @@ pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
         }
     }
     for (name, constant) in &symbols.constants {
-        let (doc, value) = (&constant.doc, constant.value);
+        let doc = &constant.doc;
+        let value = constant.value;
         let c_type = constant.c_type.rust_spelling();
         let _ = writeln!(out, "/// {doc}\npub const {name}: {c_type} = {value};");
     }
