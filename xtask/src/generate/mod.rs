@@ -25,9 +25,10 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_DIR};
-use package::package_crate;
+use package::{package_crate, PackagedCrate};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use spec::RuntimePackageSpec;
 use symbols::SymbolList;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
@@ -60,15 +61,9 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let results = inputs.get(inputs::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols);
-    let package = &spec.runtime_package;
     let generated_in_runtime = [(DRIVER_API_PATH, driver_api.as_slice())];
-    let runtime = package_crate(
-        inputs,
-        RUNTIME_DIR,
-        &package.crate_name,
-        &package.version,
-        &generated_in_runtime,
-    )?;
+    let runtime = package_crate(inputs, RUNTIME_DIR, &generated_in_runtime)?;
+    check_runtime_package_names(&runtime, &spec.runtime_package)?;
     let digest = sha256_hex(&runtime.bytes);
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
@@ -95,6 +90,22 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let index = manifest::sorted_json(&json!({ "files": files, "generated_by": note }))?;
     outputs.push(output(INDEX_PATH, index));
     Ok(outputs)
+}
+
+/// The spec names the runtime crate (for the Python side, which installs
+/// it) as the crate's own manifest does.
+fn check_runtime_package_names(runtime: &PackagedCrate, named: &RuntimePackageSpec) -> Result<()> {
+    if runtime.name == named.crate_name && runtime.version == named.version {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: runtime_package names {} {}, but {RUNTIME_DIR}/Cargo.toml names {} {}",
+        inputs::PROVIDER_SPEC_PATH,
+        named.crate_name,
+        named.version,
+        runtime.name,
+        runtime.version
+    ))
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

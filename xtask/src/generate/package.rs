@@ -27,18 +27,20 @@ impl PackagedCrate {
 }
 
 /// Packages the crate in `crate_dir` (a repository-relative directory whose
-/// files [`Inputs::read`] read) as `name` `version`. `generated` holds
-/// `(repository-relative path, bytes)` of the files the generator writes
-/// inside the crate.
+/// files [`Inputs::read`] read), named as its own manifest names it.
+/// `generated` holds `(repository-relative path, bytes)` of the files the
+/// generator writes inside the crate.
 pub fn package_crate(
     inputs: &Inputs,
     crate_dir: &str,
-    name: &str,
-    version: &str,
     generated: &[(&str, &[u8])],
 ) -> Result<PackagedCrate> {
     let manifest_path = format!("{crate_dir}/Cargo.toml");
-    check_manifest_names(&manifest_path, inputs.get(&manifest_path)?, name, version)?;
+    let manifest = inputs.get(&manifest_path)?;
+    let manifest =
+        std::str::from_utf8(manifest).map_err(|_| format!("{manifest_path}: not UTF-8"))?;
+    let name = package_value(&manifest_path, manifest, "name")?;
+    let version = package_value(&manifest_path, manifest, "version")?;
     let prefix = format!("{crate_dir}/");
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     for (path, bytes) in &inputs.files {
@@ -54,43 +56,38 @@ pub fn package_crate(
     }
     files.push(("LICENSE".to_string(), inputs.get(LICENSE_PATH)?.to_vec()));
     let top = format!("{name}-{version}");
+    let bytes = tarball::build(&top, &files)?;
     Ok(PackagedCrate {
-        name: name.to_string(),
-        version: version.to_string(),
-        bytes: tarball::build(&top, &files)?,
+        name,
+        version,
+        bytes,
     })
 }
 
-/// The crate's own manifest names the crate and version the tarball is
-/// named after: its `[package]` table has the lines `name = "<name>"` and
-/// `version = "<version>"`.
-fn check_manifest_names(path: &str, manifest: &[u8], name: &str, version: &str) -> Result<()> {
-    let text = std::str::from_utf8(manifest).map_err(|_| format!("{path}: not UTF-8"))?;
-    let package = package_table(text);
-    for (key, value) in [("name", name), ("version", version)] {
-        let line = format!("{key} = \"{value}\"");
-        if !package.iter().any(|candidate| candidate.trim() == line) {
-            return Err(format!(
-                "{path}: [package] lacks `{line}`, which the packaged tarball is named after"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The lines of the `[package]` table of a Cargo manifest.
-fn package_table(manifest: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
+/// The value of `key` in the `[package]` table of a Cargo manifest, which
+/// names it on one line as `key = "value"`: the tarball is named after it.
+fn package_value(path: &str, manifest: &str, key: &str) -> Result<String> {
     let mut inside = false;
     for line in manifest.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            inside = trimmed == "[package]";
-        } else if inside {
-            lines.push(line);
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == "[package]";
+            continue;
         }
+        let Some((found, value)) = line.split_once('=') else {
+            continue;
+        };
+        if !inside || found.trim() != key {
+            continue;
+        }
+        let value = value.trim();
+        let quoted = value.len() >= 2 && value.starts_with('"') && value.ends_with('"');
+        if !quoted {
+            return Err(format!("{path}: [package] {key} is not a plain \"string\""));
+        }
+        return Ok(value[1..value.len() - 1].to_string());
     }
-    lines
+    Err(format!("{path}: [package] has no {key}"))
 }
 
 #[cfg(test)]
@@ -98,17 +95,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_manifest_naming_another_version_is_refused() {
-        let manifest = b"[package]\nname = \"demo\"\nversion = \"0.2.0\"\n\n[dependencies]\n";
-        assert!(check_manifest_names("demo/Cargo.toml", manifest, "demo", "0.2.0").is_ok());
-        let error = check_manifest_names("demo/Cargo.toml", manifest, "demo", "0.3.0").unwrap_err();
+    fn the_tarball_is_named_as_the_crates_manifest_names_it() {
+        let manifest = "[package]\nname = \"demo\"\nversion = \"0.2.0\"\n\n[dependencies]\n";
         assert_eq!(
-            error,
-            "demo/Cargo.toml: [package] lacks `version = \"0.3.0\"`, which the packaged \
-             tarball is named after"
+            package_value("demo/Cargo.toml", manifest, "name").unwrap(),
+            "demo"
+        );
+        assert_eq!(
+            package_value("demo/Cargo.toml", manifest, "version").unwrap(),
+            "0.2.0"
         );
         // A key of another table does not count.
-        let manifest = b"[package]\nname = \"demo\"\n[workspace.package]\nversion = \"0.2.0\"\n";
-        assert!(check_manifest_names("demo/Cargo.toml", manifest, "demo", "0.2.0").is_err());
+        let manifest = "[package]\nname = \"demo\"\n[workspace.package]\nversion = \"0.2.0\"\n";
+        let error = package_value("demo/Cargo.toml", manifest, "version").unwrap_err();
+        assert_eq!(error, "demo/Cargo.toml: [package] has no version");
+        // Inherited from the workspace: the crate alone does not say it.
+        let manifest = "[package]\nname = \"demo\"\nversion.workspace = true\n";
+        let error = package_value("demo/Cargo.toml", manifest, "version").unwrap_err();
+        assert_eq!(error, "demo/Cargo.toml: [package] has no version");
+        let manifest = "[package]\nversion = 2\n";
+        let error = package_value("demo/Cargo.toml", manifest, "version").unwrap_err();
+        assert_eq!(
+            error,
+            "demo/Cargo.toml: [package] version is not a plain \"string\""
+        );
     }
 }

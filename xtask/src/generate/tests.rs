@@ -1031,6 +1031,16 @@ fn spec_bounds_are_refused_with_their_path() {
 }
 
 #[test]
+fn spec_runtime_package_is_the_runtime_crates_manifest() {
+    assert_refused(
+        "\"version\": \"0.1.0\"",
+        "\"version\": \"0.1.1\"",
+        "runtime_package names rextio-cuda-runtime 0.1.1, but runtime/Cargo.toml names \
+         rextio-cuda-runtime 0.1.0",
+    );
+}
+
+#[test]
 fn spec_runtime_package_names_are_plain() {
     assert_refused(
         "\"crate_name\": \"rextio-cuda-runtime\"",
