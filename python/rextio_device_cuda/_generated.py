@@ -4,4 +4,4 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "1dcd91d9e3e50ad632bae85d1eea6ff553a8c083230696c8f4ea8826d836db09"
+RUNTIME_SOURCE_SHA256: Final = "b9928b12a558826f96efb6584b57af5c23ef90ca3b475d51a14d1ac081712a5e"
