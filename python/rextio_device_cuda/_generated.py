@@ -4,4 +4,4 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "63dbc82eabdeba4e2830d1cb62dc48f07290b1ad223b0ec39a4459db60d9e22b"
+RUNTIME_SOURCE_SHA256: Final = "fe65cab9f26ee61023a967cc3dddd49b52ba2aa30a5ffcec98cd989b57cd3428"

@@ -28,7 +28,7 @@ const STEPS: &[Step] = &[
     ("ABI against NVIDIA's headers (12.x, 13.x)", headers::check),
     ("determinism", determinism::verify),
     ("no link directive in sources", nolink::scan_sources),
-    ("no cuda in runtime cdylib", nolink::check_runtime_cdylib),
+    ("no cuda in the runtime and loader cdylibs", nolink::check_library_cdylibs),
     ("native build", || native::build(false).map(drop)),
     ("no cuda in probe and smoke", || {
         let native = native::build(false)?;
