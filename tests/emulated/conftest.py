@@ -45,8 +45,7 @@ def emulated() -> Emulated:
     emulated = staged_emulated()
     if sorted(emulated.drivers) != ARM64_SERIES:
         pytest.fail(
-            f"`{STAGED_BY}` fetched the arm64 series {sorted(emulated.drivers)}, "
-            f"not {ARM64_SERIES}"
+            f"`{STAGED_BY}` fetched the arm64 series {sorted(emulated.drivers)}, not {ARM64_SERIES}"
         )
     for series, driver in emulated.drivers.items():
         if not driver.image_version.startswith(f"{series}."):
