@@ -150,8 +150,10 @@ fn active_toolchain_dir() -> Result<PathBuf> {
 /// directories made anew, files hard-linked, except rustup's own records in
 /// `lib/rustlib/` (the files directly in it), which rustup rewrites: those copied.
 fn link_tree(from: &Path, to: &Path) -> Result<()> {
+    // The toolchain's own directory may be a link (`1.95.0-...` -> `stable-...`).
+    let from = &from.canonicalize().map_err(at(from))?;
     let records = from.join("lib/rustlib");
-    for entry in walkdir::WalkDir::new(from).follow_root_links(true) {
+    for entry in walkdir::WalkDir::new(from) {
         let entry = entry.map_err(|error| format!("{}: {error}", from.display()))?;
         let relative = entry.path().strip_prefix(from).unwrap_or(entry.path());
         let target = to.join(relative);
