@@ -93,47 +93,42 @@ const REMOVED_TARGET: &str = "aarch64-unknown-linux-gnu";
 pub fn prove_missing_targets_are_added() -> Result<()> {
     let scratch = crate::paths::target_dir().join("fresh-rustup");
     let _ = std::fs::remove_dir_all(&scratch);
+    // `<RUSTUP_HOME>/toolchains/<name>`.
     let toolchain = active_toolchain_dir()?;
-    let name = toolchain
-        .file_name()
-        .ok_or("the toolchain directory has no name")?;
-    let copy = scratch.join("toolchains").join(name);
-    link_tree(&toolchain, &copy)?;
-    let settings = scratch.join("settings.toml");
-    let home = std::env::var_os("RUSTUP_HOME").map(PathBuf::from);
-    let home = home.or_else(|| Some(PathBuf::from(std::env::var_os("HOME")?).join(".rustup")));
-    let original = home
-        .ok_or("neither RUSTUP_HOME nor HOME is set")?
+    let name = toolchain.file_name().ok_or("the toolchain has no name")?;
+    let home = toolchain.parent().and_then(Path::parent);
+    let settings = home
+        .ok_or("the toolchain is not in a rustup home")?
         .join("settings.toml");
-    std::fs::copy(&original, &settings).map_err(at(&original))?;
-    if installed_targets(Some(&scratch))?
-        .iter()
-        .any(|t| t == REMOVED_TARGET)
-    {
+    link_tree(&toolchain, &scratch.join("toolchains").join(name))?;
+    let copied = scratch.join("settings.toml");
+    std::fs::copy(&settings, &copied).map_err(at(&settings))?;
+    if has_target(&scratch, REMOVED_TARGET)? {
         let mut remove = rustup();
         remove.env("RUSTUP_HOME", &scratch);
         run(remove.args(["target", "remove", REMOVED_TARGET]))?;
     }
-    if installed_targets(Some(&scratch))?
-        .iter()
-        .any(|t| t == REMOVED_TARGET)
-    {
-        return Err(format!(
-            "{REMOVED_TARGET} is still installed in {}",
-            scratch.display()
-        ));
+    if has_target(&scratch, REMOVED_TARGET)? {
+        let shown = scratch.display();
+        return Err(format!("{REMOVED_TARGET} is still installed in {shown}"));
     }
     ensure_targets_in(Some(&scratch))?;
     let installed = installed_targets(Some(&scratch))?;
     let pinned = pinned_targets(&repo_root())?;
     let missing: Vec<&String> = pinned.iter().filter(|t| !installed.contains(t)).collect();
     std::fs::remove_dir_all(&scratch).map_err(at(&scratch))?;
-    match missing.as_slice() {
-        [] => Ok(()),
-        _ => Err(format!(
-            "after ensure_pinned_targets the toolchain still lacks {missing:?}"
-        )),
+    if !missing.is_empty() {
+        return Err(format!(
+            "after adding, the fresh toolchain still lacks {missing:?}"
+        ));
     }
+    Ok(())
+}
+
+/// Whether the pinned toolchain of the rustup home `home` has `target`.
+fn has_target(home: &Path, target: &str) -> Result<bool> {
+    let installed = installed_targets(Some(home))?;
+    Ok(installed.iter().any(|installed| installed == target))
 }
 
 /// The directory of the toolchain rust-toolchain.toml selects
