@@ -40,6 +40,11 @@ STAGED_BY = "cargo xtask emulated"
 
 # ELF e_machine of aarch64.
 EM_AARCH64 = 183
+# The driver series Debian builds for arm64 (xtask/src/emulated.rs fetches each).
+ARM64_SERIES = ["535", "550"]
+# qemu 7.2 (bookworm's) answers EINVAL to PR_SET_CHILD_SUBREAPER, which the
+# probe and smoke call to contain what the driver spawns.
+FIRST_QEMU_WITH_SUBREAPER = 10
 # The reviewed aarch64 candidate the chroot lays the driver in (contract §6).
 ARM64_DRIVER_DIR = "/usr/lib/aarch64-linux-gnu"
 QEMU_IN_CHROOT = "/usr/libexec/rextio/qemu-aarch64"

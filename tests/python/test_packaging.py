@@ -119,6 +119,14 @@ def test_distribution_metadata_matches_the_spec() -> None:
     assert project["requires-python"] == distribution["requires_python"]
 
 
+def test_the_running_cpython_is_one_the_package_claims() -> None:
+    classifiers = metadata.distribution(SPEC["distribution"]["name"]).metadata.get_all(
+        "Classifier", []
+    )
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"Programming Language :: Python :: {running}" in classifiers
+
+
 def test_core_loads_the_entry_point_and_the_manifest_is_the_specs() -> None:
     selection = DeviceProviderSelection("rextio-device-cuda", "cuda-linux-x86_64")
     loaded, source = load_selected_device_provider(selection)
