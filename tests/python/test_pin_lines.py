@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from cuda_support import ProbeFactory, report
 
+import rextio_device_cuda
 from rextio_device_cuda._pin_text import PathNotTomlError, pin_lines, toml_string
 
 
@@ -81,3 +83,23 @@ def test_a_surrogate_escaped_path_has_no_toml_spelling() -> None:
         toml_string(path)
     with pytest.raises(PathNotTomlError):
         pin_lines(path, "0" * 64)
+
+
+def test_probe_installed_below_a_path_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    # The installed package (its shipped probe in _bin/) copied below a folder
+    # whose name is not UTF-8, and imported from there.
+    site = os.path.join(os.fsencode(tmp_path), b"site-\xff")
+    installed = Path(rextio_device_cuda.__file__).resolve().parent
+    shutil.copytree(installed, Path(os.fsdecode(site)) / "rextio_device_cuda")
+    done = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"rextio_device_cuda", b"probe"],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={b"PATH": os.environb[b"PATH"], b"PYTHONPATH": site},
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, b"")
+    assert done.stderr.startswith(b"error: the path ")
+    assert b"not UTF-8" in done.stderr
+    assert b"Traceback" not in done.stderr
