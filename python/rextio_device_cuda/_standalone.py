@@ -39,7 +39,6 @@ from rextio.devices import (
 from rextio_device_cuda._declarations import frozen_requirement
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._refusal_text import RefusalLine
-from rextio_device_cuda.provider import refusal_logger
 
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _BACKEND: Final = PROVIDER_SPEC.manifest.backend
@@ -112,7 +111,8 @@ class _RefusalLines(logging.Handler):
 @contextlib.contextmanager
 def _refusal_lines_taken() -> Iterator[_RefusalLines]:
     """The provider's refusal lines go to the returned handler, not to stderr."""
-    logger = refusal_logger()
+    # The provider logs its refusal lines on the package's logger.
+    logger = logging.getLogger(__package__)
     handler = _RefusalLines()
     previous = (logger.level, logger.propagate)
     logger.addHandler(handler)
