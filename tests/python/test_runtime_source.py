@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -530,3 +531,52 @@ def test_an_install_killed_midway_is_cleaned_up_by_the_next(tmp_path: Path) -> N
     assert install_runtime_source(tmp_path) is True
     assert _install_dir_listing(tmp_path) == CRATE_NAMES
     assert install_runtime_source(tmp_path) is False
+
+
+def _coreutil(name: str) -> str:
+    program = shutil.which(name)
+    assert program is not None, f"coreutils' {name} is needed"
+    return program
+
+
+def _as_other_user(command: list[str]) -> None:
+    subprocess.run(
+        command,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        check=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_name_another_user_planted_at_the_install_is_refused_never_written_through(
+    planted: str, tmp_path: Path
+) -> None:
+    # A shared sticky project directory (as /tmp) where another user made the
+    # crates' folder and planted a link (to a folder of root's) or a FIFO at
+    # the runtime's name; this host does not protect links itself.
+    assert Path("/proc/sys/fs/protected_symlinks").read_text(encoding="ascii").strip() == "0"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    project = Path(tempfile.mkdtemp(prefix="rextio-shared-", dir="/tmp"))
+    try:
+        project.chmod(0o1777)
+        final = project / INSTALL
+        plant = [
+            [_coreutil("mkdir"), "-p", "--", str(final.parent)],
+            [_coreutil("ln"), "-s", "--", str(victim), str(final)]
+            if planted == "link"
+            else [_coreutil("mkfifo"), "--", str(final)],
+        ]
+        for command in plant:
+            _as_other_user(command)
+        assert final.lstat().st_uid == 65534
+        with pytest.raises(RuntimeSourceError, match="not a plain directory"):
+            install_runtime_source(project)
+        assert list(victim.iterdir()) == []
+        assert final.lstat().st_uid == 65534
+        assert sorted(path.name for path in final.parent.iterdir()) == [INSTALL.name]
+    finally:
+        shutil.rmtree(project)
