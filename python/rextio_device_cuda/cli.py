@@ -435,8 +435,9 @@ def _parser() -> _Parser:
         "manifest",
         help="print the provider manifest JSON this package ships",
         description=(
-            "Print rextio_device_cuda/manifest.json, the provider manifest as canonical JSON "
-            "(what the provider's manifest().to_dict() gives), without importing the provider."
+            "Print rextio_device_cuda/manifest.json byte for byte: the provider manifest as "
+            "canonical JSON (manifest().to_dict(), keys sorted, two-space indent). A tool can "
+            "read the same file from the installed package without importing it."
         ),
     )
     manifest.set_defaults(handler=_manifest)
