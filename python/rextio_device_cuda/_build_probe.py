@@ -10,11 +10,14 @@ toolchain from the toolchain file) and copies the two binaries into the
 chosen directory. It runs only when asked; the provider never finds a probe
 by itself.
 
-The tarball is checked and extracted like every packaged source
-(``_source_archive``) into a private directory (mode 0700, a random name)
+The tarball is checked like every packaged source (``_source_archive``) and
+extracted into a private directory (``mkdtemp``: mode 0700, a random name)
 inside the destination, built there, and removed again; each binary is then
 written into the destination exclusively and renamed into place
-(``_user_files``).
+(``_user_files``). The extraction goes by path, so it works on Windows too:
+nobody else can have planted anything inside a directory this process just
+made private, and every directory and file is still created new (``mkdir``,
+``open(..., "xb")``).
 """
 
 from __future__ import annotations
@@ -32,14 +35,12 @@ from typing import Final
 from rextio_device_cuda import _generated, _user_files
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._source_archive import (
-    DIRECTORY_FLAGS,
     PackagedArchive,
     SourceArchiveError,
-    opened,
+    SourceTree,
     packaged_data_path,
     read_archive,
     source_tree,
-    write_tree,
 )
 
 _ARCHIVE_SUFFIX: Final = ".tar.gz"
@@ -122,6 +123,16 @@ def _run_cargo(cargo: str, source: Path, target: Path) -> None:
         )
 
 
+def _extract(tree: SourceTree, root: Path) -> None:
+    """The tree's directories and files, each created new below ``root``."""
+    for directory in sorted(tree.directories, key=lambda path: len(path.parts)):
+        (root / directory).mkdir()
+    for path, (mode, content) in sorted(tree.files.items()):
+        with open(root / path, "xb") as output:
+            output.write(content)
+        os.chmod(root / path, mode)
+
+
 def build_probe(destination: Path, archive: PackagedArchive | None = None) -> list[BuiltBinary]:
     """Builds the probe and smoke from the packaged sources into ``destination``.
 
@@ -141,18 +152,18 @@ def build_probe(destination: Path, archive: PackagedArchive | None = None) -> li
     except OSError as error:
         raise BuildProbeError(f"cannot create {destination}: {error.strerror}") from error
     try:
-        with opened(os.open(build, DIRECTORY_FLAGS)) as build_fd:
-            write_tree(build_fd, _SOURCE_FOLDER, tree)
+        source = build / _SOURCE_FOLDER
+        source.mkdir()
+        _extract(tree, source)
         target = build / "target"
-        _run_cargo(cargo, build / _SOURCE_FOLDER, target)
+        _run_cargo(cargo, source, target)
         built = []
         for path in paths:
             data = (target / "release" / path.name).read_bytes()
             _user_files.write_file(path, data, mode=0o777)
             built.append(BuiltBinary(path, hashlib.sha256(data).hexdigest()))
         return built
-    except (OSError, SourceArchiveError) as error:
-        message = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-        raise BuildProbeError(f"the probe was not written: {message}") from error
+    except OSError as error:
+        raise BuildProbeError(f"the probe was not written: {error.strerror or error}") from error
     finally:
         shutil.rmtree(build, ignore_errors=True)

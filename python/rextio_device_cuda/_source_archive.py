@@ -1,24 +1,18 @@
-"""The source tarballs this package carries, read safely and written through descriptors.
+"""The source tarballs this package carries, verified and read safely into memory.
 
 A tarball's SHA-256 is checked against the generated digest and the whole
 archive is validated in memory before anything is written: every member
 lies below the one top folder ``<name>-<version>/``, no name is absolute or
 climbs with ``..``, and only regular files and directories are accepted (no
-link of either kind, no device, no FIFO). A tree is then written only through
-directory descriptors (``openat``/``mkdirat`` with ``O_NOFOLLOW``, files
-created with ``O_EXCL``), so a symbolic link swapped in can never redirect a
-write. Needs a POSIX host (directory descriptors).
+link of either kind, no device, no FIFO), within bounds on size and count.
+Writing a tree is its user's business (``runtime_source``, ``_build_probe``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import io
-import os
 import tarfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Final
@@ -27,13 +21,6 @@ from typing import Final
 _MAX_ARCHIVE_BYTES: Final[int] = 16 * 1024 * 1024
 _MAX_EXTRACTED_BYTES: Final[int] = 64 * 1024 * 1024
 _MAX_MEMBERS: Final[int] = 4096
-
-_NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC: Final[int] = getattr(os, "O_CLOEXEC", 0)
-DIRECTORY_FLAGS: Final[int] = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
-# O_NONBLOCK: a FIFO planted in a tree must not block a comparison.
-READ_FLAGS: Final[int] = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
-_CREATE_FLAGS: Final[int] = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 
 
 class SourceArchiveError(Exception):
@@ -139,47 +126,3 @@ def source_tree(data: bytes, top_folder: str) -> SourceTree:
     if any(path in directories for path in files):
         raise SourceArchiveError("the archive holds a name that is both a file and a folder")
     return SourceTree(frozenset(directories), files)
-
-
-@contextlib.contextmanager
-def opened(fd: int) -> Iterator[int]:
-    """Closes ``fd`` on leaving."""
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def open_directory(name: str, dir_fd: int) -> int:
-    """Open an existing plain directory below ``dir_fd``, never through a link."""
-    try:
-        return os.open(name, DIRECTORY_FLAGS, dir_fd=dir_fd)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise SourceArchiveError(f"{name} exists and is not a plain directory") from error
-        raise
-
-
-def write_file(dir_fd: int, name: str, mode: int, content: bytes) -> None:
-    """A new file ``name`` below ``dir_fd`` (never an existing one, never through a link)."""
-    with open(os.open(name, _CREATE_FLAGS, mode, dir_fd=dir_fd), "wb") as output:
-        output.write(content)
-        # The umask must not make the installed tree differ between machines.
-        os.fchmod(output.fileno(), mode)
-
-
-def write_tree(parent_fd: int, name: str, tree: SourceTree) -> None:
-    """The whole tree in a new directory ``name`` below ``parent_fd``."""
-    os.mkdir(name, 0o700, dir_fd=parent_fd)
-    with contextlib.ExitStack() as stack:
-        root_fd = stack.enter_context(opened(open_directory(name, parent_fd)))
-        os.fchmod(root_fd, 0o755)
-        directory_fds = {PurePosixPath("."): root_fd}
-        for directory in sorted(tree.directories, key=lambda path: len(path.parts)):
-            parent = directory_fds[directory.parent]
-            os.mkdir(directory.name, 0o755, dir_fd=parent)
-            fd = stack.enter_context(opened(open_directory(directory.name, parent)))
-            os.fchmod(fd, 0o755)
-            directory_fds[directory] = fd
-        for path, (mode, content) in sorted(tree.files.items()):
-            write_file(directory_fds[path.parent], path.name, mode, content)

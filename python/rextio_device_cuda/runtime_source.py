@@ -23,6 +23,7 @@ written. Installing needs a POSIX host (directory descriptors and ``flock``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
@@ -36,17 +37,12 @@ from typing import Final
 from rextio_device_cuda import _generated
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._source_archive import (
-    DIRECTORY_FLAGS,
-    READ_FLAGS,
     PackagedArchive,
     SourceArchiveError,
     SourceTree,
-    open_directory,
-    opened,
     packaged_data_path,
     read_archive,
     source_tree,
-    write_tree,
 )
 
 if sys.platform != "win32":
@@ -60,6 +56,11 @@ __all__ = [
 ]
 
 _NOFOLLOW: Final[int] = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC: Final[int] = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY_FLAGS: Final[int] = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+# O_NONBLOCK: a FIFO planted in the tree must not block the comparison.
+_READ_FLAGS: Final[int] = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
+_CREATE_FLAGS: Final[int] = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 # The folder every packaged crate is installed in, one directory per crate.
 INSTALL_PARENT: Final[PurePosixPath] = PurePosixPath(
     PROVIDER_SPEC.runtime_package.install_dir
@@ -116,6 +117,50 @@ def packaged_crates() -> tuple[PackagedCrate, ...]:
     return tuple(crates)
 
 
+@contextlib.contextmanager
+def _opened(fd: int) -> Iterator[int]:
+    """Closes ``fd`` on leaving."""
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_directory(name: str, dir_fd: int) -> int:
+    """Open an existing plain directory below ``dir_fd``, never through a link."""
+    try:
+        return os.open(name, _DIRECTORY_FLAGS, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RuntimeSourceError(f"{name} exists and is not a plain directory") from error
+        raise
+
+
+def _write_file(dir_fd: int, name: str, mode: int, content: bytes) -> None:
+    """A new file ``name`` below ``dir_fd`` (never an existing one, never through a link)."""
+    with open(os.open(name, _CREATE_FLAGS, mode, dir_fd=dir_fd), "wb") as output:
+        output.write(content)
+        # The umask must not make the installed tree differ between machines.
+        os.fchmod(output.fileno(), mode)
+
+
+def _write_staging(parent_fd: int, name: str, tree: SourceTree) -> None:
+    """The whole tree in a new directory ``name`` below ``parent_fd``."""
+    os.mkdir(name, 0o700, dir_fd=parent_fd)
+    with contextlib.ExitStack() as stack:
+        root_fd = stack.enter_context(_opened(_open_directory(name, parent_fd)))
+        os.fchmod(root_fd, 0o755)
+        directory_fds = {PurePosixPath("."): root_fd}
+        for directory in sorted(tree.directories, key=lambda path: len(path.parts)):
+            parent = directory_fds[directory.parent]
+            os.mkdir(directory.name, 0o755, dir_fd=parent)
+            fd = stack.enter_context(_opened(_open_directory(directory.name, parent)))
+            os.fchmod(fd, 0o755)
+            directory_fds[directory] = fd
+        for path, (mode, content) in sorted(tree.files.items()):
+            _write_file(directory_fds[path.parent], path.name, mode, content)
+
+
 def _open_parent(
     project_fd: int, stack: contextlib.ExitStack, created: list[tuple[int, str]]
 ) -> int:
@@ -128,7 +173,7 @@ def _open_parent(
             created.append((current, part))
         except FileExistsError:
             pass  # an earlier or concurrent install made it; opened below without links
-        current = stack.enter_context(opened(open_directory(part, current)))
+        current = stack.enter_context(_opened(_open_directory(part, current)))
     return current
 
 
@@ -154,7 +199,7 @@ def _remove_stale_staging(parent_fd: int) -> None:
 
 
 def _same_content(name: str, dir_fd: int, expected: bytes) -> bool:
-    with opened(os.open(name, READ_FLAGS, dir_fd=dir_fd)) as fd:
+    with _opened(os.open(name, _READ_FLAGS, dir_fd=dir_fd)) as fd:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
         with open(os.dup(fd), "rb") as handle:
@@ -172,7 +217,7 @@ def _differences(dir_fd: int, relative: PurePosixPath, tree: SourceTree) -> list
         seen.add(path)
         mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         if path in tree.directories and stat.S_ISDIR(mode):
-            with opened(open_directory(name, dir_fd)) as child:
+            with _opened(_open_directory(name, dir_fd)) as child:
                 found.extend(_differences(child, path, tree))
         elif path in tree.files:
             if not stat.S_ISREG(mode) or not _same_content(name, dir_fd, tree.files[path][1]):
@@ -193,7 +238,7 @@ def _is_installed(parent_fd: int, crate: PackagedCrate, tree: SourceTree) -> boo
         os.stat(crate.name, dir_fd=parent_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    with opened(open_directory(crate.name, parent_fd)) as crate_fd:
+    with _opened(_open_directory(crate.name, parent_fd)) as crate_fd:
         found = _differences(crate_fd, PurePosixPath("."), tree)
     if found:
         shown = "; ".join(ascii(item)[1:-1] for item in found[:_NAMES_SHOWN])
@@ -227,7 +272,7 @@ def _install(
                     for crate, tree in missing:
                         staging = f"{STAGING_PREFIX}{crate.name}-{secrets.token_hex(8)}"
                         staged.append((staging, crate))
-                        write_tree(parent_fd, staging, tree)
+                        _write_staging(parent_fd, staging, tree)
                     for staging, crate in staged:
                         os.rename(staging, crate.name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
                         written = True
@@ -273,7 +318,7 @@ def install_runtime_source(
         )
     try:
         # The project directory itself is the caller's choice, links included.
-        project_fd = os.open(project_dir, DIRECTORY_FLAGS & ~_NOFOLLOW)
+        project_fd = os.open(project_dir, _DIRECTORY_FLAGS & ~_NOFOLLOW)
     except FileNotFoundError as error:
         raise RuntimeSourceError("the project directory does not exist") from error
     except NotADirectoryError as error:
@@ -282,8 +327,6 @@ def install_runtime_source(
         raise RuntimeSourceError(f"cannot open the project directory: {error.strerror}") from error
     try:
         return _install(project_fd, trees)
-    except SourceArchiveError as error:
-        raise RuntimeSourceError(str(error)) from error
     except OSError as error:
         raise RuntimeSourceError(f"cannot write the runtime source: {error.strerror}") from error
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from rextio_device_cuda import _generated, _source_archive, runtime_source
+from rextio_device_cuda import _generated, runtime_source
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._source_archive import PackagedArchive, read_archive
 from rextio_device_cuda.runtime_source import (
@@ -504,7 +504,7 @@ def test_a_swapped_in_symlink_never_redirects_a_write(tmp_path: Path) -> None:
 
 
 def _killed_mid_install(project: Path) -> None:
-    original = _source_archive.write_file
+    original = runtime_source._write_file
     written = 0
 
     def write_then_die(dir_fd: int, name: str, mode: int, content: bytes) -> None:
@@ -514,7 +514,7 @@ def _killed_mid_install(project: Path) -> None:
         if written == 3:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    _source_archive.write_file = write_then_die
+    runtime_source._write_file = write_then_die
     install_runtime_source(project)
 
 
