@@ -5,10 +5,11 @@ thread between two bytecodes: anywhere. Raised between the spawn call's
 return and the line that keeps the child's pid, it would leave the probe
 running, unreaped, with its descriptors open. So a run holds back every
 Python-level handler while it starts the probe and while it ends it: a
-signal that arrives then is recorded, and its handler runs once the run has
-ended (``__exit__``). While the run only waits for the probe (``wait``), a
-signal's handler runs at once, as it would anywhere; the exception it raises
-unwinds into the run's cleanup, which runs held back again.
+signal that arrives then is recorded, and its handler runs when the run next
+waits, or once the run has ended (``__exit__``). While the run only waits
+for the probe (``wait``), a signal's handler runs at once, as it would
+anywhere; the exception it raises unwinds into the run's cleanup, which runs
+held back again.
 
 Handlers are replaced, not blocked with ``pthread_sigmask``: a blocked mask
 would be inherited by the probe through fork and exec. Handlers run only in

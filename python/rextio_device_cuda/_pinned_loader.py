@@ -74,7 +74,12 @@ def _malformed(what: str) -> CudaProbeError:
 
 
 def _read_exactly(descriptor: int, offset: int, size: int, what: str) -> bytes:
-    data = os.pread(descriptor, size, offset) if size > 0 else b""
+    if size == 0:
+        return b""
+    try:
+        data = os.pread(descriptor, size, offset)
+    except (OSError, OverflowError) as error:  # an offset past what a file can hold
+        raise _malformed(what) from error
     if len(data) != size:
         raise _malformed(what)
     return data

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -38,9 +37,7 @@ from rextio_device_cuda._toolkit import (
     toolkit_version_parts,
 )
 from rextio_device_cuda.config import CudaProviderConfig, is_probe_sha256
-
-if TYPE_CHECKING:
-    from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
+from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys

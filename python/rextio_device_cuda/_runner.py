@@ -261,23 +261,22 @@ def _closed(descriptor: int | None) -> None:
 def _kill_session(session: int, deadline: float) -> bool:
     """SIGKILL every process of ``session`` until none is left; False at ``deadline``.
 
-    Called while the session's leader (the probe) is killed but unreaped, so
-    the session id cannot have been reused. A process with a pending SIGKILL
-    cannot fork; each round ends the members a round before left behind.
+    Called while the session's leader (the probe) is unreaped, so the session
+    id cannot have been reused. A process with a pending SIGKILL cannot fork;
+    each round ends the members a round before left behind. Every round
+    signals what it found, even past the deadline.
     """
     while True:
         members = _live_session_members(session)
         if not members:
             return True
-        if time.monotonic() >= deadline:
-            return False
         descriptors: list[int] = []
         try:
             for pid in members:
                 descriptor = _kill_member(pid, session)
                 if descriptor is not None:
                     descriptors.append(descriptor)
-            if not _all_exit(descriptors, deadline):
+            if time.monotonic() >= deadline or not _all_exit(descriptors, deadline):
                 return False
         finally:
             for descriptor in descriptors:
@@ -365,13 +364,13 @@ class _ProbeProcess:
             if _IS_WINDOWS:
                 self._end_on_windows(deadline)
                 return
-            # The probe is unreaped: its pid is still its group's id.
+            # The probe is unreaped: its pid is still its group's and session's id.
             with contextlib.suppress(OSError):
                 os.killpg(self.pid, signal.SIGKILL)
-            if not self.wait_exit(deadline, None):
-                return  # stuck: Popen reaps it when it exits (subprocess's own list)
             self.session_ended = _kill_session(self.pid, deadline)
-            self._reap()
+            if self.wait_exit(deadline, None):
+                self._reap()
+            # Else stuck (uninterruptible sleep): Popen reaps it once it exits.
         finally:
             self.stdout.close()
             _closed(self.exit_fd)

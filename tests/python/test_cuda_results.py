@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -123,14 +121,3 @@ def test_explain_refuses_a_result_it_cannot_use(arguments: list[str], tmp_path: 
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
 
-
-def test_the_provider_imports_no_result_names_until_a_refusal() -> None:
-    script = (
-        "import sys, rextio_device_cuda.provider\n"
-        "print(sorted(m for m in sys.modules if m.startswith('rextio_device_cuda._')))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "rextio_device_cuda._cuda_results" not in done.stdout
-    assert "rextio_device_cuda._refusal_text" not in done.stdout

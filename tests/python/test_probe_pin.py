@@ -288,6 +288,15 @@ def test_pin_probe_refuses_with_a_code(name: str, code: str, probes: ProbeFactor
     assert "Traceback" not in done.stderr
 
 
+def test_pin_probe_refuses_an_elf_whose_loader_is_not_roots(probes: ProbeFactory) -> None:
+    # ELF magic and nothing more: what it would load cannot be known.
+    probes.write_bytes("malformed", b"\x7fELF")
+    done = run_cli("pin-probe", "malformed", cwd=probes.directory)
+    assert done.returncode == 1
+    assert "PROBE_PIN_LOADER_UNTRUSTED" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def _preflight(probe: Path, pin: str, cwd: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return run_cli(
         "preflight",

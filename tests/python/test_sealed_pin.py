@@ -12,6 +12,7 @@ import os
 import select
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -497,8 +498,12 @@ def test_a_library_needed_by_path_is_refused_unrun(tmp_path: Path) -> None:
         b"\x7fELF",  # no class, no header
         b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\xff" * 48,  # program headers far past the end
         b"\x7fELF\x07\x01\x01" + b"\0" * 100,  # no such class
+        # ELF64, one program header of the right size, at an offset no file reaches.
+        b"\x7fELF\x02\x01\x01"
+        + b"\0" * 9
+        + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0, 2**64 - 1, 0, 0, 64, 56, 1, 0, 0, 0),
     ],
-    ids=["truncated", "headers-past-the-end", "unknown-class"],
+    ids=["truncated", "headers-past-the-end", "unknown-class", "offset-past-any-file"],
 )
 def test_a_malformed_elf_is_refused_unrun(data: bytes, probes: ProbeFactory) -> None:
     probe = probes.write_bytes("probe", data)

@@ -226,10 +226,10 @@ def test_the_same_probes_in_an_ordinary_host(probes: ProbeFactory, tmp_path: Pat
         assert _host(tmp_path, probe, None)[0] == code
 
 
-# Runs ROUNDS probes (pinned and unpinned in turn), each interrupted by a
-# SIGALRM whose handler raises KeyboardInterrupt at a random moment within its
-# first milliseconds; prints how many runs were interrupted, and what the host
-# holds afterwards: its children, its descriptors (before and after).
+# Runs ROUNDS probes (pinned and unpinned in turn), each with a SIGALRM whose
+# handler raises KeyboardInterrupt at a random moment of its first
+# milliseconds; prints how many rounds raised it, and what the host holds
+# afterwards: its children, its descriptors (before and after).
 _INTERRUPTED_HOST = """
 import json, os, random, signal, sys
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
@@ -249,20 +249,18 @@ runners = [
 for runner in runners:
     runner.run()  # both work uninterrupted
 descriptors = sorted(os.listdir("/proc/self/fd"))
-interrupted = completed = 0
+interrupted = 0
 for round in range(int(sys.argv[4])):
     try:
         try:
             signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0, float(sys.argv[5])))
             runners[round % 2].run()
-            completed += 1
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except KeyboardInterrupt:
         interrupted += 1
 print(json.dumps({
     "interrupted": interrupted,
-    "completed": completed,
     "children": children(),
     "descriptors": [descriptors, sorted(os.listdir("/proc/self/fd"))],
 }))
@@ -284,7 +282,7 @@ def test_interrupts_at_random_moments_leave_nothing_behind(
         capture_output=True, text=True, timeout=600, check=True,
     )
     seen = json.loads(done.stdout)
-    assert seen["interrupted"] + seen["completed"] == rounds
+    # Runs were interrupted (some after they ended: the timer can fire late).
     assert seen["interrupted"] > 0
     assert seen["children"] == []
     assert seen["descriptors"][0] == seen["descriptors"][1]
