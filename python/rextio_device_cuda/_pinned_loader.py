@@ -148,10 +148,17 @@ def _check_interpreter(path: str) -> None:
 def untrusted_reason(path: str) -> str | None:
     """Why the file at the absolute ``path`` could be changed by someone but
     root, or None when only root can change it (and every directory and
-    symbolic link that leads to it)."""
+    symbolic link that leads to it).
+
+    As for the driver image (contract 9.4), a directory that its group or
+    others may write is accepted only when it is sticky and root's and the
+    entry below it is root's: nobody else can then rename or unlink that
+    entry (the Nix store, ``root:nixbld 1775``).
+    """
     pending = [part for part in path.split("/") if part]
     current = "/"
     reason = _untrusted_directory(current)
+    in_shared_directory = reason is None and _is_shared_sticky(os.lstat(current))
     links = 0
     while reason is None and pending:
         name = pending.pop(0)
@@ -165,6 +172,11 @@ def untrusted_reason(path: str) -> str | None:
             status = os.lstat(candidate)
         except OSError:
             return "a directory or file on its path does not exist"
+        if in_shared_directory and status.st_uid != 0:
+            return (
+                "an entry of a directory others may write (sticky) is owned by "
+                f"uid {status.st_uid}, not root"
+            )
         if stat.S_ISLNK(status.st_mode):
             links += 1
             if links > _MAX_LINKS:
@@ -172,10 +184,13 @@ def untrusted_reason(path: str) -> str | None:
             target = os.readlink(candidate)
             if target.startswith("/"):
                 current = "/"
+                reason = _untrusted_directory(current)
+                in_shared_directory = reason is None and _is_shared_sticky(os.lstat(current))
             pending[:0] = [part for part in target.split("/") if part]
             continue
         if pending:
             reason = _untrusted_status(status, directory=True)
+            in_shared_directory = _is_shared_sticky(status)
             current = candidate
         else:
             reason = _untrusted_status(status, directory=False)
@@ -189,6 +204,12 @@ def _untrusted_directory(path: str) -> str | None:
         return "a directory on its path cannot be examined"
 
 
+def _is_shared_sticky(status: os.stat_result) -> bool:
+    """A root-owned sticky directory that its group or others may write."""
+    writable = status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return bool(writable) and bool(status.st_mode & stat.S_ISVTX) and status.st_uid == 0
+
+
 def _untrusted_status(status: os.stat_result, *, directory: bool) -> str | None:
     kind = "a directory on its path" if directory else "the interpreter"
     if directory and not stat.S_ISDIR(status.st_mode):
@@ -197,6 +218,8 @@ def _untrusted_status(status: os.stat_result, *, directory: bool) -> str | None:
         return f"{kind} is not a regular file"
     if status.st_uid != 0:
         return f"{kind} is owned by uid {status.st_uid}, not root"
+    if directory and _is_shared_sticky(status):
+        return None
     if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         mode = stat.S_IMODE(status.st_mode)
         return f"{kind} may be written by its group or others (mode {mode:04o})"

@@ -410,8 +410,7 @@ def test_an_interpreter_in_a_writable_directory_is_refused_unrun(tmp_path: Path)
 
 @pytest.fixture
 def root_only_directory() -> Iterator[Path]:
-    """A directory only root can change, reached from / through such directories
-    (nothing below /tmp is: /tmp is writable by everyone)."""
+    """A directory only root can change, reached from / through such directories."""
     directory = Path(tempfile.mkdtemp(prefix="rextio-loader-", dir="/run"))
     try:
         directory.chmod(0o755)
@@ -439,25 +438,54 @@ def test_an_interpreter_owned_by_another_user_is_refused(
 def test_a_link_through_a_writable_directory_is_refused(
     tmp_path: Path, root_only_directory: Path
 ) -> None:
-    # The link lies in a root-only directory, but what it names lies below
-    # /tmp: whoever may write there may swap the interpreter later.
+    # The link lies in a root-only directory, but what it names lies in a
+    # directory anyone may write: whoever may write there may swap the
+    # interpreter later.
     elsewhere = _copied_interpreter(tmp_path / "loader")
+    (tmp_path / "loader").chmod(0o777)
     link = root_only_directory / "ld.so"
     link.symlink_to(elsewhere)
     probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={link}")
     code, facts = _pinned_code(probe)
     assert code == "PROBE_PIN_LOADER_UNTRUSTED"
     assert facts is not None
-    assert "mode 1777" in facts
+    assert "mode 0777" in facts
 
 
-def test_an_interpreter_reached_through_a_writable_directory_is_refused(tmp_path: Path) -> None:
-    # /tmp is writable by everyone: whatever lies below it is not root's alone,
-    # even a root-owned 0755 interpreter in a root-owned 0700 directory.
-    interpreter = _copied_interpreter(tmp_path / "loader")
-    assert str(interpreter).startswith("/tmp/")
+def test_an_interpreter_in_a_sticky_directory_is_root_alone_only_when_its_entry_is_roots(
+    tmp_path: Path, root_only_directory: Path
+) -> None:
+    # A sticky root-owned directory others may write (the Nix store's
+    # root:nixbld 1775, /tmp's 1777): nobody but an entry's owner can rename
+    # or unlink it, so a root-owned entry below it is root's alone.
+    shared = root_only_directory / "store"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    package = shared / "glibc"
+    interpreter = _copied_interpreter(package)
     probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
-    assert _pinned_code(probe)[0] == "PROBE_PIN_LOADER_UNTRUSTED"
+    output = SubprocessProbeRunner(probe, probe_sha256=_digest(probe)).read_output()
+    assert output == b"{}\n"
+    # The same entry owned by another user: that user may replace what lies below it.
+    os.chown(package, 65534, 65534)
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "sticky" in facts
+    assert "uid 65534" in facts
+
+
+def test_a_writable_directory_that_is_not_sticky_is_refused(
+    tmp_path: Path, root_only_directory: Path
+) -> None:
+    shared = root_only_directory / "shared"
+    interpreter = _copied_interpreter(shared / "glibc")
+    shared.chmod(0o777)
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "mode 0777" in facts
 
 
 @pytest.mark.parametrize(
