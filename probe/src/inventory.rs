@@ -4,18 +4,19 @@
 
 use core::ffi::{c_char, c_int};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use crate::generated::inventory_api::InventoryApi;
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
     DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
 };
-use crate::loader::{self, DriverLocation, LoadError};
 use crate::name::sanitize_device_name;
 use crate::report::{
     DeviceRow, Failure, ProbeReport, Target, STATUS_ERROR, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
 };
+use rextio_cuda_loader::{DriverImage, LoadError};
 use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_SUCCESS};
 
 /// Proof that the driver environment of contract §6 is set: no preloaded
@@ -50,19 +51,15 @@ impl DriverEnvironment {
 /// The probe's only option (contract §9.4).
 pub const DRIVER_ROOT_ARGUMENT: &str = "--driver-root";
 
-/// Where the arguments say to look for the driver, or the reason code of
-/// the error record they get instead (nothing is loaded then). The probe
-/// takes nothing, or exactly `--driver-root DIR` with DIR absolute (Linux).
-pub fn parse_arguments(arguments: &[OsString]) -> Result<DriverLocation, &'static str> {
+/// The driver root the arguments name (`None`: the reviewed candidates), or
+/// `INVALID_ARGUMENTS`, the reason code of the error record they get instead
+/// (nothing is loaded then). The probe takes nothing, or exactly
+/// `--driver-root DIR` (Linux); the loader refuses a relative DIR.
+pub fn parse_arguments(arguments: &[OsString]) -> Result<Option<PathBuf>, &'static str> {
     match arguments {
-        [] => Ok(DriverLocation::Reviewed),
+        [] => Ok(None),
         [flag, dir] if flag == DRIVER_ROOT_ARGUMENT && cfg!(target_os = "linux") => {
-            let dir = PathBuf::from(dir);
-            if dir.is_absolute() {
-                Ok(DriverLocation::Root(dir))
-            } else {
-                Err(reason_codes::DRIVER_ROOT_NOT_ABSOLUTE)
-            }
+            Ok(Some(PathBuf::from(dir)))
         }
         _ => Err(reason_codes::INVALID_ARGUMENTS),
     }
@@ -76,7 +73,7 @@ pub fn argument_error(reason_code: &'static str) -> ProbeReport {
         Failure {
             status: STATUS_ERROR,
             reason_code,
-            platform_supported: loader::target_is_supported(),
+            platform_supported: rextio_cuda_loader::target_is_supported(),
             driver_loaded: false,
             driver_version: None,
             device_count: None,
@@ -86,46 +83,63 @@ pub fn argument_error(reason_code: &'static str) -> ProbeReport {
 }
 
 /// Runs the whole probe and returns its report; never panics on driver data.
-pub fn probe(environment: &DriverEnvironment) -> ProbeReport {
-    probe_at(environment, &DriverLocation::Reviewed)
-}
-
-/// As [`probe`], looking for the driver only where `location` says.
-pub fn probe_at(_environment: &DriverEnvironment, location: &DriverLocation) -> ProbeReport {
+/// Looks for the driver through the reviewed loader: its candidates, or
+/// only `driver_root` when given.
+pub fn probe(_environment: &DriverEnvironment, driver_root: Option<&Path>) -> ProbeReport {
     let target = Target::host();
-    if !loader::target_is_supported() {
-        return ProbeReport::failed(target, load_failure(LoadError::UnsupportedTarget));
-    }
-    match loader::load_inventory_api_at(location) {
+    match load_inventory_api(driver_root) {
         Ok(api) => inventory(&api, target),
         Err(error) => {
-            name_missing_symbol_on_stderr(error);
-            ProbeReport::failed(target, load_failure(error))
+            explain_on_stderr(&error);
+            ProbeReport::failed(target, load_failure(&error))
         }
     }
 }
 
-/// The report carries only `REQUIRED_SYMBOL_MISSING`; a person reading
-/// stderr also learns which export the driver lacks.
-pub fn name_missing_symbol_on_stderr(error: LoadError) {
-    if let LoadError::SymbolMissing { export_name } = error {
-        eprintln!(
-            "{}: the CUDA driver image lacks the required export `{export_name}`",
-            reason_codes::REQUIRED_SYMBOL_MISSING
-        );
+/// Opens the reviewed driver image and resolves the probe's inventory
+/// table from it, which then owns the image.
+pub fn load_inventory_api(driver_root: Option<&Path>) -> Result<InventoryApi, LoadError> {
+    let image = rextio_cuda_loader::open_reviewed(driver_root)?;
+    // SAFETY: `resolve_export` returns the address of the named export of
+    // this image or None. The image is the reviewed CUDA driver, whose
+    // exports have exactly the signatures the generated table lists, and the
+    // table takes ownership of the image so the addresses stay valid.
+    let api = unsafe { InventoryApi::resolve(image, DriverImage::resolve_export) }?;
+    Ok(api)
+}
+
+/// The record carries only the reason code; a person reading stderr also
+/// learns why: for each image found, the rule that refused it (one line
+/// each), or the loader's one line (the export the driver lacks, ...). The
+/// text holds paths, so never a record. A stderr that cannot be written
+/// loses only this explanation.
+pub fn explain_on_stderr(error: &LoadError) {
+    let mut stderr = std::io::stderr().lock();
+    match error {
+        LoadError::DriverLoadFailed { refusals } => {
+            for refusal in refusals {
+                let _ = writeln!(stderr, "{refusal}");
+            }
+        }
+        other => {
+            let _ = writeln!(stderr, "{other}");
+        }
     }
 }
 
-/// The report for a loader failure.
-pub fn load_failure(error: LoadError) -> Failure {
+/// The report for a loader failure. A relative driver root is an argument
+/// error (status `error`, nothing looked at).
+pub fn load_failure(error: &LoadError) -> Failure {
+    let unsupported = *error == LoadError::UnsupportedTarget;
     let status = match error {
         LoadError::UnsupportedTarget => STATUS_UNSUPPORTED,
+        LoadError::DriverRootNotAbsolute => STATUS_ERROR,
         _ => STATUS_UNAVAILABLE,
     };
     Failure {
         status,
         reason_code: error.reason_code(),
-        platform_supported: error != LoadError::UnsupportedTarget,
+        platform_supported: rextio_cuda_loader::target_is_supported() && !unsupported,
         driver_loaded: error.driver_loaded(),
         driver_version: None,
         device_count: None,
@@ -627,22 +641,13 @@ mod tests {
     }
 
     #[test]
-    fn the_probe_takes_nothing_or_exactly_an_absolute_driver_root() {
+    fn the_probe_takes_nothing_or_exactly_a_driver_root() {
         let args = |items: &[&str]| -> Vec<OsString> { items.iter().map(OsString::from).collect() };
-        assert_eq!(parse_arguments(&[]), Ok(DriverLocation::Reviewed));
+        assert_eq!(parse_arguments(&[]), Ok(None));
         assert_eq!(
             parse_arguments(&args(&["--driver-root", "/usr/local/cuda/compat"])),
-            Ok(DriverLocation::Root(PathBuf::from(
-                "/usr/local/cuda/compat"
-            )))
+            Ok(Some(PathBuf::from("/usr/local/cuda/compat")))
         );
-        for relative in ["usr/local/cuda/compat", "./compat", "", "~/compat"] {
-            assert_eq!(
-                parse_arguments(&args(&["--driver-root", relative])),
-                Err(reason_codes::DRIVER_ROOT_NOT_ABSOLUTE),
-                "{relative:?}"
-            );
-        }
         for other in [
             &["--driver-root"][..],
             &["--driver-root=/usr/lib"],
@@ -668,6 +673,29 @@ mod tests {
     }
 
     #[test]
+    fn a_relative_driver_root_gets_an_error_record_and_loads_nothing() {
+        // The proof without setting the environment: a relative root is
+        // refused before anything is loaded, so `cuInit` is never reached.
+        let environment = DriverEnvironment { _private: () };
+        let args = |dir: &str| vec![OsString::from("--driver-root"), OsString::from(dir)];
+        for relative in ["usr/local/cuda/compat", "./compat", "", "~/compat"] {
+            let root = parse_arguments(&args(relative)).unwrap().unwrap();
+            let report = probe(&environment, Some(&root));
+            assert_schema_invariants(&report);
+            assert_eq!(
+                (report.status, report.reason_code, report.driver_loaded),
+                (
+                    STATUS_ERROR,
+                    Some(reason_codes::DRIVER_ROOT_NOT_ABSOLUTE),
+                    false
+                ),
+                "{relative:?}"
+            );
+            assert!(report.platform_supported);
+        }
+    }
+
+    #[test]
     fn loader_failures_map_to_their_report_fields() {
         let cases = [
             (
@@ -678,7 +706,9 @@ mod tests {
                 false,
             ),
             (
-                LoadError::DriverLoadFailed,
+                LoadError::DriverLoadFailed {
+                    refusals: Vec::new(),
+                },
                 "LIBCUDA_SO_LOAD_FAILED",
                 STATUS_UNAVAILABLE,
                 true,
@@ -707,9 +737,16 @@ mod tests {
                 false,
                 false,
             ),
+            (
+                LoadError::DriverRootNotAbsolute,
+                "DRIVER_ROOT_NOT_ABSOLUTE",
+                STATUS_ERROR,
+                true,
+                false,
+            ),
         ];
         for (error, code, status, platform_supported, driver_loaded) in cases {
-            let report = ProbeReport::failed(Target::host(), load_failure(error));
+            let report = ProbeReport::failed(Target::host(), load_failure(&error));
             assert_schema_invariants(&report);
             assert_eq!(
                 (

@@ -6,6 +6,7 @@
 use std::ffi::OsString;
 use std::rc::Rc;
 
+use rextio_cuda_loader::LoadError;
 use rextio_cuda_runtime::{device_get, initialize, Context, CudaError};
 use serde::Serialize;
 
@@ -14,7 +15,6 @@ use crate::generated::spec::{
     SMOKE_FAILURE_STATUS, SMOKE_NAME, SMOKE_SCHEMA_VERSION,
 };
 use crate::inventory::DriverEnvironment;
-use crate::loader::{self, LoadError};
 use crate::report::{to_json_line, Target};
 
 /// Exit status of a completed smoke.
@@ -83,8 +83,8 @@ pub struct SmokeFailure {
     pub cuda_result: Option<i32>,
 }
 
-impl From<LoadError> for SmokeFailure {
-    fn from(error: LoadError) -> Self {
+impl From<&LoadError> for SmokeFailure {
+    fn from(error: &LoadError) -> Self {
         Self {
             reason_code: error.reason_code(),
             cuda_result: None,
@@ -134,11 +134,7 @@ pub fn run(arguments: &[OsString], _environment: &DriverEnvironment) -> (SmokeRe
     let Some(ordinal) = parse_arguments(arguments) else {
         return invalid_arguments();
     };
-    let outcome = if loader::target_is_supported() {
-        lifetime_smoke(ordinal)
-    } else {
-        Err(LoadError::UnsupportedTarget.into())
-    };
+    let outcome = lifetime_smoke(ordinal);
     let status = if outcome.is_ok() {
         EXIT_COMPLETE
     } else {
@@ -163,10 +159,10 @@ pub fn invalid_arguments() -> (SmokeRecord, u8) {
 /// the context before the table (and its image): explicitly on success, and
 /// by the runtime's `Drop` in reverse creation order when a step fails.
 fn lifetime_smoke(ordinal: u32) -> Result<(), SmokeFailure> {
-    let api = Rc::new(
-        loader::load_driver_api()
-            .inspect_err(|error| crate::inventory::name_missing_symbol_on_stderr(*error))?,
-    );
+    let api = rextio_cuda_loader::load_reviewed(None).map_err(|error| {
+        crate::inventory::explain_on_stderr(&error);
+        SmokeFailure::from(&error)
+    })?;
     initialize(&api).map_err(at_step(reason_codes::CU_INIT_FAILED))?;
     let ordinal = i32::try_from(ordinal).map_err(|_| SmokeFailure {
         reason_code: reason_codes::INVALID_ARGUMENTS,

@@ -1,12 +1,11 @@
 //! The owned raw CUDA context.
 
-use core::cell::Cell;
 use core::fmt;
 use core::marker::PhantomData;
 use core::ptr;
 use std::rc::Rc;
 
-use crate::current;
+use crate::current::{self, ContextShared};
 use crate::driver_api::{CUcontext, CUdevice, DriverApi, CU_CTX_SCHED_AUTO};
 use crate::error::CudaError;
 use crate::memory::DeviceAllocation;
@@ -15,46 +14,6 @@ use crate::stream::Stream;
 
 /// Flags for `cuCtxCreate_v2`: the driver defaults (automatic scheduling).
 const CONTEXT_FLAGS: core::ffi::c_uint = CU_CTX_SCHED_AUTO;
-
-/// State shared by a [`Context`] and each of its children. The driver context
-/// is destroyed when this is dropped (when the last of them goes) unless
-/// `Context::close` destroyed it already.
-pub(crate) struct ContextShared {
-    // `Drop::drop` below runs before this field is dropped, so the image is
-    // still alive for `cuCtxDestroy_v2`.
-    api: Rc<DriverApi>,
-    handle: CUcontext,
-    device: CUdevice,
-    destroyed: Cell<bool>,
-}
-
-impl ContextShared {
-    pub(crate) fn api(&self) -> &DriverApi {
-        &self.api
-    }
-
-    pub(crate) fn handle(&self) -> CUcontext {
-        self.handle
-    }
-
-    /// Calls `cuCtxDestroy_v2` the first time only.
-    fn destroy(&self) -> Result<(), CudaError> {
-        if self.destroyed.replace(true) {
-            return Ok(());
-        }
-        // SAFETY: the symbol has the listed signature and the image lives
-        // while `self.api` does; the handle is this runtime's live context,
-        // destroyed nowhere else (the flag above).
-        let result = unsafe { (self.api.cuCtxDestroy_v2())(self.handle) };
-        CudaError::check(operation::CTX_DESTROY, result)
-    }
-}
-
-impl Drop for ContextShared {
-    fn drop(&mut self) {
-        let _ = self.destroy();
-    }
-}
 
 /// A CUDA context owned by this runtime.
 ///
@@ -100,12 +59,7 @@ impl Context {
             return Err(error);
         }
         Ok(Self {
-            shared: Rc::new(ContextShared {
-                api,
-                handle,
-                device,
-                destroyed: Cell::new(false),
-            }),
+            shared: Rc::new(ContextShared::new(api, handle, device)),
             _not_send_or_sync: PhantomData,
         })
     }
@@ -146,12 +100,12 @@ impl Context {
 
     /// The raw driver handle; valid while this context (or a child) lives.
     pub fn raw_handle(&self) -> CUcontext {
-        self.shared.handle
+        self.shared.handle()
     }
 
     /// The device the context was created on.
     pub fn device(&self) -> CUdevice {
-        self.shared.device
+        self.shared.device()
     }
 
     /// How many streams and allocations of this context are alive.
@@ -163,8 +117,8 @@ impl Context {
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("handle", &self.shared.handle)
-            .field("device", &self.shared.device)
+            .field("handle", &self.shared.handle())
+            .field("device", &self.shared.device())
             .field("live_children", &self.live_children())
             .finish()
     }

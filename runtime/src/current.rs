@@ -1,4 +1,5 @@
-//! The push/run/pop discipline for every driver call made on a child of a
+//! The state a context shares with its children ([`ContextShared`]), the
+//! push/run/pop discipline for every driver call made on a child of a
 //! context, and [`ContextChild`], the one owner of a child's handle that
 //! makes those calls.
 //!
@@ -13,13 +14,68 @@
 //!    operation created is released best-effort in a fresh push/release/pop
 //!    (errors ignored; skipped if that push fails) so it does not leak.
 
+use core::cell::Cell;
 use core::ptr;
 use std::rc::Rc;
 
-use crate::context::ContextShared;
-use crate::driver_api::{CUcontext, DriverApi};
+use crate::driver_api::{CUcontext, CUdevice, DriverApi};
 use crate::error::CudaError;
 use crate::operation;
+
+/// State shared by a [`Context`](crate::Context) and each of its children.
+/// The driver context is destroyed when this is dropped (when the last of
+/// them goes) unless [`Context::close`](crate::Context::close) destroyed it
+/// already.
+pub(crate) struct ContextShared {
+    // `Drop::drop` below runs before this field is dropped, so the image is
+    // still alive for `cuCtxDestroy_v2`.
+    api: Rc<DriverApi>,
+    handle: CUcontext,
+    device: CUdevice,
+    destroyed: Cell<bool>,
+}
+
+impl ContextShared {
+    /// Owns `handle`, a context just created on `device` and popped.
+    pub(crate) fn new(api: Rc<DriverApi>, handle: CUcontext, device: CUdevice) -> Self {
+        Self {
+            api,
+            handle,
+            device,
+            destroyed: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn api(&self) -> &DriverApi {
+        &self.api
+    }
+
+    pub(crate) fn handle(&self) -> CUcontext {
+        self.handle
+    }
+
+    pub(crate) fn device(&self) -> CUdevice {
+        self.device
+    }
+
+    /// Calls `cuCtxDestroy_v2` the first time only.
+    pub(crate) fn destroy(&self) -> Result<(), CudaError> {
+        if self.destroyed.replace(true) {
+            return Ok(());
+        }
+        // SAFETY: the symbol has the listed signature and the image lives
+        // while `self.api` does; the handle is this runtime's live context,
+        // destroyed nowhere else (the flag above).
+        let result = unsafe { (self.api.cuCtxDestroy_v2())(self.handle) };
+        CudaError::check(operation::CTX_DESTROY, result)
+    }
+}
+
+impl Drop for ContextShared {
+    fn drop(&mut self) {
+        let _ = self.destroy();
+    }
+}
 
 /// Makes `context` current on the calling thread.
 fn push(api: &DriverApi, context: CUcontext) -> Result<(), CudaError> {

@@ -4,8 +4,7 @@ use core::fmt;
 use core::marker::PhantomData;
 use std::rc::Rc;
 
-use crate::context::ContextShared;
-use crate::current::ContextChild;
+use crate::current::{ContextChild, ContextShared};
 use crate::driver_api::{CUdeviceptr, DriverApi};
 use crate::error::CudaError;
 use crate::operation;

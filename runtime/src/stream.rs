@@ -5,8 +5,7 @@ use core::marker::PhantomData;
 use core::ptr;
 use std::rc::Rc;
 
-use crate::context::ContextShared;
-use crate::current::ContextChild;
+use crate::current::{ContextChild, ContextShared};
 use crate::driver_api::{CUstream, DriverApi, CU_STREAM_NON_BLOCKING};
 use crate::error::CudaError;
 use crate::operation;

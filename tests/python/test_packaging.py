@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cuda_support import SPEC
+from cuda_support import LANES, SPEC
 from rextio.devices import DeviceProviderSelection, load_selected_device_provider
 from sim_namespace import built_path
 
@@ -39,7 +39,7 @@ def _expected_manifest() -> dict[str, Any]:
     backend = manifest["backend"].strip().lower()
     capabilities = []
     for capability in sorted(SPEC["capabilities"], key=lambda item: item["id"].strip()):
-        requirement = SPEC["lanes"][capability["lane"]].get("requirement")
+        requirement = LANES[capability["lane"]].get("requirement")
         requirements = []
         if requirement is not None:
             requirements.append(
@@ -239,5 +239,5 @@ def test_probe_without_shipped_binaries_says_how_to_build_one(tmp_path: Path) ->
 
     assert (done.returncode, done.stdout) == (1, "")
     assert "no probe ships for this platform" in done.stderr
-    assert "cargo build --release --locked -p rextio-cuda-probe" in done.stderr
+    assert "python -m rextio_device_cuda build-probe" in done.stderr
     assert "Traceback" not in done.stderr

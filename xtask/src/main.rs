@@ -12,6 +12,7 @@ mod generate;
 mod headers;
 mod native;
 mod nolink;
+mod packaged;
 mod paths;
 mod process;
 mod python_env;

@@ -123,9 +123,9 @@ mod tests {
         .unwrap();
         for target in SHIPPED_TARGETS {
             assert!(
-                crate::generate::spec::items(&spec["capabilities"])
+                spec.capabilities
                     .iter()
-                    .any(|capability| capability["target_triple"] == target),
+                    .any(|capability| capability.target_triple == target),
                 "{target}"
             );
         }

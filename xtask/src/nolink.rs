@@ -152,15 +152,26 @@ pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
     problems
 }
 
-/// Builds the runtime as a cdylib (`cargo rustc`), then checks its dynamic section.
-pub fn check_runtime_cdylib() -> Result<()> {
+/// The library crates a host builds into its own binary: each built as a
+/// cdylib must need no CUDA library.
+const LIBRARY_CRATES: [(&str, &str); 2] = [
+    ("rextio-cuda-runtime", "librextio_cuda_runtime.so"),
+    ("rextio-cuda-loader", "librextio_cuda_loader.so"),
+];
+
+/// Builds the runtime and the loader as cdylibs (`cargo rustc`), then checks
+/// each one's dynamic section.
+pub fn check_library_cdylibs() -> Result<()> {
     // A target directory of its own: a cdylib build must not disturb the rlib's.
     let build_dir = target_dir().join("nolink-cdylib");
-    run(crate::native::cargo()
-        .env("CARGO_TARGET_DIR", &build_dir)
-        .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
-        .args(["--package", "rextio-cuda-runtime"]))?;
-    check_dynamic_section(&build_dir.join("debug").join("librextio_cuda_runtime.so"))
+    for (package, library) in LIBRARY_CRATES {
+        run(crate::native::cargo()
+            .env("CARGO_TARGET_DIR", &build_dir)
+            .args(["rustc", "--locked", "--lib", "--crate-type", "cdylib"])
+            .args(["--package", package]))?;
+        check_dynamic_section(&build_dir.join("debug").join(library))?;
+    }
+    Ok(())
 }
 
 /// Fails when the ELF file at `path` names a CUDA library as a dependency.
@@ -314,8 +325,8 @@ mod tests {
 
     #[test]
     #[cfg(target_os = "linux")]
-    fn the_runtime_built_as_a_cdylib_needs_no_cuda() {
-        check_runtime_cdylib().unwrap();
+    fn the_runtime_and_the_loader_built_as_cdylibs_need_no_cuda() {
+        check_library_cdylibs().unwrap();
     }
 
     #[test]

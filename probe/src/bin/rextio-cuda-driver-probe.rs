@@ -2,13 +2,11 @@
 //!
 //! Takes nothing, or exactly `--driver-root DIR` (contract §9.4); any other
 //! argument gets one `error` record and nothing is loaded. When no driver
-//! candidate was usable, stderr names the rule that refused each one (the
-//! provider discards stderr; it is for a person running the probe by hand).
-
-use std::io::Write;
+//! was loaded, stderr says why: for each driver candidate found, the rule
+//! that refused it (the provider discards stderr; it is for a person running
+//! the probe by hand).
 
 use rextio_cuda_probe::containment;
-use rextio_cuda_probe::generated::spec::reason_codes;
 use rextio_cuda_probe::inventory::{self, DriverEnvironment};
 use rextio_cuda_probe::report_out::ReportOut;
 
@@ -22,23 +20,17 @@ fn main() {
     // Before the driver loads: whatever it prints goes to stderr.
     let mut out = ReportOut::divert_stdout();
     let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let location = match inventory::parse_arguments(&arguments) {
-        Ok(location) => location,
+    let driver_root = match inventory::parse_arguments(&arguments) {
+        Ok(driver_root) => driver_root,
         Err(reason_code) => {
             let _ = out.write_line(&inventory::argument_error(reason_code).to_json());
             return;
         }
     };
-    let report = inventory::probe_at(&environment, &location);
+    let report = inventory::probe(&environment, driver_root.as_deref());
     // Nothing the driver started outlives the record, or holds its stdout.
     containment::end_descendants();
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
     let _ = out.write_line(&report.to_json());
-    if report.reason_code == Some(reason_codes::LIBCUDA_SO_LOAD_FAILED) {
-        let mut stderr = std::io::stderr().lock();
-        for line in rextio_cuda_probe::loader::candidate_diagnostics_at(&location) {
-            let _ = writeln!(stderr, "{line}");
-        }
-    }
 }

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::rc::Rc;
 
-use rextio_cuda_probe::loader::reviewed::Search;
-use rextio_cuda_probe::loader::{load_driver_api_from, load_inventory_api_from};
+use rextio_cuda_loader::open_reviewed_in;
+use rextio_cuda_loader::reviewed::Search;
 use rextio_cuda_runtime::{device_get, initialize, Context, DRIVER_EXPORT_NAMES};
 
 /// Bodies of the exports that must write a handle; every other export
@@ -131,8 +131,16 @@ fn the_driver_stays_mapped_after_every_table_and_resource_is_dropped() {
         roots: vec![floor.join("lib")],
         floor,
     };
-    let api = Rc::new(load_driver_api_from(&search).unwrap());
-    let inventory = load_inventory_api_from(&search).unwrap();
+    let api = open_reviewed_in(&search)
+        .unwrap()
+        .into_driver_api()
+        .unwrap();
+    // A second table from a second open of the same reviewed image, as the
+    // probe resolves its own inventory table.
+    let second = open_reviewed_in(&search)
+        .unwrap()
+        .into_driver_api()
+        .unwrap();
     initialize(&api).unwrap();
     let device = device_get(&api, 0).unwrap();
     let context = Context::create(Rc::clone(&api), device).unwrap();
@@ -143,7 +151,7 @@ fn the_driver_stays_mapped_after_every_table_and_resource_is_dropped() {
     drop(stream);
     drop(context);
     drop(api);
-    drop(inventory);
+    drop(second);
     assert!(
         is_mapped(&image),
         "the driver image was unloaded after its tables were dropped"

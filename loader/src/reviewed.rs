@@ -34,6 +34,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path, PathBuf};
 
+use crate::error::{LoadError, Refusal, RefusalCause};
+use crate::rejection::Rejection;
+
 /// The driver image's file name in every Linux candidate directory.
 pub const LINUX_DRIVER_FILE_NAME: &str = "libcuda.so.1";
 
@@ -142,81 +145,6 @@ pub fn candidate_paths(dirs: &[&str]) -> Vec<PathBuf> {
 /// The reviewed roots as paths.
 pub fn reviewed_roots() -> Vec<PathBuf> {
     REVIEWED_ROOTS.iter().map(PathBuf::from).collect()
-}
-
-/// Why an existing candidate was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rejection {
-    /// A link dangles, loops or passes [`MAX_LINKS`], or a component cannot
-    /// be opened or inspected.
-    Unresolvable,
-    /// The resolved path is not strictly below a reviewed root and the floor.
-    OutsideReviewedRoots,
-    /// The resolved file is not a regular file (a directory, FIFO, device...).
-    NotRegularFile,
-    /// The image is not owned by root.
-    ImageNotOwnedByRoot,
-    /// The image has a group or other write bit.
-    ImageWritableByOthers,
-    /// The image has more than one hard link.
-    ImageHasOtherLinks,
-    /// A directory walked, or a link followed, is not owned by root.
-    AncestorNotOwnedByRoot,
-    /// A directory walked has a group or other write bit and is not both
-    /// sticky and root-owned.
-    AncestorWritableByOthers,
-    /// A directory walked is group- or other-writable (sticky and root's),
-    /// and the entry below it is not owned by root.
-    EntryBelowWritableDirectoryNotOwnedByRoot,
-}
-
-impl Rejection {
-    /// The loader rule that refused the image (docs/interfaces.md gives each
-    /// rule its reason), as the probe's stderr and the remedy name it.
-    pub fn rule(&self) -> &'static str {
-        match self {
-            Self::Unresolvable => "resolution",
-            Self::OutsideReviewedRoots => "location",
-            Self::NotRegularFile => "regular-file",
-            Self::ImageNotOwnedByRoot | Self::AncestorNotOwnedByRoot => "owner",
-            Self::ImageWritableByOthers => "mode",
-            Self::AncestorWritableByOthers | Self::EntryBelowWritableDirectoryNotOwnedByRoot => {
-                "writable-directory"
-            }
-            Self::ImageHasOtherLinks => "links",
-        }
-    }
-
-    /// One plain sentence for a person reading the probe's stderr.
-    pub fn explanation(&self) -> &'static str {
-        match self {
-            Self::Unresolvable => {
-                "the path cannot be resolved (dangling link, loop, too many links or no access)"
-            }
-            Self::OutsideReviewedRoots => {
-                "it resolves outside the reviewed driver directories \
-                 (and outside driver_root, when set)"
-            }
-            Self::NotRegularFile => "it is not a regular file",
-            Self::ImageNotOwnedByRoot => "the image is not owned by root",
-            Self::ImageWritableByOthers => "the image is writable by group or others",
-            Self::ImageHasOtherLinks => {
-                "the image has more than one hard link on a writable mount \
-                 (a second link passes only on a read-only mount)"
-            }
-            Self::AncestorNotOwnedByRoot => {
-                "a directory above it, or a link on its way, is not owned by root"
-            }
-            Self::AncestorWritableByOthers => {
-                "a directory on its way is writable by group or others and not both sticky \
-                 and owned by root"
-            }
-            Self::EntryBelowWritableDirectoryNotOwnedByRoot => {
-                "a directory on its way is writable by group or others (sticky, owned by \
-                 root), but the entry below it is not owned by root"
-            }
-        }
-    }
 }
 
 /// A driver image that passed review: its open descriptor (`O_PATH`) and
@@ -555,41 +483,40 @@ fn read_link(link: &OwnedFd) -> io::Result<PathBuf> {
     Ok(PathBuf::from(OsString::from_vec(buffer)))
 }
 
-/// Why no candidate produced an open image.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SearchFailure {
-    /// No candidate path existed.
-    NoneExisted,
-    /// At least one existed, but none was accepted and opened.
-    NoneAcceptedAndOpened,
-}
-
 /// Tries each candidate in order: review it, and load the accepted image
 /// with `open`; returns the first image that loads.
+///
+/// # Errors
+///
+/// [`LoadError::DriverNotFound`] when no candidate exists;
+/// [`LoadError::DriverLoadFailed`] with why each existing one was not
+/// loaded otherwise.
 pub fn open_first_accepted<Image>(
     candidates: &[PathBuf],
     roots: &[PathBuf],
     ancestor_floor: &Path,
     mut open: impl FnMut(&ReviewedImage) -> Option<Image>,
-) -> Result<Image, SearchFailure> {
-    let mut any_existed = false;
+) -> Result<Image, LoadError> {
+    let mut refusals = Vec::new();
     for candidate in candidates {
-        match review_candidate(candidate, roots, ancestor_floor) {
-            Verdict::Absent => {}
-            Verdict::Rejected(_) => any_existed = true,
-            Verdict::Accepted(image) => {
-                any_existed = true;
-                if let Some(loaded) = open(&image) {
-                    return Ok(loaded);
-                }
-            }
-        }
+        let cause = match review_candidate(candidate, roots, ancestor_floor) {
+            Verdict::Absent => continue,
+            Verdict::Rejected(rejection) => RefusalCause::Rule(rejection),
+            Verdict::Accepted(image) => match open(&image) {
+                Some(loaded) => return Ok(loaded),
+                None => RefusalCause::NotLoadable,
+            },
+        };
+        refusals.push(Refusal {
+            candidate: candidate.clone(),
+            cause,
+        });
     }
-    Err(if any_existed {
-        SearchFailure::NoneAcceptedAndOpened
+    if refusals.is_empty() {
+        Err(LoadError::DriverNotFound)
     } else {
-        SearchFailure::NoneExisted
-    })
+        Err(LoadError::DriverLoadFailed { refusals })
+    }
 }
 
 #[cfg(test)]
@@ -673,7 +600,7 @@ mod tests {
     fn summary(verdict: Verdict) -> Summary {
         match verdict.summary() {
             Ok(path) => Ok(path.map(Path::to_path_buf)),
-            Err(rejection) => Err(rejection.clone()),
+            Err(rejection) => Err(*rejection),
         }
     }
 
@@ -936,7 +863,15 @@ mod tests {
         // Every other check still applies: a foreign directory on the way.
         owner(&sandbox.floor.join("lib"), USER_UID);
         let refused = open_first_accepted(&search.candidates, &search.roots, &search.floor, open);
-        assert_eq!(refused, Err(SearchFailure::NoneAcceptedAndOpened));
+        assert_eq!(
+            refused,
+            Err(LoadError::DriverLoadFailed {
+                refusals: vec![Refusal {
+                    candidate: search.candidates[0].clone(),
+                    cause: RefusalCause::Rule(Rejection::AncestorNotOwnedByRoot),
+                }]
+            })
+        );
         owner(&sandbox.floor.join("lib"), 0);
         // A link out of DIR (and out of every reviewed root) is refused.
         let outside = sandbox.image("local/outside/libcuda.so.1", 0o644);
@@ -953,37 +888,6 @@ mod tests {
         );
         // Nothing there: the directory cannot be resolved.
         assert!(Search::driver_root(&sandbox.floor.join("lib/missing")).is_err());
-    }
-
-    #[test]
-    fn every_rejection_names_its_rule() {
-        let rules = [
-            (Rejection::Unresolvable, "resolution"),
-            (Rejection::OutsideReviewedRoots, "location"),
-            (Rejection::NotRegularFile, "regular-file"),
-            (Rejection::ImageNotOwnedByRoot, "owner"),
-            (Rejection::AncestorNotOwnedByRoot, "owner"),
-            (Rejection::ImageWritableByOthers, "mode"),
-            (Rejection::ImageHasOtherLinks, "links"),
-            (Rejection::AncestorWritableByOthers, "writable-directory"),
-            (
-                Rejection::EntryBelowWritableDirectoryNotOwnedByRoot,
-                "writable-directory",
-            ),
-        ];
-        let spec: serde_json::Value =
-            serde_json::from_str(include_str!("../../../templates/provider-spec.json")).unwrap();
-        let remedy = spec["reason_codes"]["LIBCUDA_SO_LOAD_FAILED"][1]
-            .as_str()
-            .unwrap();
-        for (rejection, rule) in rules {
-            assert_eq!(rejection.rule(), rule);
-            // The remedy explains every rule stderr can name.
-            assert!(
-                remedy.contains(&format!("{rule} (")) || remedy.contains(&format!("{rule},")),
-                "{rule}"
-            );
-        }
     }
 
     #[test]
@@ -1105,12 +1009,33 @@ mod tests {
         let open_any = |image: &ReviewedImage| Some(image.path().to_path_buf());
         assert_eq!(
             open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any),
-            Err(SearchFailure::NoneExisted)
+            Err(LoadError::DriverNotFound)
         );
         sandbox.image("lib/nvidia/libcuda.so.1", 0o666);
+        let refused = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any);
         assert_eq!(
-            open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any),
-            Err(SearchFailure::NoneAcceptedAndOpened)
+            refused,
+            Err(LoadError::DriverLoadFailed {
+                refusals: vec![Refusal {
+                    candidate: candidates[1].clone(),
+                    cause: RefusalCause::Rule(Rejection::ImageWritableByOthers),
+                }]
+            })
+        );
+        let error = refused.unwrap_err();
+        assert_eq!(error.refusing_rules(), ["mode"]);
+        // The text names the code, the candidate and the rule, for a person.
+        let text = error.to_string();
+        let refused_line = format!(
+            "refused {}: rule `mode`: the image is writable by group or others",
+            candidates[1].display()
+        );
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [
+                "LIBCUDA_SO_LOAD_FAILED: a libcuda.so.1 exists, but none passed review and loaded",
+                refused_line.as_str(),
+            ]
         );
     }
 
@@ -1131,30 +1056,27 @@ mod tests {
         let opened = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |image| {
             (image.path() != first).then(|| image.path().to_path_buf())
         });
-        assert_eq!(opened, Ok(second));
+        assert_eq!(opened, Ok(second.clone()));
         let none_open = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |_| {
             None::<PathBuf>
         });
-        assert_eq!(none_open, Err(SearchFailure::NoneAcceptedAndOpened));
-    }
-
-    #[test]
-    fn the_not_found_explanation_lists_every_location_searched_in_order() {
-        let spec: serde_json::Value =
-            serde_json::from_str(include_str!("../../../templates/provider-spec.json")).unwrap();
-        let explanation = spec["reason_codes"]["LIBCUDA_SO_NOT_FOUND"][0]
-            .as_str()
-            .unwrap();
-        for (arch, dirs) in [
-            ("x86_64", LINUX_X86_64_CANDIDATE_DIRS),
-            ("aarch64", LINUX_AARCH64_CANDIDATE_DIRS),
-        ] {
-            let listed = format!("on Linux {arch} {}", dirs.join(", "));
-            assert!(
-                explanation.contains(&listed),
-                "{listed:?} not in {explanation:?}"
-            );
-        }
+        let refusal = |candidate: &PathBuf, cause| Refusal {
+            candidate: candidate.clone(),
+            cause,
+        };
+        assert_eq!(
+            none_open,
+            Err(LoadError::DriverLoadFailed {
+                refusals: vec![
+                    refusal(
+                        &candidates[0],
+                        RefusalCause::Rule(Rejection::ImageWritableByOthers)
+                    ),
+                    refusal(&first, RefusalCause::NotLoadable),
+                    refusal(&second, RefusalCause::NotLoadable),
+                ]
+            })
+        );
     }
 
     #[test]

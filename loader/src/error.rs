@@ -1,0 +1,172 @@
+//! Why the reviewed loader produced no driver image: [`LoadError`], with the
+//! stable reason code of contract §6 and, for images it found, the rule
+//! that refused each one.
+
+use core::fmt;
+use std::path::PathBuf;
+
+use rextio_cuda_runtime::MissingSymbol;
+
+use crate::rejection::Rejection;
+
+/// The reason codes a [`LoadError`] carries (contract §6 and §9.4).
+///
+/// The provider spec (`templates/provider-spec.json`) owns these codes; this
+/// crate ships alone as source, so it holds them as constants, and the
+/// probe's tests check that they equal the spec's.
+pub mod reason_codes {
+    /// No `libcuda.so.1` exists where the loader looked.
+    pub const LIBCUDA_SO_NOT_FOUND: &str = "LIBCUDA_SO_NOT_FOUND";
+    /// Some `libcuda.so.1` existed, but none passed review and loaded.
+    pub const LIBCUDA_SO_LOAD_FAILED: &str = "LIBCUDA_SO_LOAD_FAILED";
+    /// `nvcuda.dll` could not be loaded from System32.
+    pub const NVCUDA_DLL_NOT_FOUND: &str = "NVCUDA_DLL_NOT_FOUND";
+    /// This target has no reviewed driver location.
+    pub const UNSUPPORTED_TARGET: &str = "UNSUPPORTED_TARGET";
+    /// The driver image lacks a required CUDA Driver API export.
+    pub const REQUIRED_SYMBOL_MISSING: &str = "REQUIRED_SYMBOL_MISSING";
+    /// The driver root is not an absolute path.
+    pub const DRIVER_ROOT_NOT_ABSOLUTE: &str = "DRIVER_ROOT_NOT_ABSOLUTE";
+}
+
+/// Why no symbol table could be produced. Nothing was loaded unless
+/// [`LoadError::driver_loaded`] says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadError {
+    /// The driver root is relative; nothing was looked at.
+    DriverRootNotAbsolute,
+    /// A driver root was given on Windows, where only System32's
+    /// `nvcuda.dll` is ever loaded; nothing was looked at.
+    DriverRootOnlyOnLinux,
+    /// No `libcuda.so.1` exists at any candidate path (or the driver root
+    /// does not exist).
+    DriverNotFound,
+    /// Some candidate existed, but none passed review and opened: why, for
+    /// each candidate that existed, in search order.
+    DriverLoadFailed { refusals: Vec<Refusal> },
+    /// `nvcuda.dll` could not be loaded from System32.
+    NvcudaNotFound,
+    /// This target has no reviewed driver location.
+    UnsupportedTarget,
+    /// The image opened but lacks a required export.
+    SymbolMissing { export_name: &'static str },
+}
+
+impl LoadError {
+    /// The stable reason code of this failure.
+    pub fn reason_code(&self) -> &'static str {
+        match self {
+            Self::DriverRootNotAbsolute => reason_codes::DRIVER_ROOT_NOT_ABSOLUTE,
+            Self::DriverNotFound => reason_codes::LIBCUDA_SO_NOT_FOUND,
+            Self::DriverLoadFailed { .. } => reason_codes::LIBCUDA_SO_LOAD_FAILED,
+            Self::NvcudaNotFound => reason_codes::NVCUDA_DLL_NOT_FOUND,
+            Self::DriverRootOnlyOnLinux | Self::UnsupportedTarget => {
+                reason_codes::UNSUPPORTED_TARGET
+            }
+            Self::SymbolMissing { .. } => reason_codes::REQUIRED_SYMBOL_MISSING,
+        }
+    }
+
+    /// Whether a driver image was opened before the failure (its
+    /// initializers ran).
+    pub fn driver_loaded(&self) -> bool {
+        matches!(self, Self::SymbolMissing { .. })
+    }
+
+    /// The rule that refused each image the loader found, in search order
+    /// (empty unless some image was refused by a rule).
+    pub fn refusing_rules(&self) -> Vec<&'static str> {
+        let Self::DriverLoadFailed { refusals } = self else {
+            return Vec::new();
+        };
+        refusals
+            .iter()
+            .filter_map(|refusal| match refusal.cause {
+                RefusalCause::Rule(rejection) => Some(rejection.rule()),
+                RefusalCause::NotLoadable => None,
+            })
+            .collect()
+    }
+}
+
+impl From<MissingSymbol> for LoadError {
+    fn from(missing: MissingSymbol) -> Self {
+        Self::SymbolMissing {
+            export_name: missing.export_name,
+        }
+    }
+}
+
+/// The reason code, then one plain sentence; for `LIBCUDA_SO_LOAD_FAILED`
+/// one more line per candidate found, naming the rule that refused it. The
+/// text holds paths: it is for a person (stderr), never for a record.
+impl fmt::Display for LoadError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(formatter, "{}: ", self.reason_code())?;
+        match self {
+            Self::DriverRootNotAbsolute => {
+                formatter.write_str("the driver root is not an absolute path")
+            }
+            Self::DriverRootOnlyOnLinux => formatter.write_str(
+                "a driver root is a Linux option; on Windows only System32's nvcuda.dll is loaded",
+            ),
+            Self::DriverNotFound => {
+                formatter.write_str("no libcuda.so.1 exists where the reviewed loader looks")
+            }
+            Self::DriverLoadFailed { refusals } => {
+                formatter.write_str("a libcuda.so.1 exists, but none passed review and loaded")?;
+                for refusal in refusals {
+                    write!(formatter, "\n{refusal}")?;
+                }
+                Ok(())
+            }
+            Self::NvcudaNotFound => {
+                formatter.write_str("nvcuda.dll could not be loaded from System32")
+            }
+            Self::UnsupportedTarget => {
+                formatter.write_str("this target has no reviewed driver location")
+            }
+            Self::SymbolMissing { export_name } => write!(
+                formatter,
+                "the CUDA driver image lacks the required export `{export_name}`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// One existing candidate that was not loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The candidate path as searched (before any link was followed).
+    pub candidate: PathBuf,
+    pub cause: RefusalCause,
+}
+
+/// Why an existing candidate was not loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalCause {
+    /// A review rule refused it; nothing was loaded.
+    Rule(Rejection),
+    /// It passed review, but the dynamic loader could not load it.
+    NotLoadable,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = self.candidate.display();
+        match self.cause {
+            RefusalCause::Rule(rejection) => write!(
+                formatter,
+                "refused {shown}: rule `{}`: {}",
+                rejection.rule(),
+                rejection.explanation()
+            ),
+            RefusalCause::NotLoadable => write!(
+                formatter,
+                "{shown} passed review, but the dynamic loader could not load it"
+            ),
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Linux (glibc, x86_64 and AArch64): the reviewed candidates of contract
+//! §9.4, each reviewed by [`reviewed`] and loaded through its descriptor.
+
+use core::ffi::{c_void, CStr};
+use core::ptr::NonNull;
+use std::path::Path;
+
+use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+
+use crate::error::LoadError;
+use crate::reviewed::{self, ReviewedImage, Search};
+
+/// The loaded driver library (opened with `RTLD_NODELETE`).
+pub type Image = Library;
+
+#[cfg(target_arch = "x86_64")]
+const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_X86_64_CANDIDATE_DIRS;
+#[cfg(target_arch = "aarch64")]
+const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_AARCH64_CANDIDATE_DIRS;
+
+/// The reviewed candidates, or only `DIR/libcuda.so.1` for a driver root (a
+/// root that cannot be canonicalized holds no driver).
+pub fn open(driver_root: Option<&Path>) -> Result<Image, LoadError> {
+    let search = match driver_root {
+        None => Search::production(CANDIDATE_DIRS),
+        Some(dir) => Search::driver_root(dir).map_err(|_| LoadError::DriverNotFound)?,
+    };
+    open_from(&search)
+}
+
+pub fn open_from(search: &Search) -> Result<Image, LoadError> {
+    reviewed::open_first_accepted(
+        &search.candidates,
+        &search.roots,
+        &search.floor,
+        open_reviewed_image,
+    )
+}
+
+/// Loads the reviewed file itself through its descriptor, never by a
+/// second lookup of its path, and never unloads it (`RTLD_NODELETE`:
+/// unloading libcuda after `cuInit` is a known crash source).
+fn open_reviewed_image(image: &ReviewedImage) -> Option<Image> {
+    // SAFETY: the descriptor is the regular file that passed review
+    // (root-owned, one link, no group/other write bit, every directory and
+    // link on its way root's, below a reviewed root), so its initializers
+    // are the installed driver's. `/proc/self/fd/N` is an absolute path, so
+    // dlopen performs no search.
+    unsafe {
+        Library::open(
+            Some(image.descriptor_path()),
+            RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE,
+        )
+    }
+    .ok()
+}
+
+pub fn resolve_export(image: &Image, name: &CStr) -> Option<NonNull<c_void>> {
+    // SAFETY: reads the export's address as a plain pointer; nothing is
+    // called here and the caller casts it to the listed signature.
+    let symbol = unsafe { image.get::<*mut c_void>(name.to_bytes_with_nul()) }.ok()?;
+    NonNull::new(*symbol)
+}
