@@ -6,8 +6,9 @@ Usage: python generate_bench.py /abs/path/to/reference/python
 This interpreter's environment holds Core, rextio-torch and our wheel; the
 reference interpreter's the same Core and plugin with the published 0.1.0.
 Inside one simulated-driver namespace (the shipped probe loads the simulated
-driver, one A100), each kind runs ``rextio generate`` of its own copy of the
-project in a fresh process, the kinds in rotating order each round:
+driver, one A100; a fresh namespace each round), each kind runs ``rextio
+generate`` of its own copy of the project in a fresh process, the kinds in
+rotating order each round:
 
 - ``ours``: the README's project as written, pinned (``probe_sha256``);
 - ``ours unpinned``: the same without the pin line;
@@ -15,7 +16,7 @@ project in a fresh process, the kinds in rotating order each round:
   same shipped probe.
 
 Each sample is the wall time of the whole ``rextio generate`` process, seen
-from its parent; the namespace is made once, outside every sample.
+from its parent; the namespace is made outside every sample.
 """
 
 from __future__ import annotations
@@ -49,27 +50,24 @@ def _version(python: Path) -> str:
 
 
 def inside(arguments: list[str]) -> None:
-    """In the namespace: ``KIND REXTIO PROJECT`` triples; prints one JSON object,
-    each kind's samples in seconds."""
-    runs = [arguments[index : index + 3] for index in range(0, len(arguments), 3)]
-    samples: dict[str, list[float]] = {kind: [] for kind, _, _ in runs}
-    for round_index in range(ROUNDS):
-        shift = round_index % len(runs)
-        for kind, rextio, project in runs[shift:] + runs[:shift]:
-            started = time.perf_counter()
-            done = subprocess.run(
-                [rextio, "generate", "--format", "json", project],
-                capture_output=True,
-                text=True,
-                timeout=GENERATE_TIMEOUT_SECONDS,
-                check=False,
-            )
-            taken = time.perf_counter() - started
-            summary = json.loads(done.stdout) if done.returncode == 0 else {}
-            if summary.get("status") != "generated":
-                raise SystemExit(f"{kind}: rextio generate failed: {done.stdout}{done.stderr}")
-            samples[kind].append(taken)
-    print(json.dumps(samples))
+    """In the namespace, one round: ``KIND REXTIO PROJECT`` triples run in the
+    order given; prints one JSON object, each kind's wall time in seconds."""
+    taken: dict[str, float] = {}
+    for index in range(0, len(arguments), 3):
+        kind, rextio, project = arguments[index : index + 3]
+        started = time.perf_counter()
+        done = subprocess.run(
+            [rextio, "generate", "--format", "json", project],
+            capture_output=True,
+            text=True,
+            timeout=GENERATE_TIMEOUT_SECONDS,
+            check=False,
+        )
+        taken[kind] = time.perf_counter() - started
+        summary = json.loads(done.stdout) if done.returncode == 0 else {}
+        if summary.get("status") != "generated":
+            raise SystemExit(f"{kind}: rextio generate failed: {done.stdout}{done.stderr}")
+    print(json.dumps(taken))
 
 
 def main(reference: Path) -> None:
@@ -88,14 +86,19 @@ def main(reference: Path) -> None:
             "0.1.0": _project(root / "reference", (executable, "")),
         }
         rextios = {"ours": ours_rextio, "ours unpinned": ours_rextio, "0.1.0": reference_rextio}
-        argv: list[str | Path] = [sys.executable, "-I", __file__, "--inside"]
-        for kind in KINDS:
-            argv += [kind, rextios[kind], projects[kind]]
         host = SimulatedHost(built_binaries(), namespace_tools_or_fail(), root)
-        run = host.run(DriverLayout(config=ONE_A100), argv)
-    if run.returncode != 0:
-        raise SystemExit(f"the bench failed in the namespace: {run.stdout}{run.stderr}")
-    samples: dict[str, list[float]] = json.loads(run.stdout)
+        samples: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        for round_index in range(ROUNDS):
+            shift = round_index % len(KINDS)
+            argv: list[str | Path] = [sys.executable, "-I", __file__, "--inside"]
+            for kind in KINDS[shift:] + KINDS[:shift]:
+                argv += [kind, rextios[kind], projects[kind]]
+            # One namespace a round (each within the namespace's time limit).
+            run = host.run(DriverLayout(config=ONE_A100), argv)
+            if run.returncode != 0:
+                raise SystemExit(f"the bench failed in the namespace: {run.stdout}{run.stderr}")
+            for kind, seconds in json.loads(run.stdout).items():
+                samples[kind].append(seconds)
     print(
         f"rextio generate of the README's rextio-torch project (simulated driver, one A100; "
         f"a fresh process each, {ROUNDS} rounds, the kinds interleaved in rotating order): "

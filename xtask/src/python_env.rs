@@ -108,63 +108,75 @@ pub enum Venv {
     Build,
     /// `target/venv-dist`: `dist`'s tools.
     Dist,
-    /// `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
+    /// `target/venv`: Core `FLOOR_CORE` on 3.11 and every tool (`demo`, `bench`).
     Floor,
-    /// `target/venv-core-<NEWEST_CORE>` on 3.11 (`...-py3.X` on the others):
-    /// the newest Core, the same tools and the companion plugins from their
-    /// sdists (`target/downstream-sdists/`).
+    /// `target/venv-core-<NEWEST_CORE>` on 3.11, `...-py3.12` and `...-py3.13`
+    /// on the others: the newest Core and the same tools (on 3.11 `setup`
+    /// adds the companion plugins from their sdists, `target/downstream-sdists/`).
     Newest(CPython),
-    /// `target/venv-reference-0.1.0`: Core `NEWEST_CORE`, the companion
-    /// plugins and the published 0.1.0 (bench only).
+    /// `target/venv-reference-0.1.0`: Core `NEWEST_CORE` on 3.11 (the bench
+    /// adds the companion plugins and the published 0.1.0).
     Reference,
 }
 
+/// Where an environment lives and what it is made of.
+struct Layout {
+    dir: PathBuf,
+    cpython: CPython,
+    /// The Rextio Core it pins, if any.
+    core: Option<&'static str>,
+    /// The `xtask/requirements/` file of its other pins, if any.
+    requirements: Option<&'static str>,
+}
+
 impl Venv {
-    /// Its directory, its CPython, its Core and the requirements file of its other pins.
-    fn layout(self) -> (PathBuf, CPython, Option<&'static str>, Option<&'static str>) {
+    fn layout(self) -> Layout {
         let newest = format!("venv-core-{NEWEST_CORE}");
-        let (dir, python, core, file) = match self {
-            Venv::Build => ("venv-build".into(), CPython::V3_11, None, Some("build")),
-            Venv::Dist => ("venv-dist".into(), CPython::V3_11, None, Some("dist")),
-            Venv::Floor => (
-                "venv".into(),
-                CPython::V3_11,
-                Some(FLOOR_CORE),
-                Some("tools"),
-            ),
-            Venv::Newest(CPython::V3_11) => {
-                (newest, CPython::V3_11, Some(NEWEST_CORE), Some("tools"))
-            }
-            Venv::Newest(python) => {
-                let dir = format!("{newest}-py{}", python.version());
-                (dir, python, Some(NEWEST_CORE), Some("tools"))
-            }
-            Venv::Reference => {
-                let dir = "venv-reference-0.1.0".into();
-                (dir, CPython::V3_11, Some(NEWEST_CORE), None)
-            }
+        let layout = |dir: &str, cpython, core, requirements| Layout {
+            dir: target_dir().join(dir),
+            cpython,
+            core,
+            requirements,
         };
-        (target_dir().join(dir), python, core, file)
+        match self {
+            Venv::Build => layout("venv-build", CPython::V3_11, None, Some("build")),
+            Venv::Dist => layout("venv-dist", CPython::V3_11, None, Some("dist")),
+            Venv::Floor => layout("venv", CPython::V3_11, Some(FLOOR_CORE), Some("tools")),
+            Venv::Newest(CPython::V3_11) => {
+                layout(&newest, CPython::V3_11, Some(NEWEST_CORE), Some("tools"))
+            }
+            Venv::Newest(cpython) => {
+                let dir = format!("{newest}-py{}", cpython.version());
+                layout(&dir, cpython, Some(NEWEST_CORE), Some("tools"))
+            }
+            Venv::Reference => layout(
+                "venv-reference-0.1.0",
+                CPython::V3_11,
+                Some(NEWEST_CORE),
+                None,
+            ),
+        }
     }
 
     pub fn program(self, name: &str) -> PathBuf {
-        self.layout().0.join("bin").join(name)
+        self.layout().dir.join("bin").join(name)
     }
 
-    /// Creates the environment if needed and installs every pin (uv leaves
-    /// what is already satisfied); returns its python.
+    /// Creates the environment (again, when its python is not the CPython
+    /// it should be) and installs every pin (uv leaves what is already
+    /// satisfied); returns its python.
     pub fn ensure(self) -> Result<PathBuf> {
-        let (dir, cpython, core, file) = self.layout();
-        let python = dir.join("bin/python");
-        if !cpython.runs_as(&python) {
+        let layout = self.layout();
+        let python = layout.dir.join("bin/python");
+        if !layout.cpython.runs_as(&python) {
             run(uv()?
                 .args(["venv", "--quiet", "--clear", "--python"])
-                .arg(cpython.interpreter()?)
-                .arg(dir))?;
+                .arg(layout.cpython.interpreter()?)
+                .arg(&layout.dir))?;
         }
         let mut install = uv_pip(&python)?;
-        install.args(core.map(|core| format!("rextio=={core}")));
-        if let Some(file) = file {
+        install.args(layout.core.map(|core| format!("rextio=={core}")));
+        if let Some(file) = layout.requirements {
             install.arg("-r").arg(requirements(file));
         }
         run(&mut install)?;

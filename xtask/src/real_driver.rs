@@ -1,9 +1,10 @@
 //! `cargo xtask test`'s real-driver step: NVIDIA's own `libcuda1` (Debian
 //! non-free), one image per driver series, run by the real probe, smoke and
 //! preflight in private namespaces (tests/real_driver). Nothing is installed
-//! and no host added: the packages are fetched and unpacked by [`crate::apt`],
-//! all cached under `target/real-libcuda/`. A series that cannot be fetched fails the
-//! step, saying why; it is never skipped.
+//! and no host added: [`crate::apt`] fetches and unpacks the packages, all
+//! cached under `target/real-libcuda/`. A series that cannot be fetched
+//! fails the step, saying why; it is never skipped. The emulated step
+//! fetches its arm64 images with [`fetch_series`] too.
 
 use std::path::{Path, PathBuf};
 

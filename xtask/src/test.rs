@@ -74,9 +74,9 @@ pub fn command() -> Result<()> {
     Ok(())
 }
 
-/// The crates that carry platform-gated code, compile-checked for `target`.
+/// The crates that carry platform-gated code, compile-checked for `target`
+/// (one of the pinned targets, which the first step added).
 fn cross_check(target: &str) -> Result<()> {
-    toolchain::ensure_pinned_targets()?;
     let packages = ["-p", "rextio-cuda-runtime", "-p", "rextio-cuda-probe"];
     run(cargo()
         .args(["check", "--locked", "--target", target])
