@@ -548,10 +548,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         reason_codes=(
             "CU_DEVICE_CAPABILITY_FAILED", "CU_DEVICE_COUNT_FAILED", "CU_DEVICE_GET_FAILED",
             "CU_DEVICE_NAME_FAILED", "CU_DRIVER_VERSION_FAILED", "CU_INIT_FAILED",
-            "DRIVER_ROOT_NOT_ABSOLUTE", "INVALID_ARGUMENTS", "INVALID_COMPUTE_CAPABILITY",
-            "INVALID_DEVICE_COUNT", "LIBCUDA_SO_LOAD_FAILED", "LIBCUDA_SO_NOT_FOUND",
-            "NO_CUDA_DEVICES", "NVCUDA_DLL_NOT_FOUND", "REQUIRED_SYMBOL_MISSING",
-            "UNSUPPORTED_TARGET",
+            "DRIVER_PROCESSES_SURVIVED", "DRIVER_ROOT_NOT_ABSOLUTE", "INVALID_ARGUMENTS",
+            "INVALID_COMPUTE_CAPABILITY", "INVALID_DEVICE_COUNT", "LIBCUDA_SO_LOAD_FAILED",
+            "LIBCUDA_SO_NOT_FOUND", "NO_CUDA_DEVICES", "NVCUDA_DLL_NOT_FOUND",
+            "REQUIRED_SYMBOL_MISSING", "UNSUPPORTED_TARGET",
         ),
     ),
     validation_requirement=ValidationRequirementSpec(
@@ -591,8 +591,9 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         failure_status="unavailable",
         reason_codes=(
             "CONTEXT_CREATE_OR_DETACH_FAILED", "CONTEXT_DESTROY_FAILED", "CU_DEVICE_GET_FAILED",
-            "CU_INIT_FAILED", "DEVICE_ALLOCATION_FAILED", "DEVICE_FREE_FAILED", "INVALID_ARGUMENTS",
-            "STREAM_CREATE_FAILED", "STREAM_DESTROY_FAILED", "STREAM_SYNCHRONIZE_FAILED",
+            "CU_INIT_FAILED", "DEVICE_ALLOCATION_FAILED", "DEVICE_FREE_FAILED",
+            "DRIVER_PROCESSES_SURVIVED", "INVALID_ARGUMENTS", "STREAM_CREATE_FAILED",
+            "STREAM_DESTROY_FAILED", "STREAM_SYNCHRONIZE_FAILED",
         ),
     ),
     runtime_package=RuntimePackageSpec(
@@ -698,6 +699,12 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "DEVICE_REQUIREMENT_MISMATCH": (
             "The selected device or architecture differs from the one the artifact requires.",
             "Make device_ordinal and sm agree with the domain plugin's requirement.",
+        ),
+        "DRIVER_PROCESSES_SURVIVED": (
+            "Processes the CUDA driver started were still running when the probe's (or the "
+            "smoke's) bounded sweep ended, so the probe failed closed.",
+            "Check the NVIDIA driver installation: a driver that keeps starting processes is not "
+            "one the probe can vouch for. Run the probe by hand to see whether this repeats.",
         ),
         "DRIVER_ROOT_NOT_ABSOLUTE": (
             "The driver_root device option (the probe's --driver-root) is not an absolute path.",
