@@ -687,7 +687,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists",
         "\"LIBCUDA_SO_NOT_FOUND_RENAMED\": [\"No libcuda.so.1 exists",
-        "probe_report.reason_codes[11]: `LIBCUDA_SO_NOT_FOUND` is not a key of `reason_codes`",
+        "probe_report.reason_codes[12]: `LIBCUDA_SO_NOT_FOUND` is not a key of `reason_codes`",
     );
     // The incompatible codes.
     assert_refused(
