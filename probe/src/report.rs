@@ -4,16 +4,17 @@
 use serde::Serialize;
 
 use crate::generated::spec::{
-    PROBE_COMPLETE_STATUS, PROBE_NAME, PROBE_SCHEMA_VERSION, PROBE_STATUSES,
+    PROBE_COMPLETE_STATUS, PROBE_ERROR_STATUS, PROBE_NAME, PROBE_SCHEMA_VERSION,
+    PROBE_UNAVAILABLE_STATUS, PROBE_UNSUPPORTED_STATUS,
 };
 
 /// Status of a report that stopped before a complete inventory, because the
 /// driver is absent, refused or reports nothing usable.
-pub const STATUS_UNAVAILABLE: &str = PROBE_STATUSES[1];
+pub const STATUS_UNAVAILABLE: &str = PROBE_UNAVAILABLE_STATUS;
 /// Status of a report on a target the probe does not support.
-pub const STATUS_UNSUPPORTED: &str = PROBE_STATUSES[2];
+pub const STATUS_UNSUPPORTED: &str = PROBE_UNSUPPORTED_STATUS;
 /// Status of a report whose driver call failed or returned an implausible value.
-pub const STATUS_ERROR: &str = PROBE_STATUSES[3];
+pub const STATUS_ERROR: &str = PROBE_ERROR_STATUS;
 
 /// The host the probe was built for, as `(os, arch, environment)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 from rextio.artifacts.models import (
     ArtifactKind,
     CertificationTier,
@@ -24,6 +22,7 @@ from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
     CapabilitySpec,
+    FrameworkLaneSpec,
     RequirementSpec,
 )
 
@@ -45,8 +44,10 @@ def frozen_requirement(
 
 
 def _framework_requirement(spec: CapabilitySpec) -> tuple[DeviceRequirement, ...]:
-    requirement = PROVIDER_SPEC.lanes[spec.lane].requirement
-    return () if requirement is None else (frozen_requirement(requirement),)
+    lane = PROVIDER_SPEC.lanes[spec.lane]
+    if isinstance(lane, FrameworkLaneSpec):
+        return (frozen_requirement(lane.requirement),)
+    return ()
 
 
 def _capability(spec: CapabilitySpec) -> TargetCapability:
@@ -65,9 +66,8 @@ def _capability(spec: CapabilitySpec) -> TargetCapability:
     )
 
 
-@cache
 def provider_manifest() -> DeviceProviderManifest:
-    """The passive manifest; built once, never probes the host."""
+    """The passive manifest; never probes the host."""
     manifest = PROVIDER_SPEC.manifest
     if manifest.api_version != DEVICE_PROVIDER_API_VERSION:
         raise RuntimeError("the provider spec names a different Device Provider API version")
@@ -85,7 +85,6 @@ def provider_manifest() -> DeviceProviderManifest:
     )
 
 
-@cache
 def lane_contribution(lane_name: str) -> DeviceBuildContribution:
     """The declarative build inputs of one lane."""
     spec = PROVIDER_SPEC.lanes[lane_name].contribution

@@ -4,4 +4,4 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "b9928b12a558826f96efb6584b57af5c23ef90ca3b475d51a14d1ac081712a5e"
+RUNTIME_SOURCE_SHA256: Final = "fe65cab9f26ee61023a967cc3dddd49b52ba2aa30a5ffcec98cd989b57cd3428"

@@ -2,9 +2,10 @@
 
 The arm64 chroot is built fresh for every run on a tmpfs inside a private
 mount and PID namespace (``unshare``, as root, like tests/e2e): the arm64
-``libc6`` and ``libgcc-s1`` trees, NVIDIA's arm64 ``libcuda`` at the reviewed
-candidate ``/usr/lib/aarch64-linux-gnu`` (``libcuda.so.<version>`` plus the
-``libcuda.so.1`` link), the emulator, the binary under test, the
+``libc6`` and ``libgcc-s1`` trees, NVIDIA's arm64 ``libcuda`` laid out as one
+platform of contract §9.4 lays it out (a ``Layout`` of
+tests/real_driver/platform_layouts.py, its steps run with ``$R`` the chroot
+and ``$L`` a second tmpfs), the emulator, the binary under test, the
 namespace's own ``/proc`` and a ``/dev`` holding only ``null``. The emulator
 is run explicitly: no binfmt handler is registered anywhere.
 
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PureWindowsPath
 
 import pytest
+from platform_layouts import Layout
 from sim_namespace import (
     RUN_TIMEOUT_SECONDS,
     SETUP_FAILED,
@@ -40,8 +42,13 @@ STAGED_BY = "cargo xtask emulated"
 
 # ELF e_machine of aarch64.
 EM_AARCH64 = 183
-# The reviewed aarch64 candidate the chroot lays the driver in (contract §6).
-ARM64_DRIVER_DIR = "/usr/lib/aarch64-linux-gnu"
+# The driver series Debian builds for arm64 (xtask/src/emulated.rs fetches each).
+ARM64_SERIES = ["535", "550"]
+# qemu 7.2 (bookworm's) answers EINVAL to PR_SET_CHILD_SUBREAPER, which the
+# probe and smoke call to contain what the driver spawns.
+FIRST_QEMU_WITH_SUBREAPER = 10
+# A chroot without any driver.
+NO_DRIVER = Layout(steps=())
 QEMU_IN_CHROOT = "/usr/libexec/rextio/qemu-aarch64"
 BINARY_DIR_IN_CHROOT = "/opt/rextio"
 
@@ -124,10 +131,12 @@ def _tool(name: str) -> str:
 
 @dataclass(frozen=True)
 class ChrootRun:
-    """One run in the chroot: what the binary printed, and the chroot's /dev after."""
+    """One run in the chroot: what the binary printed, the chroot's /dev
+    after, and what the layout's ``facts`` commands printed."""
 
     run: NamespaceRun
     dev: frozenset[str]
+    facts: str
 
 
 class Arm64Chroot:
@@ -142,15 +151,21 @@ class Arm64Chroot:
         self._chroot = _tool("chroot")
         self._env = _tool("env")
 
-    def run(self, driver: Arm64Driver | None, binary: Path, args: Sequence[str]) -> ChrootRun:
-        """Runs ``binary args`` with ``driver`` laid out (none when ``None``)."""
+    def run(self, layout: Layout, binary: Path, args: Sequence[str]) -> ChrootRun:
+        """Runs ``binary args`` in a chroot holding ``layout``."""
+        if layout.before_overlays or layout.in_root:
+            # The chroot has no overlays, and no shell of its own architecture.
+            raise ValueError("an arm64 layout has only steps, last and facts")
         self._runs += 1
         scratch = self._workdir / f"chroot-{self._runs}"
-        root = scratch / "root"
+        root, layers = scratch / "root", scratch / "layers"
         root.mkdir(parents=True)
-        dev_list = scratch / "dev.txt"
+        layers.mkdir()
+        dev_list, facts = scratch / "dev.txt", scratch / "facts.txt"
         script = scratch / "run.sh"
-        script.write_text(self._script(root, driver, binary, args, dev_list), encoding="utf-8")
+        script.write_text(
+            self._script(root, layers, layout, binary, args, (dev_list, facts)), encoding="utf-8"
+        )
         completed = subprocess.run(
             [self._unshare, *UNSHARE_FLAGS, self._shell, str(script)],
             capture_output=True,
@@ -160,60 +175,73 @@ class Arm64Chroot:
         )
         if completed.returncode == SETUP_FAILED:
             pytest.fail(f"arm64 chroot setup failed: {completed.stderr}")
-        dev = dev_list.read_text(encoding="utf-8").split() if dev_list.exists() else []
+
+        def read(path: Path) -> str:
+            return path.read_text(encoding="utf-8") if path.exists() else ""
+
         return ChrootRun(
             NamespaceRun(completed.returncode, completed.stdout, completed.stderr, ()),
-            frozenset(dev),
+            frozenset(read(dev_list).split()),
+            read(facts),
         )
 
     def _script(
         self,
         root: Path,
-        driver: Arm64Driver | None,
+        layers: Path,
+        layout: Layout,
         binary: Path,
         args: Sequence[str],
-        dev_list: Path,
+        outputs: tuple[Path, Path],
     ) -> str:
         q = shlex.quote
-        r = q(str(root))
+        dev_list, facts = (q(str(path)) for path in outputs)
         steps = [
             "mount --make-rprivate /",
-            f"mount -t tmpfs -o mode=0755,size=256m rextio-arm64 {r}",
-            f"install -d -m 0755 {r}/usr/lib/aarch64-linux-gnu {r}/usr/libexec/rextio "
-            f"{r}{BINARY_DIR_IN_CHROOT} {r}/proc {r}/dev",
+            "mount -t tmpfs -o mode=0755,size=256m rextio-arm64 $R",
+            "mount -t tmpfs -o mode=0755,size=256m rextio-layers $L",
+            "install -d -m 0755 $R/usr/lib/aarch64-linux-gnu $R/usr/libexec/rextio "
+            f"$R{BINARY_DIR_IN_CHROOT} $R/proc $R/dev",
             # The merged-/usr layout: the interpreter is /lib/ld-linux-aarch64.so.1.
-            f"ln -s usr/lib {r}/lib",
+            "ln -s usr/lib $R/lib",
         ]
         for tree in self._emulated.userland:
             t = q(str(tree))
-            steps.append(f"if [ -d {t}/lib ]; then cp -a {t}/lib/. {r}/usr/lib/; fi")
-            steps.append(f"if [ -d {t}/usr ]; then cp -a {t}/usr/. {r}/usr/; fi")
-        if driver is not None:
-            versioned = f"libcuda.so.{driver.image_version}"
-            steps.append(
-                f"install -m 0644 {q(str(driver.image))} {r}{ARM64_DRIVER_DIR}/{q(versioned)}"
-            )
-            steps.append(f"ln -s {q(versioned)} {r}{ARM64_DRIVER_DIR}/libcuda.so.1")
+            steps.append(f"if [ -d {t}/lib ]; then cp -a {t}/lib/. $R/usr/lib/; fi")
+            steps.append(f"if [ -d {t}/usr ]; then cp -a {t}/usr/. $R/usr/; fi")
         inside = f"{BINARY_DIR_IN_CHROOT}/{binary.name}"
         steps += [
-            f"install -m 0755 {q(str(self._emulated.qemu))} {r}{QEMU_IN_CHROOT}",
-            f"install -m 0755 {q(str(binary))} {r}{q(inside)}",
+            *layout.steps,
+            f"install -m 0755 {q(str(self._emulated.qemu))} $R{QEMU_IN_CHROOT}",
+            f"install -m 0755 {q(str(binary))} $R{q(inside)}",
             # The namespace's own PID view (NVIDIA's 550 answers 304 otherwise).
-            f"mount -t proc rextio-proc {r}/proc",
-            f"mknod -m 0666 {r}/dev/null c 1 3",
+            "mount -t proc rextio-proc $R/proc",
+            "mknod -m 0666 $R/dev/null c 1 3",
+            *layout.last,
         ]
         fail = f'{{ echo "rextio-emulated: chroot setup failed" >&2; exit {SETUP_FAILED}; }}'
         setup = "\n".join(f"{step} || {fail}" for step in steps)
         command = " ".join(
-            q(part) for part in [self._env, "-i", self._chroot, str(root), QEMU_IN_CHROOT, inside]
+            [
+                *(q(part) for part in [self._env, "-i", self._chroot]),
+                '"$R"',
+                *(q(part) for part in [QEMU_IN_CHROOT, inside, *args]),
+            ]
         )
-        arguments = " ".join(q(argument) for argument in args)
-        return (
-            f"umask 022\n{setup}\n"
-            f"{command} {arguments}\n"
-            "status=$?\n"
-            f"ls -A {r}/dev > {q(str(dev_list))}\n"
-            'exit "$status"\n'
+        return "\n".join(
+            [
+                "umask 022",
+                f"R={q(str(root))}",
+                f"L={q(str(layers))}",
+                setup,
+                command,
+                "status=$?",
+                f"ls -A $R/dev > {dev_list}",
+                f": > {facts}",
+                *(f"{{ {fact} ; }} >> {facts} 2>&1" for fact in layout.facts),
+                'exit "$status"',
+                "",
+            ]
         )
 
 

@@ -1,6 +1,8 @@
 """The aarch64 probe and smoke, executed: under qemu's user-mode emulator in an
-arm64 chroot holding NVIDIA's real arm64 ``libcuda1`` (Debian non-free) at
-the reviewed candidate ``/usr/lib/aarch64-linux-gnu``, on a host without a GPU.
+arm64 chroot holding NVIDIA's real arm64 ``libcuda1`` (Debian non-free), on a
+host without a GPU: at the reviewed candidate ``/usr/lib/aarch64-linux-gnu``,
+and laid out as each aarch64 platform of contract §9.4 lays it out
+(tests/real_driver/platform_layouts.py's ``ARM64_PLATFORMS``).
 
 The expectations are the x86_64 ones (tests/real_driver): the driver loads,
 reports its version before ``cuInit``, and ``cuInit`` answers 100.
@@ -8,42 +10,31 @@ reports its version before ``cuInit``, and ``cuInit`` answers 100.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
-from emulation import EM_AARCH64, Arm64Chroot, Emulated, elf_machine, qemu_major_version
-from real_libcuda import OBSERVED_CUDA_VERSION
+from emulation import ARM64_SERIES, NO_DRIVER, Arm64Chroot, Emulated
+from platform_layouts import (
+    ARM64_PLATFORMS,
+    Layout,
+    Platform,
+    expected_facts,
+    host_state,
+    ubuntu_arm64,
+)
+from real_libcuda import OBSERVED_CUDA_VERSION, DriverImage
 from sim_namespace import assert_no_device_probe, assert_no_device_smoke
 
-ARM64_SERIES = ["535", "550"]
 AARCH64_TARGET = {"os": "linux", "arch": "aarch64", "environment": "gnu"}
-# qemu 7.2 (bookworm's) answers EINVAL to PR_SET_CHILD_SUBREAPER, which the
-# probe and smoke call to contain what the driver spawns.
-FIRST_QEMU_WITH_SUBREAPER = 10
-
-
-def test_the_binaries_under_test_are_aarch64(aarch64_probe: Path, aarch64_smoke: Path) -> None:
-    assert elf_machine(aarch64_probe) == EM_AARCH64
-    assert elf_machine(aarch64_smoke) == EM_AARCH64
-
-
-def test_the_emulator_knows_the_child_subreaper(emulated: Emulated) -> None:
-    assert qemu_major_version(emulated.qemu) >= FIRST_QEMU_WITH_SUBREAPER
-
-
-def test_every_arm64_series_was_fetched(emulated: Emulated) -> None:
-    assert sorted(emulated.drivers) == ARM64_SERIES
-    for series, driver in emulated.drivers.items():
-        assert driver.image_version.startswith(f"{series}."), driver
-        assert elf_machine(driver.image) == EM_AARCH64, driver
 
 
 @pytest.mark.parametrize("series", ARM64_SERIES)
 def test_probe_reports_no_devices_with_the_real_arm64_driver(
     chroot: Arm64Chroot, emulated: Emulated, aarch64_probe: Path, series: str
 ) -> None:
-    outcome = chroot.run(emulated.drivers[series], aarch64_probe, [])
+    outcome = chroot.run(ubuntu_arm64(emulated.drivers[series]), aarch64_probe, [])
     assert_no_device_probe(outcome.run, driver_version=OBSERVED_CUDA_VERSION[series])
     assert outcome.run.record() == {
         "schema_version": "1",
@@ -69,7 +60,7 @@ def test_probe_reports_no_devices_with_the_real_arm64_driver(
 def test_smoke_fails_cleanly_at_cu_init_with_the_real_arm64_driver(
     chroot: Arm64Chroot, emulated: Emulated, aarch64_smoke: Path, series: str
 ) -> None:
-    outcome = chroot.run(emulated.drivers[series], aarch64_smoke, ["--device", "0"])
+    outcome = chroot.run(ubuntu_arm64(emulated.drivers[series]), aarch64_smoke, ["--device", "0"])
     assert_no_device_smoke(outcome.run)
     # Exactly what the smoke reports without a GPU: it stopped at cuInit.
     assert outcome.run.record() == {
@@ -88,7 +79,7 @@ def test_smoke_fails_cleanly_at_cu_init_with_the_real_arm64_driver(
 
 
 def test_probe_without_a_driver_finds_none(chroot: Arm64Chroot, aarch64_probe: Path) -> None:
-    outcome = chroot.run(None, aarch64_probe, [])
+    outcome = chroot.run(NO_DRIVER, aarch64_probe, [])
     assert outcome.run.returncode == 0, outcome.run.stderr
     record = outcome.run.record()
     assert {key: record[key] for key in ("status", "reason_code", "driver_loaded")} == {
@@ -97,4 +88,55 @@ def test_probe_without_a_driver_finds_none(chroot: Arm64Chroot, aarch64_probe: P
         "driver_loaded": False,
     }, record
     assert record["target"] == AARCH64_TARGET
+    assert "nvidiactl" not in outcome.dev
+
+
+def _driver_root_arguments(layout: Layout) -> list[str]:
+    return [] if layout.driver_root is None else ["--driver-root", layout.driver_root]
+
+
+@pytest.mark.parametrize("series", ARM64_SERIES)
+@pytest.mark.parametrize(
+    "platform", ARM64_PLATFORMS, ids=[platform.name for platform in ARM64_PLATFORMS]
+)
+def test_the_real_arm64_driver_loads_in_every_aarch64_home(
+    chroot: Arm64Chroot,
+    emulated: Emulated,
+    aarch64_probe: Path,
+    platform: Platform[DriverImage],
+    series: str,
+) -> None:
+    layout = platform.layout(emulated.drivers[series])
+    before = host_state()
+    outcome = chroot.run(layout, aarch64_probe, _driver_root_arguments(layout))
+    assert host_state() == before, "building the chroot changed the host"
+
+    assert outcome.facts.splitlines() == expected_facts(platform.name), outcome.facts
+    # The shipped aarch64 probe loaded this home's image: the series'
+    # version, and cuInit's 100 without a GPU.
+    assert_no_device_probe(outcome.run, driver_version=OBSERVED_CUDA_VERSION[series])
+    assert outcome.run.record()["target"] == AARCH64_TARGET
+    assert "refused" not in outcome.run.stderr, outcome.run.stderr
+    # Run as root, the real driver made its control node in the chroot's /dev.
+    assert "nvidiactl" in outcome.dev, outcome.run.stderr
+    if layout.driver_root is not None:
+        # Only driver_root finds it: it is no reviewed home.
+        search = chroot.run(layout, aarch64_probe, [])
+        assert search.run.record()["reason_code"] == "LIBCUDA_SO_NOT_FOUND", search.run.stdout
+        assert "nvidiactl" not in search.dev
+
+
+@pytest.mark.parametrize("series", ARM64_SERIES)
+def test_the_nix_store_left_writable_is_refused_on_aarch64(
+    chroot: Arm64Chroot, emulated: Emulated, aarch64_probe: Path, series: str
+) -> None:
+    # The NixOS layout without its read-only remount: the image's second
+    # hard link is what the links rule refuses (contract §9.4).
+    nixos = next(platform for platform in ARM64_PLATFORMS if platform.name == "nixos")
+    layout = dataclasses.replace(nixos.layout(emulated.drivers[series]), last=(), facts=())
+    outcome = chroot.run(layout, aarch64_probe, [])
+    record = outcome.run.record()
+    assert (record["reason_code"], record["driver_loaded"]) == ("LIBCUDA_SO_LOAD_FAILED", False)
+    assert "rule `links`" in outcome.run.stderr, outcome.run.stderr
+    # Nothing of the driver ran.
     assert "nvidiactl" not in outcome.dev

@@ -24,6 +24,10 @@ SPEC: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parents[2] / "templates" / "provider-spec.json").read_text("utf-8")
 )
 CAPABILITIES: dict[str, dict[str, Any]] = {item["id"]: item for item in SPEC["capabilities"]}
+# Each lane's record, without the kind it is written under (raw_driver or framework_reuse).
+LANES: dict[str, dict[str, Any]] = {
+    name: record for name, kinds in SPEC["lanes"].items() for record in kinds.values()
+}
 
 
 def _release(pair: list[int]) -> str:
@@ -233,7 +237,7 @@ def raw_requirement(
 
 def framework_requirement(lane: str, sm: str | None = "sm_80", **changes: Any) -> DeviceRequirement:
     """The frozen requirement of a framework lane, with an optional SM."""
-    frozen = dict(SPEC["lanes"][lane]["requirement"])
+    frozen = dict(LANES[lane]["requirement"])
     for key in ("features", "layouts", "memory_spaces"):
         frozen[key] = tuple(frozen[key])
     frozen["architectures"] = (sm,) if sm is not None else ()
@@ -245,7 +249,7 @@ def lane_pins(lane: str) -> tuple[RuntimeRequirement, ...]:
     """The frozen runtime pins of a framework lane."""
     return tuple(
         RuntimeRequirement(pin["name"], pin["version"], tuple(pin["features"]))
-        for pin in SPEC["lanes"][lane]["runtime_pins"]
+        for pin in LANES[lane]["runtime_pins"]
     )
 
 

@@ -143,7 +143,40 @@ def test_every_wheel_describes_itself(tag: str) -> None:
     assert urls["Homepage"] == "https://pypi.org/project/rextio-device-cuda/"
     classifiers = metadata.get_all("Classifier", [])
     assert "Development Status :: 3 - Alpha" in classifiers
-    assert "Programming Language :: Python :: 3.11" in classifiers
+    for version in ("3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in classifiers
+
+
+def _generated_payload() -> dict[str, bytes]:
+    """What every artifact carries from generated/, by its path in the package:
+    the manifest and each tarball (in ``_data/``)."""
+    generated = ROOT / "generated"
+    tarballs = sorted(generated.glob("*.tar.gz"))
+    assert tarballs, f"{generated} holds no tarball"
+    payload = {f"{NAME}/manifest.json": (generated / "manifest.json").read_bytes()}
+    payload.update({f"{NAME}/_data/{path.name}": path.read_bytes() for path in tarballs})
+    return payload
+
+
+@pytest.mark.parametrize("tag", ["any", *sorted(PLATFORMS)])
+def test_every_wheel_carries_the_manifest_and_each_generated_tarball(tag: str) -> None:
+    with _wheel(tag) as wheel:
+        names = wheel.namelist()
+        for member, data in _generated_payload().items():
+            assert member in names, member
+            assert wheel.read(member) == data, member
+        shipped = sorted(name for name in names if f"{NAME}/_data/" in name)
+    expected = sorted(name for name in _generated_payload() if "/_data/" in name)
+    assert shipped == expected
+
+
+def test_the_sdist_carries_the_manifest_and_each_generated_tarball() -> None:
+    top = f"{NAME}-{VERSION}"
+    with tarfile.open(_dist() / f"{top}.tar.gz") as sdist:
+        for member, data in _generated_payload().items():
+            extracted = sdist.extractfile(f"{top}/{member}")
+            assert extracted is not None, member
+            assert extracted.read() == data, member
 
 
 def _entries(wheel: Path) -> dict[str, bytes]:

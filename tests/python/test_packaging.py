@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from cuda_support import SPEC
+from cuda_support import LANES, SPEC
 from rextio.devices import DeviceProviderSelection, load_selected_device_provider
 from sim_namespace import built_path
 
@@ -39,7 +39,7 @@ def _expected_manifest() -> dict[str, Any]:
     backend = manifest["backend"].strip().lower()
     capabilities = []
     for capability in sorted(SPEC["capabilities"], key=lambda item: item["id"].strip()):
-        requirement = SPEC["lanes"][capability["lane"]].get("requirement")
+        requirement = LANES[capability["lane"]].get("requirement")
         requirements = []
         if requirement is not None:
             requirements.append(
@@ -117,6 +117,14 @@ def test_distribution_metadata_matches_the_spec() -> None:
     assert project["version"] == distribution["version"]
     assert project["dependencies"] == distribution["dependencies"]
     assert project["requires-python"] == distribution["requires_python"]
+
+
+def test_the_running_cpython_is_one_the_package_claims() -> None:
+    classifiers = metadata.distribution(SPEC["distribution"]["name"]).metadata.get_all(
+        "Classifier", []
+    )
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"Programming Language :: Python :: {running}" in classifiers
 
 
 def test_core_loads_the_entry_point_and_the_manifest_is_the_specs() -> None:
@@ -231,5 +239,5 @@ def test_probe_without_shipped_binaries_says_how_to_build_one(tmp_path: Path) ->
 
     assert (done.returncode, done.stdout) == (1, "")
     assert "no probe ships for this platform" in done.stderr
-    assert "cargo build --release --locked -p rextio-cuda-probe" in done.stderr
+    assert "python -m rextio_device_cuda build-probe" in done.stderr
     assert "Traceback" not in done.stderr

@@ -14,6 +14,7 @@ import pytest
 import test_rextio_generate as generate_fixture
 from cuda_support import (
     CAPABILITIES,
+    LANES,
     SPEC,
     ProbeFactory,
     ready_options,
@@ -248,7 +249,7 @@ def test_spec_names_the_new_codes_and_keys() -> None:
         assert explanation
         assert remedy
     assert SPEC["observation_keys"]["probe_sha256"] == "probe.sha256"
-    for lane in SPEC["lanes"].values():
+    for lane in LANES.values():
         if "probe_executable" in lane["option_allowlist"]:
             assert "probe_sha256" in lane["option_allowlist"]
     assert json.dumps(SPEC["manifest"]).count("probe_sha256") == 0

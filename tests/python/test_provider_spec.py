@@ -7,9 +7,14 @@ import dataclasses
 from collections.abc import Mapping
 
 import pytest
-from cuda_support import SPEC
+from cuda_support import LANES, SPEC
 
-from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
+from rextio_device_cuda._provider_spec import (
+    CAPABILITIES,
+    PROVIDER_SPEC,
+    FrameworkLaneSpec,
+    RawDriverLaneSpec,
+)
 from rextio_device_cuda._record import Record
 
 
@@ -50,6 +55,12 @@ def test_generated_records_hold_exactly_the_spec() -> None:
     source = copy.deepcopy(SPEC)
     source["manifest"]["display_name"] += f" {version}"
     source["manifest"]["provider_version"] = version
+    # A lane is written under its kind; the record's class is that kind.
+    source["lanes"] = copy.deepcopy(LANES)
+    kinds = {"raw_driver": RawDriverLaneSpec, "framework_reuse": FrameworkLaneSpec}
+    for name, written in SPEC["lanes"].items():
+        (kind,) = written
+        assert type(PROVIDER_SPEC.lanes[name]) is kinds[kind], name
     _same(PROVIDER_SPEC, source, "spec")
     assert PROVIDER_SPEC.manifest.provider_version == version
     assert list(CAPABILITIES) == [item["id"] for item in SPEC["capabilities"]]

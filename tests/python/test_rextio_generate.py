@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_support import CAPABILITIES, SPEC, ProbeFactory, json_strings, json_values, report
+from cuda_support import CAPABILITIES, LANES, SPEC, ProbeFactory, json_strings, json_values, report
 
 PROVIDER_ID = "rextio-device-cuda"
 PLUGIN_ID = "rextio-cuda-domain-fixture"
@@ -227,15 +227,15 @@ def test_framework_lane_generates_a_redacted_lock(
     # composed with the selected SM, plus the frozen runtime pins.
     profile = plan["artifact_profile"]
     assert profile["kind"] == "host-extension"
-    expected = {**SPEC["lanes"][lane]["requirement"], "architectures": ["sm_80"]}
+    expected = {**LANES[lane]["requirement"], "architectures": ["sm_80"]}
     assert profile["device_requirements"] == [expected]
-    for pin in SPEC["lanes"][lane]["runtime_pins"]:
+    for pin in LANES[lane]["runtime_pins"]:
         assert pin in profile["runtime_requirements"]
 
     observations = {item["key"]: item["value"] for item in plan["preflight"]["observations"]}
     assert observations["selected.sm"] == "sm_80"
     assert observations["selected.device"] == "0"
-    for key, value in SPEC["lanes"][lane]["observations"].items():
+    for key, value in LANES[lane]["observations"].items():
         assert observations[key] == value
 
     contribution = plan["contribution"]
@@ -243,7 +243,7 @@ def test_framework_lane_generates_a_redacted_lock(
     assert contribution["generated_helper_ids"] == []
     assert contribution["runtime_check_ids"] == []
     assert sorted(item["resource_kind"] for item in contribution["resource_contracts"]) == sorted(
-        item["resource_kind"] for item in SPEC["lanes"][lane]["contribution"]["resource_contracts"]
+        item["resource_kind"] for item in LANES[lane]["contribution"]["resource_contracts"]
     )
 
     # Options enter as key names plus a digest: no path, no absolute string.

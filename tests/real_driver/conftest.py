@@ -2,7 +2,9 @@
 `cargo xtask test` fetched (see xtask/src/real_driver.rs), run in the same
 private namespaces as the simulated driver (tests/e2e/sim_namespace.py).
 
-Without the images the tests fail, saying so; they never skip.
+Without the images the tests fail, saying so; they never skip. The
+``real_drivers`` fixture checks that every observed series was fetched, each
+image of its own series.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from real_libcuda import RealDriver
+from real_libcuda import OBSERVED_CUDA_VERSION, RealDriver
 from sim_namespace import SimulatedHost, built_binaries, built_path, namespace_tools_or_fail
 
 
@@ -36,7 +38,12 @@ def real_drivers() -> dict[str, RealDriver]:
         )
         for entry in entries
     }
-    for driver in drivers.values():
+    wanted = sorted(OBSERVED_CUDA_VERSION)
+    if sorted(drivers) != wanted:
+        pytest.fail(f"{manifest} names the series {sorted(drivers)}, not {wanted}")
+    for series, driver in drivers.items():
+        if not driver.image_version.startswith(f"{series}."):
+            pytest.fail(f"the {series} series' image is version {driver.image_version}")
         for path in (driver.image, driver.deb, driver.alternative_deb):
             if not path.is_file():
                 pytest.fail(f"the {driver.series} driver's {path} is missing")

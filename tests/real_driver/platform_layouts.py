@@ -20,17 +20,23 @@ Nothing reaches the host: every mount is in the namespace, every write in a
 tmpfs or an overlay's upper layer, and the namespace dies with its init.
 
 Where each layout's facts come from is said beside it (`Platform.source`).
+
+The aarch64 homes (:data:`ARM64_PLATFORMS`) are the same kind of shell steps,
+run by tests/emulated in an arm64 chroot under qemu with NVIDIA's arm64
+libcuda; they share every layout that both architectures lay out alike.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, TypeVar
 
-from real_libcuda import OBSERVED_CUDA_VERSION, RealDriver
+from real_libcuda import OBSERVED_CUDA_VERSION, DriverImage, RealDriver
 from sim_namespace import preflight_argv
 
 # unshare as in sim_namespace: the command is the PID namespace's init, so a
@@ -51,10 +57,31 @@ OSTREE_OBJECT = (
     + ".file"
 )
 ENVIRONMENT = ("PATH=/usr/bin:/bin", "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1")
+# Jetson Linux names its driver libcuda.so.1.1 whatever its version.
+TEGRA_IMAGE = "libcuda.so.1.1"
+# Jetson Thor's driver directory (Jetson Linux 38), reached through driver_root.
+JETSON_THOR_DRIVER_ROOT = "/opt/nvidia/l4t-gpu-libs/openrm"
+# The layouts a platform needs of its driver: RealDriver (x86_64, with its
+# packages) or any DriverImage.
+Driver = TypeVar("Driver", bound=DriverImage)
 
 
 def q(value: str | Path) -> str:
     return shlex.quote(str(value))
+
+
+def host_state() -> tuple[list[tuple[str, int, int]], str]:
+    """The host's /dev (names, modes, device numbers) and its mount table."""
+    with os.scandir("/dev") as entries:
+        dev = sorted(
+            (
+                entry.name,
+                entry.stat(follow_symlinks=False).st_mode,
+                entry.stat(follow_symlinks=False).st_rdev,
+            )
+            for entry in entries
+        )
+    return dev, Path("/proc/self/mounts").read_text(encoding="utf-8")
 
 
 def mount_of(path: str) -> str:
@@ -85,12 +112,12 @@ class Layout:
 
 
 @dataclass(frozen=True)
-class Platform:
+class Platform(Generic[Driver]):
     """One driver home of contract §9.4 and where its layout comes from."""
 
     name: str
     source: str
-    layout: Callable[[RealDriver], Layout]
+    layout: Callable[[Driver], Layout]
 
 
 @dataclass(frozen=True)
@@ -221,7 +248,7 @@ class PrivateRoot:
         return f"chroot $R env -i {' '.join(ENVIRONMENT)} sh -ec {q(step)}"
 
 
-def _versioned(directory: str, driver: RealDriver, mode: str = "0644") -> list[str]:
+def _versioned(directory: str, driver: DriverImage, mode: str = "0644") -> list[str]:
     """``directory/libcuda.so.<version>`` plus the ``libcuda.so.1`` link, as
     NVIDIA's .run installer and the distributions' packages make them."""
     versioned = f"libcuda.so.{driver.image_version}"
@@ -257,22 +284,30 @@ def debian(driver: RealDriver) -> Layout:
     )
 
 
-def ubuntu(driver: RealDriver) -> Layout:
-    directory = "/usr/lib/x86_64-linux-gnu"
+def _ubuntu_compute(directory: str, driver: DriverImage) -> Layout:
+    """libnvidia-compute-NNN's files in the architecture's multiarch directory."""
     return Layout(
         steps=(*_versioned(directory, driver), f"ln -s libcuda.so.1 $R{directory}/libcuda.so")
     )
 
 
-def rhel(driver: RealDriver) -> Layout:
+def ubuntu(driver: DriverImage) -> Layout:
+    return _ubuntu_compute("/usr/lib/x86_64-linux-gnu", driver)
+
+
+def ubuntu_arm64(driver: DriverImage) -> Layout:
+    return _ubuntu_compute("/usr/lib/aarch64-linux-gnu", driver)
+
+
+def rhel(driver: DriverImage) -> Layout:
     return Layout(steps=_versioned("/usr/lib64", driver, "0755"))
 
 
-def arch(driver: RealDriver) -> Layout:
+def arch(driver: DriverImage) -> Layout:
     return Layout(steps=_versioned("/usr/lib", driver))
 
 
-def gke(driver: RealDriver) -> Layout:
+def gke(driver: DriverImage) -> Layout:
     return Layout(
         steps=(
             "install -d -m 0755 $R/usr/local/nvidia",
@@ -281,7 +316,16 @@ def gke(driver: RealDriver) -> Layout:
     )
 
 
-def wsl2(driver: RealDriver) -> Layout:
+def nvidia_lib(driver: DriverImage) -> Layout:
+    return Layout(
+        steps=(
+            "install -d -m 0755 $R/usr/local/nvidia",
+            *_versioned("/usr/local/nvidia/lib", driver),
+        )
+    )
+
+
+def wsl2(driver: DriverImage) -> Layout:
     lib = "$R/usr/lib/wsl/lib"
     image = q(driver.image)
     return Layout(
@@ -300,7 +344,7 @@ def wsl2(driver: RealDriver) -> Layout:
     )
 
 
-def colab(driver: RealDriver) -> Layout:
+def colab(driver: DriverImage) -> Layout:
     return Layout(
         steps=(
             *_versioned("/usr/lib64-nvidia", driver),
@@ -309,7 +353,7 @@ def colab(driver: RealDriver) -> Layout:
     )
 
 
-def nixos(driver: RealDriver) -> Layout:
+def nixos(driver: DriverImage) -> Layout:
     package = NIX_DRIVER_PACKAGE.format(version=driver.image_version)
     versioned = f"libcuda.so.{driver.image_version}"
     return Layout(
@@ -339,7 +383,7 @@ def nixos(driver: RealDriver) -> Layout:
     )
 
 
-def apptainer(driver: RealDriver) -> Layout:
+def apptainer(driver: DriverImage) -> Layout:
     libs = "$R/.singularity.d/libs"
     return Layout(
         steps=(
@@ -355,7 +399,7 @@ def apptainer(driver: RealDriver) -> Layout:
     )
 
 
-def ostree(driver: RealDriver) -> Layout:
+def ostree(driver: DriverImage) -> Layout:
     versioned = f"libcuda.so.{driver.image_version}"
     return Layout(
         # The deployment's /usr file and the repository object are one inode
@@ -381,7 +425,44 @@ def ostree(driver: RealDriver) -> Layout:
     )
 
 
-def cuda_compat(driver: RealDriver) -> Layout:
+def _tegra(directory: str, driver: DriverImage) -> list[str]:
+    """Jetson Linux's nvidia-l4t-cuda: ``libcuda.so.1.1`` with ``libcuda.so.1``
+    (ldconfig's link, from the SONAME) and ``libcuda.so`` beside it."""
+    return [
+        f"install -d -m 0755 $R{directory}",
+        f"install -m 0644 {q(driver.image)} $R{directory}/{TEGRA_IMAGE}",
+        f"ln -s {TEGRA_IMAGE} $R{directory}/libcuda.so.1",
+        f"ln -s {TEGRA_IMAGE} $R{directory}/libcuda.so",
+    ]
+
+
+def jetpack6(driver: DriverImage) -> Layout:
+    directory = "/usr/lib/aarch64-linux-gnu/nvidia"
+    return Layout(steps=_tegra(directory, driver), facts=(f"readlink $R{directory}/libcuda.so.1",))
+
+
+def jetpack5(driver: DriverImage) -> Layout:
+    directory = "/usr/lib/aarch64-linux-gnu/tegra"
+    return Layout(
+        steps=(
+            *_tegra(directory, driver),
+            # The development link one level up points into tegra/; it is no
+            # libcuda.so.1, so the multiarch candidate stays empty.
+            "ln -s tegra/libcuda.so $R/usr/lib/aarch64-linux-gnu/libcuda.so",
+        ),
+        facts=(f"readlink $R{directory}/libcuda.so.1",),
+    )
+
+
+def jetson_thor(driver: DriverImage) -> Layout:
+    return Layout(
+        steps=_tegra(JETSON_THOR_DRIVER_ROOT, driver),
+        facts=(f"readlink $R{JETSON_THOR_DRIVER_ROOT}/libcuda.so.1",),
+        driver_root=JETSON_THOR_DRIVER_ROOT,
+    )
+
+
+def cuda_compat(driver: DriverImage) -> Layout:
     # The release the series' driver reports (12040 -> cuda-12.4).
     version = OBSERVED_CUDA_VERSION[driver.series]
     release = f"cuda-{version // 1000}.{version % 1000 // 10}"
@@ -402,7 +483,14 @@ def cuda_compat(driver: RealDriver) -> Layout:
     )
 
 
-PLATFORMS = (
+GKE_SOURCE = "/usr/local/nvidia/lib64, where GKE mounts the installed driver"
+NIXOS_SOURCE = (
+    "/run/opengl-driver -> a graphics-drivers buildEnv in a root:nixbld 1775, read-only, "
+    "optimised (hard-linked) /nix/store"
+)
+APPTAINER_SOURCE = "/.singularity.d/libs/libcuda.so.1, the host's file bound read-only"
+
+PLATFORMS: tuple[Platform[RealDriver], ...] = (
     Platform(
         "debian",
         "libcuda1 and nvidia-alternative of the series (dpkg-deb -x), and nvidia-alternative's "
@@ -419,18 +507,11 @@ PLATFORMS = (
     Platform(
         "arch", "/usr/lib/libcuda.so.<version> and the libcuda.so.1 link (nvidia-utils)", arch
     ),
-    Platform("gke", "/usr/local/nvidia/lib64, where GKE mounts the installed driver", gke),
+    Platform("gke", GKE_SOURCE, gke),
     Platform("wsl2", "/usr/lib/wsl/lib: regular-file copies on a read-only mount", wsl2),
     Platform("colab", "/usr/lib64-nvidia/libcuda.so.<version> and its links", colab),
-    Platform(
-        "nixos",
-        "/run/opengl-driver -> a graphics-drivers buildEnv in a root:nixbld 1775, read-only, "
-        "optimised (hard-linked) /nix/store",
-        nixos,
-    ),
-    Platform(
-        "apptainer", "/.singularity.d/libs/libcuda.so.1, the host's file bound read-only", apptainer
-    ),
+    Platform("nixos", NIXOS_SOURCE, nixos),
+    Platform("apptainer", APPTAINER_SOURCE, apptainer),
     Platform(
         "ostree",
         "/usr/lib64 on a read-only /usr whose image is a hard link of a repository object",
@@ -442,3 +523,68 @@ PLATFORMS = (
         cuda_compat,
     ),
 )
+
+# The aarch64 homes of contract §9.4, in the probe's search order, then
+# Jetson Thor through driver_root.
+ARM64_PLATFORMS: tuple[Platform[DriverImage], ...] = (
+    Platform("gke", GKE_SOURCE, gke),
+    Platform(
+        "nvidia-lib",
+        "/usr/local/nvidia/lib, the driver volume's other directory beside lib64",
+        nvidia_lib,
+    ),
+    Platform(
+        "jetpack6",
+        "/usr/lib/aarch64-linux-gnu/nvidia/libcuda.so.1.1 and its links (Jetson Linux 36's "
+        "nvidia-l4t-cuda; an ld.so.conf.d entry names the directory)",
+        jetpack6,
+    ),
+    Platform(
+        "jetpack5",
+        "/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1.1 and its links, and libcuda.so one "
+        "level up pointing into tegra/ (Jetson Linux 35's nvidia-l4t-cuda)",
+        jetpack5,
+    ),
+    Platform(
+        "ubuntu-arm64",
+        "libnvidia-compute-NNN(-server) for arm64: /usr/lib/aarch64-linux-gnu/"
+        "libcuda.so.<version> with libcuda.so.1 and libcuda.so beside it",
+        ubuntu_arm64,
+    ),
+    Platform(
+        "rhel", "/usr/lib64/libcuda.so.<version> and the libcuda.so.1 link (the sbsa driver)", rhel
+    ),
+    Platform(
+        "arch", "/usr/lib/libcuda.so.<version> and the libcuda.so.1 link (Arch Linux ARM)", arch
+    ),
+    Platform("nixos", NIXOS_SOURCE, nixos),
+    Platform("apptainer", APPTAINER_SOURCE, apptainer),
+    Platform(
+        "jetson-thor",
+        "/opt/nvidia/l4t-gpu-libs/openrm/libcuda.so.1.1 and its links (Jetson Linux 38) "
+        "through driver_root",
+        jetson_thor,
+    ),
+)
+
+
+def expected_facts(platform: str) -> list[str]:
+    """What each layout's ``facts`` print, by platform name, on either
+    architecture: a layout that is not what it claims fails on them."""
+    return {
+        "debian": [
+            "/etc/alternatives/nvidia--libcuda.so.1-x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1",
+        ],
+        # A regular file of one link, on a read-only mount.
+        "wsl2": ["regular file 1 555", "tmpfs ro"],
+        # root:nixbld 1775; the image has a second link; the store is read-only.
+        "nixos": ["root:30000 1775", "2", "tmpfs ro"],
+        "apptainer": ["tmpfs ro", "1 root"],
+        # The repository object and the deployment's file are one inode, on a read-only /usr.
+        "ostree": ["2", "overlay ro"],
+        # Jetson Linux's libcuda.so.1 names the libcuda.so.1.1 beside it.
+        "jetpack6": [TEGRA_IMAGE],
+        "jetpack5": [TEGRA_IMAGE],
+        "jetson-thor": [TEGRA_IMAGE],
+    }.get(platform, [])

@@ -4,11 +4,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 # What cuDriverGetVersion returned for each series when these checks were
 # first run against the real libraries (CUDA 12.2, 12.4 and 12.5); the arm64
 # builds of a series answer the same (tests/emulated).
 OBSERVED_CUDA_VERSION = {"535": 12020, "550": 12040, "555": 12050}
+
+
+class DriverImage(Protocol):
+    """What a platform layout needs of a fetched driver, on any architecture:
+    its series and the extracted ``libcuda.so.<image_version>``."""
+
+    @property
+    def series(self) -> str: ...
+
+    @property
+    def image_version(self) -> str: ...
+
+    @property
+    def image(self) -> Path: ...
 
 
 @dataclass(frozen=True)

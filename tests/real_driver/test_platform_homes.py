@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from platform_layouts import PLATFORMS, Platform, PrivateRoot, RootRun
+from platform_layouts import (
+    PLATFORMS,
+    Platform,
+    PrivateRoot,
+    RootRun,
+    expected_facts,
+    host_state,
+)
 from real_libcuda import OBSERVED_CUDA_VERSION, RealDriver
 from sim_namespace import (
     NamespaceRun,
@@ -27,20 +33,6 @@ from sim_namespace import (
 
 SERIES = sorted(OBSERVED_CUDA_VERSION)
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-
-def _host_state() -> tuple[list[tuple[str, int, int]], str]:
-    """The host's /dev (names, modes, device numbers) and its mount table."""
-    with os.scandir("/dev") as entries:
-        dev = sorted(
-            (
-                entry.name,
-                entry.stat(follow_symlinks=False).st_mode,
-                entry.stat(follow_symlinks=False).st_rdev,
-            )
-            for entry in entries
-        )
-    return dev, Path("/proc/self/mounts").read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -75,38 +67,20 @@ def _preflight_run(run: RootRun) -> NamespaceRun:
     return NamespaceRun(run.preflight_returncode, run.preflight_stdout, run.preflight_stderr, ())
 
 
-def _expected_facts(platform: str, driver: RealDriver) -> list[str]:
-    """What each layout must really be (a layout that is not fails here)."""
-    return {
-        "debian": [
-            "/etc/alternatives/nvidia--libcuda.so.1-x86_64-linux-gnu",
-            "/usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1",
-        ],
-        # A regular file of one link, on a read-only mount.
-        "wsl2": ["regular file 1 555", "tmpfs ro"],
-        # root:nixbld 1775; the image has a second link; the store is read-only.
-        "nixos": ["root:30000 1775", "2", "tmpfs ro"],
-        "apptainer": ["tmpfs ro", "1 root"],
-        # The repository object and the deployment's file are one inode, on a read-only /usr.
-        "ostree": ["2", "overlay ro"],
-    }.get(platform, [])
-
-
 @pytest.mark.parametrize("series", SERIES)
 @pytest.mark.parametrize("platform", PLATFORMS, ids=[platform.name for platform in PLATFORMS])
 def test_the_real_driver_loads_in_every_platform_home(
     private_root: PrivateRoot,
     real_drivers: dict[str, RealDriver],
-    platform: Platform,
+    platform: Platform[RealDriver],
     series: str,
 ) -> None:
-    driver = real_drivers[series]
-    layout = platform.layout(driver)
-    before = _host_state()
+    layout = platform.layout(real_drivers[series])
+    before = host_state()
     run = private_root.run(layout)
-    assert _host_state() == before, "building the private root changed the host"
+    assert host_state() == before, "building the private root changed the host"
 
-    assert run.facts.splitlines() == _expected_facts(platform.name, driver), run.facts
+    assert run.facts.splitlines() == expected_facts(platform.name), run.facts
     # The real probe loaded this home's image: the series' version, and
     # cuInit's 100 without a GPU.
     assert_no_device_probe(_probe_run(run), driver_version=OBSERVED_CUDA_VERSION[series])

@@ -5,11 +5,11 @@
 use std::process::Command;
 
 use crate::paths::repo_root;
-use crate::python_env::{self, Venv};
-use crate::{process, Result};
+use crate::python_env::Venv;
+use crate::{process, setup, Result};
 
 pub fn command() -> Result<()> {
-    python_env::setup()?;
+    setup::setup()?;
     process::run(
         Command::new(Venv::Floor.program("python"))
             .current_dir(repo_root())

@@ -123,8 +123,9 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
 }
 
 /// The project files of `python/` (its build files, the package's sources and
-/// `py.typed`; no bytecode, caches or leftovers) plus README.md, LICENSE and
-/// the generated runtime tarball in the package's `_data/`, fresh each time.
+/// `py.typed`; no bytecode, caches or leftovers) plus README.md, LICENSE,
+/// generated/manifest.json as the package's `manifest.json` and every
+/// generated tarball in the package's `_data/`, fresh each time.
 fn stage_python(root: &Path) -> Result<PathBuf> {
     let (python, stage) = (root.join("python"), native::ship_dir(root).join("python"));
     let _ = fs::remove_dir_all(&stage);
@@ -140,8 +141,97 @@ fn stage_python(root: &Path) -> Result<PathBuf> {
     for file in ["README.md", "LICENSE"] {
         paths::copy(&root.join(file), &stage.join(file))?;
     }
-    let tarball = paths::runtime_tarball(root)?;
-    let name = tarball.file_name().unwrap_or_default();
-    paths::copy(&tarball, &stage.join("rextio_device_cuda/_data").join(name))?;
+    let package = stage.join("rextio_device_cuda");
+    let generated = root.join("generated");
+    paths::copy(&generated.join(MANIFEST), &package.join(MANIFEST))?;
+    for tarball in generated_tarballs(&generated)? {
+        let name = tarball.file_name().unwrap_or_default();
+        paths::copy(&tarball, &package.join("_data").join(name))?;
+    }
     Ok(stage)
+}
+
+/// What the generator wrote about its outputs (`generated/manifest.json`),
+/// shipped as the package's `manifest.json`.
+const MANIFEST: &str = "manifest.json";
+
+/// Every `*.tar.gz` directly in `generated` (the crate tarballs), sorted.
+fn generated_tarballs(generated: &Path) -> Result<Vec<PathBuf>> {
+    let mut tarballs = paths::regular_files(generated, |_| false)?;
+    tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
+    if tarballs.is_empty() {
+        return Err(format!("{} holds no .tar.gz", generated.display()));
+    }
+    Ok(tarballs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stage_carries_the_manifest_and_every_generated_tarball() {
+        let scratch = paths::scratch("stage").unwrap();
+        let root = scratch.path();
+        let files = [
+            "python/pyproject.toml",
+            "python/hatch_build.py",
+            "python/rextio_device_cuda/__init__.py",
+            "python/rextio_device_cuda/py.typed",
+            "python/rextio_device_cuda/__pycache__/x.pyc",
+            "python/leftover.txt",
+            "README.md",
+            "LICENSE",
+            "generated/manifest.json",
+            "generated/a-0.1.0.tar.gz",
+            "generated/b-0.1.0.tar.gz",
+            "generated/check.c",
+        ];
+        for file in files {
+            fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            fs::write(root.join(file), file).unwrap();
+        }
+        let stage = stage_python(root).unwrap();
+        let staged: Vec<String> = paths::regular_files(&stage, |_| true)
+            .unwrap()
+            .iter()
+            .map(|path| {
+                path.strip_prefix(&stage)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let expected = [
+            "LICENSE",
+            "README.md",
+            "hatch_build.py",
+            "pyproject.toml",
+            "rextio_device_cuda/__init__.py",
+            "rextio_device_cuda/_data/a-0.1.0.tar.gz",
+            "rextio_device_cuda/_data/b-0.1.0.tar.gz",
+            "rextio_device_cuda/manifest.json",
+            "rextio_device_cuda/py.typed",
+        ];
+        assert_eq!(staged, expected);
+        let manifest = fs::read_to_string(stage.join("rextio_device_cuda/manifest.json")).unwrap();
+        assert_eq!(manifest, "generated/manifest.json");
+    }
+
+    #[test]
+    fn a_stage_without_the_generated_manifest_fails_naming_it() {
+        let scratch = paths::scratch("stage").unwrap();
+        let root = scratch.path();
+        for file in [
+            "python/pyproject.toml",
+            "README.md",
+            "LICENSE",
+            "generated/a.tar.gz",
+        ] {
+            fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
+            fs::write(root.join(file), file).unwrap();
+        }
+        let error = stage_python(root).unwrap_err();
+        assert!(error.contains("manifest.json"), "{error}");
+    }
 }

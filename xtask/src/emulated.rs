@@ -1,7 +1,7 @@
 //! `cargo xtask test`'s emulated step (README's `cargo xtask emulated`): the
 //! shipped aarch64 probe and smoke under qemu, the Windows ones under Wine
-//! (tests/emulated). The arm64 packages and the emulator are fetched like
-//! the real driver ([`PrivateApt`]), never installed, cached under
+//! (tests/emulated). The arm64 packages and the emulator are fetched by
+//! [`crate::apt`], never installed, cached under
 //! `target/emulated/`; mingw-w64 and Wine are installed with apt-get when
 //! missing.
 
@@ -12,11 +12,12 @@ use std::process::Command;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::apt::{cached, unpack, PrivateApt};
 use crate::native::{self, cargo};
 use crate::paths::{at, record_test_paths, repo_root, target_dir};
 use crate::python_env::Venv;
-use crate::real_driver::{cached, unpack, PrivateApt, RealDriver};
-use crate::{process, Result};
+use crate::real_driver::{fetch_series, RealDriver};
+use crate::{process, toolchain, Result};
 
 /// The driver series Debian builds for arm64.
 const ARM64_SERIES: [&str; 2] = ["535", "550"];
@@ -79,7 +80,7 @@ pub fn test([aarch64_probe, aarch64_smoke]: &[PathBuf; 2]) -> Result<()> {
     if let Some([path, package]) = missing() {
         return Err(format!("{path} is missing (package {package})"));
     }
-    crate::test::ensure_target(WINDOWS_TARGET)?;
+    toolchain::ensure_pinned_targets()?;
     let mut build = cargo();
     build.args(["build", "--locked", "--target", WINDOWS_TARGET]);
     process::run(build.args(["-p", "rextio-cuda-probe", "-p", "rextio-sim-driver"]))?;
@@ -129,7 +130,7 @@ fn fetch(dir: &Path) -> Result<Manifest> {
         unpack(&deb, &tree)?;
         userland.push(tree);
     }
-    let drivers = apt.drivers("libcuda1:arm64", &ARM64_SERIES)?;
+    let drivers = fetch_series(&apt, "libcuda1:arm64", &ARM64_SERIES)?;
     Ok(Manifest {
         qemu_package_version,
         qemu,

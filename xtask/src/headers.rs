@@ -46,7 +46,8 @@ pub fn check() -> Result<()> {
         let check = root.join(abi_check::ABI_CHECK_PATH);
         let mut errors = compile(set, &include, &check, &defines)?;
         for export in &lacking {
-            let (count, undeclared) = (errors.len(), format!("{export} undeclared: "));
+            let count = errors.len();
+            let undeclared = format!("{export} undeclared: ");
             errors.retain(|error| !error.starts_with(&undeclared));
             if errors.len() == count {
                 let name = &set.name;
@@ -61,7 +62,8 @@ pub fn check() -> Result<()> {
             return Err(diagnose(set, &include, &symbols, &errors));
         }
         let label = format!("{} {}", set.package, set.version);
-        let (count, constants) = (symbols.symbols.len(), symbols.constants.len());
+        let count = symbols.symbols.len();
+        let constants = symbols.constants.len();
         println!("abi check: {count} symbols, {constants} constants match {label} headers");
         wrong_copy_is_refused(set, &include, &symbols)?;
     }
@@ -75,7 +77,9 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| target_dir().join("nvidia-headers"));
-    let (name, package, version) = (&set.name, &set.package, &set.version);
+    let name = &set.name;
+    let package = &set.package;
+    let version = &set.version;
     let unpacked = cache.join(format!("{package}-{version}"));
     let include = unpacked.join(&set.include_dir);
     let present = || HEADERS.iter().all(|header| include.join(header).is_file());
@@ -93,9 +97,14 @@ pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
         let needs = |why| format!("header set {name}: the ABI check needs its wheel: {why}");
         run(&mut uv).map_err(needs)?;
     }
-    let (headers, dir) = (HEADERS.join(" and "), &set.include_dir);
-    let missing = format!("header set {name}: {package}=={version} holds no {headers} under {dir}");
-    present().then_some(include).ok_or(missing)
+    if !present() {
+        let headers = HEADERS.join(" and ");
+        let dir = &set.include_dir;
+        return Err(format!(
+            "header set {name}: {package}=={version} holds no {headers} under {dir}"
+        ));
+    }
+    Ok(include)
 }
 
 /// Compiles `file` against the headers in `dir`, defining `defines`.
@@ -149,16 +158,19 @@ fn diagnose(set: &HeaderSet, include: &Path, symbols: &SymbolList, errors: &[Str
             findings.push(missing);
         }
         for (param, header) in symbol.params.iter().zip(header) {
-            let (listed, header) = (param.c_type.c_spelling(), param_type(header).c_spelling());
+            let listed = param.c_type.c_spelling();
+            let header = param_type(header).c_spelling();
             let says = format!("the header has `{header}`, the list says `{listed}`");
             if listed != header {
                 findings.push(format!("{export} parameter `{}`: {says}", param.name));
             }
         }
     }
-    let (package, version, name) = (&set.package, &set.version, &set.name);
     let findings = findings.join("\n  ");
-    format!("the lists do not match {package} {version} (header set {name}):\n  {findings}")
+    format!(
+        "the lists do not match {} {} (header set {}):\n  {findings}",
+        set.package, set.version, set.name
+    )
 }
 
 /// The check must catch a mismatch and name it: a copy of the list whose
@@ -181,8 +193,11 @@ fn wrong_copy_is_refused(set: &HeaderSet, include: &Path, symbols: &SymbolList) 
     let expected = format!("{symbol} parameter `{param}`: the header has `size_t`");
     let named = message.contains(&format!("{symbol} prototype: ")) && message.contains(&expected);
     let refusal = format!("the refusal of a list whose {symbol} takes `unsigned int {param}`");
-    let unnamed = format!("self-test: {refusal} does not name them:\n{message}");
-    named.then_some(()).ok_or(unnamed)?;
+    if !named {
+        return Err(format!(
+            "self-test: {refusal} does not name them:\n{message}"
+        ));
+    }
     println!("abi check: {refusal} names them: {expected}, the list says `unsigned int`");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //!
 //! Each command lives in its own module; this file only dispatches.
 
+mod apt;
 mod bench;
 mod demo;
 mod determinism;
@@ -11,11 +12,14 @@ mod generate;
 mod headers;
 mod native;
 mod nolink;
+mod packaged;
 mod paths;
 mod process;
 mod python_env;
 mod real_driver;
+mod setup;
 mod test;
+mod toolchain;
 
 use std::process::ExitCode;
 
@@ -43,13 +47,13 @@ fn main() -> ExitCode {
         "generate" => return exit_code(generate::command(rest)),
         "verify-determinism" => determinism::verify,
         "dist" => dist::command,
-        "setup" => python_env::setup,
+        "setup" => setup::setup,
         "test" => test::command,
-        "symbol-proof" => python_env::symbol_proof,
+        "symbol-proof" => setup::symbol_proof,
         "abi-check" => headers::check,
         "bench" => bench::command,
         "demo" => demo::command,
-        "real-driver" => real_driver::command,
+        "real-driver" => setup::real_driver,
         "emulated" => emulated::command,
         "help" | "--help" | "-h" => || {
             print!("{USAGE}");

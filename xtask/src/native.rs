@@ -1,5 +1,5 @@
 //! The native binaries: building the probe, the smoke and the simulated
-//! driver; the shipped builds; timing the probe.
+//! driver; the shipped builds.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -7,7 +7,7 @@ use std::process::Command;
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
 use crate::python_env::Venv;
-use crate::Result;
+use crate::{toolchain, Result};
 
 /// Paths of the built native binaries.
 pub struct NativeArtifacts {
@@ -67,6 +67,8 @@ pub fn ship_dir(root: &Path) -> PathBuf {
 /// bytes do not depend on where either lives. One cargo invocation per
 /// target: the output is then the same for every order.
 pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
+    // A fresh machine's toolchain may lack `triple`.
+    toolchain::ensure_pinned_targets()?;
     // `target/venv-dist/bin/`: cargo-zigbuild and zig beside its python.
     let tools = Venv::Dist.ensure()?.with_file_name("");
     let ship = ship_dir(root);
@@ -105,17 +107,6 @@ pub fn cargo() -> Command {
     command
 }
 
-/// Probe run time (tests/e2e/probe_bench.py) of the release build: with no
-/// driver and beside the simulated one, against the spawn floor.
-pub fn bench() -> Result<()> {
-    let native = build(true)?;
-    run(Command::new(Venv::Floor.program("python"))
-        .current_dir(repo_root())
-        .arg("tests/e2e/probe_bench.py")
-        .arg(&native.probe)
-        .arg(&native.sim_driver))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,9 +123,9 @@ mod tests {
         .unwrap();
         for target in SHIPPED_TARGETS {
             assert!(
-                crate::generate::spec::items(&spec["capabilities"])
+                spec.capabilities
                     .iter()
-                    .any(|capability| capability["target_triple"] == target),
+                    .any(|capability| capability.target_triple == target),
                 "{target}"
             );
         }

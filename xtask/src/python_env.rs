@@ -1,14 +1,14 @@
 //! The project's Python environments ([`Venv`]), made by uv (itself in
 //! `target/uv`) from PyPI under `target/` with the exact pins of
-//! `xtask/requirements/`; uv's and pip's caches are in target/ too. The
-//! tests import the installed wheel and find the rest through [`setup`].
+//! `xtask/requirements/`, each on a named CPython ([`CPython`]) of this
+//! machine; uv's and pip's caches are in target/ too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::paths::{at, regular_files, repo_root, target_dir};
-use crate::process::run;
-use crate::{dist, native, real_driver, Result};
+use crate::process::{output, run};
+use crate::Result;
 
 /// The lowest Rextio Core the package supports (`rextio>=0.1.6,<0.2`).
 pub const FLOOR_CORE: &str = "0.1.6";
@@ -26,6 +26,81 @@ fn requirements(name: &str) -> PathBuf {
     repo_root().join(format!("xtask/requirements/{name}.txt"))
 }
 
+/// A CPython the package claims (python/pyproject.toml's classifiers, from
+/// templates/pyproject.toml); the whole Python suite runs on each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CPython {
+    V3_11,
+    V3_12,
+    V3_13,
+}
+
+impl CPython {
+    pub const ALL: [CPython; 3] = [CPython::V3_11, CPython::V3_12, CPython::V3_13];
+
+    /// `3.11`, `3.12`, `3.13`.
+    pub fn version(self) -> &'static str {
+        match self {
+            CPython::V3_11 => "3.11",
+            CPython::V3_12 => "3.12",
+            CPython::V3_13 => "3.13",
+        }
+    }
+
+    /// This machine's interpreter of this version: the first `python3.X`
+    /// on PATH that runs and says so, else the newest pyenv installation
+    /// of it (`$PYENV_ROOT` or `~/.pyenv`, `versions/3.X.*`; pyenv's shims on
+    /// PATH answer only for the versions pyenv has selected). Nothing is
+    /// downloaded.
+    pub fn interpreter(self) -> Result<PathBuf> {
+        let name = format!("python{}", self.version());
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut candidates: Vec<PathBuf> = std::env::split_paths(&path)
+            .map(|dir| dir.join(&name))
+            .collect();
+        let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv"));
+        let pyenv = std::env::var_os("PYENV_ROOT").map(PathBuf::from).or(home);
+        if let Some(versions) = pyenv.map(|root| root.join("versions")) {
+            let mut installed = pyenv_installations(&versions, self.version());
+            installed.reverse();
+            candidates.extend(installed.into_iter().map(|dir| dir.join("bin").join(&name)));
+        }
+        let found = candidates.into_iter().find(|python| self.runs_as(python));
+        found.ok_or_else(|| {
+            format!(
+                "no CPython {} on PATH or under pyenv (`{name}`)",
+                self.version()
+            )
+        })
+    }
+
+    /// Whether `python` runs and reports this version.
+    fn runs_as(self, python: &Path) -> bool {
+        let mut ask = Command::new(python);
+        ask.args([
+            "-I",
+            "-c",
+            "import sys; print('%d.%d' % sys.version_info[:2])",
+        ]);
+        python.is_file() && output(&mut ask).is_ok_and(|said| said.trim() == self.version())
+    }
+}
+
+/// The pyenv installations `<versions>/<version>.<patch>`, by patch number.
+fn pyenv_installations(versions: &Path, version: &str) -> Vec<PathBuf> {
+    let prefix = format!("{version}.");
+    let entries = std::fs::read_dir(versions).into_iter().flatten().flatten();
+    let mut found: Vec<(u32, PathBuf)> = entries
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let patch = name.strip_prefix(&prefix)?.parse().ok()?;
+            Some((patch, entry.path()))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, dir)| dir).collect()
+}
+
 /// One of the environments.
 #[derive(Clone, Copy)]
 pub enum Venv {
@@ -35,25 +110,41 @@ pub enum Venv {
     Dist,
     /// `target/venv`: Core `FLOOR_CORE` and every tool (`demo`, `bench`).
     Floor,
-    /// `target/venv-core-<NEWEST_CORE>`: the newest Core, the same tools and
-    /// the companion plugins from their sdists (`target/downstream-sdists/`).
-    Newest,
-    /// `target/venv-bench-0.1.0`: Core `FLOOR_CORE` and the published 0.1.0 (bench only).
+    /// `target/venv-core-<NEWEST_CORE>` on 3.11 (`...-py3.X` on the others):
+    /// the newest Core, the same tools and the companion plugins from their
+    /// sdists (`target/downstream-sdists/`).
+    Newest(CPython),
+    /// `target/venv-reference-0.1.0`: Core `NEWEST_CORE`, the companion
+    /// plugins and the published 0.1.0 (bench only).
     Reference,
 }
 
 impl Venv {
-    /// Its directory, its Core and the requirements file of its other pins.
-    fn layout(self) -> (PathBuf, Option<&'static str>, Option<&'static str>) {
+    /// Its directory, its CPython, its Core and the requirements file of its other pins.
+    fn layout(self) -> (PathBuf, CPython, Option<&'static str>, Option<&'static str>) {
         let newest = format!("venv-core-{NEWEST_CORE}");
-        let (dir, core, file) = match self {
-            Venv::Build => ("venv-build".into(), None, Some("build")),
-            Venv::Dist => ("venv-dist".into(), None, Some("dist")),
-            Venv::Floor => ("venv".into(), Some(FLOOR_CORE), Some("tools")),
-            Venv::Newest => (newest, Some(NEWEST_CORE), Some("tools")),
-            Venv::Reference => ("venv-bench-0.1.0".into(), Some(FLOOR_CORE), None),
+        let (dir, python, core, file) = match self {
+            Venv::Build => ("venv-build".into(), CPython::V3_11, None, Some("build")),
+            Venv::Dist => ("venv-dist".into(), CPython::V3_11, None, Some("dist")),
+            Venv::Floor => (
+                "venv".into(),
+                CPython::V3_11,
+                Some(FLOOR_CORE),
+                Some("tools"),
+            ),
+            Venv::Newest(CPython::V3_11) => {
+                (newest, CPython::V3_11, Some(NEWEST_CORE), Some("tools"))
+            }
+            Venv::Newest(python) => {
+                let dir = format!("{newest}-py{}", python.version());
+                (dir, python, Some(NEWEST_CORE), Some("tools"))
+            }
+            Venv::Reference => {
+                let dir = "venv-reference-0.1.0".into();
+                (dir, CPython::V3_11, Some(NEWEST_CORE), None)
+            }
         };
-        (target_dir().join(dir), core, file)
+        (target_dir().join(dir), python, core, file)
     }
 
     pub fn program(self, name: &str) -> PathBuf {
@@ -63,13 +154,12 @@ impl Venv {
     /// Creates the environment if needed and installs every pin (uv leaves
     /// what is already satisfied); returns its python.
     pub fn ensure(self) -> Result<PathBuf> {
-        let (dir, core, file) = self.layout();
+        let (dir, cpython, core, file) = self.layout();
         let python = dir.join("bin/python");
-        if !python.exists() {
-            // REXTIO_PYTHON names an interpreter; otherwise uv finds a CPython 3.11+.
-            let wanted = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| ">=3.11".into());
+        if !cpython.runs_as(&python) {
             run(uv()?
-                .args(["venv", "--quiet", "--python", &wanted])
+                .args(["venv", "--quiet", "--clear", "--python"])
+                .arg(cpython.interpreter()?)
                 .arg(dir))?;
         }
         let mut install = uv_pip(&python)?;
@@ -110,10 +200,9 @@ impl Venv {
 pub fn uv() -> Result<Command> {
     let program = target_dir().join("uv/bin/uv");
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
-    let version = crate::process::output(Command::new(&program).arg("--version"));
+    let version = output(Command::new(&program).arg("--version"));
     if !version.is_ok_and(|text| text.split(' ').nth(1) == Some(UV)) {
-        let base = std::env::var("REXTIO_PYTHON").unwrap_or_else(|_| "python3".into());
-        run(Command::new(base)
+        run(Command::new(CPython::V3_11.interpreter()?)
             .args(["-m", "venv"])
             .arg(target_dir().join("uv")))?;
         run(pip().args(["install", "--quiet", &format!("uv=={UV}")]))?;
@@ -147,7 +236,7 @@ fn uv_pip(python: &Path) -> Result<Command> {
 }
 
 /// Force-reinstalls a built wheel (without touching its pinned dependency).
-fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
+pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
     run(uv_pip(python)?
         .args(["--reinstall", "--no-deps"])
         .arg(wheel))
@@ -159,7 +248,7 @@ fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
 /// them `--no-deps` from there into the environment of `python`, uv checking
 /// each SHA-256 again (an sdist's build requirements come from the index).
 /// Returns the directory.
-fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<PathBuf> {
+pub fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<PathBuf> {
     let (pinned, dir) = (requirements(name), target_dir().join(dir));
     let wanted = std::fs::read(&pinned).map_err(at(&pinned))?;
     let listed = dir.join("requirements.txt");
@@ -186,7 +275,7 @@ fn install_pinned(python: &Path, dir: &str, name: &str, kind: &str) -> Result<Pa
 
 /// Where the fresh-venv test installs from without an index: wheels of Core
 /// `NEWEST_CORE` and of the plugins' sdists, built once by pip.
-fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
+pub fn ensure_wheelhouse(sdists: &Path) -> Result<PathBuf> {
     let dir = target_dir().join("wheelhouse");
     if !dir.is_dir() {
         let mut archives = regular_files(sdists, |_| false)?;
@@ -212,76 +301,44 @@ fn filled_aside(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()
     std::fs::rename(&partial, dir).map_err(at(dir))
 }
 
-/// `cargo xtask setup`: the native binaries, every environment, the wheel in
-/// both Core environments, the plugins, NVIDIA's driver images, and
-/// `target/test-paths.json` naming them (read by the tests).
-pub fn setup() -> Result<()> {
-    let native = native::build(false)?;
-    let build = Venv::Build.ensure()?;
-    let floor = Venv::Floor.ensure()?;
-    let newest = Venv::Newest.ensure()?;
-    // The build-only paths import neither torch nor tensorflow: `--no-deps`.
-    let sdists = install_pinned(&newest, "downstream-sdists", "downstream", "--no-binary")?;
-    let wheelhouse = ensure_wheelhouse(&sdists)?;
-    // `target/venv-dist/bin/`: dist's tools beside its python.
-    let dist_tools = Venv::Dist.ensure()?.with_file_name("");
-    // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
-    // the other artifacts in target/dist/ for the tests.
-    let wheel = dist::build_wheel()?;
-    install_wheel(&floor, &wheel)?;
-    install_wheel(&newest, &wheel)?;
-    let paths = serde_json::json!({
-        "probe": native.probe,
-        "smoke": native.smoke,
-        "sim_driver": native.sim_driver,
-        "build_python": build,
-        "dist_dir": target_dir().join("dist"),
-        "dist_tools": dist_tools,
-        "wheelhouse": wheelhouse,
-        "downstream_sdists": sdists,
-        "real_libcuda": real_driver::ensure_drivers()?,
-    });
-    let file = crate::paths::record_test_paths(paths)?;
-    let file = file.display();
-    println!("setup: {file} names what the tests use; plain `pytest` now runs any test");
-    Ok(())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Core `FLOOR_CORE`: ruff, mypy --strict and pytest on `tests/python` and `tests/e2e`.
-pub fn test_floor() -> Result<()> {
-    run(Command::new(Venv::Floor.program("ruff"))
-        .current_dir(repo_root())
-        .args(["check", "python", "tests"]))?;
-    // `python/`: the package and its build hook.
-    Venv::Floor.mypy(&[&["python", "tests/python"], &["tests/e2e"]])?;
-    Venv::Floor.pytest(&["tests/python", "tests/e2e"])
-}
+    #[test]
+    fn the_claimed_cpythons_are_the_classifiers_of_the_template() {
+        let template = repo_root().join("templates/pyproject.toml");
+        let text = std::fs::read_to_string(template).unwrap();
+        let prefix = "\"Programming Language :: Python :: 3.";
+        let claimed: Vec<&str> = text
+            .lines()
+            .filter_map(|line| line.trim().strip_prefix(prefix))
+            .map(|rest| rest.trim_end_matches(['"', ',']))
+            .collect();
+        let versions: Vec<String> = claimed.iter().map(|minor| format!("3.{minor}")).collect();
+        let ours: Vec<&str> = CPython::ALL
+            .iter()
+            .map(|cpython| cpython.version())
+            .collect();
+        assert_eq!(versions, ours);
+    }
 
-/// The newest Core: mypy --strict on the package and tests/downstream, pytest
-/// on tests/python, tests/e2e and tests/downstream (the companion plugins).
-pub fn test_newest() -> Result<()> {
-    Venv::Newest.mypy(&[&["python/rextio_device_cuda"], &["tests/downstream"]])?;
-    Venv::Newest.pytest(&["tests/python", "tests/e2e", "tests/downstream"])
-}
+    #[test]
+    fn pyenv_installations_are_ordered_by_patch_number() {
+        let scratch = crate::paths::scratch("pyenv").unwrap();
+        for name in ["3.12.10", "3.12.9", "3.12.x", "3.13.0", "3.1.2"] {
+            std::fs::create_dir(scratch.path().join(name)).unwrap();
+        }
+        let found = pyenv_installations(scratch.path(), "3.12");
+        let names: Vec<_> = found.iter().map(|dir| dir.file_name().unwrap()).collect();
+        assert_eq!(names, ["3.12.9", "3.12.10"]);
+    }
 
-/// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
-/// "How to add a driver symbol", done on a copy of the repository).
-pub fn symbol_proof() -> Result<()> {
-    setup()?;
-    Venv::Floor.mypy(&[&["tests/symbol_proof"]])?;
-    Venv::Floor.pytest(&["tests/symbol_proof"])
-}
-
-/// Preflight latency versus the probe spawn floor, warm and cold, the cold
-/// path also against the published 0.1.0 (tests/python/preflight_bench.py).
-pub fn bench() -> Result<()> {
-    let python = Venv::Floor.ensure()?;
-    install_wheel(&python, &dist::build_wheel()?)?;
-    let reference = Venv::Reference.ensure()?;
-    install_pinned(&reference, "bench-reference", "reference", "--only-binary")?;
-    run(Command::new(python)
-        .current_dir(repo_root())
-        .env_remove("PYTHONPATH")
-        .arg("tests/python/preflight_bench.py")
-        .arg(reference))
+    #[test]
+    fn each_claimed_cpython_is_on_this_machine() {
+        for cpython in CPython::ALL {
+            let python = cpython.interpreter().unwrap();
+            assert!(cpython.runs_as(&python), "{}", python.display());
+        }
+    }
 }

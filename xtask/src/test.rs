@@ -8,12 +8,17 @@ use std::process::Command;
 use crate::native::{self, cargo};
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
-use crate::{determinism, emulated, generate, headers, nolink, python_env, real_driver, Result};
+use crate::toolchain::{self, rustup};
+use crate::{
+    determinism, emulated, generate, headers, nolink, packaged, real_driver, setup, Result,
+};
 
 type Step = (&'static str, fn() -> Result<()>);
 
 #[rustfmt::skip]
 const STEPS: &[Step] = &[
+    ("the pinned toolchain's targets", toolchain::ensure_pinned_targets),
+    ("a fresh toolchain lacking aarch64 gets it", toolchain::prove_missing_targets_are_added),
     ("rustfmt", || run(cargo().args(["fmt", "--all", "--", "--check"]))),
     ("clippy", || {
         run(cargo().args(["clippy", "--workspace", "--all-targets", "--locked"])
@@ -21,6 +26,8 @@ const STEPS: &[Step] = &[
     }),
     ("cargo test", || run(cargo().args(["test", "--workspace", "--locked"]))),
     ("generated files current", generate::check),
+    ("packaged crates test themselves outside the workspace, offline",
+        packaged::test_generated_crates),
     ("ABI against NVIDIA's headers (12.x, 13.x)", headers::check),
     ("determinism", determinism::verify),
     ("no link directive in sources", nolink::scan_sources),
@@ -32,10 +39,11 @@ const STEPS: &[Step] = &[
         nolink::check_dynamic_section(&native.smoke)
     }),
     ("python environments (uv), the wheel, the plugins, NVIDIA's libcuda1 (setup)",
-        python_env::setup),
-    ("python, the floor Core: ruff, mypy, pytest", python_env::test_floor),
-    ("python, the newest Core: mypy, pytest, tests/downstream with the companion plugins",
-        python_env::test_newest),
+        setup::setup),
+    ("python 3.11, the floor Core: ruff, mypy, pytest", setup::test_floor),
+    ("python 3.11, the newest Core: mypy, pytest, tests/downstream with the companion plugins",
+        setup::test_newest),
+    ("python 3.12 and 3.13, the newest Core: pytest", setup::test_newer_pythons),
     ("real NVIDIA driver (libcuda1 535, 550, 555)", real_driver::test),
     ("aarch64 probe and smoke as shipped (cargo-zigbuild)", || {
         emulated::shipped_aarch64().map(drop)
@@ -43,7 +51,7 @@ const STEPS: &[Step] = &[
     ("emulated: aarch64 under qemu (libcuda1 535, 550), the Windows loader under Wine", || {
         emulated::test(&emulated::shipped_aarch64()?)
     }),
-    ("add a driver symbol by one edit (symbol-proof)", python_env::symbol_proof),
+    ("add a driver symbol by one edit (symbol-proof)", setup::symbol_proof),
     ("cross check aarch64-unknown-linux-gnu", || cross_check("aarch64-unknown-linux-gnu")),
     ("cross check x86_64-pc-windows-msvc", || cross_check("x86_64-pc-windows-msvc")),
     ("miri (runtime unsafe code)", || {
@@ -68,22 +76,9 @@ pub fn command() -> Result<()> {
 
 /// The crates that carry platform-gated code, compile-checked for `target`.
 fn cross_check(target: &str) -> Result<()> {
-    ensure_target(target)?;
+    toolchain::ensure_pinned_targets()?;
     let packages = ["-p", "rextio-cuda-runtime", "-p", "rextio-cuda-probe"];
     run(cargo()
         .args(["check", "--locked", "--target", target])
         .args(packages))
-}
-
-/// `rustup target add` (a no-op when installed; the targets we claim are
-/// always compiled).
-pub fn ensure_target(target: &str) -> Result<()> {
-    run(rustup().args(["target", "add", target]))
-}
-
-/// rustup in the repository root, where rust-toolchain.toml names the toolchain.
-fn rustup() -> Command {
-    let mut command = Command::new("rustup");
-    command.current_dir(repo_root());
-    command
 }

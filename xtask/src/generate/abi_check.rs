@@ -1,6 +1,6 @@
 //! `generated/driver-abi-check.c`: the symbol list as C, compiled by
 //! `cargo xtask test` against each of NVIDIA's header sets (see
-//! `crate::headers`). It compiles with `-Werror` only when:
+//! headers.rs, the `abi-check` command). It compiles with `-Werror` only when:
 //!
 //! - every named type of the list is the header's (same struct tag, same
 //!   integer type, enums of the declared width);
@@ -31,8 +31,10 @@ pub const EXPECT_UNDECLARED_MACRO: &str = "REXTIO_EXPECT_UNDECLARED_";
 pub fn unless_sets<'a>(sets: impl IntoIterator<Item = &'a String>) -> String {
     let guard = |set: &String| format!("!defined({HEADER_SET_MACRO}{set})");
     let guards: Vec<String> = sets.into_iter().map(guard).collect();
-    let guards = (!guards.is_empty()).then(|| format!("#if {}\n", guards.join(" && ")));
-    guards.unwrap_or_default()
+    if guards.is_empty() {
+        return String::new();
+    }
+    format!("#if {}\n", guards.join(" && "))
 }
 
 /// The check that constant `name` is `value`.
@@ -67,7 +69,9 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
     }
     out.push('\n');
     for symbol in &symbols.symbols {
-        let (export, api, abi) = (&symbol.export, &symbol.api, symbol.abi_version);
+        let export = &symbol.export;
+        let api = &symbol.api;
+        let abi = symbol.abi_version;
         let spell = |param: &Param| format!("{} {}", param.c_type.c_spelling(), param.name);
         let params: Vec<String> = symbol.params.iter().map(spell).collect();
         let params = params.join(", ");
@@ -75,7 +79,10 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
         let list = format!("static REXTIO_UNUSED const rextio_signature_{export}");
         let guard = unless_sets(symbol.undeclared_in.keys());
         // A deprecated export: the list says why it is still used.
-        let (quiet, loud) = symbol.deprecated.as_ref().map_or(("", ""), |_| QUIET);
+        let (quiet, loud) = match symbol.deprecated {
+            Some(_) => QUIET,
+            None => ("", ""),
+        };
         let _ = write!(
             out,
             "typedef CUresult (CUDAAPI *rextio_signature_{export})({params});\n\
@@ -83,7 +90,8 @@ pub fn render(symbols: &SymbolList) -> Vec<u8> {
              {guard}{quiet}{list} rextio_prototype_{export} = &{export};\n{loud}"
         );
         if !guard.is_empty() {
-            let (expect, pointer) = (format!("{EXPECT_UNDECLARED_MACRO}{export}"), "const void *");
+            let expect = format!("{EXPECT_UNDECLARED_MACRO}{export}");
+            let pointer = "const void *";
             let declared = format!("{pointer}rextio_undeclared_{export} = ({pointer})&{export}");
             let _ = write!(
                 out,

@@ -20,8 +20,10 @@ pub fn read_input(root: &Path, relative: &str) -> Result<Vec<u8>> {
 pub fn relative_files(root: &Path, relative_dir: &str) -> Result<Vec<String>> {
     let dir = root.join(relative_dir);
     let mut found = Vec::new();
-    let walk = dir.is_dir().then(|| walkdir::WalkDir::new(&dir));
-    for entry in walk.into_iter().flatten() {
+    if !dir.is_dir() {
+        return Ok(found);
+    }
+    for entry in walkdir::WalkDir::new(&dir) {
         let entry = entry.map_err(|error| format!("{relative_dir}: cannot list: {error}"))?;
         let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
         let text = relative
@@ -43,7 +45,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let mut file = tempfile::NamedTempFile::new_in(dir)?;
         file.write_all(bytes)?;
         file.as_file().sync_all()?;
-        file.persist(path).map(drop).map_err(|error| error.error)
+        file.persist(path).map_err(|error| error.error)?;
+        Ok(())
     });
     outcome.map_err(|error| format!("{}: cannot write: {error}", path.display()))
 }

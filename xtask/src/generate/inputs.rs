@@ -17,8 +17,15 @@ pub const PROVIDER_SPEC_PATH: &str = "templates/provider-spec.json";
 /// `python/pyproject.toml` with `{{key}}` where a distribution fact of the spec goes.
 pub const PYPROJECT_TEMPLATE_PATH: &str = "templates/pyproject.toml";
 pub const LICENSE_PATH: &str = "LICENSE";
+pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
+/// The runtime crate's directory: packaged as a source tarball.
+pub const RUNTIME_DIR: &str = "runtime";
+/// The crates packaged as source tarballs in `generated/`, by directory.
+pub const PACKAGED_CRATES: &[&str] = &[RUNTIME_DIR];
 /// Written by the generator, so never read as an input.
 pub const DRIVER_API_PATH: &str = "runtime/src/driver_api.rs";
+/// The files the generator writes inside a packaged crate.
+pub const GENERATED_IN_CRATES: &[&str] = &[DRIVER_API_PATH];
 
 /// The raw bytes of every input, keyed by repository-relative path.
 ///
@@ -30,25 +37,30 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// Reads the templates, the license and the runtime crate's hand-written
-    /// library sources under `root` (never its unit tests, `src/tests.rs` and
-    /// `src/tests/`, nor the table the generator writes).
+    /// Reads the templates, the license and each packaged crate's files
+    /// under `root`: its manifest, README and everything under `src/` (its
+    /// unit tests too), never a file the generator writes there.
     pub fn read(root: &Path) -> Result<Self> {
         let mut files = BTreeMap::new();
         let fixed = [
             DRIVER_SYMBOLS_PATH,
             PROVIDER_SPEC_PATH,
             PYPROJECT_TEMPLATE_PATH,
+            CUDA_RESULTS_PATH,
             LICENSE_PATH,
         ];
-        let fixed = fixed.into_iter().chain([super::results::CUDA_RESULTS_PATH]);
-        for path in fixed.chain(["runtime/Cargo.toml", "runtime/README.md"]) {
+        for path in fixed {
             files.insert(path.to_string(), read_input(root, path)?);
         }
-        for path in relative_files(root, "runtime/src")? {
-            let test = path == "runtime/src/tests.rs" || path.starts_with("runtime/src/tests/");
-            if path.ends_with(".rs") && path != DRIVER_API_PATH && !test {
+        for crate_dir in PACKAGED_CRATES {
+            for name in ["Cargo.toml", "README.md"] {
+                let path = format!("{crate_dir}/{name}");
                 files.insert(path.clone(), read_input(root, &path)?);
+            }
+            for path in relative_files(root, &format!("{crate_dir}/src"))? {
+                if !GENERATED_IN_CRATES.contains(&path.as_str()) {
+                    files.insert(path.clone(), read_input(root, &path)?);
+                }
             }
         }
         Ok(Self { files })

@@ -5,7 +5,10 @@
 pub mod abi_check;
 pub mod fs;
 pub mod inputs;
+pub mod manifest;
+pub mod package;
 mod python;
+pub mod python_value;
 pub mod results;
 mod rust;
 pub mod spec;
@@ -16,13 +19,16 @@ pub mod tarball;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH};
-use serde_json::{json, Value};
+use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_DIR};
+use package::{package_crate, PackagedCrate};
+use serde_json::json;
 use sha2::{Digest, Sha256};
+use spec::RuntimePackageSpec;
 use symbols::SymbolList;
 
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
@@ -52,57 +58,59 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let spec = spec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
-    let results = inputs.get(results::CUDA_RESULTS_PATH)?;
+    let results = inputs.get(inputs::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols);
-    let (archive_name, archive) = runtime_archive(inputs, &spec, &driver_api)?;
-    let digest = sha256_hex(&archive);
+    let generated_in_runtime = [(DRIVER_API_PATH, driver_api.as_slice())];
+    let runtime = package_crate(inputs, RUNTIME_DIR, &generated_in_runtime)?;
+    check_runtime_package_names(&runtime, &spec.runtime_package)?;
+    let digest = sha256_hex(&runtime.bytes);
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
         output(INVENTORY_API_PATH, tables::inventory_table(&symbols)),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, rust::probe_spec(&spec)),
-        output(PYTHON_MODULE_PATH, python::module(&archive_name, &digest)),
+        output(
+            PYTHON_MODULE_PATH,
+            python::module(&runtime.file_name(), &digest),
+        ),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
         output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
-        output(format!("generated/{archive_name}"), archive),
+        output(runtime.path(), runtime.bytes),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
+        output(manifest::MANIFEST_PATH, manifest::render(&spec)?),
     ];
     // JSON holds no comment: the generator note is the `generated_by` field.
-    // serde_json's pretty form of these ASCII paths and digests is also what
-    // Python's `json.dumps(indent=2, sort_keys=True)` writes.
-    let digest = |item: &Output| (item.path.clone(), sha256_hex(&item.bytes).into());
-    let files: serde_json::Map<String, Value> = outputs.iter().map(digest).collect();
+    let digest = |item: &Output| (item.path.clone(), sha256_hex(&item.bytes));
+    let files: BTreeMap<String, String> = outputs.iter().map(digest).collect();
     let note = "cargo xtask generate from templates/; do not edit (check with \
                 `cargo xtask generate --check`)";
-    let index = serde_json::to_string_pretty(&json!({ "files": files, "generated_by": note }));
-    let index = index.map_err(|error| error.to_string())? + "\n";
-    outputs.push(output(INDEX_PATH, index.into_bytes()));
+    let index = manifest::sorted_json(&json!({ "files": files, "generated_by": note }))?;
+    outputs.push(output(INDEX_PATH, index));
     Ok(outputs)
+}
+
+/// The spec names the runtime crate (for the Python side, which installs
+/// it) as the crate's own manifest does.
+fn check_runtime_package_names(runtime: &PackagedCrate, named: &RuntimePackageSpec) -> Result<()> {
+    if runtime.name == named.crate_name && runtime.version == named.version {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: runtime_package names {} {}, but {RUNTIME_DIR}/Cargo.toml names {} {}",
+        inputs::PROVIDER_SPEC_PATH,
+        named.crate_name,
+        named.version,
+        runtime.name,
+        runtime.version
+    ))
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-/// The runtime crate's source tarball: what its users build (its manifest,
-/// README, license and the library sources, the generated table among them;
-/// never its unit tests). Returns (file name, bytes).
-fn runtime_archive(inputs: &Inputs, spec: &Value, driver_api: &[u8]) -> Result<(String, Vec<u8>)> {
-    let package = &spec["runtime_package"];
-    let [name, version] = ["crate_name", "version"].map(|key| spec::text(&package[key]));
-    let stem = format!("{name}-{version}");
-    let mut packaged: Vec<(String, Vec<u8>)> = Vec::new();
-    for (path, bytes) in &inputs.files {
-        let path = path.strip_prefix("runtime/");
-        packaged.extend(path.map(|path| (path.to_string(), bytes.clone())));
-    }
-    packaged.push(("LICENSE".into(), inputs.get(inputs::LICENSE_PATH)?.to_vec()));
-    packaged.push(("src/driver_api.rs".into(), driver_api.to_vec()));
-    Ok((format!("{stem}.tar.gz"), tarball::build(&stem, &packaged)?))
 }
 
 /// One difference between the outputs and the tree under a root.
@@ -186,7 +194,8 @@ pub fn check_at(root: &Path) -> Result<()> {
 /// `generate [--check] [--root DIR]`; `--root` (inputs and outputs under
 /// DIR) is how verify-determinism runs the generator in a child process.
 pub fn command(args: &[String]) -> Result<()> {
-    let (mut check_only, mut root) = (false, repo_root());
+    let mut check_only = false;
+    let mut root = repo_root();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {

@@ -11,12 +11,11 @@ use std::fmt::Write;
 use serde::Deserialize;
 
 use super::abi_check::{equals, unless_sets};
-use super::inputs::parse_json;
-use super::python::{expr, header, write};
+use super::inputs::{parse_json, CUDA_RESULTS_PATH};
+use super::python_value::{header, write, ToPython};
 use super::symbols::{ensure_in, SymbolList};
 use crate::Result;
 
-pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
 pub const RESULTS_CHECK_PATH: &str = "generated/cuda-results-check.c";
 pub const PYTHON_RESULTS_PATH: &str = "python/rextio_device_cuda/_cuda_results.py";
 
@@ -47,8 +46,13 @@ impl CudaResults {
     /// Parses the list and joins it with the symbol list's `CUresult` constants.
     pub fn parse(bytes: &[u8], symbols: &SymbolList) -> Result<Self> {
         let raw: RawResults = parse_json(CUDA_RESULTS_PATH, bytes)?;
-        let (version_ok, message) = (raw.schema_version == 1, "only 1 is supported");
-        ensure_in(CUDA_RESULTS_PATH, version_ok, "schema_version", message)?;
+        let version_ok = raw.schema_version == 1;
+        ensure_in(
+            CUDA_RESULTS_PATH,
+            version_ok,
+            "schema_version",
+            "only 1 is supported",
+        )?;
         let constants = symbols.constants.iter();
         let constants = constants.filter(|(_, constant)| constant.c_type.base == "CUresult");
         let mut by_name: BTreeMap<_, _> = constants.map(|(k, c)| (k.clone(), c.value)).collect();
@@ -104,8 +108,7 @@ impl CudaResults {
             let _ = writeln!(out, "    \"{name}\": {value},");
         }
         out.push_str("}\n");
-        let remedies = serde_json::to_value(&self.raw.remedies).unwrap_or_default();
-        let remedies = expr("Mapping[str, tuple[str, str]]", &remedies);
+        let remedies = self.raw.remedies.to_python();
         let prefix = "CUDA_RESULT_REMEDIES: Final[dict[str, tuple[str, str]]] = ";
         write(&mut out, 0, prefix, &remedies, "");
         out.into_bytes()

@@ -1,70 +1,214 @@
-//! Generated Rust: the probe's spec constants, one list item a line.
+//! Generated Rust from the provider spec: the probe's and the smoke's
+//! reason codes and report constants, written as rustfmt lays them out.
 
-use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::spec::{items, text, PROVIDER_SPEC_PATH};
+use super::spec::{ProviderSpec, PROVIDER_SPEC_PATH};
+
+/// One `pub const` of `probe/src/generated/spec.rs`, its doc naming the
+/// spec path it holds.
+struct Constant {
+    name: &'static str,
+    rust_type: &'static str,
+    spec_path: &'static str,
+    /// The value as a Rust expression, laid out as rustfmt lays it out.
+    value: String,
+}
+
+impl Constant {
+    fn text(name: &'static str, spec_path: &'static str, value: &str) -> Self {
+        let value = format!("{value:?}");
+        Constant {
+            name,
+            rust_type: "&str",
+            spec_path,
+            value,
+        }
+    }
+
+    fn int(
+        name: &'static str,
+        rust_type: &'static str,
+        spec_path: &'static str,
+        value: u32,
+    ) -> Self {
+        let value = value.to_string();
+        Constant {
+            name,
+            rust_type,
+            spec_path,
+            value,
+        }
+    }
+
+    fn range(name: &'static str, spec_path: &'static str, (low, high): (u32, u32)) -> Self {
+        let value = format!("{low}..={high}");
+        Constant {
+            name,
+            rust_type: "RangeInclusive<i32>",
+            spec_path,
+            value,
+        }
+    }
+
+    /// A list of string pairs, one pair a line.
+    fn pairs(name: &'static str, spec_path: &'static str, map: &BTreeMap<String, String>) -> Self {
+        let mut value = String::from("&[\n");
+        for (key, item) in map {
+            value.push_str(&format!("    ({key:?}, {item:?}),\n"));
+        }
+        value.push(']');
+        Constant {
+            name,
+            rust_type: "&[(&str, &str)]",
+            spec_path,
+            value,
+        }
+    }
+
+    fn definition(&self) -> String {
+        let Constant {
+            name,
+            rust_type,
+            spec_path,
+            value,
+        } = self;
+        format!(
+            "/// `{spec_path}` of `{PROVIDER_SPEC_PATH}`.\npub const {name}: {rust_type} = {value};\n"
+        )
+    }
+}
+
+/// The constants of the probe's and the smoke's reports.
+fn constants(spec: &ProviderSpec) -> Vec<Constant> {
+    let report = &spec.probe_report;
+    let smoke = &spec.smoke;
+    let statuses = &report.statuses;
+    vec![
+        Constant::text(
+            "PROBE_COMPLETE_STATUS",
+            "probe_report.statuses.complete",
+            &statuses.complete,
+        ),
+        Constant::text(
+            "PROBE_UNAVAILABLE_STATUS",
+            "probe_report.statuses.unavailable",
+            &statuses.unavailable,
+        ),
+        Constant::text(
+            "PROBE_UNSUPPORTED_STATUS",
+            "probe_report.statuses.unsupported",
+            &statuses.unsupported,
+        ),
+        Constant::text(
+            "PROBE_ERROR_STATUS",
+            "probe_report.statuses.error",
+            &statuses.error,
+        ),
+        Constant::pairs(
+            "DRIVER_ENVIRONMENT",
+            "probe_report.driver_environment",
+            &report.driver_environment,
+        ),
+        Constant::text(
+            "PROBE_SCHEMA_VERSION",
+            "probe_report.schema_version",
+            &report.schema_version,
+        ),
+        Constant::text("PROBE_NAME", "probe_report.probe", &report.probe),
+        Constant::int(
+            "MAX_DEVICES",
+            "i32",
+            "probe_report.max_devices",
+            report.max_devices,
+        ),
+        Constant::int(
+            "MAX_DEVICE_ORDINAL",
+            "i32",
+            "probe_report.max_device_ordinal",
+            report.max_device_ordinal,
+        ),
+        Constant::int(
+            "MAX_DEVICE_NAME_CHARS",
+            "usize",
+            "probe_report.max_device_name_chars",
+            report.max_device_name_chars,
+        ),
+        Constant::int(
+            "DEVICE_NAME_BUFFER_BYTES",
+            "usize",
+            "probe_report.device_name_buffer_bytes",
+            report.device_name_buffer_bytes,
+        ),
+        Constant::range(
+            "DRIVER_VERSION_RANGE",
+            "probe_report.driver_version_range",
+            report.driver_version_range,
+        ),
+        Constant::range(
+            "COMPUTE_MAJOR_RANGE",
+            "probe_report.compute_major_range",
+            report.compute_major_range,
+        ),
+        Constant::range(
+            "COMPUTE_MINOR_RANGE",
+            "probe_report.compute_minor_range",
+            report.compute_minor_range,
+        ),
+        Constant::text("SMOKE_NAME", "smoke.probe", &smoke.probe),
+        Constant::text(
+            "SMOKE_SCHEMA_VERSION",
+            "smoke.schema_version",
+            &smoke.schema_version,
+        ),
+        Constant::int(
+            "SMOKE_ALLOCATION_BYTES",
+            "usize",
+            "smoke.allocation_bytes",
+            smoke.allocation_bytes,
+        ),
+        Constant::text(
+            "SMOKE_COMPLETE_STATUS",
+            "smoke.complete_status",
+            &smoke.complete_status,
+        ),
+        Constant::text(
+            "SMOKE_FAILURE_STATUS",
+            "smoke.failure_status",
+            &smoke.failure_status,
+        ),
+    ]
+}
 
 /// `probe/src/generated/spec.rs`: the reason codes the probe and the smoke
 /// report, and the constants of their reports.
-pub fn probe_spec(spec: &Value) -> Vec<u8> {
-    let (report, smoke) = (&spec["probe_report"], &spec["smoke"]);
-    let lists = [report, smoke].map(|part| items(&part["reason_codes"]).iter());
-    let codes: std::collections::BTreeSet<&str> = lists.into_iter().flatten().map(text).collect();
+pub fn probe_spec(spec: &ProviderSpec) -> Vec<u8> {
+    let report = &spec.probe_report;
+    let smoke = &spec.smoke;
+    let codes: BTreeSet<&String> = report
+        .reason_codes
+        .iter()
+        .chain(&smoke.reason_codes)
+        .collect();
     let mut out = format!(
         "// @generated by `cargo xtask generate` from {PROVIDER_SPEC_PATH}; do not edit.\n\
-         //! The probe's and smoke's reason codes and constants, from `{PROVIDER_SPEC_PATH}`.\n\
-         #![cfg_attr(rustfmt, rustfmt::skip)]\n\n\
+         //! The probe's and smoke's reason codes and constants, from `{PROVIDER_SPEC_PATH}`.\n\n\
          use core::ops::RangeInclusive;\n\n\
          /// The reason codes the probe and the smoke report, one constant each.\n\
          pub mod reason_codes {{\n"
     );
     for code in codes {
-        let doc = text(&spec["reason_codes"][code][0]).replace('\n', " ");
-        let constant = format!("    /// {doc}\n    pub const {code}: &str = {code:?};\n");
-        out.push_str(&constant);
+        // Every listed code is a key of `reason_codes` (spec.rs checks it).
+        let explanation = spec.reason_codes.get(code).map(|texts| texts.0.as_str());
+        let doc = explanation.unwrap_or_default().replace('\n', " ");
+        out.push_str(&format!(
+            "    /// {doc}\n    pub const {code}: &str = {code:?};\n"
+        ));
     }
-    out.push_str("}\n\n");
-    // Each constant is written `NAME: type = spec.path`; its doc names that path.
-    let constants = [
-        "PROBE_STATUSES: &[&str] = probe_report.statuses",
-        "DRIVER_ENVIRONMENT: &[(&str, &str)] = probe_report.driver_environment",
-        "PROBE_SCHEMA_VERSION: &str = probe_report.schema_version",
-        "PROBE_NAME: &str = probe_report.probe",
-        "PROBE_COMPLETE_STATUS: &str = probe_report.complete_status",
-        "MAX_DEVICES: i32 = probe_report.max_devices",
-        "MAX_DEVICE_ORDINAL: i32 = probe_report.max_device_ordinal",
-        "MAX_DEVICE_NAME_CHARS: usize = probe_report.max_device_name_chars",
-        "DEVICE_NAME_BUFFER_BYTES: usize = probe_report.device_name_buffer_bytes",
-        "DRIVER_VERSION_RANGE: RangeInclusive<i32> = probe_report.driver_version_range",
-        "COMPUTE_MAJOR_RANGE: RangeInclusive<i32> = probe_report.compute_major_range",
-        "COMPUTE_MINOR_RANGE: RangeInclusive<i32> = probe_report.compute_minor_range",
-        "SMOKE_NAME: &str = smoke.probe",
-        "SMOKE_SCHEMA_VERSION: &str = smoke.schema_version",
-        "SMOKE_ALLOCATION_BYTES: usize = smoke.allocation_bytes",
-        "SMOKE_COMPLETE_STATUS: &str = smoke.complete_status",
-        "SMOKE_FAILURE_STATUS: &str = smoke.failure_status",
-    ];
-    for constant in constants {
-        let (name, rest) = constant.split_once(": ").unwrap_or_default();
-        let (ty, path) = rest.rsplit_once(" = ").unwrap_or_default();
-        let value = match path.split('.').fold(spec, |value, key| &value[key]) {
-            Value::String(text) => format!("{text:?}"),
-            Value::Array(pair) if ty.contains("Range") => format!("{}..={}", pair[0], pair[1]),
-            Value::Array(list) => list_literal(list.iter().map(|item| format!("{:?}", text(item)))),
-            Value::Object(map) => list_literal(
-                map.iter()
-                    .map(|(key, value)| format!("({key:?}, {:?})", text(value))),
-            ),
-            other => other.to_string(),
-        };
-        let doc = format!("`{path}` of `{PROVIDER_SPEC_PATH}`.");
-        out.push_str(&format!("/// {doc}\npub const {name}: {ty} = {value};\n"));
+    out.push_str("}\n");
+    for constant in constants(spec) {
+        out.push('\n');
+        out.push_str(&constant.definition());
     }
     out.into_bytes()
-}
-
-/// `&[` with one item a line, `]`.
-fn list_literal(items: impl Iterator<Item = String>) -> String {
-    let items: String = items.map(|item| format!("    {item},\n")).collect();
-    format!("&[\n{items}]")
 }

@@ -1,500 +1,986 @@
-//! `templates/provider-spec.json`, typed by one schema, [`SCHEMA`], that
-//! drives everything: the parse refuses unknown, missing and mistyped keys
-//! (and inputs.rs duplicate ones) with their JSON path, [`RULES`] refuse broken
-//! cross-references and bounds, and the same table writes the Python record
-//! classes (python.rs).
+//! `templates/provider-spec.json` as typed records. The parse refuses an
+//! unknown, missing or mistyped key with its JSON path (serde, through
+//! `inputs::parse_json`, which also refuses a key given twice); the checks
+//! below refuse what the types cannot say (cross-references and bounds),
+//! each one a named function. The same records, through [`ToPython`], write
+//! the Python record classes and `PROVIDER_SPEC` (python.rs).
 
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::sync::OnceLock;
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::de::{Deserialize, Deserializer, Error};
 
 pub use super::inputs::PROVIDER_SPEC_PATH;
+use super::python_value::{PythonClass, PythonField, PythonRecord, PythonValue, ToPython};
 use crate::Result;
 
-/// The spec's records: `Name: docstring`, then `field: type` items, `; `
-/// between them, the type as Python annotates it (`int` is a u32). `= None`
-/// or `= ()`: the key may be absent; `= derived`: not in the JSON, set by
-/// [`parse`]; `  # text` after a line's last field goes into the Python class.
-pub const SCHEMA: &str = "\
-ProviderSpec: The whole provider spec: every fact of the provider, once.
-    schema_version: int; distribution: DistributionSpec; manifest: ManifestSpec
-    policy: PolicySpec; option_keys: OptionKeysSpec; capabilities: tuple[CapabilitySpec, ...]
-    probe_targets: Mapping[str, ProbeTargetSpec]; lanes: Mapping[str, LaneSpec]
-    observation_keys: ObservationKeysSpec; probe_report: ProbeReportSpec
-    validation_requirement: ValidationRequirementSpec; probe_runner: ProbeRunnerSpec
-    toolkit: ToolkitSpec; smoke: SmokeSpec; runtime_package: RuntimePackageSpec
-    incompatible_reason_codes: tuple[str, ...]  # status `incompatible`; others `unavailable`
-    reason_codes: Mapping[str, tuple[str, str]]  # code -> (explanation, remedy)
-DistributionSpec: The Python distribution's metadata (pyproject.toml is written from it).
-    name: str; import_name: str; version: str; requires_python: str
-    dependencies: tuple[str, ...]; license: str; entry_point: EntryPointSpec
-EntryPointSpec: The entry point Rextio Core loads the provider from.
-    group: str; name: str; value: str
-ManifestSpec: The passive provider manifest.
-    provider_id: str
-    display_name: str  # the spec's text, then the version
-    provider_version: str = derived  # distribution.version
-    backend: str; api_version: str; runtime_requirements: tuple[RuntimePin, ...]
-    architectures: tuple[ArchitectureSpec, ...]  # the SM vocabulary, oldest first
-    evidence_references: tuple[str, ...]; certification_tier: str
-ArchitectureSpec: One SM of the vocabulary, as NVIDIA's compilers measure it (contract 9.5).
-    sm: str  # `sm_NN` or `sm_NNN`; tests/python/test_compiler_architectures.py re-reads them
-    first: tuple[int, int]  # the first release at or above the toolkit floor that knows it
-    last: tuple[int, int] | None  # the last release that compiles it; None: every later one
-RuntimePin: A runtime requirement: a name, an exact version and its features.
-    name: str; version: str; features: tuple[str, ...]
-PolicySpec: Bounds the provider enforces on its configuration.
-    driver_version_floor: int; driver_version_ceiling: int
-    toolkit_version_floor: tuple[int, int]; toolkit_version_part_max: int
-    device_ordinal_max: int; sm_pattern: str
-OptionKeysSpec: The device option names.
-    probe: str; toolkit: str; driver_root: str; device: str; sm: str; probe_sha256: str
-CapabilitySpec: One declared capability; `lane` names a key of `lanes`.
-    id: str; lane: str; target_triple: str; artifact_kinds: tuple[str, ...]
-    minimum_runtime_version: str; minimum_driver_version: str
-ProbeTargetSpec: The (os, arch, environment) a probe reports for a target triple.
-    os: str; arch: str; environment: str
-LaneSpec: A raw-driver lane (`requirement_policy`) or a framework reuse lane (`requirement`).
-    reason_prefix: str | None = None; option_allowlist: frozenset[str]; toolkit_inspection: bool
-    required_python_fallback_backend: str | None = None  # None: any backend
-    requirement_policy: RawRequirementPolicy | None = None
-    requirement: RequirementSpec | None = None; runtime_pins: tuple[RuntimePin, ...] = ()
-    observations: Mapping[str, str]; contribution: ContributionSpec
-RawRequirementPolicy: What a raw-driver lane accepts in a CUDA device requirement.
-    allowed_runtimes: frozenset[str | None]; allowed_features: frozenset[str]
-    allowed_memory_spaces: frozenset[str]; allowed_layouts: frozenset[str]
-RequirementSpec: The one device requirement a framework lane declares and accepts.
-    logical_device: str; backend: str; runtime: str; features: frozenset[str]
-    layouts: frozenset[str]; memory_spaces: frozenset[str]; architectures: tuple[str, ...]
-    reuse_domain_runtime: bool
-ContributionSpec: The declarative build inputs of one lane.
-    cargo_features: tuple[str, ...]; native_libraries: tuple[str, ...]
-    package_references: tuple[str, ...]; generated_helper_ids: tuple[str, ...]
-    runtime_check_ids: tuple[str, ...]; resource_contracts: tuple[ResourceContractSpec, ...]
-ResourceContractSpec: One resource contract of a lane's build contribution.
-    resource_kind: str; owner: str; access: str; may_allocate: bool; may_replace: bool
-    may_synchronize: bool
-ObservationKeysSpec: The observation keys of a ready preflight.
-    device_count: str; driver_version: str; minimum_driver_version: str
-    minimum_toolkit_version: str; probe_schema: str; selected_device: str; selected_sm: str
-    target_arch: str; target_os: str; toolkit_runtime: str; toolkit_version: str
-    toolkit_not_configured: str; probe_sha256: str
-ProbeReportSpec: The probe report's schema and bounds.
-    schema_version: str; probe: str; statuses: tuple[str, ...]; complete_status: str
-    max_output_bytes: int; max_devices: int; max_device_ordinal: int; max_device_name_chars: int
-    device_name_buffer_bytes: int; driver_version_range: tuple[int, int]
-    compute_major_range: tuple[int, int]; compute_minor_range: tuple[int, int]
-    reason_code_pattern: str; target_field_pattern: str
-    driver_environment: Mapping[str, str]  # set before `cuInit`
-    reason_codes: tuple[str, ...]  # the codes the probe itself reports
-ValidationRequirementSpec: The raw-driver requirement the CLI's `preflight` and `validate` compose.
-    runtime: str; features: tuple[str, ...]; memory_spaces: tuple[str, ...]
-ProbeRunnerSpec: Bounds of the probe subprocess.
-    default_timeout_seconds: float; max_timeout_seconds: float; max_argument_chars: int
-    windows_environment: tuple[str, ...]; sha256_pattern: str
-    max_pinned_probe_bytes: int  # a larger pinned probe is refused before it is read whole
-ToolkitSpec: What the toolkit inspector reads.
-    version_file: str; max_version_file_bytes: int; version_pattern: str
-    components: Mapping[str, Mapping[str, tuple[str, ...]]]  # os -> component -> paths
-SmokeSpec: The lifetime smoke's report.
-    probe: str; schema_version: str; allocation_bytes: int; complete_status: str
-    failure_status: str
-    reason_codes: tuple[str, ...]  # the codes the smoke itself reports
-RuntimePackageSpec: The packaged runtime crate.
-    crate_name: str; version: str; install_dir: str
-";
+/// A set written as a JSON list: sorted, and refused when an entry is
+/// given twice (a plain set would drop the second silently).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Set<T: Ord>(pub BTreeSet<T>);
 
-/// One record class of [`SCHEMA`]: name, docstring and fields.
-pub struct Class(pub &'static str, pub &'static str, pub Vec<Field>);
-
-/// A field: name, Python annotation, default and `  # comment` (each empty: none).
-pub type Field = (&'static str, &'static str, &'static str, &'static str);
-
-/// [`SCHEMA`]'s classes, in order.
-pub fn schema() -> &'static [Class] {
-    static CLASSES: OnceLock<Vec<Class>> = OnceLock::new();
-    CLASSES.get_or_init(|| {
-        let mut classes: Vec<Class> = Vec::new();
-        let split = |text: &'static str, at| text.split_once(at).unwrap_or((text, ""));
-        for line in SCHEMA.lines() {
-            let Some(fields) = line.strip_prefix("    ") else {
-                let (name, doc) = split(line, ": ");
-                classes.push(Class(name, doc, Vec::new()));
-                continue;
-            };
-            let (fields, comment) = fields.split_at(fields.find("  # ").unwrap_or(fields.len()));
-            let fields: Vec<&str> = fields.split("; ").collect();
-            for (index, field) in fields.iter().enumerate() {
-                let ((field, default), last) = (split(field, " = "), index + 1 == fields.len());
-                let (name, ty) = split(field, ": ");
-                let comment = if last { comment } else { "" };
-                let class = classes.last_mut().into_iter();
-                class.for_each(|class| class.2.push((name, ty, default, comment)));
+impl<'de, T: Deserialize<'de> + Ord + fmt::Debug> Deserialize<'de> for Set<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let mut set = BTreeSet::new();
+        for item in Vec::<T>::deserialize(deserializer)? {
+            let shown = format!("{item:?}");
+            if !set.insert(item) {
+                return Err(D::Error::custom(format!(
+                    "the entry {shown} is given twice"
+                )));
             }
         }
-        classes
+        Ok(Set(set))
+    }
+}
+
+impl<T: Ord> Set<T> {
+    pub fn contains(&self, item: &T) -> bool {
+        self.0.contains(item)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.0.iter()
+    }
+}
+
+impl<T: Ord + ToPython> ToPython for Set<T> {
+    fn annotation() -> String {
+        format!("frozenset[{}]", T::annotation())
+    }
+
+    fn to_python(&self) -> PythonValue {
+        PythonValue::frozenset(self.0.iter().map(ToPython::to_python).collect())
+    }
+}
+
+/// A `(major, minor)` CUDA release.
+pub type Release = (u32, u32);
+
+/// Defines the spec's record structs (serde: every key known, none missing)
+/// and, for each, its Python class: the class's docstring is the struct's
+/// doc, a field's doc becomes the comment above the Python field.
+macro_rules! records {
+    ($(
+        $(#[doc = $doc:literal])*
+        pub struct $name:ident {
+            $(
+                $(#[doc = $field_doc:literal])*
+                $(#[serde($($serde:tt)*)])*
+                pub $field:ident: $ty:ty,
+            )*
+        }
+    )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Clone, Debug, serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            pub struct $name {
+                $(
+                    $(#[doc = $field_doc])*
+                    $(#[serde($($serde)*)])*
+                    pub $field: $ty,
+                )*
+            }
+
+            impl PythonRecord for $name {
+                fn python_class() -> PythonClass {
+                    PythonClass {
+                        name: stringify!($name),
+                        doc: concat!($($doc),*).trim(),
+                        fields: vec![$(
+                            PythonField {
+                                name: stringify!($field),
+                                annotation: <$ty as ToPython>::annotation(),
+                                doc: vec![$($field_doc.trim()),*],
+                            },
+                        )*],
+                    }
+                }
+            }
+
+            impl ToPython for $name {
+                fn annotation() -> String {
+                    stringify!($name).to_string()
+                }
+
+                fn to_python(&self) -> PythonValue {
+                    let arguments = vec![$(
+                        (format!("{}=", stringify!($field)), self.$field.to_python()),
+                    )*];
+                    PythonValue::call(stringify!($name), arguments)
+                }
+            }
+        )*
+
+        /// Every record's Python class, in the order the records are defined.
+        pub fn record_classes() -> Vec<PythonClass> {
+            vec![$($name::python_class()),*]
+        }
+    };
+}
+
+records! {
+    /// The whole provider spec: every fact of the provider, once.
+    pub struct ProviderSpec {
+        pub schema_version: u32,
+        pub distribution: DistributionSpec,
+        pub manifest: ManifestSpec,
+        pub policy: PolicySpec,
+        pub option_keys: OptionKeysSpec,
+        pub capabilities: Vec<CapabilitySpec>,
+        pub probe_targets: BTreeMap<String, ProbeTargetSpec>,
+        pub lanes: BTreeMap<String, LaneSpec>,
+        pub observation_keys: ObservationKeysSpec,
+        pub probe_report: ProbeReportSpec,
+        pub validation_requirement: ValidationRequirementSpec,
+        pub probe_runner: ProbeRunnerSpec,
+        pub toolkit: ToolkitSpec,
+        pub smoke: SmokeSpec,
+        pub runtime_package: RuntimePackageSpec,
+        /// Refused with status `incompatible`; every other code `unavailable`.
+        pub incompatible_reason_codes: Vec<String>,
+        /// code -> (explanation, remedy)
+        pub reason_codes: BTreeMap<String, (String, String)>,
+    }
+
+    /// The Python distribution's metadata (pyproject.toml is written from it).
+    pub struct DistributionSpec {
+        pub name: String,
+        pub import_name: String,
+        pub version: String,
+        pub requires_python: String,
+        pub dependencies: Vec<String>,
+        pub license: String,
+        pub entry_point: EntryPointSpec,
+    }
+
+    /// The entry point Rextio Core loads the provider from.
+    pub struct EntryPointSpec {
+        pub group: String,
+        pub name: String,
+        pub value: String,
+    }
+
+    /// The passive provider manifest.
+    pub struct ManifestSpec {
+        pub provider_id: String,
+        /// The spec's text, then the version.
+        pub display_name: String,
+        /// distribution.version
+        #[serde(skip)]
+        pub provider_version: String,
+        pub backend: String,
+        pub api_version: String,
+        pub runtime_requirements: Vec<RuntimePin>,
+        /// The SM vocabulary, oldest first.
+        pub architectures: Vec<ArchitectureSpec>,
+        pub evidence_references: Vec<String>,
+        pub certification_tier: String,
+    }
+
+    /// One SM of the vocabulary, as NVIDIA's compilers measure it (contract 9.5).
+    pub struct ArchitectureSpec {
+        /// `sm_NN` or `sm_NNN`; tests/python/test_compiler_architectures.py re-reads them.
+        pub sm: String,
+        /// The first release at or above the toolkit floor that knows it.
+        pub first: Release,
+        /// The last release that compiles it; None: every later one.
+        pub last: Option<Release>,
+    }
+
+    /// A runtime requirement: a name, an exact version and its features.
+    pub struct RuntimePin {
+        pub name: String,
+        pub version: String,
+        pub features: Vec<String>,
+    }
+
+    /// Bounds the provider enforces on its configuration.
+    pub struct PolicySpec {
+        pub driver_version_floor: u32,
+        pub driver_version_ceiling: u32,
+        pub toolkit_version_floor: Release,
+        pub toolkit_version_part_max: u32,
+        pub device_ordinal_max: u32,
+        pub sm_pattern: String,
+    }
+
+    /// The device option names.
+    pub struct OptionKeysSpec {
+        pub probe: String,
+        pub toolkit: String,
+        pub driver_root: String,
+        pub device: String,
+        pub sm: String,
+        pub probe_sha256: String,
+    }
+
+    /// One declared capability; `lane` names a key of `lanes`.
+    pub struct CapabilitySpec {
+        pub id: String,
+        pub lane: String,
+        pub target_triple: String,
+        pub artifact_kinds: Vec<String>,
+        pub minimum_runtime_version: String,
+        pub minimum_driver_version: String,
+    }
+
+    /// The (os, arch, environment) a probe reports for a target triple.
+    pub struct ProbeTargetSpec {
+        pub os: String,
+        pub arch: String,
+        pub environment: String,
+    }
+
+    /// A raw-driver lane: the provider's own context, stream and memory.
+    pub struct RawDriverLaneSpec {
+        pub option_allowlist: Set<String>,
+        pub toolkit_inspection: bool,
+        pub requirement_policy: RawRequirementPolicy,
+        pub observations: BTreeMap<String, String>,
+        pub contribution: ContributionSpec,
+    }
+
+    /// A framework reuse lane: the framework's runtime, borrowed and validated.
+    pub struct FrameworkLaneSpec {
+        pub reason_codes: FrameworkLaneCodes,
+        pub option_allowlist: Set<String>,
+        pub toolkit_inspection: bool,
+        /// None: any backend.
+        pub required_python_fallback: Option<PythonFallbackSpec>,
+        pub requirement: RequirementSpec,
+        pub runtime_pins: Vec<RuntimePin>,
+        pub observations: BTreeMap<String, String>,
+        pub contribution: ContributionSpec,
+    }
+
+    /// The reason codes a framework lane refuses with, one per check.
+    pub struct FrameworkLaneCodes {
+        pub artifact_kind_unsupported: String,
+        pub toolkit_root_unsupported: String,
+        pub cuda_device_unsupported: String,
+        pub runtime_required: String,
+        pub runtime_reuse_required: String,
+        pub features_incompatible: String,
+        pub layout_incompatible: String,
+        pub memory_space_incompatible: String,
+        pub runtime_pins_required: String,
+    }
+
+    /// The Python fallback backend a framework lane needs, and its refusal.
+    pub struct PythonFallbackSpec {
+        pub backend: String,
+        pub reason_code: String,
+    }
+
+    /// What a raw-driver lane accepts in a CUDA device requirement.
+    pub struct RawRequirementPolicy {
+        pub allowed_runtimes: Set<Option<String>>,
+        pub allowed_features: Set<String>,
+        pub allowed_memory_spaces: Set<String>,
+        pub allowed_layouts: Set<String>,
+    }
+
+    /// The one device requirement a framework lane declares and accepts.
+    pub struct RequirementSpec {
+        pub logical_device: String,
+        pub backend: String,
+        pub runtime: String,
+        pub features: Set<String>,
+        pub layouts: Set<String>,
+        pub memory_spaces: Set<String>,
+        pub architectures: Vec<String>,
+        pub reuse_domain_runtime: bool,
+    }
+
+    /// The declarative build inputs of one lane.
+    pub struct ContributionSpec {
+        pub cargo_features: Vec<String>,
+        pub native_libraries: Vec<String>,
+        pub package_references: Vec<String>,
+        pub generated_helper_ids: Vec<String>,
+        pub runtime_check_ids: Vec<String>,
+        pub resource_contracts: Vec<ResourceContractSpec>,
+    }
+
+    /// One resource contract of a lane's build contribution.
+    pub struct ResourceContractSpec {
+        pub resource_kind: String,
+        pub owner: String,
+        pub access: String,
+        pub may_allocate: bool,
+        pub may_replace: bool,
+        pub may_synchronize: bool,
+    }
+
+    /// The observation keys of a ready preflight.
+    pub struct ObservationKeysSpec {
+        pub device_count: String,
+        pub driver_version: String,
+        pub minimum_driver_version: String,
+        pub minimum_toolkit_version: String,
+        pub probe_schema: String,
+        pub selected_device: String,
+        pub selected_sm: String,
+        pub target_arch: String,
+        pub target_os: String,
+        pub toolkit_runtime: String,
+        pub toolkit_version: String,
+        pub toolkit_not_configured: String,
+        pub probe_sha256: String,
+    }
+
+    /// The probe report's schema and bounds.
+    pub struct ProbeReportSpec {
+        pub schema_version: String,
+        pub probe: String,
+        pub statuses: ProbeStatusesSpec,
+        pub max_output_bytes: u32,
+        pub max_devices: u32,
+        pub max_device_ordinal: u32,
+        pub max_device_name_chars: u32,
+        pub device_name_buffer_bytes: u32,
+        pub driver_version_range: (u32, u32),
+        pub compute_major_range: (u32, u32),
+        pub compute_minor_range: (u32, u32),
+        pub reason_code_pattern: String,
+        pub target_field_pattern: String,
+        /// Set before `cuInit`.
+        pub driver_environment: BTreeMap<String, String>,
+        /// The codes the probe itself reports.
+        pub reason_codes: Vec<String>,
+        /// The probe's codes whose report carries the driver's CUDA result.
+        pub cuda_result_reason_codes: Vec<String>,
+    }
+
+    /// The statuses a probe report has, by name.
+    pub struct ProbeStatusesSpec {
+        /// The inventory completed.
+        pub complete: String,
+        pub unavailable: String,
+        pub unsupported: String,
+        pub error: String,
+    }
+
+    /// The raw-driver requirement the CLI's `preflight` and `validate` compose.
+    pub struct ValidationRequirementSpec {
+        pub runtime: String,
+        pub features: Vec<String>,
+        pub memory_spaces: Vec<String>,
+    }
+
+    /// Bounds of the probe subprocess.
+    pub struct ProbeRunnerSpec {
+        pub default_timeout_seconds: f64,
+        pub max_timeout_seconds: f64,
+        pub max_argument_chars: u32,
+        pub windows_environment: Vec<String>,
+        pub sha256_pattern: String,
+        /// A larger pinned probe is refused before it is read whole.
+        pub max_pinned_probe_bytes: u32,
+    }
+
+    /// What the toolkit inspector reads.
+    pub struct ToolkitSpec {
+        pub version_file: String,
+        pub max_version_file_bytes: u32,
+        pub version_pattern: String,
+        /// os -> component -> paths
+        pub components: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    }
+
+    /// The lifetime smoke's report.
+    pub struct SmokeSpec {
+        pub probe: String,
+        pub schema_version: String,
+        pub allocation_bytes: u32,
+        pub complete_status: String,
+        pub failure_status: String,
+        /// The codes the smoke itself reports.
+        pub reason_codes: Vec<String>,
+    }
+
+    /// The packaged runtime crate.
+    pub struct RuntimePackageSpec {
+        pub crate_name: String,
+        pub version: String,
+        pub install_dir: String,
+    }
+}
+
+/// A lane: a raw-driver lane or a framework reuse lane, written in the spec
+/// as `{"raw_driver": {...}}` or `{"framework_reuse": {...}}`.
+// A handful of lanes, parsed once: their size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneSpec {
+    RawDriver(RawDriverLaneSpec),
+    FrameworkReuse(FrameworkLaneSpec),
+}
+
+impl LaneSpec {
+    pub fn option_allowlist(&self) -> &Set<String> {
+        match self {
+            LaneSpec::RawDriver(lane) => &lane.option_allowlist,
+            LaneSpec::FrameworkReuse(lane) => &lane.option_allowlist,
+        }
+    }
+}
+
+/// In Python the lane is the union of its two record classes.
+impl ToPython for LaneSpec {
+    fn annotation() -> String {
+        "LaneSpec".to_string()
+    }
+
+    fn to_python(&self) -> PythonValue {
+        match self {
+            LaneSpec::RawDriver(lane) => lane.to_python(),
+            LaneSpec::FrameworkReuse(lane) => lane.to_python(),
+        }
+    }
+}
+
+/// The Python alias of [`LaneSpec`], written after its two classes.
+pub const PYTHON_LANE_ALIAS: &str = "LaneSpec: TypeAlias = RawDriverLaneSpec | FrameworkLaneSpec";
+
+// ---------------------------------------------------------------- the checks
+
+/// `Err("<spec file>: <path>: <problem>")`.
+fn refuse(path: &str, problem: impl fmt::Display) -> Result<()> {
+    Err(format!("{PROVIDER_SPEC_PATH}: {path}: {problem}"))
+}
+
+/// `Ok` when `ok`, else [`refuse`].
+fn ensure(ok: bool, path: &str, problem: impl fmt::Display) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        refuse(path, problem)
+    }
+}
+
+/// The pattern `pattern` (found at `path`), which Python's `re` reads too.
+fn regex(path: &str, pattern: &str) -> Result<regex_lite::Regex> {
+    regex_lite::Regex::new(pattern).map_err(|error| {
+        let problem = format!("`{pattern}` is not a regular expression: {error}");
+        format!("{PROVIDER_SPEC_PATH}: {path}: {problem}")
     })
 }
 
-/// The type of item `index` of a `tuple[T, ...]`, `tuple[A, B]`,
-/// `frozenset[T]` or (any index) of a `Mapping[str, T]`'s values.
-pub fn item_type(ty: &str, index: usize) -> &str {
-    let ty = ty.trim_end_matches(" | None");
-    if let Some(value) = ty.strip_prefix("Mapping[str, ") {
-        return value.strip_suffix(']').unwrap_or(value);
-    }
-    let inner = ty.split_once('[').map_or("", |(_, rest)| rest);
-    let inner = inner.strip_suffix(']').unwrap_or(inner);
-    match inner.split_once(", ") {
-        Some((_, second)) if second != "..." && index > 0 => second,
-        Some((first, _)) => first,
-        None => inner,
-    }
+/// The largest value the generated Rust's `i32` constants hold.
+const I32_MAX: u32 = i32::MAX as u32;
+
+fn check_schema_version(spec: &ProviderSpec) -> Result<()> {
+    let version = spec.schema_version;
+    ensure(
+        version == 1,
+        "schema_version",
+        format!("{version} is not supported (expected 1)"),
+    )
 }
 
-/// A list's items; none for anything else.
-pub fn items(value: &Value) -> &[Value] {
-    value.as_array().map_or(&[], Vec::as_slice)
-}
-
-/// An object's entries; none for anything else.
-pub fn entries(value: &Value) -> impl Iterator<Item = (&String, &Value)> + Clone {
-    value.as_object().into_iter().flatten()
-}
-
-/// A string's text; empty for anything else.
-pub fn text(value: &Value) -> &str {
-    value.as_str().unwrap_or("")
-}
-
-/// `Err("<spec file>: <path>: <problem>")`.
-fn fail<T>(path: &str, problem: impl fmt::Display) -> Result<T> {
-    let at = if path.is_empty() { "" } else { ": " };
-    Err(format!("{PROVIDER_SPEC_PATH}: {path}{at}{problem}"))
-}
-
-/// Checks `value` at `path` against the annotation `ty`, sorting sets and
-/// giving a record's absent optional keys their default.
-fn typed(ty: &str, value: &mut Value, path: &str) -> Result<()> {
-    let join = |key: &str| [path, key].join(if path.is_empty() { "" } else { "." });
-    if ty.ends_with(" | None") && value.is_null() {
-        return Ok(());
-    }
-    let ty = ty.trim_end_matches(" | None");
-    let class = schema().iter().find(|class| class.0 == ty);
-    let (set, list) = (ty.starts_with("frozenset["), ty.starts_with("tuple["));
-    if let (Value::Object(map), Some(Class(_, _, fields))) = (&mut *value, class) {
-        let given = fields.iter().filter(|field| field.2 != "derived");
-        let names: Vec<&str> = given.clone().map(|field| field.0).collect();
-        if let Some(name) = map.keys().find(|name| !names.contains(&name.as_str())) {
-            let known = names.join("`, `");
-            let message = format!("unknown field `{name}`, expected one of `{known}`");
-            return fail(&join(name), message);
-        }
-        for (name, ty, default, _) in given {
-            let empty = (*default == "()").then(|| json!([]));
-            match map.get_mut(*name) {
-                Some(value) => typed(ty, value, &join(name))?,
-                None if default.is_empty() => return fail(path, format!("missing field `{name}`")),
-                None => drop(map.insert(name.to_string(), empty.unwrap_or_default())),
-            }
-        }
-    } else if let (Value::Object(map), true) = (&mut *value, ty.starts_with("Mapping[")) {
-        for (key, value) in map.iter_mut() {
-            typed(item_type(ty, 0), value, &join(key))?;
-        }
-    } else if let (Value::Array(values), true) = (&mut *value, set || list) {
-        if list && !ty.ends_with(", ...]") && values.len() != 2 {
-            let message = format!("invalid length {}, expected a pair", values.len());
-            return fail(path, message);
-        }
-        for (index, value) in values.iter_mut().enumerate() {
-            typed(item_type(ty, index), value, &format!("{path}[{index}]"))?;
-        }
-        if set {
-            values.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-            if let Some(pair) = values.windows(2).find(|pair| pair[0] == pair[1]) {
-                return fail(path, format!("the entry {} is given twice", pair[0]));
-            }
-        }
-    } else {
-        let checked = match ty {
-            "str" => String::deserialize(&*value).map(drop),
-            "int" => u32::deserialize(&*value).map(drop),
-            "float" => f64::deserialize(&*value).map(drop),
-            "bool" => bool::deserialize(&*value).map(drop),
-            _ => return fail(path, format!("invalid type: {value}, expected `{ty}`")),
-        };
-        return checked.or_else(|error| fail(path, error));
+/// Every code is spelled as the probe report's pattern says, and has an
+/// explanation and a remedy.
+fn check_reason_codes(spec: &ProviderSpec) -> Result<()> {
+    let pattern_path = "probe_report.reason_code_pattern";
+    let pattern = regex(pattern_path, &spec.probe_report.reason_code_pattern)?;
+    for (code, (explanation, remedy)) in &spec.reason_codes {
+        let path = format!("reason_codes.{code}");
+        let problem = format!("`{code}` does not match `{pattern_path}` {pattern}");
+        ensure(pattern.is_match(code), &path, problem)?;
+        ensure(
+            !explanation.trim().is_empty(),
+            &format!("{path}[0]"),
+            "must not be empty",
+        )?;
+        ensure(
+            !remedy.trim().is_empty(),
+            &format!("{path}[1]"),
+            "must not be empty",
+        )?;
     }
     Ok(())
 }
 
-/// Parses and checks the spec; every error names the file and the JSON path.
-pub fn parse(bytes: &[u8]) -> Result<Value> {
-    let mut spec: Value = super::inputs::parse_json(PROVIDER_SPEC_PATH, bytes)?;
-    typed("ProviderSpec", &mut spec, "")?;
-    check(&spec)?;
-    // The version is written once, in `distribution`.
-    let version = text(&spec["distribution"]["version"]).to_string();
-    let placeholders = reason_placeholders(&spec);
-    let manifest = &mut spec["manifest"];
-    manifest["display_name"] = format!("{} {version}", text(&manifest["display_name"])).into();
-    manifest["provider_version"] = version.into();
-    for (code, texts) in spec["reason_codes"].as_object_mut().into_iter().flatten() {
-        for value in texts.as_array_mut().into_iter().flatten() {
-            let fill = |text: String, (name, value): &(_, String)| text.replace(name, value);
-            let filled = placeholders.iter().fold(text(value).to_string(), fill);
-            if filled.contains(['{', '}']) {
-                let known = placeholders.map(|(name, _)| name).join(", ");
-                let message = format!("an unknown placeholder; the known ones are {known}");
-                return fail(&format!("reason_codes.{code}"), message);
-            }
-            *value = filled.into();
+/// A list of codes at `path`: each listed once, each a key of `reason_codes`.
+fn check_code_list(spec: &ProviderSpec, path: &str, codes: &[String]) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    for (index, code) in codes.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        ensure(seen.insert(code), &at, format!("`{code}` is listed twice"))?;
+        check_code(spec, &at, code)?;
+    }
+    Ok(())
+}
+
+/// The code at `path` is a key of `reason_codes` (so it is explained).
+fn check_code(spec: &ProviderSpec, path: &str, code: &str) -> Result<()> {
+    let known = spec.reason_codes.contains_key(code);
+    ensure(
+        known,
+        path,
+        format!("`{code}` is not a key of `reason_codes`"),
+    )
+}
+
+/// The probe's, the smoke's and the incompatible codes are explained; the
+/// codes that carry a CUDA result are the probe's own.
+fn check_code_lists(spec: &ProviderSpec) -> Result<()> {
+    let report = &spec.probe_report;
+    check_code_list(spec, "probe_report.reason_codes", &report.reason_codes)?;
+    let results = &report.cuda_result_reason_codes;
+    check_code_list(spec, "probe_report.cuda_result_reason_codes", results)?;
+    for (index, code) in results.iter().enumerate() {
+        let path = format!("probe_report.cuda_result_reason_codes[{index}]");
+        let problem = format!("`{code}` is not one of `probe_report.reason_codes`");
+        ensure(report.reason_codes.contains(code), &path, problem)?;
+    }
+    check_code_list(spec, "smoke.reason_codes", &spec.smoke.reason_codes)?;
+    check_code_list(
+        spec,
+        "incompatible_reason_codes",
+        &spec.incompatible_reason_codes,
+    )
+}
+
+/// Core keeps one runtime requirement per name; a name is one word.
+fn check_runtime_requirements(spec: &ProviderSpec) -> Result<()> {
+    let mut names = BTreeSet::new();
+    for (index, pin) in spec.manifest.runtime_requirements.iter().enumerate() {
+        let path = format!("manifest.runtime_requirements[{index}].name");
+        let name = &pin.name;
+        let word = !name.is_empty() && !name.contains(char::is_whitespace);
+        ensure(word, &path, format!("`{name}` is not one word"))?;
+        ensure(
+            names.insert(name),
+            &path,
+            format!("`{name}` is listed twice"),
+        )?;
+    }
+    Ok(())
+}
+
+/// The SM vocabulary: spelled as the policy says, each once, first known
+/// at or above the toolkit floor (older releases are never distinguished),
+/// last compiled no earlier than first known.
+fn check_architectures(spec: &ProviderSpec) -> Result<()> {
+    let architectures = &spec.manifest.architectures;
+    ensure(
+        !architectures.is_empty(),
+        "manifest.architectures",
+        "must not be empty",
+    )?;
+    let pattern = regex("policy.sm_pattern", &spec.policy.sm_pattern)?;
+    let floor = spec.policy.toolkit_version_floor;
+    let mut seen = BTreeSet::new();
+    for (index, architecture) in architectures.iter().enumerate() {
+        let path = |key: &str| format!("manifest.architectures[{index}].{key}");
+        let sm = &architecture.sm;
+        let problem = format!("`{sm}` does not match `policy.sm_pattern` {pattern}");
+        ensure(pattern.is_match(sm), &path("sm"), problem)?;
+        ensure(
+            seen.insert(sm),
+            &path("sm"),
+            format!("`{sm}` is listed twice"),
+        )?;
+        let first = architecture.first;
+        let problem = format!(
+            "{} is older than `policy.toolkit_version_floor` {}",
+            release(first),
+            release(floor)
+        );
+        ensure(first >= floor, &path("first"), problem)?;
+        if let Some(last) = architecture.last {
+            let problem = format!("{} is older than `first` {}", release(last), release(first));
+            ensure(last >= first, &path("last"), problem)?;
         }
     }
+    Ok(())
+}
+
+fn release((major, minor): Release) -> String {
+    format!("{major}.{minor}")
+}
+
+/// Each capability: a unique id, a lane and a probe target the spec
+/// defines, at least one artifact kind.
+fn check_capabilities(spec: &ProviderSpec) -> Result<()> {
+    ensure(
+        !spec.capabilities.is_empty(),
+        "capabilities",
+        "must not be empty",
+    )?;
+    let mut ids = BTreeSet::new();
+    for (index, capability) in spec.capabilities.iter().enumerate() {
+        let path = |key: &str| format!("capabilities[{index}].{key}");
+        let id = &capability.id;
+        ensure(
+            ids.insert(id),
+            &path("id"),
+            format!("`{id}` is listed twice"),
+        )?;
+        let lane = &capability.lane;
+        let problem = format!("`{lane}` is not a key of `lanes`");
+        ensure(spec.lanes.contains_key(lane), &path("lane"), problem)?;
+        let triple = &capability.target_triple;
+        let problem = format!("`{triple}` is not a key of `probe_targets`");
+        ensure(
+            spec.probe_targets.contains_key(triple),
+            &path("target_triple"),
+            problem,
+        )?;
+        let kinds = !capability.artifact_kinds.is_empty();
+        ensure(kinds, &path("artifact_kinds"), "must not be empty")?;
+    }
+    Ok(())
+}
+
+/// Every lane serves a capability.
+fn check_every_lane_is_used(spec: &ProviderSpec) -> Result<()> {
+    for name in spec.lanes.keys() {
+        let used = spec
+            .capabilities
+            .iter()
+            .any(|capability| capability.lane == *name);
+        let problem = format!("`{name}` is the lane of no capability (`capabilities[].lane`)");
+        ensure(used, &format!("lanes.{name}"), problem)?;
+    }
+    Ok(())
+}
+
+/// The toolkit inspector knows each probe target's operating system.
+fn check_probe_targets(spec: &ProviderSpec) -> Result<()> {
+    for (triple, target) in &spec.probe_targets {
+        let os = &target.os;
+        let known = spec.toolkit.components.contains_key(os);
+        let problem = format!("`{os}` is not a key of `toolkit.components`");
+        ensure(known, &format!("probe_targets.{triple}.os"), problem)?;
+    }
+    Ok(())
+}
+
+/// A lane allows only option names of `option_keys`.
+fn check_option_allowlists(spec: &ProviderSpec) -> Result<()> {
+    let keys = &spec.option_keys;
+    let known = [
+        &keys.probe,
+        &keys.toolkit,
+        &keys.driver_root,
+        &keys.device,
+        &keys.sm,
+        &keys.probe_sha256,
+    ];
+    for (name, lane) in &spec.lanes {
+        for option in lane.option_allowlist().iter() {
+            let problem = format!("`{option}` is not one of the names of `option_keys`");
+            ensure(
+                known.contains(&option),
+                &format!("lanes.{name}.option_allowlist"),
+                problem,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A raw-driver lane accepts the requirement the CLI composes.
+fn check_raw_lane_accepts_the_validation_requirement(
+    name: &str,
+    lane: &RawDriverLaneSpec,
+    spec: &ProviderSpec,
+) -> Result<()> {
+    let path = |key: &str| format!("lanes.{name}.raw_driver.requirement_policy.{key}");
+    let policy = &lane.requirement_policy;
+    let wanted = &spec.validation_requirement;
+    let runtime = Some(wanted.runtime.clone());
+    let problem = "lacks `validation_requirement.runtime`";
+    ensure(
+        policy.allowed_runtimes.contains(&runtime),
+        &path("allowed_runtimes"),
+        problem,
+    )?;
+    let features = wanted
+        .features
+        .iter()
+        .all(|item| policy.allowed_features.contains(item));
+    let problem = "lacks one of `validation_requirement.features`";
+    ensure(features, &path("allowed_features"), problem)?;
+    let spaces = &wanted.memory_spaces;
+    let spaces = spaces
+        .iter()
+        .all(|item| policy.allowed_memory_spaces.contains(item));
+    let problem = "lacks one of `validation_requirement.memory_spaces`";
+    ensure(spaces, &path("allowed_memory_spaces"), problem)
+}
+
+/// A framework lane's codes are explained, its requirement names a device
+/// and only SMs of the vocabulary.
+fn check_framework_lane(name: &str, lane: &FrameworkLaneSpec, spec: &ProviderSpec) -> Result<()> {
+    let path = |key: &str| format!("lanes.{name}.framework_reuse.{key}");
+    let codes = &lane.reason_codes;
+    let named = [
+        (
+            "artifact_kind_unsupported",
+            &codes.artifact_kind_unsupported,
+        ),
+        ("toolkit_root_unsupported", &codes.toolkit_root_unsupported),
+        ("cuda_device_unsupported", &codes.cuda_device_unsupported),
+        ("runtime_required", &codes.runtime_required),
+        ("runtime_reuse_required", &codes.runtime_reuse_required),
+        ("features_incompatible", &codes.features_incompatible),
+        ("layout_incompatible", &codes.layout_incompatible),
+        (
+            "memory_space_incompatible",
+            &codes.memory_space_incompatible,
+        ),
+        ("runtime_pins_required", &codes.runtime_pins_required),
+    ];
+    for (key, code) in named {
+        check_code(spec, &path(&format!("reason_codes.{key}")), code)?;
+    }
+    if let Some(fallback) = &lane.required_python_fallback {
+        let code_path = path("required_python_fallback.reason_code");
+        check_code(spec, &code_path, &fallback.reason_code)?;
+    }
+    let pins = !lane.runtime_pins.is_empty();
+    ensure(
+        pins,
+        &path("runtime_pins"),
+        "must not be empty: a framework lane pins its runtime",
+    )?;
+    let requirement = &lane.requirement;
+    let device_path = path("requirement.logical_device");
+    ensure(
+        !requirement.logical_device.trim().is_empty(),
+        &device_path,
+        "must not be empty",
+    )?;
+    let vocabulary: BTreeSet<&String> = spec.manifest.architectures.iter().map(|a| &a.sm).collect();
+    for (index, sm) in requirement.architectures.iter().enumerate() {
+        let problem = format!("`{sm}` is not one of `manifest.architectures[].sm`");
+        let at = path(&format!("requirement.architectures[{index}]"));
+        ensure(vocabulary.contains(sm), &at, problem)?;
+    }
+    Ok(())
+}
+
+fn check_lanes(spec: &ProviderSpec) -> Result<()> {
+    for (name, lane) in &spec.lanes {
+        match lane {
+            LaneSpec::RawDriver(lane) => {
+                check_raw_lane_accepts_the_validation_requirement(name, lane, spec)?
+            }
+            LaneSpec::FrameworkReuse(lane) => check_framework_lane(name, lane, spec)?,
+        }
+    }
+    Ok(())
+}
+
+/// `value` at `path` lies in `low..=high`.
+fn check_within(path: &str, value: u32, low: u32, high: u32) -> Result<()> {
+    let problem = format!("{value} is not within {low}..={high}");
+    ensure((low..=high).contains(&value), path, problem)
+}
+
+/// A `[low, high]` range at `path`: ordered, and an `i32` range in Rust.
+fn check_range(path: &str, (low, high): (u32, u32)) -> Result<()> {
+    ensure(
+        high >= low,
+        path,
+        format!("[{low}, {high}] ends below its start"),
+    )?;
+    check_within(&format!("{path}[1]"), high, low, I32_MAX)
+}
+
+/// The probe report's bounds fit the generated Rust constants (`i32` where
+/// the driver's API speaks `int`) and are not empty; its statuses differ.
+fn check_probe_report(spec: &ProviderSpec) -> Result<()> {
+    let report = &spec.probe_report;
+    let path = |key: &str| format!("probe_report.{key}");
+    check_within(
+        &path("max_output_bytes"),
+        report.max_output_bytes,
+        1,
+        u32::MAX,
+    )?;
+    check_within(&path("max_devices"), report.max_devices, 1, I32_MAX)?;
+    check_within(
+        &path("max_device_ordinal"),
+        report.max_device_ordinal,
+        0,
+        I32_MAX,
+    )?;
+    check_within(
+        &path("max_device_name_chars"),
+        report.max_device_name_chars,
+        1,
+        65536,
+    )?;
+    let buffer = report.device_name_buffer_bytes;
+    check_within(&path("device_name_buffer_bytes"), buffer, 1, I32_MAX)?;
+    check_range(&path("driver_version_range"), report.driver_version_range)?;
+    check_range(&path("compute_major_range"), report.compute_major_range)?;
+    check_range(&path("compute_minor_range"), report.compute_minor_range)?;
+    let statuses = &report.statuses;
+    let names = [
+        &statuses.complete,
+        &statuses.unavailable,
+        &statuses.unsupported,
+        &statuses.error,
+    ];
+    let distinct: BTreeSet<&&String> = names.iter().collect();
+    ensure(
+        distinct.len() == names.len(),
+        &path("statuses"),
+        "two statuses are the same",
+    )
+}
+
+/// The configuration bounds: floors above zero and below their ceilings,
+/// device ordinals the probe reports.
+fn check_policy(spec: &ProviderSpec) -> Result<()> {
+    let policy = &spec.policy;
+    let ordinal_max = spec.probe_report.max_device_ordinal;
+    let path = "policy.device_ordinal_max";
+    check_within(path, policy.device_ordinal_max, 0, ordinal_max)?;
+    let ceiling = policy.driver_version_ceiling;
+    check_within(
+        "policy.driver_version_floor",
+        policy.driver_version_floor,
+        1,
+        ceiling,
+    )?;
+    let (major, minor) = policy.toolkit_version_floor;
+    let part_max = policy.toolkit_version_part_max;
+    check_within("policy.toolkit_version_floor[0]", major, 1, part_max)?;
+    check_within("policy.toolkit_version_floor[1]", minor, 0, part_max)
+}
+
+/// The probe's time limits: a default above zero, a maximum no lower.
+fn check_probe_runner(spec: &ProviderSpec) -> Result<()> {
+    let runner = &spec.probe_runner;
+    let default = runner.default_timeout_seconds;
+    let path = "probe_runner.default_timeout_seconds";
+    ensure(default > 0.0, path, format!("{default:?} must be above 0"))?;
+    let max = runner.max_timeout_seconds;
+    let problem = format!("{max:?} is below `probe_runner.default_timeout_seconds` {default:?}");
+    ensure(max >= default, "probe_runner.max_timeout_seconds", problem)
+}
+
+fn check_smoke(spec: &ProviderSpec) -> Result<()> {
+    check_within(
+        "smoke.allocation_bytes",
+        spec.smoke.allocation_bytes,
+        1,
+        u32::MAX,
+    )
+}
+
+/// The crate and version name the runtime tarball's file: plain names.
+fn check_runtime_package(spec: &ProviderSpec) -> Result<()> {
+    let package = &spec.runtime_package;
+    let plain = |text: &str| {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+        !text.is_empty() && text.chars().all(allowed)
+    };
+    for (key, value) in [
+        ("crate_name", &package.crate_name),
+        ("version", &package.version),
+    ] {
+        let problem = format!("`{value}` is not a plain name (letters, digits, `.`, `_`, `-`)");
+        ensure(plain(value), &format!("runtime_package.{key}"), problem)?;
+    }
+    Ok(())
+}
+
+/// Every check the types cannot make, in this order.
+pub fn check(spec: &ProviderSpec) -> Result<()> {
+    check_schema_version(spec)?;
+    check_reason_codes(spec)?;
+    check_code_lists(spec)?;
+    check_runtime_requirements(spec)?;
+    check_architectures(spec)?;
+    check_capabilities(spec)?;
+    check_probe_targets(spec)?;
+    check_every_lane_is_used(spec)?;
+    check_option_allowlists(spec)?;
+    check_lanes(spec)?;
+    check_probe_report(spec)?;
+    check_smoke(spec)?;
+    check_policy(spec)?;
+    check_probe_runner(spec)?;
+    check_runtime_package(spec)
+}
+
+// ---------------------------------------------------------------- derived facts
+
+/// Parses and checks the spec, then fills what it derives: the manifest's
+/// version and display name (the version is written once, in
+/// `distribution`) and the reason texts' placeholders.
+pub fn parse(bytes: &[u8]) -> Result<ProviderSpec> {
+    let mut spec: ProviderSpec = super::inputs::parse_json(PROVIDER_SPEC_PATH, bytes)?;
+    check(&spec)?;
+    let version = spec.distribution.version.clone();
+    let manifest = &mut spec.manifest;
+    manifest.display_name = format!("{} {version}", manifest.display_name);
+    manifest.provider_version = version;
+    let placeholders = reason_placeholders(&spec.manifest.architectures);
+    for (code, texts) in &mut spec.reason_codes {
+        texts.0 = fill_placeholders(code, &texts.0, &placeholders)?;
+        texts.1 = fill_placeholders(code, &texts.1, &placeholders)?;
+    }
     Ok(spec)
+}
+
+/// `text` with each placeholder replaced; refused when a brace is left.
+fn fill_placeholders(code: &str, text: &str, placeholders: &[(&str, String)]) -> Result<String> {
+    let mut filled = text.to_string();
+    for (name, value) in placeholders {
+        filled = filled.replace(name, value);
+    }
+    if filled.contains(['{', '}']) {
+        let known: Vec<&str> = placeholders.iter().map(|(name, _)| *name).collect();
+        let problem = format!(
+            "an unknown placeholder; the known ones are {}",
+            known.join(", ")
+        );
+        refuse(&format!("reason_codes.{code}"), problem)?;
+    }
+    Ok(filled)
 }
 
 /// Reason texts name the SM facts through placeholders, so each fact stays
 /// written once in `manifest.architectures`: `{architectures}` (the
 /// vocabulary), `{architecture_first_releases}` (release: SMs it first
 /// knows) and `{architecture_compile_releases}` (releases: SMs they compile).
-fn reason_placeholders(spec: &Value) -> [(&'static str, String); 3] {
-    let pair = |value: &Value| [0, 1].map(|index| value[index].as_u64().unwrap_or(0));
-    let release = |[major, minor]: [u64; 2]| format!("{major}.{minor}");
-    let mut first: BTreeMap<_, Vec<&str>> = BTreeMap::new();
-    let mut compile: BTreeMap<_, Vec<&str>> = BTreeMap::new();
-    let architectures = items(&spec["manifest"]["architectures"]);
-    for item in architectures {
-        let (sm, from, last) = (text(&item["sm"]), pair(&item["first"]), &item["last"]);
-        first.entry(from).or_default().push(sm);
-        let last = (!last.is_null()).then(|| pair(last));
-        compile.entry((from, last)).or_default().push(sm);
+fn reason_placeholders(architectures: &[ArchitectureSpec]) -> Vec<(&'static str, String)> {
+    let mut first_known: BTreeMap<Release, Vec<&str>> = BTreeMap::new();
+    let mut compiled: BTreeMap<(Release, Option<Release>), Vec<&str>> = BTreeMap::new();
+    for architecture in architectures {
+        let sm = architecture.sm.as_str();
+        first_known.entry(architecture.first).or_default().push(sm);
+        let span = (architecture.first, architecture.last);
+        compiled.entry(span).or_default().push(sm);
     }
-    let first = first
-        .iter()
-        .map(|(from, sms)| format!("{}: {}", release(*from), sms.join(", ")));
-    let compile = compile.iter().map(|((from, last), sms)| {
-        let until = last.map_or(" or newer".into(), |last| format!(" to {}", release(last)));
-        format!("{}{until}: {}", release(*from), sms.join(", "))
-    });
-    let (first, compile): (Vec<_>, Vec<_>) = (first.collect(), compile.collect());
-    let names: Vec<&str> = architectures.iter().map(|item| text(&item["sm"])).collect();
-    [
+    let mut first_lines = Vec::new();
+    for (first, sms) in &first_known {
+        first_lines.push(format!("{}: {}", release(*first), sms.join(", ")));
+    }
+    let mut compile_lines = Vec::new();
+    for ((first, last), sms) in &compiled {
+        let until = match last {
+            Some(last) => format!(" to {}", release(*last)),
+            None => " or newer".to_string(),
+        };
+        compile_lines.push(format!("{}{until}: {}", release(*first), sms.join(", ")));
+    }
+    let names: Vec<&str> = architectures.iter().map(|item| item.sm.as_str()).collect();
+    vec![
         ("{architectures}", names.join(", ")),
-        ("{architecture_first_releases}", first.join("; ")),
-        ("{architecture_compile_releases}", compile.join("; ")),
+        ("{architecture_first_releases}", first_lines.join("; ")),
+        ("{architecture_compile_releases}", compile_lines.join("; ")),
     ]
-}
-
-/// The cross-references and bounds the types cannot say, one a line, in
-/// the order they are checked: the values (`.` between steps; `*`: each
-/// entry, `[]`: each item, `[N]`: the Nth; null ones skipped), the rule
-/// (`key:` first: applied to the entry's key) and its argument: a path
-/// (`.x` or `[N]`: a sibling's), a number, for `matches` a path to a pattern
-/// or a pattern (`$` last), or for `has` keys `|` apart (one must be there),
-/// several rules a line `; ` apart. A lane is raw-driver or framework reuse.
-/// Core keeps one runtime requirement per name; releases below the toolkit floor are never
-/// distinguished; the bounds (`int` is already a u32) are the ones the
-/// generated Rust constants and the Python checks rely on; the crate and
-/// version name the tarball's file; a raw lane accepts the requirement the
-/// CLI composes.
-pub const RULES: &str = "\
-schema_version >= 1; <= 1
-reason_codes.* key:matches probe_report.reason_code_pattern
-reason_codes.*[] nonempty
-probe_report.reason_codes[] unique; key_of reason_codes
-smoke.reason_codes[] unique; key_of reason_codes
-incompatible_reason_codes[] unique; key_of reason_codes
-manifest.runtime_requirements[].name matches ^\\S+$; unique
-manifest.architectures nonempty
-manifest.architectures[].sm matches policy.sm_pattern
-manifest.architectures[].first >= policy.toolkit_version_floor
-manifest.architectures[].last >= .first
-manifest.architectures[].sm unique
-capabilities nonempty
-capabilities[].id unique
-capabilities[].lane key_of lanes
-capabilities[].target_triple key_of probe_targets
-capabilities[].artifact_kinds nonempty
-probe_targets.*.os key_of toolkit.components
-lanes.* key:in capabilities[].lane
-lanes.*.option_allowlist[] in option_keys.*
-lanes.* has requirement_policy|requirement
-lanes.*.requirement_policy excludes .requirement; excludes .reason_prefix; excludes .runtime_pins
-lanes.*.requirement_policy excludes .required_python_fallback_backend
-lanes.*.requirement needs .reason_prefix; needs .runtime_pins
-lanes.*.reason_prefix matches probe_report.reason_code_pattern; matches _$; prefix_of reason_codes
-lanes.*.requirement.logical_device nonempty
-lanes.*.requirement_policy.allowed_runtimes includes validation_requirement.runtime
-lanes.*.requirement_policy.allowed_features includes validation_requirement.features[]
-lanes.*.requirement_policy.allowed_memory_spaces includes validation_requirement.memory_spaces[]
-lanes.*.requirement.architectures[] in manifest.architectures[].sm
-probe_report.max_output_bytes > 0
-probe_report.max_devices > 0; <= 2147483647
-probe_report.max_device_ordinal <= 2147483647
-probe_report.max_device_name_chars > 0; <= 65536
-probe_report.device_name_buffer_bytes > 0; <= 2147483647
-smoke.allocation_bytes > 0
-policy.device_ordinal_max <= probe_report.max_device_ordinal
-policy.driver_version_floor > 0; <= policy.driver_version_ceiling
-policy.toolkit_version_floor[0] > 0
-policy.toolkit_version_floor[] <= policy.toolkit_version_part_max
-probe_report.driver_version_range[1] >= [0]; <= 2147483647
-probe_report.compute_major_range[1] >= [0]; <= 2147483647
-probe_report.compute_minor_range[1] >= [0]; <= 2147483647
-probe_report.complete_status in probe_report.statuses[]
-probe_runner.default_timeout_seconds > 0
-probe_runner.max_timeout_seconds >= probe_runner.default_timeout_seconds
-runtime_package.crate_name matches ^[A-Za-z0-9._-]+$
-runtime_package.version matches ^[A-Za-z0-9._-]+$
-";
-
-/// The non-null values a [`RULES`] selector names, with their JSON paths.
-fn select<'a>(spec: &'a Value, selector: &str) -> Vec<(String, &'a Value)> {
-    let mut found = vec![(String::new(), spec)];
-    // `name`, `*` (every entry), `[]` (every item) or `[N]` (the Nth).
-    for step in selector.replace('[', ".[").split('.') {
-        let mut next = Vec::new();
-        for (path, value) in found {
-            let dot = if path.is_empty() { "" } else { "." };
-            let keys = entries(value).map(|(key, value)| (format!("{path}{dot}{key}"), value));
-            let indexed = items(value).iter().enumerate();
-            let mut indexed = indexed.map(|(at, item)| (format!("{path}[{at}]"), item));
-            match step {
-                "*" => next.extend(keys),
-                "[]" => next.extend(indexed),
-                _ if step.starts_with('[') => {
-                    next.extend(indexed.find(|(at, _)| at.ends_with(step)))
-                }
-                _ => next.push((format!("{path}{dot}{step}"), &value[step])),
-            }
-        }
-        found = next;
-    }
-    found.retain(|(_, value)| !value.is_null());
-    found
-}
-
-/// The pattern at `path` (or `pattern` itself), which Python's `re` reads too.
-fn regex(path: &str, pattern: &str) -> Result<regex_lite::Regex> {
-    let invalid = |error| format!("`{pattern}` is not a regular expression: {error}");
-    regex_lite::Regex::new(pattern).or_else(|error| fail(path, invalid(error)))
-}
-
-/// Applies one rule of a [`RULES`] line to every value its selector names.
-fn apply(spec: &Value, selector: &str, rule: &str) -> Result<()> {
-    let (rule, arg) = rule.split_once(' ').unwrap_or((rule, ""));
-    let numbers = |value: &Value| match value {
-        Value::Array(items) => items.iter().map(Value::as_f64).collect(),
-        value => vec![value.as_f64()],
-    };
-    let mut seen: Vec<Value> = Vec::new();
-    for (path, value) in select(spec, selector) {
-        let key = Value::from(path.rsplit('.').next().unwrap_or_default());
-        let keyed = rule.strip_prefix("key:");
-        let (rule, value) = keyed.map_or((rule, value), |rule| (rule, &key));
-        let target = match arg.starts_with(['.', '[']) {
-            true => format!("{}{arg}", &path[..path.rfind(['.', '[']).unwrap_or(0)]),
-            false => arg.to_string(),
-        };
-        let found = select(spec, &target);
-        let bound = found.first().map(|(_, value)| *value);
-        let mut keys = entries(bound.unwrap_or(&Value::Null)).map(|(key, _)| key.as_str());
-        // A limit that names nothing compares with nothing: the rule fails.
-        let limit = bound.map_or(vec![arg.parse().ok()], numbers);
-        let order = numbers(value)
-            .partial_cmp(&limit)
-            .filter(|_| !limit.contains(&None));
-        let pattern = bound.and_then(Value::as_str).unwrap_or(arg);
-        let named = bound.is_some() || arg.ends_with('$');
-        let shown = value.as_str().map_or(value.to_string(), str::to_string);
-        let ok = match rule {
-            "nonempty" => !shown.trim().is_empty() && *value != json!([]),
-            "unique" => !seen.contains(value),
-            "key_of" => keys.any(|key| key == shown),
-            "prefix_of" => keys.any(|key| key.starts_with(&shown)),
-            "in" => found.iter().any(|(_, item)| *item == value),
-            "includes" => found.iter().all(|(_, item)| items(value).contains(item)),
-            ">=" => order.is_some_and(Ordering::is_ge),
-            ">" => order.is_some_and(Ordering::is_gt),
-            "<=" => order.is_some_and(Ordering::is_le),
-            "matches" => named && regex(&target, pattern)?.is_match(&shown),
-            "has" => arg.split('|').any(|key| !value[key].is_null()),
-            "needs" | "excludes" => bound.is_some_and(|b| *b != json!([])) == (rule == "needs"),
-            _ => return fail(selector, format!("`{rule}` is not a rule")),
-        };
-        let limit = bound.map_or(arg.to_string(), |bound| format!("`{target}` {bound}"));
-        let problem = match rule {
-            "nonempty" => "must not be empty".to_string(),
-            "needs" | "excludes" => format!("this key {rule} `{target}`"),
-            "has" => format!("has none of `{arg}`"),
-            "unique" => format!("`{shown}` is listed twice"),
-            "key_of" => format!("`{shown}` is not a key of `{target}`"),
-            "prefix_of" => format!("no key of `{target}` starts with `{shown}`"),
-            "in" => format!("`{shown}` is not one of `{target}`"),
-            "includes" => format!("lacks one of `{target}`"),
-            "matches" => format!("`{shown}` does not match `{target}` {pattern}"),
-            _ => format!("{shown} must be {rule} {limit}"),
-        };
-        if !ok {
-            return fail(&path, problem);
-        }
-        seen.push(value.clone());
-    }
-    Ok(())
-}
-
-/// Applies [`RULES`].
-pub fn check(spec: &Value) -> Result<()> {
-    for line in RULES.lines() {
-        let (selector, rules) = line.split_once(' ').unwrap_or((line, ""));
-        let mut rules = rules.split("; ");
-        rules.try_for_each(|rule| apply(spec, selector, rule))?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A misspelled selector or path would check nothing: each names values
-    /// of the real spec, or (for a sibling that may be absent) a schema field.
-    #[test]
-    fn every_rule_names_what_it_checks() {
-        let path = crate::paths::repo_root().join(PROVIDER_SPEC_PATH);
-        let spec = parse(&std::fs::read(path).unwrap()).unwrap();
-        let field = |name: &str| {
-            schema()
-                .iter()
-                .any(|class| class.2.iter().any(|f| f.0 == name))
-        };
-        for line in RULES.lines() {
-            let (selector, rules) = line.split_once(' ').unwrap();
-            // A list may be empty; it must be there.
-            let list = selector.strip_suffix("[]").unwrap_or(selector);
-            assert!(!select(&spec, list).is_empty(), "{line}");
-            for rule in rules.split("; ") {
-                let arg = rule.split_once(' ').map_or("", |(_, arg)| arg);
-                if arg.is_empty() || arg.parse::<f64>().is_ok() || arg.ends_with('$') {
-                    continue;
-                }
-                if rule.starts_with("has ") {
-                    assert!(arg.split('|').all(field), "{line}: {arg}");
-                    continue;
-                }
-                match arg.strip_prefix('.') {
-                    Some(name) => assert!(field(name), "{line}: {arg}"),
-                    None if arg.starts_with('[') => {}
-                    None => assert!(!select(&spec, arg).is_empty(), "{line}: {arg}"),
-                }
-            }
-        }
-    }
 }

@@ -153,7 +153,8 @@ impl Symbol {
     /// The tier in the table of every symbol: required when any component
     /// requires it.
     pub fn tier(&self) -> Option<Tier> {
-        let (inventory, runtime) = (self.components.probe_inventory, self.components.runtime);
+        let inventory = self.components.probe_inventory;
+        let runtime = self.components.runtime;
         inventory.into_iter().chain(runtime).min()
     }
 }
@@ -193,8 +194,11 @@ pub struct SymbolList {
 
 /// `Err` naming `file`, the JSON path and the message unless `ok`.
 pub fn ensure_in(file: &str, ok: bool, path: impl Display, message: impl Display) -> Result<()> {
-    let error = || format!("{file}: {path}: {message}");
-    ok.then_some(()).ok_or_else(error)
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{file}: {path}: {message}"))
+    }
 }
 
 fn ensure(ok: bool, path: impl Display, message: impl Display) -> Result<()> {
@@ -232,7 +236,8 @@ impl SymbolList {
     fn check_symbol(&self, symbol: &Symbol, path: impl Fn(&str) -> String) -> Result<()> {
         let export = &symbol.export;
         ensure(is_identifier(export), path("export"), "not an identifier")?;
-        let (since, abi) = (symbol.since, symbol.abi_version);
+        let since = symbol.since;
+        let abi = symbol.abi_version;
         let message = format!("{since} is older than the export's abi_version {abi}");
         ensure(since >= abi, path("since"), message)?;
         for (index, param) in symbol.params.iter().enumerate() {
@@ -240,7 +245,8 @@ impl SymbolList {
             let name_ok = is_identifier(&param.name);
             ensure(name_ok, path("name"), "not an identifier")?;
             // Known, and not a const value or a bare `void` (only a pointee).
-            let (c_type, spelled) = (&param.c_type, param.c_type.c_spelling());
+            let c_type = &param.c_type;
+            let spelled = c_type.c_spelling();
             let known = scalar(&c_type.base).is_some() || self.types.contains_key(&c_type.base);
             let value = c_type.stars > 0 || !(c_type.is_const || c_type.base == "void");
             let message = format!("unknown C type `{spelled}` ({C_TYPE_HELP})");

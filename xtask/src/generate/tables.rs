@@ -30,8 +30,13 @@ fn lines(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> String
         if let Some(tier) = tier(symbol) {
             let spell = |param: &Param| format!("{}: {}", param.name, param.c_type.rust_spelling());
             let params: Vec<String> = symbol.params.iter().map(spell).collect();
-            let (since, export, params) = (symbol.since, &symbol.export, params.join(", "));
-            let tier = ["required", "optional"][tier as usize];
+            let since = symbol.since;
+            let export = &symbol.export;
+            let params = params.join(", ");
+            let tier = match tier {
+                Tier::Required => "required",
+                Tier::Optional => "optional",
+            };
             let _ = writeln!(out, "    {tier} {since} {export}({params});");
         }
     }
@@ -43,9 +48,9 @@ fn lines(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> String
 pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
     let mut out = format!(
         "{HEADER}//! CUDA Driver API types and constants, and every listed export, from\n\
-         //! `templates/driver-symbols.json`.\n#![cfg_attr(rustfmt, rustfmt::skip)]\n\
-         #![allow(non_camel_case_types, non_snake_case, unused_imports)]\n\n{FFI}\
-         use crate::driver_table;\n\n"
+         //! `templates/driver-symbols.json`.\n\
+         #![allow(non_camel_case_types, non_snake_case, unused_imports)]\n\n\
+         use crate::driver_table;\n{FFI}\n"
     );
     for (name, named) in &symbols.types {
         let (doc, alias, opaque) = match named {
@@ -59,11 +64,15 @@ pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
                 out,
                 "/// The driver's opaque `struct {tag}`; never constructed."
             );
-            let _ = writeln!(out, "#[repr(C)] pub struct {tag} {{ _opaque: [u8; 0] }}");
+            let _ = writeln!(
+                out,
+                "#[repr(C)]\npub struct {tag} {{\n    _opaque: [u8; 0],\n}}"
+            );
         }
     }
     for (name, constant) in &symbols.constants {
-        let (doc, value) = (&constant.doc, constant.value);
+        let doc = &constant.doc;
+        let value = constant.value;
         let c_type = constant.c_type.rust_spelling();
         let _ = writeln!(out, "/// {doc}\npub const {name}: {c_type} = {value};");
     }
@@ -91,7 +100,7 @@ pub fn inventory_table(symbols: &SymbolList) -> Vec<u8> {
     let lines = lines(symbols, |symbol| symbol.components.probe_inventory);
     let text = format!(
         "{HEADER}//! The probe's symbol table, from `templates/driver-symbols.json`.\n\
-         #![cfg_attr(rustfmt, rustfmt::skip)]\n#![allow(unused_imports)]\n\n{FFI}\
+         #![allow(unused_imports)]\n\n{FFI}\
          use rextio_cuda_runtime::*;\n\ndriver_table! {{\n{header}{lines}}}\n"
     );
     text.into_bytes()
