@@ -118,7 +118,7 @@ fn a_broken_spec_fails_naming_file_and_path_and_writes_nothing() {
         (
             "\"NO_CUDA_DEVICES\": [",
             "\"NO_GPU\": [",
-            "probe_report.reason_codes[12]: `NO_CUDA_DEVICES` is not a key of `reason_codes`",
+            "probe_report.reason_codes[13]: `NO_CUDA_DEVICES` is not a key of `reason_codes`",
         ),
         // A broken cross-reference.
         (

@@ -726,7 +726,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"STREAM_DESTROY_FAILED\": [",
         "\"STREAM_DESTROY_FAILS\": [",
-        "smoke.reason_codes[8]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
+        "smoke.reason_codes[9]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
     );
     // A framework lane's codes.
     assert_refused(
