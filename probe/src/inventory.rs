@@ -147,6 +147,24 @@ pub fn load_failure(error: &LoadError) -> Failure {
     }
 }
 
+/// The report when something the driver started outlived the probe's sweep
+/// (contract §9.3): status `error`, whatever the inventory found, so the
+/// preflight is not ready (fail closed).
+pub fn survivors_report() -> ProbeReport {
+    ProbeReport::failed(
+        Target::host(),
+        Failure {
+            status: STATUS_ERROR,
+            reason_code: reason_codes::DRIVER_PROCESSES_SURVIVED,
+            platform_supported: rextio_cuda_loader::target_is_supported(),
+            driver_loaded: true,
+            driver_version: None,
+            device_count: None,
+            cuda_result: None,
+        },
+    )
+}
+
 /// Inventories every device through a resolved table.
 pub fn inventory(api: &InventoryApi, target: Target) -> ProbeReport {
     match collect(api) {
@@ -693,6 +711,20 @@ mod tests {
             );
             assert!(report.platform_supported);
         }
+    }
+
+    #[test]
+    fn survivors_make_an_error_report_that_is_never_ready() {
+        let report = survivors_report();
+        assert_schema_invariants(&report);
+        assert_eq!(
+            (report.status, report.reason_code, report.devices.len()),
+            (
+                STATUS_ERROR,
+                Some(reason_codes::DRIVER_PROCESSES_SURVIVED),
+                0
+            )
+        );
     }
 
     #[test]

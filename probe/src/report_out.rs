@@ -43,6 +43,15 @@ impl ReportOut {
         Self {}
     }
 
+    /// Closes the report's copy of stdout, in a process that never writes
+    /// the report (the driver worker): nothing it starts keeps a copy.
+    pub fn close(&mut self) {
+        #[cfg(unix)]
+        {
+            self.file = None;
+        }
+    }
+
     /// Writes one line (the report) and flushes it.
     pub fn write_line(&mut self, line: &str) -> io::Result<()> {
         #[cfg(unix)]

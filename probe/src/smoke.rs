@@ -128,12 +128,9 @@ pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
         .map(|_| ordinal)
 }
 
-/// Runs the smoke for the process arguments (without the program name);
-/// returns the record and the exit status.
-pub fn run(arguments: &[OsString], _environment: &DriverEnvironment) -> (SmokeRecord, u8) {
-    let Some(ordinal) = parse_arguments(arguments) else {
-        return invalid_arguments();
-    };
+/// Runs the smoke on device `ordinal` (from [`parse_arguments`]); returns
+/// the record and the exit status.
+pub fn run(ordinal: u32, _environment: &DriverEnvironment) -> (SmokeRecord, u8) {
     let outcome = lifetime_smoke(ordinal);
     let status = if outcome.is_ok() {
         EXIT_COMPLETE
@@ -153,6 +150,16 @@ pub fn invalid_arguments() -> (SmokeRecord, u8) {
         SmokeRecord::new(NO_DEVICE_ORDINAL, Err(failure)),
         EXIT_INVALID_ARGUMENTS,
     )
+}
+
+/// The record when something the driver started outlived the smoke's sweep
+/// (contract §9.3): a failure, whatever the smoke itself did.
+pub fn survivors_record(ordinal: u32) -> SmokeRecord {
+    let failure = SmokeFailure {
+        reason_code: reason_codes::DRIVER_PROCESSES_SURVIVED,
+        cuda_result: None,
+    };
+    SmokeRecord::new(i64::from(ordinal), Err(failure))
 }
 
 /// Every resource is released exactly once, children before the context and
@@ -246,6 +253,25 @@ mod tests {
             OsString::from_vec(vec![0x30, 0xff]),
         ];
         assert_eq!(parse_arguments(&bad), None);
+    }
+
+    #[test]
+    fn survivors_make_a_failure_record() {
+        let record = survivors_record(3);
+        assert_eq!(
+            (
+                record.status,
+                record.reason_code,
+                record.cuda_result,
+                record.device_ordinal
+            ),
+            (
+                SMOKE_FAILURE_STATUS,
+                Some(reason_codes::DRIVER_PROCESSES_SURVIVED),
+                None,
+                3
+            )
+        );
     }
 
     #[test]

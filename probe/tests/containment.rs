@@ -1,7 +1,7 @@
 //! `containment` in a process of its own (an integration test binary with one
 //! test): a `setsid` grandchild and a deeper double-forked one come back to
-//! the subreaper and are killed and reaped, from the test harness's second
-//! thread (so every thread's children are looked at).
+//! the subreaper and are killed and reaped by the sweep, from the test
+//! harness's second thread (so every thread's children are looked at).
 
 #![cfg(target_os = "linux")]
 
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rextio_cuda_probe::containment;
+use rextio_cuda_probe::containment::{self, SWEEP_DEADLINE};
 
 fn children() -> Vec<String> {
     let mut found = Vec::new();
@@ -59,12 +59,12 @@ fn escaped_descendants_are_killed_and_reaped() {
         .unwrap();
     assert!(status.success());
     let pids = [pid_in(&near), pid_in(&far)];
-    containment::end_descendants();
+    assert!(containment::sweep(Instant::now() + SWEEP_DEADLINE));
     assert_eq!(children(), Vec::<String>::new());
     for pid in pids {
         // SAFETY: kill with signal 0 only checks whether the process exists.
         let alive = unsafe { libc::kill(pid, 0) } == 0;
-        assert!(!alive, "descendant {pid} outlived end_descendants");
+        assert!(!alive, "descendant {pid} outlived the sweep");
     }
     std::fs::remove_dir_all(&directory).unwrap();
 }

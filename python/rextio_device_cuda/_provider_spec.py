@@ -689,6 +689,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "CU_DEVICE_NAME_FAILED",
             "CU_DRIVER_VERSION_FAILED",
             "CU_INIT_FAILED",
+            "DRIVER_PROCESSES_SURVIVED",
             "DRIVER_ROOT_NOT_ABSOLUTE",
             "INVALID_ARGUMENTS",
             "INVALID_COMPUTE_CAPABILITY",
@@ -752,6 +753,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "CU_INIT_FAILED",
             "DEVICE_ALLOCATION_FAILED",
             "DEVICE_FREE_FAILED",
+            "DRIVER_PROCESSES_SURVIVED",
             "INVALID_ARGUMENTS",
             "STREAM_CREATE_FAILED",
             "STREAM_DESTROY_FAILED",
@@ -870,6 +872,12 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "DEVICE_REQUIREMENT_MISMATCH": (
             "The selected device or architecture differs from the one the artifact requires.",
             "Make device_ordinal and sm agree with the domain plugin's requirement.",
+        ),
+        "DRIVER_PROCESSES_SURVIVED": (
+            "Processes the CUDA driver started were still running when the probe's (or the "
+            "smoke's) bounded sweep ended, so the probe failed closed.",
+            "Check the NVIDIA driver installation: a driver that keeps starting processes is not "
+            "one the probe can vouch for. Run the probe by hand to see whether this repeats.",
         ),
         "DRIVER_ROOT_NOT_ABSOLUTE": (
             "The driver_root device option (the probe's --driver-root) is not an absolute path.",

@@ -108,6 +108,11 @@ def packaged_crates() -> tuple[PackagedCrate, ...]:
             _generated.RUNTIME_SOURCE_ARCHIVE,
             _generated.RUNTIME_SOURCE_SHA256,
         ),
+        (
+            _generated.LOADER_CRATE_NAME,
+            _generated.LOADER_SOURCE_ARCHIVE,
+            _generated.LOADER_SOURCE_SHA256,
+        ),
     )
     crates = []
     for name, file_name, digest in listed:

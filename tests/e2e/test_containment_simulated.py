@@ -6,10 +6,15 @@ process group and session the host would kill, and holds the binary's copy
 of stdout. After the binary returns, the namespace's shell looks up every
 daemon the driver logged: none may be alive. Without the binaries'
 containment the daemons are re-parented to the namespace's init and live on.
+
+A driver whose thread keeps forking ``setsid`` children (``fork_storm=1``)
+cannot outrun the sweep: the driver runs only in the binaries' worker
+process, which is killed before the sweep.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -78,3 +83,62 @@ def test_the_daemons_would_outlive_a_binary_that_does_not_contain_them(
     logged, alive = _daemons(run.stderr)
     assert logged == 2, run.stderr
     assert len(alive.strip("[]").split()) == 2, run.stderr
+
+
+STORM_LOG = f"{SIM_STATE_DIR}/storm.log"
+STORM_NAME = "rextio-sim-frk"
+STORM_ROUNDS = 20
+# Run the binary STORM_ROUNDS times in one namespace. After each run report
+# on stderr its exit status, its record, how many storm children the driver
+# logged and every process of the namespace still alive (not a zombie) with
+# the storm children's name. The namespace has its own PID view, so nothing
+# outside it is seen.
+AFTER_STORM = (
+    "round=0\n"
+    f"while [ $round -lt {STORM_ROUNDS} ]; do\n"
+    f"  : > {STORM_LOG}\n"
+    f'  record=$("$0" "$@"); status=$?\n'
+    f"  logged=$(grep -c '^storm pid=' {STORM_LOG})\n"
+    '  alive=""\n'
+    "  for stat in /proc/[0-9]*/stat; do\n"
+    '    pid=${stat#/proc/}; pid=${pid%/stat}\n'
+    "    state=$(sed -n 's/^[0-9]* ([^)]*) \\([A-Z]\\).*/\\1/p' $stat 2>/dev/null)\n"
+    '    if [ -n "$state" ] && [ "$state" != Z ] && \\\n'
+    f'      [ "$(cat /proc/$pid/comm 2>/dev/null)" = {STORM_NAME} ]; then\n'
+    '      alive="$alive $pid"\n'
+    "    fi\n"
+    "  done\n"
+    '  echo "rextio-storm status=$status logged=$logged alive=[${alive# }] record=$record" >&2\n'
+    "  round=$((round + 1))\n"
+    "done\n"
+)
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("binary", ["probe", "smoke"])
+def test_a_driver_thread_that_keeps_forking_leaves_nothing_behind(
+    sim_host: SimulatedHost, binary: str
+) -> None:
+    # The driver's constructor starts a thread that keeps forking children
+    # that `setsid`. The binaries stop it (the driver lives only in their
+    # worker, killed before the sweep) and sweep within their deadline: the
+    # record is the binary's own (a sweep that ran out of time would turn it
+    # into DRIVER_PROCESSES_SURVIVED) and no storm child is left.
+    layout = DriverLayout(config=(*DEVICES, "fork_storm=1"))
+    if binary == "probe":
+        argv = ["/bin/sh", "-c", AFTER_STORM, str(sim_host.native.probe)]
+        expected = ("probe-complete", 0)
+    else:
+        argv = ["/bin/sh", "-c", AFTER_STORM, str(sim_host.native.smoke), "--device", "0"]
+        expected = ("smoke-complete", 0)
+    run = sim_host.run(layout, argv)
+    rounds = [line for line in run.stderr.splitlines() if line.startswith("rextio-storm ")]
+    assert len(rounds) == STORM_ROUNDS, run.stderr
+    for line in rounds:
+        fields, record_text = line.removeprefix("rextio-storm ").split(" record=", 1)
+        status, logged, alive = fields.split(" ", 2)
+        record = json.loads(record_text)
+        assert (record["status"], int(status.removeprefix("status="))) == expected, line
+        # The storm really ran, and none of its children is left.
+        assert int(logged.removeprefix("logged=")) >= 1, line
+        assert alive == "alive=[]", line

@@ -294,9 +294,13 @@ def _install_on_a_tmpfs(root: Path, pages: int, pre_existing: tuple[str, ...]) -
 
 
 def _pages_the_install_needs() -> int:
-    """tmpfs pages of every packaged file (a file takes whole pages; folders none)."""
-    with tarfile.open(packaged_archive_path()) as archive:
-        return sum(math.ceil(member.size / _PAGE) for member in archive if member.isreg())
+    """tmpfs pages of every packaged file of every crate installed (a file takes
+    whole pages; folders none)."""
+    pages = 0
+    for crate in packaged_crates():
+        with tarfile.open(crate.archive.path) as archive:
+            pages += sum(math.ceil(member.size / _PAGE) for member in archive if member.isreg())
+    return pages
 
 
 @pytest.mark.process_stress

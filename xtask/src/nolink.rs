@@ -1,5 +1,5 @@
 //! Proof that nothing links to cuda/nvcuda, three ways: (1) a `syn` scan of
-//! every Rust source (workspace and runtime tarball) for link attributes and
+//! every Rust source (workspace and every source tarball) for link attributes and
 //! foreign blocks, plus build scripts that emit link instructions; (2) no
 //! Cargo.toml declares `links`; (3) the dynamic section of built binaries
 //! names no CUDA library.
@@ -10,7 +10,7 @@ use std::process::Command;
 use quote::ToTokens;
 use syn::visit::Visit;
 
-use crate::paths::{at, regular_files, repo_root, runtime_tarball, target_dir};
+use crate::paths::{at, crate_tarballs, regular_files, repo_root, target_dir};
 use crate::process::run;
 use crate::Result;
 
@@ -20,7 +20,7 @@ const FOREIGN_BLOCKS_ALLOWED_UNDER: &str = "tests/sim-driver/";
 /// Directories never scanned: build output, VCS data, virtual environments.
 const SKIPPED_DIRS: [&str; 3] = ["target", "node_modules", "__pycache__"];
 
-/// syn scan of every Rust source in the workspace and in the runtime tarball.
+/// syn scan of every Rust source in the workspace and in every source tarball.
 pub fn scan_sources() -> Result<()> {
     let (mut problems, mut scanned) = (Vec::new(), 0);
     let mut scan = |path: &str, text: &str| {
@@ -45,16 +45,17 @@ pub fn scan_sources() -> Result<()> {
             scan(&relative, &text);
         }
     }
-    let tarball = &runtime_tarball(&root)?;
-    let file = std::fs::File::open(tarball).map_err(at(tarball))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
-    for entry in archive.entries().map_err(at(tarball))? {
-        let mut entry = entry.map_err(at(tarball))?;
-        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let name = format!("{}!{name}", tarball.display());
-        let text = std::io::read_to_string(&mut entry);
-        let text = text.map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
-        scan(&name, &text);
+    for tarball in &crate_tarballs(&root)? {
+        let file = std::fs::File::open(tarball).map_err(at(tarball))?;
+        let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(file));
+        for entry in archive.entries().map_err(at(tarball))? {
+            let mut entry = entry.map_err(at(tarball))?;
+            let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let name = format!("{}!{name}", tarball.display());
+            let text = std::io::read_to_string(&mut entry);
+            let text = text.map_err(|error| format!("{name}: not UTF-8 text: {error}"))?;
+            scan(&name, &text);
+        }
     }
     if !problems.is_empty() {
         let problems = problems.join("\n  ");
@@ -319,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn the_workspace_and_the_runtime_tarball_hold_no_link() {
+    fn the_workspace_and_the_source_tarballs_hold_no_link() {
         scan_sources().unwrap();
     }
 

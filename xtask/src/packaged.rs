@@ -1,55 +1,72 @@
-//! The packaged crate tarballs test themselves: each `generated/*.tar.gz`
-//! is extracted into an empty directory outside the workspace, where
-//! `cargo test --offline` builds it and runs its unit and doc tests on its
-//! own, as a user who downloaded only the tarball would.
+//! The packaged crate tarballs test themselves: every `generated/*.tar.gz`
+//! is extracted into one empty directory outside the workspace, each crate
+//! beside the others as `runtime-source` installs them (the loader's path
+//! dependency on the runtime resolves there), where `cargo test --offline`
+//! builds each and runs its tests on its own, as a user who downloaded only
+//! the tarballs would.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::paths::{at, repo_root, scratch};
+use crate::paths::{at, crate_tarballs, repo_root, scratch};
 use crate::process::output;
 use crate::Result;
 
-/// `cargo xtask test`'s step: every crate tarball in `generated/`.
+/// `cargo xtask test`'s step: every source tarball in `generated/`.
 pub fn test_generated_crates() -> Result<()> {
-    let generated = repo_root().join("generated");
-    let listing = std::fs::read_dir(&generated).map_err(at(&generated))?;
-    let mut tarballs: Vec<PathBuf> = Vec::new();
-    for entry in listing {
-        let path = entry.map_err(at(&generated))?.path();
-        if path.to_string_lossy().ends_with(".tar.gz") {
-            tarballs.push(path);
-        }
+    let mut tarballs = Vec::new();
+    for path in crate_tarballs(&repo_root())? {
+        let bytes = std::fs::read(&path).map_err(at(&path))?;
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        tarballs.push((name.into_owned(), bytes));
     }
-    tarballs.sort();
-    if tarballs.is_empty() {
-        return Err(format!("{}: no crate tarball to test", generated.display()));
-    }
-    for tarball in tarballs {
-        let bytes = std::fs::read(&tarball).map_err(at(&tarball))?;
-        let name = tarball.file_name().unwrap_or_default().to_string_lossy();
-        test_crate_tarball(&name, &bytes)?;
+    test_crate_tarballs(&tarballs)?;
+    for (name, _) in &tarballs {
         println!("packaged crate {name}: cargo test --offline passed outside the workspace");
     }
     Ok(())
 }
 
-/// Extracts the crate tarball `bytes` (named `name` in messages) into an
-/// empty directory and runs `cargo test --offline` in its one top directory.
-pub fn test_crate_tarball(name: &str, bytes: &[u8]) -> Result<()> {
+/// Extracts every `(name, bytes)` tarball into one empty directory, each in
+/// a directory named as its crate (the top directory without `-VERSION`),
+/// as `runtime-source` installs them side by side, so a path dependency on
+/// a sibling resolves; then runs `cargo test --offline` in each (`--locked`
+/// where the tarball carries its lock file).
+pub fn test_crate_tarballs(tarballs: &[(String, Vec<u8>)]) -> Result<()> {
     let scratch = scratch("packaged-crate")?;
-    let decoder = flate2::read::GzDecoder::new(bytes);
-    let unpacked = tar::Archive::new(decoder).unpack(scratch.path());
-    unpacked.map_err(|error| format!("{name}: cannot extract: {error}"))?;
-    let crate_dir = only_directory(scratch.path())?;
+    let mut crate_dirs = Vec::new();
+    for (name, bytes) in tarballs {
+        let unpacked_at = scratch.path().join("unpacked").join(name);
+        let decoder = flate2::read::GzDecoder::new(bytes.as_slice());
+        let unpacked = tar::Archive::new(decoder).unpack(&unpacked_at);
+        unpacked.map_err(|error| format!("{name}: cannot extract: {error}"))?;
+        let top = only_directory(&unpacked_at)?;
+        let top_name = top.file_name().unwrap_or_default().to_string_lossy();
+        let crate_name = match top_name.rsplit_once('-') {
+            Some((crate_name, _version)) => crate_name.to_string(),
+            None => {
+                return Err(format!(
+                    "{name}: top directory `{top_name}` has no -VERSION"
+                ))
+            }
+        };
+        let crate_dir = scratch.path().join(&crate_name);
+        std::fs::rename(&top, &crate_dir).map_err(at(&crate_dir))?;
+        crate_dirs.push((name, crate_dir));
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(&crate_dir)
-        .env("CARGO_TARGET_DIR", scratch.path().join("target"))
-        .env_remove("RUSTFLAGS")
-        .args(["test", "--offline", "--quiet"]);
-    output(&mut command).map_err(|error| format!("{name}: {error}"))?;
+    for (name, crate_dir) in crate_dirs {
+        let mut command = Command::new(&cargo);
+        command
+            .current_dir(&crate_dir)
+            .env("CARGO_TARGET_DIR", scratch.path().join("target"))
+            .env_remove("RUSTFLAGS")
+            .args(["test", "--offline", "--quiet"]);
+        if crate_dir.join("Cargo.lock").is_file() {
+            command.arg("--locked");
+        }
+        output(&mut command).map_err(|error| format!("{name}: {error}"))?;
+    }
     Ok(())
 }
 

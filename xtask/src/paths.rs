@@ -67,11 +67,15 @@ pub fn scratch(purpose: &str) -> crate::Result<tempfile::TempDir> {
     scratch.map_err(|error| error.to_string())
 }
 
-/// The one runtime tarball in `<root>/generated/`.
-pub fn runtime_tarball(root: &Path) -> crate::Result<PathBuf> {
-    let mut tarballs = regular_files(&root.join("generated"), |_| false)?;
+/// Every source tarball in `<root>/generated/` (the runtime's, the
+/// loader's, the probe's), sorted; at least one.
+pub fn crate_tarballs(root: &Path) -> crate::Result<Vec<PathBuf>> {
+    let generated = root.join("generated");
+    let mut tarballs = regular_files(&generated, |_| false)?;
     tarballs.retain(|path| path.to_string_lossy().ends_with(".tar.gz"));
-    let why = format!("generated/ holds {} tarballs, not one", tarballs.len());
-    let [tarball] = <[PathBuf; 1]>::try_from(tarballs).map_err(|_| why)?;
-    Ok(tarball)
+    tarballs.sort();
+    if tarballs.is_empty() {
+        return Err(format!("{}: no source tarball", generated.display()));
+    }
+    Ok(tarballs)
 }

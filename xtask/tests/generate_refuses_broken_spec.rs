@@ -11,11 +11,21 @@ use std::process::Command;
 const TREE: &[&str] = &[
     "templates",
     "LICENSE",
+    "Cargo.toml",
+    "Cargo.lock",
+    "rust-toolchain.toml",
     "runtime/Cargo.toml",
     "runtime/README.md",
     "runtime/src",
+    "loader/Cargo.toml",
+    "loader/README.md",
+    "loader/src",
+    "loader/tests",
+    "probe/Cargo.toml",
+    "probe/README.md",
+    "probe/src",
+    "probe/tests",
     "generated",
-    "probe/src/generated",
     "python/pyproject.toml",
     "python/rextio_device_cuda/_generated.py",
     "python/rextio_device_cuda/_provider_spec.py",
@@ -118,7 +128,7 @@ fn a_broken_spec_fails_naming_file_and_path_and_writes_nothing() {
         (
             "\"NO_CUDA_DEVICES\": [",
             "\"NO_GPU\": [",
-            "probe_report.reason_codes[12]: `NO_CUDA_DEVICES` is not a key of `reason_codes`",
+            "probe_report.reason_codes[13]: `NO_CUDA_DEVICES` is not a key of `reason_codes`",
         ),
         // A broken cross-reference.
         (

@@ -5,12 +5,20 @@
 //! was loaded, stderr says why: for each driver candidate found, the rule
 //! that refused it (the provider discards stderr; it is for a person running
 //! the probe by hand).
+//!
+//! The driver is loaded only in a worker process (see `containment`); a
+//! driver that crashes the worker ends the probe the same way.
 
-use rextio_cuda_probe::containment;
+use std::process::ExitCode;
+
+use rextio_cuda_probe::containment::{self, WorkerRecord};
 use rextio_cuda_probe::inventory::{self, DriverEnvironment};
 use rextio_cuda_probe::report_out::ReportOut;
 
-fn main() {
+/// The probe's exit status when its worker was stopped (it hung at exit).
+const EXIT_WORKER_STOPPED: u8 = 1;
+
+fn main() -> ExitCode {
     // Before anything can fork: every orphaned descendant comes back here.
     containment::become_subreaper();
     // SAFETY: the process still has one thread (std starts none and nothing
@@ -24,13 +32,29 @@ fn main() {
         Ok(driver_root) => driver_root,
         Err(reason_code) => {
             let _ = out.write_line(&inventory::argument_error(reason_code).to_json());
-            return;
+            return ExitCode::SUCCESS;
         }
     };
-    let report = inventory::probe(&environment, driver_root.as_deref());
-    // Nothing the driver started outlives the record, or holds its stdout.
-    containment::end_descendants();
+    let contained = containment::run_contained(|| {
+        // Only this process writes the record: nothing the driver starts
+        // keeps the reader's stdout.
+        out.close();
+        let report = inventory::probe(&environment, driver_root.as_deref());
+        WorkerRecord {
+            line: report.to_json(),
+            exit_status: 0,
+        }
+    });
+    // Nothing the driver started is left, or the record says so.
+    let line = if contained.survivors {
+        Some(inventory::survivors_report().to_json())
+    } else {
+        contained.line
+    };
     // A closed stdout leaves the reader with no report, which it already
     // treats as a failure; nothing better can be done here.
-    let _ = out.write_line(&report.to_json());
+    if let Some(line) = line {
+        let _ = out.write_line(&line);
+    }
+    contained.worker_end.exit_code(EXIT_WORKER_STOPPED)
 }

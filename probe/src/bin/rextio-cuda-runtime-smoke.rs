@@ -1,11 +1,15 @@
 //! `rextio-cuda-runtime-smoke --device N`: prints one JSON record; exits 0 on
 //! success, 1 on failure, 2 for bad arguments.
+//!
+//! The driver is loaded only in a worker process (see `containment`); a
+//! driver that crashes the worker ends the smoke the same way.
 
 use std::process::ExitCode;
 
-use rextio_cuda_probe::containment;
+use rextio_cuda_probe::containment::{self, WorkerEnd, WorkerRecord};
 use rextio_cuda_probe::inventory::DriverEnvironment;
 use rextio_cuda_probe::report_out::ReportOut;
+use rextio_cuda_probe::smoke;
 
 fn main() -> ExitCode {
     // Before anything can fork: every orphaned descendant comes back here.
@@ -17,10 +21,35 @@ fn main() -> ExitCode {
     // Before the driver loads: whatever it prints goes to stderr.
     let mut out = ReportOut::divert_stdout();
     let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let (record, status) = rextio_cuda_probe::smoke::run(&arguments, &environment);
-    // Nothing the driver started outlives the record, or holds its stdout.
-    containment::end_descendants();
+    let Some(ordinal) = smoke::parse_arguments(&arguments) else {
+        let (record, status) = smoke::invalid_arguments();
+        let _ = out.write_line(&record.to_json());
+        return ExitCode::from(status);
+    };
+    let contained = containment::run_contained(|| {
+        // Only this process writes the record: nothing the driver starts
+        // keeps the reader's stdout.
+        out.close();
+        let (record, status) = smoke::run(ordinal, &environment);
+        WorkerRecord {
+            line: record.to_json(),
+            exit_status: status,
+        }
+    });
+    // Nothing the driver started is left, or the record says so.
+    let (line, worker_end) = if contained.survivors {
+        let record = smoke::survivors_record(ordinal).to_json();
+        let failed = match contained.worker_end {
+            WorkerEnd::Exited(_) => WorkerEnd::Exited(i32::from(smoke::EXIT_FAILED)),
+            other => other,
+        };
+        (Some(record), failed)
+    } else {
+        (contained.line, contained.worker_end)
+    };
     // A closed stdout loses the record; the exit status still tells.
-    let _ = out.write_line(&record.to_json());
-    ExitCode::from(status)
+    if let Some(line) = line {
+        let _ = out.write_line(&line);
+    }
+    worker_end.exit_code(smoke::EXIT_FAILED)
 }

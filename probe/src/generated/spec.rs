@@ -25,6 +25,8 @@ pub mod reason_codes {
     pub const DEVICE_ALLOCATION_FAILED: &str = "DEVICE_ALLOCATION_FAILED";
     /// Freeing device memory failed.
     pub const DEVICE_FREE_FAILED: &str = "DEVICE_FREE_FAILED";
+    /// Processes the CUDA driver started were still running when the probe's (or the smoke's) bounded sweep ended, so the probe failed closed.
+    pub const DRIVER_PROCESSES_SURVIVED: &str = "DRIVER_PROCESSES_SURVIVED";
     /// The driver_root device option (the probe's --driver-root) is not an absolute path.
     pub const DRIVER_ROOT_NOT_ABSOLUTE: &str = "DRIVER_ROOT_NOT_ABSOLUTE";
     /// The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023.

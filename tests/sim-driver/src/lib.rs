@@ -17,6 +17,9 @@
 //!   library's constructor / from `cuInit` (see `daemon.rs`)
 //! - `print_at_load=TEXT` makes the library's constructor print TEXT and a
 //!   newline to stdout when it is loaded (a driver that talks)
+//! - `fork_storm=1` makes the library's constructor start a thread that keeps
+//!   forking `setsid` children for as long as the process lives (see
+//!   `storm.rs`)
 //!
 //! Blank lines and lines starting with `#` are ignored; a missing file means
 //! all defaults (no devices). As NVIDIA's driver does, `cuDriverGetVersion`
@@ -61,6 +64,10 @@
 /// A driver that leaves daemons behind (`daemon=STAGE`; POSIX only).
 #[cfg(unix)]
 mod daemon;
+
+/// A driver thread that keeps forking (`fork_storm=1`; Linux only).
+#[cfg(target_os = "linux")]
+mod storm;
 
 /// `daemon=STAGE`: a `setsid` daemon left behind at `stage` (Windows: none).
 fn leave_daemon(stage: &str) {
@@ -108,6 +115,7 @@ struct Config {
     failures: BTreeMap<String, CUresult>,
     print_at_load: Option<String>,
     daemons: BTreeSet<String>,
+    fork_storm: bool,
 }
 
 impl Config {
@@ -136,6 +144,7 @@ impl Config {
                 "daemon" => {
                     config.daemons.insert(value.trim().to_owned());
                 }
+                "fork_storm" => config.fork_storm = value.trim() == "1",
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -153,6 +162,10 @@ impl Config {
 /// Runs when the dynamic linker loads this library, as a C constructor does.
 extern "C" fn at_load() {
     leave_daemon("load");
+    if config().fork_storm {
+        #[cfg(target_os = "linux")]
+        storm::start();
+    }
     if let Some(text) = &config().print_at_load {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
@@ -502,6 +515,10 @@ impl Exports for Sim {
             call = call.arg(name, environment_value(name));
         }
         leave_daemon("init");
+        if config().fork_storm {
+            #[cfg(target_os = "linux")]
+            storm::wait_for_forks();
+        }
         call.run(|| {
             if flags != 0 {
                 return Err(CUDA_ERROR_INVALID_VALUE);

@@ -20,12 +20,24 @@ pub const LICENSE_PATH: &str = "LICENSE";
 pub const CUDA_RESULTS_PATH: &str = "templates/cuda-results.json";
 /// The runtime crate's directory: packaged as a source tarball.
 pub const RUNTIME_DIR: &str = "runtime";
-/// The crates packaged as source tarballs in `generated/`, by directory.
-pub const PACKAGED_CRATES: &[&str] = &[RUNTIME_DIR];
+/// The reviewed loader's directory: packaged as a source tarball.
+pub const LOADER_DIR: &str = "loader";
+/// The probe crate's directory: packaged, with the crates above, as the
+/// probe's source tarball.
+pub const PROBE_DIR: &str = "probe";
+/// The crates whose sources are packaged in `generated/`, by directory.
+pub const PACKAGED_CRATES: &[&str] = &[RUNTIME_DIR, LOADER_DIR, PROBE_DIR];
+/// The workspace files the probe's source tarball is made from: its lock
+/// file is cut from the workspace's, its toolchain is the workspace's.
+pub const WORKSPACE_MANIFEST_PATH: &str = "Cargo.toml";
+pub const WORKSPACE_LOCK_PATH: &str = "Cargo.lock";
+pub const TOOLCHAIN_PATH: &str = "rust-toolchain.toml";
 /// Written by the generator, so never read as an input.
 pub const DRIVER_API_PATH: &str = "runtime/src/driver_api.rs";
+pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
+pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
 /// The files the generator writes inside a packaged crate.
-pub const GENERATED_IN_CRATES: &[&str] = &[DRIVER_API_PATH];
+pub const GENERATED_IN_CRATES: &[&str] = &[DRIVER_API_PATH, INVENTORY_API_PATH, PROBE_SPEC_PATH];
 
 /// The raw bytes of every input, keyed by repository-relative path.
 ///
@@ -37,9 +49,10 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// Reads the templates, the license and each packaged crate's files
-    /// under `root`: its manifest, README and everything under `src/` (its
-    /// unit tests too), never a file the generator writes there.
+    /// Reads the templates, the license, the workspace's manifest, lock file
+    /// and toolchain file, and each packaged crate's files under `root`: its
+    /// manifest, README and everything under `src/` and `tests/` (its tests
+    /// too), never a file the generator writes there.
     pub fn read(root: &Path) -> Result<Self> {
         let mut files = BTreeMap::new();
         let fixed = [
@@ -48,6 +61,9 @@ impl Inputs {
             PYPROJECT_TEMPLATE_PATH,
             CUDA_RESULTS_PATH,
             LICENSE_PATH,
+            WORKSPACE_MANIFEST_PATH,
+            WORKSPACE_LOCK_PATH,
+            TOOLCHAIN_PATH,
         ];
         for path in fixed {
             files.insert(path.to_string(), read_input(root, path)?);
@@ -57,9 +73,11 @@ impl Inputs {
                 let path = format!("{crate_dir}/{name}");
                 files.insert(path.clone(), read_input(root, &path)?);
             }
-            for path in relative_files(root, &format!("{crate_dir}/src"))? {
-                if !GENERATED_IN_CRATES.contains(&path.as_str()) {
-                    files.insert(path.clone(), read_input(root, &path)?);
+            for part in ["src", "tests"] {
+                for path in relative_files(root, &format!("{crate_dir}/{part}"))? {
+                    if !GENERATED_IN_CRATES.contains(&path.as_str()) {
+                        files.insert(path.clone(), read_input(root, &path)?);
+                    }
                 }
             }
         }

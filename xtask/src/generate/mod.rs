@@ -1,10 +1,12 @@
 //! `cargo xtask generate [--check]`: every derived file, computed in memory
-//! from `templates/` (and the runtime crate's hand-written sources for its
-//! tarball), then written atomically or checked against the tree.
+//! from `templates/` (and the packaged crates' hand-written sources, the
+//! workspace's lock and toolchain files for their tarballs), then written
+//! atomically or checked against the tree.
 
 pub mod abi_check;
 pub mod fs;
 pub mod inputs;
+mod lockfile;
 pub mod manifest;
 pub mod package;
 mod python;
@@ -24,15 +26,14 @@ use std::path::Path;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, RUNTIME_DIR};
-use package::{package_crate, PackagedCrate};
+use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, LOADER_DIR, RUNTIME_DIR};
+pub use inputs::{INVENTORY_API_PATH, PROBE_SPEC_PATH};
+use package::{package_crate, package_probe_source, PackagedCrate};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use spec::RuntimePackageSpec;
 use symbols::SymbolList;
 
-pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
-pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
 pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
 pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
 pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
@@ -61,24 +62,36 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let results = inputs.get(inputs::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
     let driver_api = tables::runtime_table(&symbols);
-    let generated_in_runtime = [(DRIVER_API_PATH, driver_api.as_slice())];
-    let runtime = package_crate(inputs, RUNTIME_DIR, &generated_in_runtime)?;
+    let inventory_api = tables::inventory_table(&symbols);
+    let probe_spec = rust::probe_spec(&spec);
+    let generated_in_crates = [
+        (DRIVER_API_PATH, driver_api.as_slice()),
+        (INVENTORY_API_PATH, inventory_api.as_slice()),
+        (PROBE_SPEC_PATH, probe_spec.as_slice()),
+    ];
+    let runtime = package_crate(inputs, RUNTIME_DIR, &generated_in_crates)?;
     check_runtime_package_names(&runtime, &spec.runtime_package)?;
-    let digest = sha256_hex(&runtime.bytes);
+    let loader = package_crate(inputs, LOADER_DIR, &generated_in_crates)?;
+    let probe = package_probe_source(inputs, &generated_in_crates)?;
+    let archives = python::SourceArchives {
+        runtime: python::SourceArchive::of(&runtime.file_name(), &runtime.bytes),
+        loader: python::SourceArchive::of(&loader.file_name(), &loader.bytes),
+        loader_crate: loader.name.clone(),
+        probe: python::SourceArchive::of(&probe.file_name(), &probe.bytes),
+    };
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
-        output(INVENTORY_API_PATH, tables::inventory_table(&symbols)),
+        output(INVENTORY_API_PATH, inventory_api),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
-        output(PROBE_SPEC_PATH, rust::probe_spec(&spec)),
-        output(
-            PYTHON_MODULE_PATH,
-            python::module(&runtime.file_name(), &digest),
-        ),
+        output(PROBE_SPEC_PATH, probe_spec),
+        output(PYTHON_MODULE_PATH, python::module(&archives)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
         output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
         output(runtime.path(), runtime.bytes),
+        output(loader.path(), loader.bytes),
+        output(probe.path(), probe.bytes),
         output(PYTHON_SPEC_PATH, python::spec_module(&spec)),
         output(manifest::MANIFEST_PATH, manifest::render(&spec)?),
     ];

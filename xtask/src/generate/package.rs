@@ -4,8 +4,11 @@
 //! the generator writes into the crate taken from the outputs, never from
 //! the tree. One function for every packaged crate.
 
-use super::inputs::{Inputs, LICENSE_PATH};
-use super::tarball;
+use super::inputs::{
+    Inputs, LICENSE_PATH, LOADER_DIR, PACKAGED_CRATES, PROBE_DIR, RUNTIME_DIR, TOOLCHAIN_PATH,
+    WORKSPACE_LOCK_PATH, WORKSPACE_MANIFEST_PATH,
+};
+use super::{lockfile, tarball};
 use crate::Result;
 
 /// A crate packaged as `<name>-<version>.tar.gz`, entries below `<name>-<version>/`.
@@ -29,31 +32,17 @@ impl PackagedCrate {
 /// Packages the crate in `crate_dir` (a repository-relative directory whose
 /// files [`Inputs::read`] read), named as its own manifest names it.
 /// `generated` holds `(repository-relative path, bytes)` of the files the
-/// generator writes inside the crate.
+/// generator writes inside the packaged crates.
 pub fn package_crate(
     inputs: &Inputs,
     crate_dir: &str,
     generated: &[(&str, &[u8])],
 ) -> Result<PackagedCrate> {
-    let manifest_path = format!("{crate_dir}/Cargo.toml");
-    let manifest = inputs.get(&manifest_path)?;
-    let manifest =
-        std::str::from_utf8(manifest).map_err(|_| format!("{manifest_path}: not UTF-8"))?;
-    let name = package_value(&manifest_path, manifest, "name")?;
-    let version = package_value(&manifest_path, manifest, "version")?;
-    let prefix = format!("{crate_dir}/");
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    for (path, bytes) in &inputs.files {
-        if let Some(inside) = path.strip_prefix(&prefix) {
-            files.push((inside.to_string(), bytes.clone()));
-        }
-    }
-    for (path, bytes) in generated {
-        let Some(inside) = path.strip_prefix(&prefix) else {
-            return Err(format!("{path}: not inside the crate `{crate_dir}`"));
-        };
-        files.push((inside.to_string(), bytes.to_vec()));
-    }
+    let CrateFiles {
+        name,
+        version,
+        mut files,
+    } = crate_files(inputs, crate_dir, generated)?;
     files.push(("LICENSE".to_string(), inputs.get(LICENSE_PATH)?.to_vec()));
     let top = format!("{name}-{version}");
     let bytes = tarball::build(&top, &files)?;
@@ -62,6 +51,156 @@ pub fn package_crate(
         version,
         bytes,
     })
+}
+
+/// The probe's source tarball (contract §9.7, `build-probe`): a workspace
+/// whose one member is the probe, beside the runtime and the loader it
+/// depends on, each in a directory named as the crate is, with the lock file
+/// cut from the workspace's to what the probe uses and the pinned toolchain,
+/// so `cargo build --release --locked` builds the reviewed probe and smoke
+/// in the extracted tree. Named after the probe crate.
+pub fn package_probe_source(inputs: &Inputs, generated: &[(&str, &[u8])]) -> Result<PackagedCrate> {
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut probe = None;
+    for crate_dir in [RUNTIME_DIR, LOADER_DIR, PROBE_DIR] {
+        let packaged = crate_files(inputs, crate_dir, generated)?;
+        for (path, bytes) in packaged.files {
+            files.push((format!("{}/{path}", packaged.name), bytes));
+        }
+        if crate_dir == PROBE_DIR {
+            probe = Some((packaged.name, packaged.version));
+        }
+    }
+    let Some((name, version)) = probe else {
+        return Err(format!("{PROBE_DIR}: not packaged"));
+    };
+    let workspace = probe_workspace_manifest(inputs, &name)?;
+    files.push((WORKSPACE_MANIFEST_PATH.to_string(), workspace.into_bytes()));
+    let lock = lockfile::cut(inputs.get(WORKSPACE_LOCK_PATH)?, &name)?;
+    files.push((WORKSPACE_LOCK_PATH.to_string(), lock.into_bytes()));
+    let toolchain = probe_toolchain(inputs)?;
+    files.push((TOOLCHAIN_PATH.to_string(), toolchain.into_bytes()));
+    files.push(("LICENSE".to_string(), inputs.get(LICENSE_PATH)?.to_vec()));
+    let top = format!("{name}-{version}");
+    let bytes = tarball::build(&top, &files)?;
+    Ok(PackagedCrate {
+        name,
+        version,
+        bytes,
+    })
+}
+
+/// A crate's files as packaged, relative to the crate.
+struct CrateFiles {
+    name: String,
+    version: String,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+/// The crate in `crate_dir` as packaged, with its manifest as installed and
+/// the files the generator writes taken from `generated`.
+fn crate_files(
+    inputs: &Inputs,
+    crate_dir: &str,
+    generated: &[(&str, &[u8])],
+) -> Result<CrateFiles> {
+    let manifest_path = format!("{crate_dir}/Cargo.toml");
+    let manifest = text(inputs, &manifest_path)?;
+    let name = package_value(&manifest_path, manifest, "name")?;
+    let version = package_value(&manifest_path, manifest, "version")?;
+    let prefix = format!("{crate_dir}/");
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for (path, bytes) in &inputs.files {
+        if *path == manifest_path {
+            let installed = installed_manifest(inputs, &manifest_path, manifest)?;
+            files.push(("Cargo.toml".to_string(), installed.into_bytes()));
+        } else if let Some(inside) = path.strip_prefix(&prefix) {
+            files.push((inside.to_string(), bytes.clone()));
+        }
+    }
+    for (path, bytes) in generated {
+        if let Some(inside) = path.strip_prefix(&prefix) {
+            files.push((inside.to_string(), bytes.to_vec()));
+        }
+    }
+    Ok(CrateFiles {
+        name,
+        version,
+        files,
+    })
+}
+
+/// A packaged crate's manifest as installed: a path dependency on another
+/// packaged crate (`path = "../runtime"`) names the directory that crate is
+/// installed in, beside this one, which is its name (`path =
+/// "../rextio-cuda-runtime"`; contract §9.7). Any other path dependency
+/// could not resolve there, and is refused.
+fn installed_manifest(inputs: &Inputs, manifest_path: &str, manifest: &str) -> Result<String> {
+    let mut installed = manifest.to_string();
+    let mut names = Vec::new();
+    for crate_dir in PACKAGED_CRATES {
+        let path = format!("{crate_dir}/Cargo.toml");
+        let name = package_value(&path, text(inputs, &path)?, "name")?;
+        let from = format!("path = \"../{crate_dir}\"");
+        installed = installed.replace(&from, &format!("path = \"../{name}\""));
+        names.push(name);
+    }
+    let marker = "path = \"../";
+    for (at, _) in installed.match_indices(marker) {
+        let value = installed[at + marker.len()..]
+            .split('"')
+            .next()
+            .unwrap_or("");
+        if !names.iter().any(|name| name == value) {
+            return Err(format!(
+                "{manifest_path}: a path dependency on `../{value}`, which is no packaged crate"
+            ));
+        }
+    }
+    Ok(installed)
+}
+
+/// The probe tarball's workspace manifest: the workspace's own, with the
+/// probe as its one member (its `[workspace.package]` and release profile
+/// are the ones the shipped binaries are built with).
+fn probe_workspace_manifest(inputs: &Inputs, probe_name: &str) -> Result<String> {
+    let manifest = text(inputs, WORKSPACE_MANIFEST_PATH)?;
+    let mut out = String::new();
+    let mut replaced = false;
+    for line in manifest.lines() {
+        if line.trim_start().starts_with("members = ") {
+            out.push_str(&format!("members = [\"{probe_name}\"]\n"));
+            replaced = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !replaced {
+        return Err(format!(
+            "{WORKSPACE_MANIFEST_PATH}: no `members = [...]` line"
+        ));
+    }
+    Ok(out)
+}
+
+/// The probe tarball's toolchain file: the workspace's pinned channel, with
+/// only what building needs (no other targets or components to download).
+fn probe_toolchain(inputs: &Inputs) -> Result<String> {
+    let toolchain = text(inputs, TOOLCHAIN_PATH)?;
+    let channel = toolchain
+        .lines()
+        .find(|line| line.trim_start().starts_with("channel = "))
+        .ok_or_else(|| format!("{TOOLCHAIN_PATH}: no `channel = ...` line"))?;
+    Ok(format!(
+        "# The toolchain the shipped probe and smoke are built with.\n\
+         [toolchain]\n{}\nprofile = \"minimal\"\n",
+        channel.trim()
+    ))
+}
+
+fn text<'a>(inputs: &'a Inputs, path: &str) -> Result<&'a str> {
+    std::str::from_utf8(inputs.get(path)?).map_err(|_| format!("{path}: not UTF-8"))
 }
 
 /// The value of `key` in the `[package]` table of a Cargo manifest, which

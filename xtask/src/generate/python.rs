@@ -39,13 +39,56 @@ pub fn spec_module(spec: &ProviderSpec) -> Vec<u8> {
 }
 
 /// `_generated.py`: the packaged runtime tarball's name and digest.
-pub fn module(archive_name: &str, archive_sha256: &str) -> Vec<u8> {
-    let doc = "The packaged runtime source's file name and SHA-256 (data only).";
+/// A source tarball the package carries: its file name and SHA-256.
+pub struct SourceArchive {
+    pub file_name: String,
+    pub sha256: String,
+}
+
+impl SourceArchive {
+    pub fn of(file_name: &str, bytes: &[u8]) -> Self {
+        Self {
+            file_name: file_name.to_string(),
+            sha256: super::sha256_hex(bytes),
+        }
+    }
+}
+
+/// The source tarballs the package carries (contract §7, §9.7).
+pub struct SourceArchives {
+    pub runtime: SourceArchive,
+    pub loader: SourceArchive,
+    /// The loader crate's name: the directory `runtime-source` installs it in.
+    pub loader_crate: String,
+    pub probe: SourceArchive,
+}
+
+pub fn module(archives: &SourceArchives) -> Vec<u8> {
+    let doc = "The packaged source tarballs' file names and SHA-256 digests (data only).";
     let mut out = header("templates/", doc) + "from typing import Final\n\n";
-    let name = literal(archive_name);
-    out.push_str(&format!("RUNTIME_SOURCE_ARCHIVE: Final[str] = {name}\n"));
-    let digest = literal(archive_sha256);
-    out.push_str(&format!("RUNTIME_SOURCE_SHA256: Final = {digest}\n"));
+    let mut constant = |name: &str, annotation: &str, value: &str| {
+        let value = literal(value);
+        out.push_str(&format!("{name}: {annotation} = {value}\n"));
+    };
+    constant(
+        "RUNTIME_SOURCE_ARCHIVE",
+        "Final[str]",
+        &archives.runtime.file_name,
+    );
+    constant("RUNTIME_SOURCE_SHA256", "Final", &archives.runtime.sha256);
+    constant("LOADER_CRATE_NAME", "Final[str]", &archives.loader_crate);
+    constant(
+        "LOADER_SOURCE_ARCHIVE",
+        "Final[str]",
+        &archives.loader.file_name,
+    );
+    constant("LOADER_SOURCE_SHA256", "Final", &archives.loader.sha256);
+    constant(
+        "PROBE_SOURCE_ARCHIVE",
+        "Final[str]",
+        &archives.probe.file_name,
+    );
+    constant("PROBE_SOURCE_SHA256", "Final", &archives.probe.sha256);
     out.into_bytes()
 }
 

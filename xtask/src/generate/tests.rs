@@ -186,6 +186,8 @@ fn changing_one_symbol_changes_exactly_its_dependents() {
         "generated/driver-abi-check.c",
         PYTHON_MODULE_PATH,
         "generated/rextio-cuda-runtime-0.1.0.tar.gz",
+        // It carries the runtime too.
+        "generated/rextio-cuda-probe-0.1.0.tar.gz",
         INDEX_PATH,
     ]
     .into();
@@ -512,15 +514,20 @@ fn a_missing_input_file_is_named() {
     );
 }
 
-/// `generate` reads only templates/, the license and the runtime crate's
-/// packaged sources: never tests/ (the simulated driver takes its exports
+/// `generate` reads only templates/, the license, the workspace's manifest,
+/// lock and toolchain files (for the probe's source tarball) and the packaged
+/// crates' sources: never tests/ (the simulated driver takes its exports
 /// from `with_driver_symbols!`, not by being parsed), never its own outputs.
 #[test]
-fn the_generator_reads_only_templates_and_the_packaged_runtime() {
+fn the_generator_reads_only_templates_and_the_packaged_crates() {
+    let workspace = ["LICENSE", "Cargo.toml", "Cargo.lock", "rust-toolchain.toml"];
     for path in real_inputs().files.keys() {
-        let packaged = path.starts_with("runtime/") && path != DRIVER_API_PATH;
+        let packaged = ["runtime/", "loader/", "probe/"]
+            .iter()
+            .any(|dir| path.starts_with(dir))
+            && !inputs::GENERATED_IN_CRATES.contains(&path.as_str());
         assert!(
-            path.starts_with("templates/") || path == "LICENSE" || packaged,
+            path.starts_with("templates/") || workspace.contains(&path.as_str()) || packaged,
             "{path}"
         );
         assert!(!path.starts_with("tests/"), "{path}");
@@ -570,7 +577,101 @@ fn runtime_tarball_builds_and_tests_standalone() {
         let path = format!("rextio-cuda-runtime-0.1.0/{file}");
         assert!(packaged.contains(&path), "{file} is packaged");
     }
-    crate::packaged::test_crate_tarball(name, archive).unwrap();
+    crate::packaged::test_crate_tarballs(&[(name.to_string(), archive.to_vec())]).unwrap();
+}
+
+/// The files of the tarball `name` among `outputs`.
+fn tarball_entries(outputs: &[Output], name: &str) -> BTreeSet<String> {
+    let archive = find(outputs, &format!("generated/{name}"));
+    let decoder = flate2::read::GzDecoder::new(archive);
+    let mut packaged = BTreeSet::new();
+    for entry in tar::Archive::new(decoder).entries().unwrap() {
+        let entry = entry.unwrap();
+        packaged.insert(entry.path().unwrap().to_string_lossy().into_owned());
+    }
+    packaged
+}
+
+/// The packaged loader is complete, with its tests, and its path dependency
+/// names the runtime's installed directory (contract §9.7); the probe's
+/// source tarball holds the probe, the runtime and the loader beside each
+/// other with the cut lock file and the toolchain file. Extracted side by
+/// side outside the workspace, each tests itself offline (the probe's
+/// `--locked`: its lock file is current).
+#[test]
+fn loader_and_probe_tarballs_build_and_test_beside_the_runtime() {
+    let outputs = render(&real_inputs()).unwrap();
+    let loader = tarball_entries(&outputs, "rextio-cuda-loader-0.1.0.tar.gz");
+    for file in [
+        "Cargo.toml",
+        "README.md",
+        "LICENSE",
+        "src/lib.rs",
+        "src/reviewed.rs",
+        "tests/driver_stays_mapped.rs",
+    ] {
+        let path = format!("rextio-cuda-loader-0.1.0/{file}");
+        assert!(loader.contains(&path), "{file} is packaged");
+    }
+    let manifest = find_in_tarball(&outputs, "rextio-cuda-loader-0.1.0.tar.gz", "Cargo.toml");
+    assert!(
+        manifest.contains("rextio-cuda-runtime = { path = \"../rextio-cuda-runtime\" }"),
+        "{manifest}"
+    );
+    let probe = tarball_entries(&outputs, "rextio-cuda-probe-0.1.0.tar.gz");
+    for file in [
+        "Cargo.toml",
+        "Cargo.lock",
+        "rust-toolchain.toml",
+        "LICENSE",
+        "rextio-cuda-probe/Cargo.toml",
+        "rextio-cuda-probe/src/generated/spec.rs",
+        "rextio-cuda-probe/src/generated/inventory_api.rs",
+        "rextio-cuda-runtime/src/driver_api.rs",
+        "rextio-cuda-loader/src/lib.rs",
+    ] {
+        let path = format!("rextio-cuda-probe-0.1.0/{file}");
+        assert!(probe.contains(&path), "{file} is packaged");
+    }
+    let toolchain = find_in_tarball(
+        &outputs,
+        "rextio-cuda-probe-0.1.0.tar.gz",
+        "rust-toolchain.toml",
+    );
+    let pinned = std::fs::read_to_string(repo_root().join("rust-toolchain.toml")).unwrap();
+    let channel = toolchain
+        .lines()
+        .find(|line| line.starts_with("channel = "))
+        .unwrap();
+    assert!(pinned.lines().any(|line| line == channel), "{toolchain}");
+    let tarballs: Vec<(String, Vec<u8>)> = [
+        "rextio-cuda-runtime-0.1.0.tar.gz",
+        "rextio-cuda-loader-0.1.0.tar.gz",
+        "rextio-cuda-probe-0.1.0.tar.gz",
+    ]
+    .iter()
+    .map(|name| {
+        (
+            name.to_string(),
+            find(&outputs, &format!("generated/{name}")).to_vec(),
+        )
+    })
+    .collect();
+    crate::packaged::test_crate_tarballs(&tarballs).unwrap();
+}
+
+/// The text of `file` (below the top directory) in the tarball `name`.
+fn find_in_tarball(outputs: &[Output], name: &str, file: &str) -> String {
+    let archive = find(outputs, &format!("generated/{name}"));
+    let decoder = flate2::read::GzDecoder::new(archive);
+    for entry in tar::Archive::new(decoder).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().to_string_lossy().into_owned();
+        if path.split_once('/').map(|(_, inside)| inside) == Some(file) {
+            return std::io::read_to_string(&mut entry).unwrap();
+        }
+    }
+    panic!("{file} is not in {name}")
 }
 
 // ---------------------------------------------------------------- provider spec
@@ -714,7 +815,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"LIBCUDA_SO_NOT_FOUND\": [\"No libcuda.so.1 exists",
         "\"LIBCUDA_SO_NOT_FOUND_RENAMED\": [\"No libcuda.so.1 exists",
-        "probe_report.reason_codes[11]: `LIBCUDA_SO_NOT_FOUND` is not a key of `reason_codes`",
+        "probe_report.reason_codes[12]: `LIBCUDA_SO_NOT_FOUND` is not a key of `reason_codes`",
     );
     // The incompatible codes.
     assert_refused(
@@ -726,7 +827,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"STREAM_DESTROY_FAILED\": [",
         "\"STREAM_DESTROY_FAILS\": [",
-        "smoke.reason_codes[8]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
+        "smoke.reason_codes[9]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
     );
     // A framework lane's codes.
     assert_refused(
