@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 from rextio.artifacts.models import (
     ArtifactKind,
     CertificationTier,
@@ -68,9 +66,8 @@ def _capability(spec: CapabilitySpec) -> TargetCapability:
     )
 
 
-@cache
 def provider_manifest() -> DeviceProviderManifest:
-    """The passive manifest; built once, never probes the host."""
+    """The passive manifest; never probes the host."""
     manifest = PROVIDER_SPEC.manifest
     if manifest.api_version != DEVICE_PROVIDER_API_VERSION:
         raise RuntimeError("the provider spec names a different Device Provider API version")
@@ -88,7 +85,6 @@ def provider_manifest() -> DeviceProviderManifest:
     )
 
 
-@cache
 def lane_contribution(lane_name: str) -> DeviceBuildContribution:
     """The declarative build inputs of one lane."""
     spec = PROVIDER_SPEC.lanes[lane_name].contribution

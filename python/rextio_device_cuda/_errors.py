@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import re
 from typing import Final
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-# Compiled at the first use (a ready preflight has none): compiling a
-# pattern costs tens of microseconds in a fresh process.
-_REASON_CODE: re.Pattern[str] | None = None
+_REASON_CODE: Final = re.compile(PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII)
 
 
 def is_reason_code(value: object) -> bool:
     """Whether ``value`` is spelled like a reason code (``^[A-Z][A-Z0-9_]{0,63}$``)."""
-    global _REASON_CODE
-    if not isinstance(value, str):
-        return False
-    pattern = _REASON_CODE
-    if pattern is None:
-        pattern = _REASON_CODE = re.compile(
-            PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII
-        )
-    return pattern.fullmatch(value) is not None
+    return isinstance(value, str) and _REASON_CODE.fullmatch(value) is not None
 
 
 class CudaProbeError(RuntimeError):
@@ -51,8 +42,6 @@ class CudaProbeError(RuntimeError):
 
 def os_error_text(error: OSError) -> str:
     """``ENOEXEC (Exec format error)``: an OS error as a fact, never its file name."""
-    import errno  # only a refusal needs the names
-
     name = errno.errorcode.get(error.errno, f"error {error.errno}") if error.errno else "an error"
     text = error.strerror
     if text and "/" not in text and "\\" not in text:

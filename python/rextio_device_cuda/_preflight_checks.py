@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
-    CanonicalDeviceId,
     DevicePreflightRequest,
     DevicePreflightStatus,
+    normalize_device_id,
 )
-from rextio.devices import normalize_device_id as _core_normalize_device_id
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._probe_schema import Report, Target
 from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
@@ -32,37 +29,18 @@ from rextio_device_cuda._provider_spec import (
     LaneSpec,
     RawDriverLaneSpec,
 )
-from rextio_device_cuda._runner import SubprocessProbeRunner, is_probe_sha256
+from rextio_device_cuda._report import CudaProbeReport, ProbeTarget, expected_probe_target
+from rextio_device_cuda._runner import SubprocessProbeRunner
+from rextio_device_cuda._toolkit import (
+    CudaToolkitReport,
+    FilesystemToolkitInspector,
+    expected_components,
+    toolkit_version_parts,
+)
+from rextio_device_cuda.config import CudaProviderConfig, is_probe_sha256
 
 if TYPE_CHECKING:
-    from typing import Protocol
-
-    from rextio_device_cuda._report import CudaProbeReport, ProbeTarget
-    from rextio_device_cuda._toolkit import CudaToolkitReport
     from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
-
-    class ConfigValues(Protocol):
-        """What a preflight reads of its configuration: a ``CudaProviderConfig``
-        or the provider's defaults (the same values as ``CudaProviderConfig()``)."""
-
-        @property
-        def probe_path(self) -> object | None: ...
-        @property
-        def toolkit_root(self) -> object | None: ...
-        @property
-        def device_ordinal(self) -> int | None: ...
-        @property
-        def sm(self) -> str | None: ...
-        @property
-        def minimum_driver_version(self) -> int: ...
-        @property
-        def minimum_toolkit_version(self) -> tuple[int, int]: ...
-        @property
-        def probe_sha256(self) -> str | None: ...
-
-    # What a preflight checks: the plain records of its own probe run, or
-    # the public record an injected runner returned (the same fields).
-    AnyReport = Report | CudaProbeReport
 
 _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys
@@ -77,47 +55,20 @@ _DRIVER_ROOT_ARGUMENT = "--driver-root"
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
 # The longest runner or inspector facts a refusal line shows.
 _MAX_FACTS_CHARS = 400
-# Bounds the memo tables below; requests name very few distinct devices/probes.
-_MEMO_SIZE = 256
 
 
-@lru_cache(maxsize=_MEMO_SIZE)
-def _memoized_device_id(logical_device: str, backend: str | None) -> CanonicalDeviceId:
-    return _core_normalize_device_id(logical_device, backend=backend)
+def _subprocess_runner(selection: Selection) -> SubprocessProbeRunner:
+    """The runner of the selection's probe, given the driver root when one is set."""
+    if selection.probe_path is None:
+        raise _refused(_codes.PROBE_NOT_CONFIGURED)
+    arguments = (
+        () if selection.driver_root is None else (_DRIVER_ROOT_ARGUMENT, selection.driver_root)
+    )
+    return SubprocessProbeRunner(
+        selection.probe_path, probe_sha256=selection.probe_sha256, arguments=arguments
+    )
 
 
-def normalize_device_id(logical_device: str, *, backend: str | None) -> CanonicalDeviceId:
-    """Core's ``normalize_device_id``, memoized for plain strings.
-
-    It is a pure function of two strings returning a frozen record; a
-    ``ValueError`` is raised again on every call (lru_cache never stores one).
-    """
-    if type(logical_device) is str and (backend is None or type(backend) is str):
-        return _memoized_device_id(logical_device, backend)
-    return _core_normalize_device_id(logical_device, backend=backend)
-
-
-@lru_cache(maxsize=_MEMO_SIZE)
-def _expected_target(target_triple: str) -> Target:
-    # Called only with a capability's triple from the spec: a handful of records.
-    spec = PROVIDER_SPEC.probe_targets.get(target_triple)
-    if spec is None:  # what expected_probe_target raises
-        raise CudaProbeError(_codes.UNSUPPORTED_TARGET)
-    return Target(os=spec.os, arch=spec.arch, environment=spec.environment)
-
-
-@lru_cache(maxsize=_MEMO_SIZE)
-def _subprocess_runner(
-    probe_path: str, probe_sha256: str | None, driver_root: str | None = None
-) -> SubprocessProbeRunner:
-    # A runner holds only its validated, immutable settings; every run resolves
-    # and checks the executable again (and hashes it again when pinned).
-    arguments = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
-    return SubprocessProbeRunner(probe_path, probe_sha256=probe_sha256, arguments=arguments)
-
-
-# Plain classes, not dataclasses or NamedTuples: defining those costs a
-# fraction of a millisecond each, paid at import by every `rextio generate`.
 class Refusal:
     """A failed preflight: exactly one reason code, no observations.
 
@@ -204,11 +155,11 @@ def _driver_release(version: int) -> tuple[int, int]:
     return version // 1000, (version % 1000) // 10
 
 
-def _target_text(target: Target | ProbeTarget) -> str:
+def _target_text(target: ProbeTarget) -> str:
     return f"({target.os}, {target.arch}, {target.environment})"
 
 
-def _device_text(ordinal: int, report: AnyReport) -> str:
+def _device_text(ordinal: int, report: CudaProbeReport) -> str:
     device = report.devices[ordinal]
     # The name is the driver's; one that looks like it holds a path is left out.
     named = "/" not in device.name and "\\" not in device.name
@@ -440,7 +391,7 @@ def _sm(text: str | None) -> str:
 
 def _selection(
     request: DevicePreflightRequest,
-    config: ConfigValues,
+    config: CudaProviderConfig,
     capability: CapabilitySpec,
 ) -> Selection:
     lane = _lane(capability)
@@ -509,25 +460,16 @@ def _no_work() -> None:
 
 def _probe_report(
     selection: Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
-) -> AnyReport:
-    run: Callable[[], AnyReport]
+) -> CudaProbeReport:
     if runner is None:
-        if selection.probe_path is None:
-            raise _refused(_codes.PROBE_NOT_CONFIGURED)
-        # The subprocess runner calls on_probe_start while the probe runs.
-        runner_for_selection = _subprocess_runner(
-            selection.probe_path, selection.probe_sha256, selection.driver_root
-        )
-        run = partial(runner_for_selection.run_for_preflight, on_probe_start)
-    else:
-        if selection.probe_sha256 is not None or selection.driver_root is not None:
-            # An injected runner decides itself what runs and where it looks:
-            # neither a pin nor a driver root can bind it.
-            raise _refused(_codes.PROBE_CONFIGURATION_CONFLICT)
-        on_probe_start()
-        run = runner.run
+        runner = _subprocess_runner(selection)
+    elif selection.probe_sha256 is not None or selection.driver_root is not None:
+        # An injected runner decides itself what runs and where it looks:
+        # neither a pin nor a driver root can bind it.
+        raise _refused(_codes.PROBE_CONFIGURATION_CONFLICT)
+    on_probe_start()
     try:
-        report = run()
+        report = runner.run()
     except CudaProbeError as error:
         raise _refused(error.reason_code, _error_facts(error)) from error
     except Exception as error:  # an injected runner's bug is a failed execution
@@ -535,10 +477,6 @@ def _probe_report(
             _codes.PROBE_EXECUTION_FAILED,
             _shown(f"the injected probe runner raised {type(error).__name__}"),
         ) from error
-    if runner is None:
-        return report  # the plain records of our own run, checked as they were built
-    from rextio_device_cuda._report import CudaProbeReport
-
     if not isinstance(report, CudaProbeReport):
         raise _refused(
             _codes.PROBE_SCHEMA_INVALID,
@@ -550,28 +488,11 @@ def _probe_report(
     return report
 
 
-def _target_differs(report: AnyReport, target_triple: str) -> Target | ProbeTarget | None:
-    """The target ``target_triple`` requires, when ``report`` names another."""
-    if type(report) is Report:
-        expected = _expected_target(target_triple)
-        return expected if report.target.values() != expected.values() else None
-    # An injected runner's public record, compared as records compare.
-    public = _expected_public_target(target_triple)
-    return public if report.target != public else None
-
-
-@lru_cache(maxsize=_MEMO_SIZE)
-def _expected_public_target(target_triple: str) -> ProbeTarget:
-    from rextio_device_cuda._report import expected_probe_target
-
-    return expected_probe_target(target_triple)
-
-
 def _check_report(
-    selection: Selection, report: AnyReport, config: ConfigValues
+    selection: Selection, report: CudaProbeReport, config: CudaProviderConfig
 ) -> None:
-    expected = _target_differs(report, selection.capability.target_triple)
-    if expected is not None:
+    expected = expected_probe_target(selection.capability.target_triple)
+    if report.target != expected:
         raise _refused(
             _codes.PROBE_TARGET_MISMATCH,
             f"the probe reports {_target_text(report.target)}; "
@@ -626,15 +547,10 @@ def _check_report(
 def _toolkit_report(
     selection: Selection, inspector: ToolkitInspector | None
 ) -> CudaToolkitReport | None:
-    # Only a preflight that inspects a toolkit loads the inspector's module.
     if inspector is None:
         if selection.toolkit_root is None:
             return None
-        from rextio_device_cuda._toolkit import FilesystemToolkitInspector
-
         inspector = FilesystemToolkitInspector(Path(selection.toolkit_root))
-    from rextio_device_cuda._toolkit import CudaToolkitReport, expected_components
-
     triple = selection.capability.target_triple
     try:
         report = inspector.inspect(triple)
@@ -669,10 +585,8 @@ def _toolkit_report(
 
 
 def _check_toolkit(
-    report: CudaToolkitReport, driver_version: int, config: ConfigValues, sm: str
+    report: CudaToolkitReport, driver_version: int, config: CudaProviderConfig, sm: str
 ) -> None:
-    from rextio_device_cuda._toolkit import toolkit_version_parts
-
     toolkit = toolkit_version_parts(report.version)
     if toolkit < config.minimum_toolkit_version:
         raise _refused(
@@ -703,9 +617,9 @@ def _check_toolkit(
 
 def _observations(
     selection: Selection,
-    report: AnyReport,
+    report: CudaProbeReport,
     toolkit: CudaToolkitReport | None,
-    config: ConfigValues,
+    config: CudaProviderConfig,
 ) -> tuple[tuple[str, str], ...]:
     observed = {
         _OBSERVATION.device_count: str(len(report.devices)),
@@ -734,13 +648,12 @@ def _observations(
     return tuple(sorted(observed.items()))
 
 
-def prepare(request: DevicePreflightRequest, config: ConfigValues) -> Refusal | Selection:
+def prepare(request: DevicePreflightRequest, config: CudaProviderConfig) -> Refusal | Selection:
     """Steps 1-12, which decide before anything runs: the refusal, or the
     effective selection a probe is run for.
 
-    A pure function of the request's values and the configuration (nothing
-    is read from the host), so the provider may keep its result for a
-    request it has seen before.
+    A function of the request's values and the configuration only: nothing
+    is read from the host.
     """
     try:
         return _selection(request, config, _capability(request))
@@ -750,20 +663,17 @@ def prepare(request: DevicePreflightRequest, config: ConfigValues) -> Refusal | 
 
 def evaluate(
     request: DevicePreflightRequest,
-    config: ConfigValues,
+    config: CudaProviderConfig,
     runner: ProbeRunner | None,
     inspector: ToolkitInspector | None,
     on_probe_start: Callable[[], None] = _no_work,
-    prepared: Refusal | Selection | None = None,
 ) -> Refusal | Ready:
     """Run every check in contract order; the first failure wins.
 
-    ``on_probe_start`` is called once, just before an injected runner runs or
-    just after the probe process started (never when no probe runs).
-    ``prepared`` is ``prepare(request, config)`` when the caller has it.
+    ``on_probe_start`` is called once, just before the probe runs (the
+    injected runner or the configured probe); never when no probe runs.
     """
-    if prepared is None:
-        prepared = prepare(request, config)
+    prepared = prepare(request, config)
     if isinstance(prepared, Refusal):
         return prepared
     selection = prepared

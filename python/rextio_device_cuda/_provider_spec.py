@@ -1047,6 +1047,15 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "The probe path is not absolute, and the provider never searches PATH.",
             "Give the absolute path of the probe executable.",
         ),
+        "PROBE_PIN_LOADER_UNTRUSTED": (
+            "The pinned probe names a program interpreter (PT_INTERP) that is not a root-owned "
+            "file that only root can change, reached through directories only root can change, or "
+            "it carries DT_RPATH/DT_RUNPATH or a DT_NEEDED library named by path: code outside "
+            "the pin would run with it, so it was not run.",
+            "Pin the probe this package ships (python -m rextio_device_cuda probe prints its path "
+            "and digest), or build yours static or against the system's own dynamic loader, "
+            "without an rpath or runpath.",
+        ),
         "PROBE_PIN_SCRIPT_UNSUPPORTED": (
             "The pinned probe starts with #!: it is a script, and the interpreter that would run "
             "it is outside the pin.",

@@ -7,6 +7,7 @@ Records never carry any of this: they hold the reason code alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from rextio_device_cuda import _codes
@@ -62,17 +63,36 @@ def explain_hint(code: str, cuda_result: int | None) -> str:
     return f"{EXPLAIN_COMMAND} {code}"
 
 
-def refusal_line(code: str, facts: str | None, cuda_result: int | None) -> str:
-    """The one WARNING line a refused preflight logs (path-free)."""
-    observed = f" Observed: {facts}." if facts else ""
-    text = explanation(code, cuda_result)
-    if text is None:
-        # A code another probe reported: passed through, but not ours to explain.
+@dataclass(frozen=True)
+class RefusalLine:
+    """The one WARNING line a refused preflight logs, kept as its parts.
+
+    The provider logs it as its message argument (``logger.warning("%s",
+    line)``); ``str()`` renders the path-free line. A command that runs a
+    preflight reads the code, facts and CUDA result back from the log record
+    (``record.args``) rather than from the provider's internals.
+    """
+
+    reason_code: str
+    facts: str | None
+    cuda_result: int | None
+
+    def __str__(self) -> str:
+        code, facts, cuda_result = self.reason_code, self.facts, self.cuda_result
+        observed = f" Observed: {facts}." if facts else ""
+        text = explanation(code, cuda_result)
+        if text is None:
+            # A code another probe reported: passed through, but not ours to explain.
+            return (
+                f"{_PROVIDER_ID} preflight refused: {code}: reported by the probe; "
+                f"this provider has no explanation for it.{observed}"
+            )
         return (
-            f"{_PROVIDER_ID} preflight refused: {code}: reported by the probe; "
-            f"this provider has no explanation for it.{observed}"
+            f"{_PROVIDER_ID} preflight refused: {code}: {text[0]}{observed} "
+            f"Run `{explain_hint(code, cuda_result)}`."
         )
-    return (
-        f"{_PROVIDER_ID} preflight refused: {code}: {text[0]}{observed} "
-        f"Run `{explain_hint(code, cuda_result)}`."
-    )
+
+
+def refusal_line(code: str, facts: str | None, cuda_result: int | None) -> RefusalLine:
+    """The line a refused preflight logs (path-free), as its parts."""
+    return RefusalLine(code, facts, cuda_result)

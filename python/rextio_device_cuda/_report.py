@@ -3,24 +3,78 @@
 Records reject invalid values whether parsed or constructed directly; every
 refusal is a ``CudaProbeError`` with ``PROBE_SCHEMA_INVALID``. The parser adds
 ``PROBE_OUTPUT_INVALID`` for bytes that are not a bounded UTF-8 JSON text.
-The checks and the parser are ``_probe_schema``'s, shared with the plain
-records a preflight parses into: this module (its dataclasses) loads only
-when one of its public names is used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import ClassVar, Final
+import json
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any, ClassVar, Final
 
-from rextio_device_cuda import _codes, _probe_schema
-from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda import _codes
+from rextio_device_cuda._errors import CudaProbeError, is_reason_code
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-MAX_OUTPUT_BYTES: Final[int] = _probe_schema.MAX_OUTPUT_BYTES
+_REPORT: Final = PROVIDER_SPEC.probe_report
+MAX_OUTPUT_BYTES: Final[int] = _REPORT.max_output_bytes
+_TARGET_FIELD: Final = re.compile(_REPORT.target_field_pattern, re.ASCII)
+_STATUS: Final = _REPORT.statuses
+_STATUSES: Final[frozenset[str]] = frozenset(
+    (_STATUS.complete, _STATUS.unavailable, _STATUS.unsupported, _STATUS.error)
+)
+_COMPLETE: Final[str] = _STATUS.complete
+_MAX_DEVICES: Final[int] = _REPORT.max_devices
+_INT32: Final = (-(2**31), 2**31 - 1)
+_DEVICE_COUNT_RANGE: Final[tuple[int, int]] = (0, _MAX_DEVICES)
+_ORDINAL_RANGE: Final[tuple[int, int]] = (0, _REPORT.max_device_ordinal)
+_MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars
+_DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
+_MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
+_MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
+# Unicode category Cc, the set the probe strips (Rust's char::is_control).
+_CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-@dataclass(frozen=True)
+def schema_error(detail: str) -> CudaProbeError:
+    """``PROBE_SCHEMA_INVALID`` for the broken rule ``detail``."""
+    return CudaProbeError(
+        _codes.PROBE_SCHEMA_INVALID, detail, facts=f"the probe's report breaks schema 1: {detail}"
+    )
+
+
+def _output_error(detail: str) -> CudaProbeError:
+    return CudaProbeError(
+        _codes.PROBE_OUTPUT_INVALID, detail, facts=f"the probe's output is {detail}"
+    )
+
+
+def _is_int_in(value: object, bounds: tuple[int, int]) -> bool:
+    # Booleans are not integers in the probe schema.
+    return type(value) is int and bounds[0] <= value <= bounds[1]
+
+
+def _require(condition: bool, detail: str) -> None:
+    if not condition:
+        raise schema_error(detail)
+
+
+def _is_valid_unicode(text: str) -> bool:
+    # A JSON escape such as "\ud800" decodes to a lone surrogate: not a
+    # character, and it could never be written out as UTF-8 later.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_absolute_path(text: str) -> bool:
+    return PurePosixPath(text).is_absolute() or PureWindowsPath(text).is_absolute()
+
+
+@dataclass(frozen=True, slots=True)
 class ProbeTarget:
     """The (os, arch, environment) a probe says it was built for."""
 
@@ -30,7 +84,10 @@ class ProbeTarget:
 
     def __post_init__(self) -> None:
         """Each field is 1..=32 ASCII alphanumerics, ``_`` or ``-``."""
-        _probe_schema.check_target(self)
+        fields = (("os", self.os), ("arch", self.arch), ("environment", self.environment))
+        for name, value in fields:
+            if not isinstance(value, str) or _TARGET_FIELD.fullmatch(value) is None:
+                raise schema_error(f"target.{name} is malformed")
 
 
 def expected_probe_target(target_triple: str) -> ProbeTarget:
@@ -42,7 +99,7 @@ def expected_probe_target(target_triple: str) -> ProbeTarget:
     return ProbeTarget(os=spec.os, arch=spec.arch, environment=spec.environment)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CudaDeviceRecord:
     """One device row of a probe report."""
 
@@ -54,10 +111,27 @@ class CudaDeviceRecord:
 
     def __post_init__(self) -> None:
         """Validate the row exactly as the parser does."""
-        _probe_schema.check_device(self)
+        _require(_is_int_in(self.ordinal, _ORDINAL_RANGE), "device ordinal out of range")
+        _require(_is_device_name(self.name), "device name is malformed")
+        _require(_is_int_in(self.compute_major, _MAJOR_RANGE), "compute_major out of range")
+        _require(_is_int_in(self.compute_minor, _MINOR_RANGE), "compute_minor out of range")
+        _require(
+            self.sm == f"sm_{self.compute_major}{self.compute_minor}",
+            "sm does not match the compute capability",
+        )
 
 
-@dataclass(frozen=True)
+def _is_device_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 1 <= len(name) <= _MAX_NAME_CHARS
+        and _CONTROL_CHARACTER.search(name) is None
+        and _is_valid_unicode(name)
+        and not _is_absolute_path(name)
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class CudaProbeReport:
     """A schema-1 probe report; ``support_claim`` is always false.
 
@@ -66,8 +140,8 @@ class CudaProbeReport:
     fields and their order are 0.1.0's.
     """
 
-    schema_version: ClassVar[str] = _probe_schema.SCHEMA_VERSION
-    probe: ClassVar[str] = _probe_schema.PROBE_NAME
+    schema_version: ClassVar[str] = _REPORT.schema_version
+    probe: ClassVar[str] = _REPORT.probe
     support_claim: ClassVar[bool] = False
 
     target: ProbeTarget
@@ -81,40 +155,176 @@ class CudaProbeReport:
     devices: tuple[CudaDeviceRecord, ...]
 
     def __post_init__(self) -> None:
-        """Validate every field and the cross-field rules of schema 1."""
-        _probe_schema.check_report(self, ProbeTarget, CudaDeviceRecord)
+        """Validate every field, then the cross-field rules of schema 1."""
+        _require(isinstance(self.target, ProbeTarget), "target")
+        _require(type(self.platform_supported) is bool, "platform_supported")
+        _require(isinstance(self.status, str) and self.status in _STATUSES, "status")
+        _require(self.reason_code is None or is_reason_code(self.reason_code), "reason_code")
+        _require(type(self.driver_loaded) is bool, "driver_loaded")
+        _require(
+            self.driver_version is None or _is_int_in(self.driver_version, _DRIVER_RANGE),
+            "driver_version",
+        )
+        _require(
+            self.device_count is None or _is_int_in(self.device_count, _DEVICE_COUNT_RANGE),
+            "device_count",
+        )
+        _require(self.cuda_result is None or _is_int_in(self.cuda_result, _INT32), "cuda_result")
+        devices = self.devices
+        _require(
+            isinstance(devices, tuple)
+            and len(devices) <= _MAX_DEVICES
+            and all(isinstance(row, CudaDeviceRecord) for row in devices),
+            "devices",
+        )
+        _require(
+            all(row.ordinal == index for index, row in enumerate(devices)),
+            "device ordinal differs from its index",
+        )
+        if self.status == _COMPLETE:
+            self._check_complete()
+        else:
+            _require(
+                self.reason_code is not None and not devices and self.device_count in (None, 0),
+                "an incomplete report is inconsistent",
+            )
+
+    def _check_complete(self) -> None:
+        _require(
+            self.reason_code is None
+            and self.platform_supported
+            and self.driver_loaded
+            and self.driver_version is not None
+            and self.device_count is not None
+            and self.device_count >= 1
+            and self.device_count == len(self.devices)
+            and self.cuda_result == 0,
+            "a complete report is inconsistent",
+        )
 
 
-def _field_names(record: type) -> tuple[str, ...]:
-    return tuple(item.name for item in fields(record))
+class _OutOfRangeInteger:
+    """A JSON integer too long for any schema-1 field; it fails every field check."""
 
 
-# Schema 1's key sets: the wire constants, then the records' fields, in the
-# order the probe prints them.
-ROOT_KEYS: Final[tuple[str, ...]] = _probe_schema.ROOT_KEYS
-TARGET_KEYS: Final[tuple[str, ...]] = _field_names(ProbeTarget)
-DEVICE_KEYS: Final[tuple[str, ...]] = _field_names(CudaDeviceRecord)
-# The parser builds these records by the schema's field names: they must be
-# the same names in the same order (a mismatch fails the import, not a parse).
-if (
-    (*_probe_schema.WIRE_CONSTANTS, *_field_names(CudaProbeReport)) != ROOT_KEYS
-    or TARGET_KEYS != _probe_schema.TARGET_FIELDS
-    or DEVICE_KEYS != _probe_schema.DEVICE_FIELDS
-    or {
-        "schema_version": CudaProbeReport.schema_version,
-        "probe": CudaProbeReport.probe,
-        "support_claim": CudaProbeReport.support_claim,
+# No schema-1 integer is longer than the int32 minimum; a longer literal is
+# valid JSON that is out of range, not a reason to convert thousands of digits
+# (which Python refuses beyond sys.get_int_max_str_digits()).
+_MAX_INTEGER_LITERAL: Final[int] = len(str(_INT32[0]))
+
+
+def _bounded_int(literal: str) -> int | _OutOfRangeInteger:
+    if len(literal) > _MAX_INTEGER_LITERAL:
+        return _OutOfRangeInteger()
+    return int(literal)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+class _DuplicateKeyError(Exception):
+    """A JSON object repeats a key: valid JSON grammar, invalid schema."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    # Fewer entries than pairs: some key repeated (found in C, not a Python loop).
+    if len(result) != len(pairs):
+        raise _DuplicateKeyError("duplicate key")
+    return result
+
+
+def _exact_object(value: object, keys: frozenset[str], label: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise schema_error(f"{label} is not an object")
+    _require(value.keys() == keys, f"{label} keys differ from schema 1")
+    return value
+
+
+
+
+def _decode(payload: bytes | str) -> object:
+    """Probe stdout as decoded JSON: bounded, strict UTF-8, no duplicate key."""
+    output: object = payload
+    if isinstance(output, str):
+        try:
+            output = output.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise _output_error("not UTF-8") from error
+    if not isinstance(output, bytes | bytearray | memoryview):
+        raise _output_error("not bytes")
+    data = bytes(output)
+    if not data:
+        raise _output_error("empty")
+    if len(data) > MAX_OUTPUT_BYTES:
+        raise _output_error("too large")
+    try:
+        text = data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as error:
+        raise _output_error("not UTF-8") from error
+    try:
+        return _DECODER.decode(text)
+    except _DuplicateKeyError as error:
+        raise schema_error("duplicate key") from error
+    except (ValueError, RecursionError) as error:
+        raise _output_error("not JSON") from error
+
+
+# Schema 1's key sets: the wire constants, then the records' fields.
+_WIRE_CONSTANTS: Final[dict[str, object]] = {
+    "schema_version": CudaProbeReport.schema_version,
+    "probe": CudaProbeReport.probe,
+    "support_claim": CudaProbeReport.support_claim,
+}
+_ROOT_KEYS: Final = frozenset(
+    {
+        *_WIRE_CONSTANTS,
+        "target",
+        "platform_supported",
+        "status",
+        "reason_code",
+        "driver_loaded",
+        "driver_version",
+        "device_count",
+        "cuda_result",
+        "devices",
     }
-    != _probe_schema.WIRE_CONSTANTS
-):  # pragma: no cover - a programming error
-    raise RuntimeError("the probe report records and the schema's field names differ")
+)
+_TARGET_KEYS: Final = frozenset({"os", "arch", "environment"})
+_DEVICE_KEYS: Final = frozenset({"ordinal", "name", "compute_major", "compute_minor", "sm"})
+# One decoder for every parse; it keeps no state between documents.
+_DECODER: Final = json.JSONDecoder(
+    object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_int=_bounded_int
+)
 
 
 def report_from_json(value: object) -> CudaProbeReport:
-    """Build a report from decoded JSON, enforcing the exact key sets."""
-    return _probe_schema.build_report(value, ProbeTarget, CudaDeviceRecord, CudaProbeReport)
+    """Build a report from decoded JSON, enforcing the exact key sets; the
+    records check their values."""
+    root = _exact_object(value, _ROOT_KEYS, "report")
+    target = _exact_object(root["target"], _TARGET_KEYS, "target")
+    for key, constant in _WIRE_CONSTANTS.items():
+        found = root[key]
+        # type() first: False == 0 in Python, and "1" is not 1.
+        _require(type(found) is type(constant) and found == constant, key)
+    devices = root["devices"]
+    _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
+    return CudaProbeReport(
+        target=ProbeTarget(**target),
+        platform_supported=root["platform_supported"],
+        status=root["status"],
+        reason_code=root["reason_code"],
+        driver_loaded=root["driver_loaded"],
+        driver_version=root["driver_version"],
+        device_count=root["device_count"],
+        cuda_result=root["cuda_result"],
+        devices=tuple(
+            CudaDeviceRecord(**_exact_object(row, _DEVICE_KEYS, "device")) for row in devices
+        ),
+    )
 
 
 def parse_probe_report(payload: bytes | str) -> CudaProbeReport:
     """Parse probe stdout into a validated report, or raise ``CudaProbeError``."""
-    return report_from_json(_probe_schema.decode(payload))
+    return report_from_json(_decode(payload))

@@ -8,7 +8,10 @@ inode, no second lookup by name), copied into a memfd, sealed against every
 change (``F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL``), and
 only then hashed. The runner executes that memfd; rewriting or replacing the
 file afterwards changes nothing. A file starting with ``#!`` is refused: its
-interpreter would run unpinned.
+interpreter would run unpinned. The memfd is kept at
+a descriptor of 3 or above: the child's stdin, stdout and stderr are put
+over 0-2 before the exec of ``/proc/self/fd/N``, so a host started with one
+of them closed must not have its sealed copy there.
 
 Elsewhere there is no sealed copy: the file is read (bounded) and hashed, so
 ``pin-probe`` works, but a pinned run is refused by the runner.
@@ -30,6 +33,8 @@ from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 MAX_PINNED_PROBE_BYTES: Final[int] = PROVIDER_SPEC.probe_runner.max_pinned_probe_bytes
 IS_LINUX: Final[bool] = sys.platform.startswith("linux")
+if sys.platform != "win32":
+    import fcntl
 _CHUNK: Final[int] = 1 << 20
 _SCRIPT_MAGIC: Final[bytes] = b"#!"
 # linux/memfd.h; Python 3.11's os module does not name MFD_EXEC (Linux 6.3+).
@@ -37,6 +42,8 @@ _MFD_EXEC: Final[int] = 0x0010
 # linux/fcntl.h: F_ADD_SEALS and every seal (write, grow, shrink, seal).
 _F_ADD_SEALS: Final[int] = 1033
 _SEALS: Final[int] = 0x0008 | 0x0004 | 0x0002 | 0x0001
+# Above stdin, stdout and stderr, which the child's own streams replace.
+_FIRST_FREE_DESCRIPTOR: Final[int] = 3
 SCRIPT_FACTS: Final[str] = "the pinned file begins with #!, so its interpreter would run unpinned"
 NOEXEC_DETAIL: Final[str] = (
     "the kernel refuses an executable memfd (sysctl vm.memfd_noexec = 2), so the sealed "
@@ -192,6 +199,23 @@ def _noexec_facts(error: OSError) -> str:
 
 
 def _executable_memfd() -> int:
+    """A new executable memfd at a descriptor of 3 or above."""
+    memfd = _new_executable_memfd()
+    if memfd >= _FIRST_FREE_DESCRIPTOR:
+        return memfd
+    try:
+        return fcntl.fcntl(memfd, fcntl.F_DUPFD_CLOEXEC, _FIRST_FREE_DESCRIPTOR)
+    except OSError as error:
+        raise CudaProbeError(
+            _codes.PROBE_EXECUTION_FAILED,
+            facts=f"moving the sealed copy above the standard streams failed with "
+            f"{os_error_text(error)}",
+        ) from error
+    finally:
+        os.close(memfd)
+
+
+def _new_executable_memfd() -> int:
     flags = os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
     try:
         return os.memfd_create("rextio-cuda-probe", flags | _MFD_EXEC)
@@ -230,8 +254,6 @@ def _sealed_copy(source: int, deadline: float) -> int:
             copied += sent
             if copied > MAX_PINNED_PROBE_BYTES:
                 raise CudaProbeError(_codes.PROBE_TOO_LARGE, facts=too_large_facts(None))
-        import fcntl  # Linux only (this function is); Windows has no fcntl module
-
         fcntl.fcntl(memfd, _F_ADD_SEALS, _SEALS)
     except OSError as error:
         os.close(memfd)

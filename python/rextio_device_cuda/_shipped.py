@@ -22,6 +22,14 @@ BIN_DIR: Final = "_bin"
 DIGESTS: Final = "SHA256SUMS"
 # One `sha256sum` line: 64 lowercase hex digits, two spaces, a file name.
 _LINE: Final = re.compile(r"(?P<digest>[0-9a-f]{64})  (?P<name>[A-Za-z0-9._-]{1,64})")
+# What `probe` and `validate` say where no binary ships (contract section 9.7).
+NO_SHIPPED_PROBE: Final = (
+    "no probe ships for this platform: this installation carries none (the pure "
+    "py3-none-any wheel; the manylinux_2_17 x86_64 and aarch64 wheels carry one). "
+    "Build the reviewed probe and smoke from the sources this package carries, with "
+    "Rust's cargo: `python -m rextio_device_cuda build-probe` prints their paths and "
+    "the lines that pin the probe."
+)
 
 
 class ShippedBinaryError(Exception):

@@ -20,6 +20,7 @@ from typing import Final
 from rextio_device_cuda import _codes
 from rextio_device_cuda._errors import CudaProbeError, os_error_text
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+from rextio_device_cuda._sealed import file_kind
 
 _VERSION_FILE: Final[str] = PROVIDER_SPEC.toolkit.version_file
 _MAX_VERSION_FILE_BYTES: Final[int] = PROVIDER_SPEC.toolkit.max_version_file_bytes
@@ -205,8 +206,6 @@ def _version_file_facts(root: Path) -> str:
 
 
 def _sealed_kind(mode: int) -> str:
-    from rextio_device_cuda._sealed import file_kind  # only a refusal needs it
-
     return file_kind(mode)
 
 

@@ -14,7 +14,6 @@ false: it shows this host works, it certifies nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -22,16 +21,19 @@ import sys
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
 
-from rextio_device_cuda import _codes, cli
+from rextio_device_cuda import _codes, _user_files
 from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._explain import explain_lines
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
 from rextio_device_cuda._runner import MAX_TIMEOUT_SECONDS, SubprocessProbeRunner
 from rextio_device_cuda._shipped import (
+    NO_SHIPPED_PROBE,
     NoShippedBinariesError,
     ShippedBinary,
     ShippedBinaryError,
     shipped_binary,
 )
+from rextio_device_cuda._standalone import NotRun, Ready, standalone_preflight
 
 EVIDENCE_NAME: Final = "rextio-device-cuda-nvidia-validation"
 EVIDENCE_SCHEMA_VERSION: Final = "1"
@@ -68,43 +70,50 @@ def _run_recorded(runner: SubprocessProbeRunner) -> tuple[dict[str, object], int
 
 
 def _preflight(
-    capability: CapabilitySpec, probe: Path, digest: str, device: str, arguments: argparse.Namespace
+    capability: CapabilitySpec,
+    probe: Path,
+    digest: str,
+    device: int,
+    sm: str,
+    toolkit_root: str | None,
 ) -> dict[str, object]:
-    plan, refusal, error = cli.standalone_preflight(
+    outcome = standalone_preflight(
         capability,
-        str(probe),
-        device,
-        arguments.sm,
-        toolkit_root=arguments.toolkit_root,
+        probe=str(probe),
+        device=str(device),
+        sm=sm,
+        toolkit_root=toolkit_root,
         probe_sha256=digest,
     )
-    if plan is not None:
-        ready = plan.preflight
+    if isinstance(outcome, Ready):
+        ready = outcome.plan.preflight
         observations = dict(ready.observations)
         return {"status": ready.status.value, "reason_code": None, "observations": observations}
-    if refusal is not None:
-        status, code = refusal.result.status.value, refusal.result.reason_codes[0]
-        return {"status": status, "reason_code": code, "observations": {}}
-    # Core's own message may name a path: it goes to stderr, never into the evidence.
-    print(f"error: the preflight did not run: {error}", file=sys.stderr)
-    return {"status": "error", "reason_code": None, "observations": {}}
+    if isinstance(outcome, NotRun):
+        # Core's own message may name a path: it goes to stderr, never into the evidence.
+        print(f"error: the preflight did not run: {outcome.why}", file=sys.stderr)
+        return {"status": "error", "reason_code": None, "observations": {}}
+    status = outcome.result.status.value
+    return {"status": status, "reason_code": outcome.reason_code, "observations": {}}
 
 
 def collect(
     capability: CapabilitySpec,
     probe: ShippedBinary,
     smoke: ShippedBinary,
-    arguments: argparse.Namespace,
+    *,
+    sm: str,
+    device: int,
+    toolkit_root: str | None,
 ) -> dict[str, object]:
     """Runs the probe, the preflight and the smoke; the evidence record."""
-    device = str(arguments.device)
     probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
     probe_report, _ = _run_recorded(SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256))
-    preflight = _preflight(capability, probe.path, probe_sha256, device, arguments)
+    preflight = _preflight(capability, probe.path, probe_sha256, device, sm, toolkit_root)
     # The smoke creates a context and allocates: it gets the runner's longest bound.
     smoke_runner = SubprocessProbeRunner(
         smoke.path,
-        arguments=("--device", device),
+        arguments=("--device", str(device)),
         timeout_seconds=MAX_TIMEOUT_SECONDS,
         probe_sha256=smoke_sha256,
     )
@@ -120,9 +129,9 @@ def collect(
         "certification_ready": False,
         "provider_version": PROVIDER_SPEC.distribution.version,
         "capability": capability.id,
-        "selected_device": arguments.device,
-        "selected_sm": arguments.sm,
-        "toolkit_root_configured": arguments.toolkit_root is not None,
+        "selected_device": device,
+        "selected_sm": sm,
+        "toolkit_root_configured": toolkit_root is not None,
         "probe_sha256": probe_sha256,
         "smoke_sha256": smoke_sha256,
         "validated": ready and complete,
@@ -160,18 +169,11 @@ def path_free_text(evidence: dict[str, object], local_paths: list[str]) -> str:
     return rendered
 
 
-def _write_whole(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` whole or not at all (a temporary file renamed over it)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+def run(*, sm: str, device: int, toolkit_root: str | None, output: Path | None) -> bool:
+    """The ``validate`` command (values checked by the caller): True when validated.
 
-
-def run(arguments: argparse.Namespace) -> int:
-    """The ``validate`` command (arguments checked by the parser): 0 validated, 1 not."""
+    Prints the evidence (and writes it to ``output``), or says on stderr why none was made.
+    """
     capability = host_capability()
     try:
         if capability is None:
@@ -179,32 +181,31 @@ def run(arguments: argparse.Namespace) -> int:
         probe = shipped_binary(PROVIDER_SPEC.probe_report.probe)
         smoke = shipped_binary(PROVIDER_SPEC.smoke.probe)
     except NoShippedBinariesError:
-        print(f"error: {cli.NO_SHIPPED_PROBE}", file=sys.stderr)
-        return cli.EXIT_NOT_READY
+        print(f"error: {NO_SHIPPED_PROBE}", file=sys.stderr)
+        return False
     except ShippedBinaryError as error:
         print(f"error: {error}", file=sys.stderr)
-        return cli.EXIT_NOT_READY
-    evidence = collect(capability, probe, smoke, arguments)
+        return False
+    evidence = collect(capability, probe, smoke, sm=sm, device=device, toolkit_root=toolkit_root)
     package = probe.path.parent.parent
-    local = [str(package), os.environ.get("HOME", ""), arguments.toolkit_root or ""]
+    local = [str(package), os.environ.get("HOME", ""), toolkit_root or ""]
     try:
         text = path_free_text(evidence, local)
-        if arguments.output is not None:
-            _write_whole(Path(arguments.output), text + "\n")
+        if output is not None:
+            _user_files.write_file(output, (text + "\n").encode("utf-8"))
     except (OSError, ValueError) as error:
         print(f"error: no evidence written: {error}", file=sys.stderr)
-        return cli.EXIT_NOT_READY
+        return False
     print(text)
     if evidence["validated"] is True:
         print(
             f"validated: preflight ready and lifetime smoke complete on device "
-            f"{evidence['selected_device']} ({arguments.sm}); no kernel ran and nothing "
-            "is certified",
+            f"{device} ({sm}); no kernel ran and nothing is certified",
             file=sys.stderr,
         )
-        return cli.EXIT_READY
+        return True
     code = evidence["reason_code"]
     print("this host is not validated.", file=sys.stderr)
     if isinstance(code, str):
-        print("\n".join(cli.explain_lines(code)), file=sys.stderr)
-    return cli.EXIT_NOT_READY
+        print("\n".join(explain_lines(code)), file=sys.stderr)
+    return False

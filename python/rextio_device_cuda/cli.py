@@ -1,63 +1,56 @@
-"""python -m rextio_device_cuda: explain, preflight, runtime-source, pin-probe, probe, validate.
+"""python -m rextio_device_cuda: explain, preflight, runtime-source, pin-probe, probe,
+build-probe, validate, manifest.
 
-Bad input gets a message and a non-zero exit, never a traceback: 0 success /
-ready, 1 not ready or refused, 2 unusable input.
+The command line sits above the provider: a preflight runs through Core and
+the provider's public ``preflight()`` (``_standalone``), and every text about
+a reason code comes from ``_explain``. Bad input gets a message and a
+non-zero exit, never a traceback: 0 success / ready, 1 not ready or refused,
+2 unusable input.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib.resources
 import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, NamedTuple, NoReturn
+from typing import Final, NoReturn
 
-from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
-from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
-from rextio.devices import (
-    DeviceBuildContribution,
-    DevicePreflightRequest,
-    DevicePreflightResult,
-    DevicePreflightStatus,
-    DeviceProvider,
-    DeviceProviderError,
-    DeviceProviderManifest,
-    DeviceProviderOptions,
-    DeviceProviderSelection,
-    ResolvedDevicePlan,
-    load_selected_device_provider,
-    resolve_device_plan,
-)
+from rextio.devices import ResolvedDevicePlan
 
-from rextio_device_cuda import _codes, _refusal_text
-from rextio_device_cuda._declarations import frozen_requirement
+from rextio_device_cuda import _build_probe, _codes, _refusal_text, _validate
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._preflight_checks import Refusal
-from rextio_device_cuda._provider_spec import (
-    CAPABILITIES,
-    PROVIDER_SPEC,
-    CapabilitySpec,
-    RawDriverLaneSpec,
-)
+from rextio_device_cuda._explain import explain_lines, refusal_record
+from rextio_device_cuda._pin_text import PathNotTomlError, binary_lines, pin_lines, toml_string
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
 from rextio_device_cuda._runner import probe_file_sha256
-from rextio_device_cuda._shipped import NoShippedBinariesError, ShippedBinaryError, shipped_binary
-from rextio_device_cuda.provider import CudaDeviceProvider, refusal_logger
-from rextio_device_cuda.runtime_source import RuntimeSourceError, install_runtime_source
+from rextio_device_cuda._shipped import (
+    NO_SHIPPED_PROBE,
+    NoShippedBinariesError,
+    ShippedBinaryError,
+    shipped_binary,
+)
+from rextio_device_cuda._standalone import (
+    NotRun,
+    OptionsRejectedError,
+    Refused,
+    standalone_preflight,
+)
+from rextio_device_cuda.runtime_source import (
+    INSTALL_PARENT,
+    RuntimeSourceError,
+    install_runtime_source,
+)
 
 EXIT_READY: Final = 0
 EXIT_NOT_READY: Final = 1
 EXIT_USAGE: Final = 2
-# Raw lanes preflight the manual-validation profile of contract section 8.
-# The contract §8 standalone requirement for raw-driver lanes.
-_VALIDATION: Final = PROVIDER_SPEC.validation_requirement
-_PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
-_BACKEND: Final = PROVIDER_SPEC.manifest.backend
-_ARCHITECTURES: Final = tuple(item.sm for item in PROVIDER_SPEC.manifest.architectures)
-
+# The shipped manifest JSON (contract section 2), in the package beside this module.
+MANIFEST_RESOURCE: Final = "manifest.json"
 
 _RESULT_TEXT: Final = re.compile(r"-?[0-9]{1,10}", re.ASCII)
 
@@ -70,53 +63,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         raise _UsageError(message)
-
-
-class Refused(NamedTuple):
-    """A refused standalone preflight: Core's result, and what decided it."""
-
-    result: DevicePreflightResult
-    # This package's own refusal (its observed facts); None for another provider.
-    decided_by: Refusal | None
-
-
-class _RecordingProvider:
-    """Delegates to the loaded provider and keeps its last preflight result."""
-
-    def __init__(self, inner: DeviceProvider) -> None:
-        self._inner = inner
-        self.last_preflight: DevicePreflightResult | None = None
-        # What decided the last refusal, when the provider is this package's own.
-        self.last_refusal: Refusal | None = None
-
-    def manifest(self) -> DeviceProviderManifest:
-        return self._inner.manifest()
-
-    def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
-        if isinstance(self._inner, CudaDeviceProvider):
-            self.last_preflight, self.last_refusal = self._inner._preflight_outcome(request)
-        else:
-            self.last_preflight = self._inner.preflight(request)
-        return self.last_preflight
-
-    def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
-        return self._inner.build_contribution(request)
-
-
-def explain_lines(
-    code: str, facts: str | None = None, cuda_result: int | None = None
-) -> list[str]:
-    """A code's explanation, the observed facts that decided it, and its remedy, as printed."""
-    text = _refusal_text.explanation(code, cuda_result)
-    if text is None:
-        lines = [f"{code}: not a reason code of {_PROVIDER_ID}"]
-    else:
-        lines = [f"{code}: {text[0]}"]
-    if facts:
-        lines.append(f"observed: {facts}")
-    if text is not None:
-        lines.append(f"remedy: {text[1]}")
-    return lines
 
 
 def _cuda_result(text: str | None) -> int | None:
@@ -149,158 +95,44 @@ def _explain(arguments: argparse.Namespace) -> int:
             "--cuda-result applies only to codes the probe reports with a CUDA result: "
             + ", ".join(sorted(_refusal_text.RESULT_CODES))
         )
-    print("\n".join(explain_lines(code, cuda_result=result)))
+    _print_lines(explain_lines(code, cuda_result=result))
     return EXIT_READY
 
 
-def _profile(capability: CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
-    lane = PROVIDER_SPEC.lanes[capability.lane]
-    if isinstance(lane, RawDriverLaneSpec):
-        requirement = DeviceRequirement(
-            logical_device=f"{_BACKEND}:{ordinal}",
-            backend=_BACKEND,
-            runtime=_VALIDATION.runtime,
-            features=_VALIDATION.features,
-            memory_spaces=_VALIDATION.memory_spaces,
-            architectures=(sm,),
-        )
-        return rust_crate_profile(capability.target_triple, device_requirements=(requirement,))
-    requirement = frozen_requirement(lane.requirement, (sm,))
-    return host_extension_profile(
-        capability.target_triple,
-        runtime_requirements=tuple(
-            RuntimeRequirement(pin.name, pin.version, pin.features) for pin in lane.runtime_pins
-        ),
-        device_requirements=(requirement,),
-    )
-
-
-def _print_refusal(code: str, as_json: bool, status: str, refusal: Refusal | None) -> None:
-    # The observed facts come only from this package's own provider's refusal.
-    same = refusal is not None and refusal.reason_code == code
-    facts = refusal.facts if same and refusal is not None else None
-    result = refusal.cuda_result if same and refusal is not None else None
-    text = _refusal_text.explanation(code, result)
+def _print_refusal(refused: Refused, as_json: bool) -> None:
+    code, status = refused.reason_code, refused.result.status.value
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "status": status,
-                    "reason_code": code,
-                    "explanation": text[0] if text else None,
-                    "remedy": text[1] if text else None,
-                    "observed": facts,
-                    "cuda_result": result,
-                    "cuda_result_name": (
-                        _refusal_text.result_name(result) if result is not None else None
-                    ),
-                    "support_claim": False,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-        )
+        record = refusal_record(code, status, refused.facts, refused.cuda_result)
+        print(json.dumps(record, indent=2, sort_keys=True))
     else:
         print(f"not ready ({status})", file=sys.stderr)
-        print("\n".join(explain_lines(code, facts, result)), file=sys.stderr)
+        print("\n".join(explain_lines(code, refused.facts, refused.cuda_result)), file=sys.stderr)
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
     capability = CAPABILITIES.get(arguments.capability)
     if capability is None:
-        raise _UsageError(
-            f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}"
-        )
-    plan, refused, error = standalone_preflight(
-        capability,
-        arguments.probe,
-        arguments.device,
-        arguments.sm,
-        toolkit_root=arguments.toolkit_root,
-        probe_sha256=arguments.probe_sha256,
-        driver_root=arguments.driver_root,
-    )
-    if refused is not None:
-        result = refused.result
-        _print_refusal(
-            result.reason_codes[0], arguments.json, result.status.value, refused.decided_by
-        )
-        return EXIT_NOT_READY
-    if plan is None:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
-    print(json.dumps(_plan_record(plan), indent=2, sort_keys=True))
-    return EXIT_READY
-
-
-def standalone_preflight(
-    capability: CapabilitySpec,
-    probe: str,
-    device: str,
-    sm: str,
-    *,
-    toolkit_root: str | None = None,
-    probe_sha256: str | None = None,
-    driver_root: str | None = None,
-) -> tuple[ResolvedDevicePlan | None, Refused | None, str | None]:
-    """One standalone plan resolved through Core's ``resolve_device_plan``.
-
-    Returns (plan, None, None) when ready, (None, refusal, None) when the
-    provider refused, and (None, None, why) when Core failed otherwise.
-    Options Core rejects raise ``_UsageError``.
-    """
-    keys = PROVIDER_SPEC.option_keys
-    option_pairs = [(keys.probe, probe), (keys.device, device), (keys.sm, sm)]
-    if toolkit_root is not None:
-        option_pairs.append((keys.toolkit, toolkit_root))
-    if probe_sha256 is not None:
-        option_pairs.append((keys.probe_sha256, probe_sha256))
-    if driver_root is not None:
-        option_pairs.append((keys.driver_root, driver_root))
+        raise _UsageError(f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}")
     try:
-        options = DeviceProviderOptions(tuple(option_pairs))
-        selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
-    except ValueError as error:
+        outcome = standalone_preflight(
+            capability,
+            probe=arguments.probe,
+            device=arguments.device,
+            sm=arguments.sm,
+            toolkit_root=arguments.toolkit_root,
+            probe_sha256=arguments.probe_sha256,
+            driver_root=arguments.driver_root,
+        )
+    except OptionsRejectedError as error:
         raise _UsageError(str(error)) from error
-    # Core composes only a valid requirement; bad ordinals and SMs reach the
-    # provider through the options and come back as reason codes.
-    plain = device.isascii() and device.isdigit() and len(device) <= 4
-    ordinal = str(int(device)) if plain else "0"
-    profile = _profile(capability, ordinal, sm if sm in _ARCHITECTURES else _ARCHITECTURES[0])
-    try:
-        loaded, source = load_selected_device_provider(selection)
-    except DeviceProviderError as error:
-        return None, None, str(error)
-    recording = _RecordingProvider(loaded)
-    try:
-        with _provider_warnings_silenced():
-            plan = resolve_device_plan(
-                artifact_profile=profile,
-                selection=selection,
-                providers={_PROVIDER_ID: recording},
-                provider_sources={_PROVIDER_ID: source},
-                options=options,
-            )
-    except DeviceProviderError as error:
-        result = recording.last_preflight
-        if result is not None and result.status is not DevicePreflightStatus.READY:
-            return None, Refused(result, recording.last_refusal), None
-        return None, None, str(error)
-    if plan is None:
-        return None, None, "no plan was resolved"
-    return plan, None, None
-
-
-@contextlib.contextmanager
-def _provider_warnings_silenced() -> Iterator[None]:
-    """This command prints a refusal itself, with its remedy; the log line would repeat it."""
-    logger = refusal_logger()
-    previous = logger.disabled
-    logger.disabled = True
-    try:
-        yield
-    finally:
-        logger.disabled = previous
+    if isinstance(outcome, Refused):
+        _print_refusal(outcome, arguments.json)
+        return EXIT_NOT_READY
+    if isinstance(outcome, NotRun):
+        print(f"error: {outcome.why}", file=sys.stderr)
+        return EXIT_NOT_READY
+    print(json.dumps(_plan_record(outcome.plan), indent=2, sort_keys=True))
+    return EXIT_READY
 
 
 def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
@@ -330,41 +162,33 @@ def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
 
 def _runtime_source(arguments: argparse.Namespace) -> int:
     try:
-        written = install_runtime_source(Path(arguments.into))
+        installed = install_runtime_source(Path(arguments.into))
     except RuntimeSourceError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_NOT_READY
-    install_dir = PROVIDER_SPEC.runtime_package.install_dir
-    print(f"{'installed' if written else 'already current'}: {install_dir}")
+    for crate in installed:
+        print(f"{'installed' if crate.written else 'already current'}: {crate.install_dir}")
     return EXIT_READY
+
+
+def _print_lines(lines: list[str]) -> None:
+    print("\n".join(lines))
 
 
 def _pin_probe(arguments: argparse.Namespace) -> int:
     path = os.path.abspath(arguments.path)
     try:
+        # Checked first: a path rextio.toml cannot hold is refused before the probe is read.
+        toml_string(path)
+    except PathNotTomlError as error:
+        raise _UsageError(str(error)) from error
+    try:
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
         print("\n".join(explain_lines(error.reason_code, error.facts)), file=sys.stderr)
         return EXIT_NOT_READY
-    print(digest)
-    _print_pin(path, digest)
+    _print_lines([digest, *pin_lines(path, digest)])
     return EXIT_READY
-
-
-def _print_pin(path: str, digest: str) -> None:
-    keys = PROVIDER_SPEC.option_keys
-    print("# rextio.toml, under [target.device_options]:")
-    print(f"{keys.probe} = {json.dumps(path)}")
-    print(f'{keys.probe_sha256} = "{digest}"')
-
-
-NO_SHIPPED_PROBE: Final = (
-    "no probe ships for this platform: this installation carries none (the pure "
-    "py3-none-any wheel; the manylinux_2_17 x86_64 and aarch64 wheels carry one). "
-    "Build it from the source repository with "
-    "`cargo build --release --locked -p rextio-cuda-probe`, then print its pin with "
-    "`python -m rextio_device_cuda pin-probe target/release/rextio-cuda-driver-probe`."
-)
 
 
 def _probe(arguments: argparse.Namespace) -> int:
@@ -387,9 +211,52 @@ def _probe(arguments: argparse.Namespace) -> int:
     if digest != shipped.sha256:
         print("error: the installed probe changed while it was read; run again", file=sys.stderr)
         return EXIT_NOT_READY
-    print(f"probe: {path}")
-    print(f"sha256: {digest} (the SHA-256 this wheel recorded)")
-    _print_pin(path, digest)
+    try:
+        pinned = pin_lines(path, digest)
+    except PathNotTomlError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    _print_lines([*binary_lines("probe", path, digest, "the SHA-256 this wheel recorded"), *pinned])
+    return EXIT_READY
+
+
+def _build_probe_command(arguments: argparse.Namespace) -> int:
+    into = _build_probe.default_directory() if arguments.into is None else Path(arguments.into)
+    paths = _build_probe.binary_paths(into)
+    try:
+        # Checked before building: a path rextio.toml cannot hold is no use.
+        for path in paths:
+            toml_string(str(path))
+    except PathNotTomlError as error:
+        raise _UsageError(str(error)) from error
+    try:
+        built = _build_probe.build_probe(into)
+    except _build_probe.BuildProbeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_NOT_READY
+    note = "built here from the sources this package carries"
+    lines: list[str] = []
+    for name, binary in zip(("probe", "smoke"), built, strict=True):
+        lines.extend(binary_lines(name, str(binary.path), binary.sha256, note))
+    probe = built[0]
+    _print_lines([*lines, *pin_lines(str(probe.path), probe.sha256)])
+    return EXIT_READY
+
+
+def _manifest(arguments: argparse.Namespace) -> int:
+    resource = importlib.resources.files(__package__).joinpath(MANIFEST_RESOURCE)
+    try:
+        data = resource.read_bytes()
+    except OSError as error:
+        print(
+            f"error: this installation carries no {MANIFEST_RESOURCE} ({error.strerror}); "
+            "reinstall the package",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_READY
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
     return EXIT_READY
 
 
@@ -407,10 +274,11 @@ def _device_argument(text: str) -> int:
 
 
 def _validate_command(arguments: argparse.Namespace) -> int:
-    # Imported here: only this command needs it, and it imports this module.
-    from rextio_device_cuda import _validate
-
-    return _validate.run(arguments)
+    output = None if arguments.output is None else Path(arguments.output)
+    validated = _validate.run(
+        sm=arguments.sm, device=arguments.device, toolkit_root=arguments.toolkit_root, output=output
+    )
+    return EXIT_READY if validated else EXIT_NOT_READY
 
 
 def _parser() -> _Parser:
@@ -418,8 +286,9 @@ def _parser() -> _Parser:
         prog="python -m rextio_device_cuda",
         description=(
             "Explain the provider's reason codes, run one preflight through Rextio Core, "
-            "install the packaged runtime source into a project, or print the pin of the "
-            "installed (or a built) probe. "
+            "install the packaged runtime and loader crates into a project, print the pin of "
+            "the installed (or a built) probe, build the probe from the packaged sources, "
+            "validate an NVIDIA host, or print the provider manifest. "
             "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
         ),
     )
@@ -491,10 +360,10 @@ def _parser() -> _Parser:
     preflight.set_defaults(handler=_preflight)
     runtime = commands.add_parser(
         "runtime-source",
-        help="install the packaged runtime source into a project",
+        help="install the packaged runtime and loader crates into a project",
         description=(
-            "Extract the packaged rextio-cuda-runtime crate (SHA-256 checked) into "
-            f"PROJECT_DIR/{PROVIDER_SPEC.runtime_package.install_dir}; a rerun over an "
+            "Extract every packaged crate (SHA-256 checked), the runtime and the reviewed "
+            f"loader, beside each other into PROJECT_DIR/{INSTALL_PARENT}/; a rerun over an "
             "identical install, build products included, changes nothing."
         ),
     )
@@ -521,6 +390,26 @@ def _parser() -> _Parser:
         ),
     )
     probe.set_defaults(handler=_probe)
+    build_probe = commands.add_parser(
+        "build-probe",
+        help="build the probe and smoke from the packaged sources with cargo",
+        description=(
+            "Build the reviewed probe and lifetime smoke from the sources this package "
+            "carries, with your cargo (release, --locked; rustup picks the pinned "
+            "toolchain), and print their paths, SHA-256 and the [target.device_options] "
+            "lines to paste, as the probe command does. For platforms where no binary ships. "
+            "Nothing is built unless asked."
+        ),
+    )
+    build_probe.add_argument(
+        "--into",
+        metavar="DIR",
+        help=(
+            "the directory the binaries are written to (created when missing; default: "
+            f"{_build_probe.default_directory()})"
+        ),
+    )
+    build_probe.set_defaults(handler=_build_probe_command)
     validate = commands.add_parser(
         "validate",
         help="path-free evidence that this NVIDIA host works, with the shipped probe and smoke",
@@ -542,6 +431,16 @@ def _parser() -> _Parser:
     )
     validate.add_argument("--output", metavar="FILE", help="also write the evidence to FILE")
     validate.set_defaults(handler=_validate_command)
+    manifest = commands.add_parser(
+        "manifest",
+        help="print the provider manifest JSON this package ships",
+        description=(
+            "Print rextio_device_cuda/manifest.json byte for byte: the provider manifest as "
+            "canonical JSON (manifest().to_dict(), keys sorted, two-space indent). A tool can "
+            "read the same file from the installed package without importing it."
+        ),
+    )
+    manifest.set_defaults(handler=_manifest)
     return parser
 
 

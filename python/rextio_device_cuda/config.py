@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Final
 
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
-from rextio_device_cuda._runner import is_probe_sha256
 
 __all__ = [
     "CUDA_DRIVER_VERSION_FLOOR",
@@ -31,6 +30,12 @@ CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR_TEXT: Final[str] = ".".join(
 )
 _POLICY: Final = PROVIDER_SPEC.policy
 _SM_PATTERN: Final = re.compile(_POLICY.sm_pattern, re.ASCII)
+_SHA256_PATTERN: Final = re.compile(PROVIDER_SPEC.probe_runner.sha256_pattern, re.ASCII)
+
+
+def is_probe_sha256(value: object) -> bool:
+    """True for a well-formed pin: exactly 64 lowercase hexadecimal digits."""
+    return isinstance(value, str) and _SHA256_PATTERN.fullmatch(value) is not None
 
 
 def _is_int(value: object) -> bool:

@@ -6,7 +6,7 @@ imports them unchanged.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._report import (
@@ -17,10 +17,8 @@ from rextio_device_cuda._report import (
     parse_probe_report,
 )
 from rextio_device_cuda._runner import SubprocessProbeRunner
+from rextio_device_cuda._toolkit import CudaToolkitReport, FilesystemToolkitInspector
 from rextio_device_cuda.config import CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR
-
-if TYPE_CHECKING:
-    from rextio_device_cuda._toolkit import CudaToolkitReport, FilesystemToolkitInspector
 
 __all__ = [
     "CUDA_TOOLKIT_RUNTIME_VERSION_FLOOR",
@@ -55,15 +53,3 @@ class ToolkitInspector(Protocol):
         """Return the toolkit's version and components for ``target_triple``."""
         ...
 
-
-# The toolkit inspector serves only raw lanes given a toolkit: it is imported
-# when one of its names is first used, never by a preflight that needs none.
-_TOOLKIT_NAMES = frozenset({"CudaToolkitReport", "FilesystemToolkitInspector"})
-
-
-def __getattr__(name: str) -> object:
-    if name in _TOOLKIT_NAMES:
-        from rextio_device_cuda import _toolkit
-
-        return getattr(_toolkit, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -152,6 +153,42 @@ def test_validate_explains_a_missing_driver_on_this_host(
     assert evidence["smoke"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
 
 
+def test_output_replaces_a_link_another_user_planted_never_writing_through_it(
+    namespace_tools: NamespaceTools, shipped: dict[str, str], tmp_path: Path
+) -> None:
+    # Root writes its evidence into a shared sticky directory (as /tmp) where
+    # another user planted a link at the output's name, pointing at a 0600
+    # file of root's; this host does not protect links itself.
+    assert Path("/proc/sys/fs/protected_symlinks").read_text(encoding="ascii").strip() == "0"
+    victim = tmp_path / "victim"
+    victim.write_text("root's own\n")
+    victim.chmod(0o600)
+    shared = Path(tempfile.mkdtemp(prefix="rextio-shared-", dir="/tmp"))
+    try:
+        shared.chmod(0o1777)
+        output = shared / "evidence.json"
+        ln = shutil.which("ln")
+        assert ln is not None
+        subprocess.run(
+            [ln, "-s", "--", victim, output],
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            check=True,
+            timeout=60,
+        )
+        assert output.lstat().st_uid == 65534
+        run = _run(["--sm", "sm_80", "--output", output], shipped)
+        assert run.returncode == 1, run.stderr
+        assert victim.read_text() == "root's own\n"
+        assert not output.is_symlink()
+        assert output.stat().st_uid == 0
+        assert _evidence(output, run.stdout, tmp_path)["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+        assert sorted(path.name for path in shared.iterdir()) == ["evidence.json"]
+    finally:
+        shutil.rmtree(shared)
+
+
 def test_without_shipped_binaries_validate_says_none_ships(tmp_path: Path) -> None:
     site = tmp_path / "site"
     _package_copy(site)
@@ -159,6 +196,7 @@ def test_without_shipped_binaries_validate_says_none_ships(tmp_path: Path) -> No
     run = _run(["--sm", "sm_80", "--output", output], {"PYTHONPATH": str(site)})
     assert run.returncode == 1, run.stderr
     assert run.stderr.startswith("error: no probe ships for this platform: ")
+    assert "python -m rextio_device_cuda build-probe" in run.stderr
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()

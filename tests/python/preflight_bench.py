@@ -58,7 +58,7 @@ def _hash_cost(size: int, directory: Path) -> float:
     import os
     import statistics
 
-    from rextio_device_cuda._runner import sha256_of_descriptor
+    from rextio_device_cuda._sealed import sha256_of_descriptor
 
     path = directory / "hash-sample"
     path.write_bytes(os.urandom(size))

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from cuda_support import SPEC, ProbeFactory, report, run_cli
 
+from rextio_device_cuda import CudaDeviceProvider
 from rextio_device_cuda.cli import _parser, main
+from rextio_device_cuda.runtime_source import packaged_crates
 
 
 def _preflight(
@@ -79,7 +81,17 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["explain"], ["preflight"], ["runtime-source"], ["pin-probe"], ["validate"]]
+    "command",
+    [
+        [],
+        ["explain"],
+        ["preflight"],
+        ["runtime-source"],
+        ["pin-probe"],
+        ["build-probe"],
+        ["validate"],
+        ["manifest"],
+    ],
 )
 def test_help_is_plain_text(command: list[str], tmp_path: Path) -> None:
     done = run_cli(*command, "--help", cwd=tmp_path)
@@ -102,7 +114,9 @@ def test_every_argument_has_help() -> None:
         "runtime-source",
         "pin-probe",
         "probe",
+        "build-probe",
         "validate",
+        "manifest",
     ]
     for each in parsers:
         for action in each._actions:
@@ -198,10 +212,13 @@ def test_bad_input_never_tracebacks(arguments: list[str], tmp_path: Path) -> Non
 
 
 def test_runtime_source_command(tmp_path: Path) -> None:
-    assert run_cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path).returncode == 0
+    first = run_cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    crates = [crate.install_dir for crate in packaged_crates()]
+    assert first.stdout.splitlines() == [f"installed: {crate}" for crate in crates]
     again = run_cli("runtime-source", "--into", str(tmp_path), cwd=tmp_path)
     assert again.returncode == 0
-    assert "already current" in again.stdout
+    assert again.stdout.splitlines() == [f"already current: {crate}" for crate in crates]
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert missing.returncode == 1
     assert "Traceback" not in missing.stderr
@@ -225,3 +242,20 @@ def test_preflight_states_what_was_observed(probes: ProbeFactory, tmp_path: Path
         "driver 12.4 is older than 12.8, the first CUDA release that knows sm_120"
     )
     assert str(probe) not in done.stderr + refused.stdout + refused.stderr
+
+
+def test_manifest_prints_the_shipped_json_byte_for_byte(tmp_path: Path) -> None:
+    # The shipped rextio_device_cuda/manifest.json (generated/manifest.json,
+    # staged into the wheel) is the provider's own manifest, canonically serialized.
+    manifest = CudaDeviceProvider().manifest().to_dict()
+    expected = json.dumps(manifest, sort_keys=True, indent=2) + "\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "rextio_device_cuda", "manifest"],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+    assert done.stdout == expected.encode("utf-8")

@@ -239,5 +239,5 @@ def test_probe_without_shipped_binaries_says_how_to_build_one(tmp_path: Path) ->
 
     assert (done.returncode, done.stdout) == (1, "")
     assert "no probe ships for this platform" in done.stderr
-    assert "cargo build --release --locked -p rextio-cuda-probe" in done.stderr
+    assert "python -m rextio_device_cuda build-probe" in done.stderr
     assert "Traceback" not in done.stderr

@@ -40,6 +40,15 @@ def _run(probe_body: str, probes: ProbeFactory, timeout: float) -> tuple[str, st
 # A process that sleeps with TAG in its argv (sleep(1) would reject the tag).
 SLEEPER = f"{sys.executable} -c 'import time; time.sleep(30)' TAG"
 
+# The same started in the background in a process group of its own (still
+# in the probe's session), not holding stdout; the probe's shell goes on once
+# it has moved.
+OWN_GROUP_SLEEPER = (
+    f"{sys.executable} -c 'import os, time; os.setpgid(0, 0); time.sleep(30)' TAG "
+    ">/dev/null 2>&1 &\n"
+    'while set -- $(cat /proc/$!/stat) && [ "$5" = "$$" ]; do :; done'
+)
+
 HOSTILE = [
     ("hang", "exec sleep 30 # TAG", "PROBE_TIMEOUT"),
     ("flood", "exec yes TAG", "PROBE_OUTPUT_TOO_LARGE"),
@@ -57,6 +66,10 @@ HOSTILE = [
     ),
     # A flood that also leaves a sleeper behind.
     ("flood-and-grandchild", f"{SLEEPER} &\nexec yes TAG", "PROBE_OUTPUT_TOO_LARGE"),
+    # A grandchild that moved to a group of its own stays in the probe's
+    # session: killing the probe's group alone would leave it running.
+    ("own-group-after-output", f"{OWN_GROUP_SLEEPER}\necho 'x'", "PROBE_OUTPUT_INVALID"),
+    ("own-group-hang", f"{OWN_GROUP_SLEEPER}\nexec sleep 30 # TAG", "PROBE_TIMEOUT"),
 ]
 
 
@@ -81,6 +94,18 @@ def test_grandchild_is_killed_even_after_a_clean_exit(probes: ProbeFactory) -> N
     with pytest.raises(CudaProbeError) as caught:
         SubprocessProbeRunner(path, timeout_seconds=FINISH_TIMEOUT).run()
     assert caught.value.reason_code == "PROBE_OUTPUT_INVALID"
+    assert processes_with(tag) == []
+
+
+@pytest.mark.process_stress
+def test_a_ready_run_leaves_no_process_of_its_session(probes: ProbeFactory) -> None:
+    # A valid report and exit 0, a sleeper left behind in a group of its own.
+    tag = f"rextio-session-{uuid.uuid4().hex}"
+    text = json.dumps(report())
+    body = f"{OWN_GROUP_SLEEPER.replace('TAG', tag)}\nprintf '%s' '{text}'\n"
+    path = probes.shell(body, name=tag)
+    parsed = SubprocessProbeRunner(path, timeout_seconds=FINISH_TIMEOUT).run()
+    assert parsed.status == "probe-complete"
     assert processes_with(tag) == []
 
 
@@ -204,31 +229,6 @@ def test_runner_codes_win_over_a_parse_failure_seen_early(probes: ProbeFactory) 
     with pytest.raises(CudaProbeError) as caught:
         SubprocessProbeRunner(path).run()
     assert caught.value.reason_code == "PROBE_EXIT_NONZERO"
-
-
-def test_work_overlapping_the_probe_runs_once(probes: ProbeFactory) -> None:
-    path = probes.printing(report())
-    calls: list[bool] = []
-
-    def work() -> None:
-        calls.append(True)
-
-    parsed = SubprocessProbeRunner(path).run_overlapping(work)
-    assert parsed.status == "probe-complete"
-    assert len(calls) == 1
-
-
-@pytest.mark.process_stress
-def test_failing_overlapped_work_kills_the_probe_group(probes: ProbeFactory) -> None:
-    tag = f"rextio-overlap-{uuid.uuid4().hex}"
-    path = probes.shell(f"{SLEEPER.replace('TAG', tag)} &\nexec sleep 30 # {tag}", name=tag)
-
-    def work() -> None:
-        raise RuntimeError("caller failed while the probe ran")
-
-    with pytest.raises(RuntimeError, match="caller failed"):
-        SubprocessProbeRunner(path, timeout_seconds=FINISH_TIMEOUT).run_overlapping(work)
-    assert processes_with(tag) == []
 
 
 def test_a_path_with_nul_is_not_found(probes: ProbeFactory) -> None:

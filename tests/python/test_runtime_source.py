@@ -15,24 +15,39 @@ import signal
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 
 from rextio_device_cuda import _generated, runtime_source
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+from rextio_device_cuda._source_archive import PackagedArchive, read_archive
 from rextio_device_cuda.runtime_source import (
-    ARCHIVE_TOP_FOLDER,
+    PackagedCrate,
     RuntimeSourceError,
-    install_runtime_source,
-    packaged_archive_path,
-    read_runtime_archive,
+    packaged_crates,
 )
 
 INSTALL = Path(*PROVIDER_SPEC.runtime_package.install_dir.split("/"))
-TOP = ARCHIVE_TOP_FOLDER
+[RUNTIME] = [crate for crate in packaged_crates() if crate.name == INSTALL.name]
+TOP = RUNTIME.archive.top_folder
+# Every packaged crate's folder, beside each other in the install's parent.
+CRATE_NAMES = sorted(crate.name for crate in packaged_crates())
+
+
+def install_runtime_source(
+    project: Path, *, crates: tuple[PackagedCrate, ...] | None = None
+) -> bool:
+    """Installs every packaged crate; True when this call wrote any."""
+    installed = runtime_source.install_runtime_source(project, crates=crates)
+    return any(crate.written for crate in installed)
+
+
+def packaged_archive_path() -> Path:
+    return RUNTIME.archive.path
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -46,7 +61,7 @@ def _files(root: Path) -> dict[str, bytes]:
 def test_packaged_archive_matches_its_digest() -> None:
     data = packaged_archive_path().read_bytes()
     assert hashlib.sha256(data).hexdigest() == _generated.RUNTIME_SOURCE_SHA256
-    assert read_runtime_archive() == data
+    assert read_archive(RUNTIME.archive) == data
 
 
 def test_install_is_complete_and_idempotent(tmp_path: Path) -> None:
@@ -57,7 +72,7 @@ def test_install_is_complete_and_idempotent(tmp_path: Path) -> None:
         expected = {member.name.removeprefix(f"{TOP}/") for member in archive if member.isreg()}
     assert set(_files(installed)) == expected
     assert install_runtime_source(tmp_path) is False
-    assert [p.name for p in installed.parent.iterdir()] == [INSTALL.name]
+    assert sorted(p.name for p in installed.parent.iterdir()) == CRATE_NAMES
 
 
 def test_refuses_to_overwrite_different_content(tmp_path: Path) -> None:
@@ -67,7 +82,7 @@ def test_refuses_to_overwrite_different_content(tmp_path: Path) -> None:
     with pytest.raises(RuntimeSourceError, match="different"):
         install_runtime_source(tmp_path)
     assert cargo.read_text() == "[package]\nname = 'changed'\n"
-    assert [p.name for p in cargo.parent.parent.iterdir()] == [INSTALL.name]
+    assert sorted(p.name for p in cargo.parent.parent.iterdir()) == CRATE_NAMES
 
 
 def _archive(tmp_path: Path, add: list[tarfile.TarInfo | tuple[str, bytes]]) -> Path:
@@ -87,6 +102,12 @@ def _archive(tmp_path: Path, add: list[tarfile.TarInfo | tuple[str, bytes]]) -> 
     path = tmp_path / "hostile.tar.gz"
     path.write_bytes(gzip.compress(buffer.getvalue()))
     return path
+
+
+def _crate(archive: Path) -> PackagedCrate:
+    """The runtime crate, packaged as ``archive`` (its digest recorded)."""
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    return PackagedCrate(RUNTIME.name, PackagedArchive(archive, digest, TOP))
 
 
 def _link(name: str, target: str, kind: bytes = tarfile.SYMTYPE) -> tarfile.TarInfo:
@@ -118,17 +139,70 @@ def _device(name: str) -> tarfile.TarInfo:
 def test_hostile_archives_are_refused_and_leave_nothing(
     entries: list[tarfile.TarInfo | tuple[str, bytes]],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     archive = _archive(tmp_path, [(f"{TOP}/Cargo.toml", b"[package]\n"), *entries])
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    monkeypatch.setattr(_generated, "RUNTIME_SOURCE_SHA256", digest)
     project = tmp_path / "project"
     project.mkdir()
     with pytest.raises(RuntimeSourceError):
-        install_runtime_source(project, archive=archive)
+        install_runtime_source(project, crates=(_crate(archive),))
     assert list(project.iterdir()) == []
     assert not (tmp_path / "escape.txt").exists()
+
+
+def _second_crate(tmp_path: Path, content: bytes = b"// loader\n") -> PackagedCrate:
+    """A second packaged crate (named like the loader), as its own tarball."""
+    name, top = "rextio-cuda-loader", "rextio-cuda-loader-0.1.0"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for entry, data in ((f"{top}/Cargo.toml", b"[package]\n"), (f"{top}/src/lib.rs", content)):
+            info = tarfile.TarInfo(entry)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    path = tmp_path / f"{top}.tar.gz"
+    path.write_bytes(gzip.compress(buffer.getvalue()))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return PackagedCrate(name, PackagedArchive(path, digest, top))
+
+
+def test_every_packaged_crate_is_installed_beside_the_others(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    crates = (RUNTIME, _second_crate(tmp_path))
+    installed = runtime_source.install_runtime_source(project, crates=crates)
+    parent = PurePosixPath(PROVIDER_SPEC.runtime_package.install_dir).parent
+    assert [(crate.install_dir, crate.written) for crate in installed] == [
+        (parent / "rextio-cuda-runtime", True),
+        (parent / "rextio-cuda-loader", True),
+    ]
+    loader = project / INSTALL.parent / "rextio-cuda-loader"
+    assert (loader / "src" / "lib.rs").read_bytes() == b"// loader\n"
+    assert (project / INSTALL / "Cargo.toml").is_file()
+    # A rerun over the identical install writes nothing.
+    again = runtime_source.install_runtime_source(project, crates=crates)
+    assert [crate.written for crate in again] == [False, False]
+    assert _install_dir_listing(project) == ["rextio-cuda-loader", "rextio-cuda-runtime"]
+
+
+def test_a_missing_crate_is_added_beside_an_installed_one(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    runtime_source.install_runtime_source(project, crates=(RUNTIME,))
+    before = _files(project / INSTALL)
+    installed = runtime_source.install_runtime_source(
+        project, crates=(RUNTIME, _second_crate(tmp_path))
+    )
+    assert [crate.written for crate in installed] == [False, True]
+    assert _files(project / INSTALL) == before
+
+
+def test_one_different_crate_refuses_the_whole_install_before_writing(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    runtime_source.install_runtime_source(project, crates=(RUNTIME,))
+    (project / INSTALL / "README.md").write_text("edited\n")
+    with pytest.raises(RuntimeSourceError, match=r"changed README\.md"):
+        runtime_source.install_runtime_source(project, crates=(RUNTIME, _second_crate(tmp_path)))
+    assert _install_dir_listing(project) == [INSTALL.name]
 
 
 def test_tampered_archive_is_refused(tmp_path: Path) -> None:
@@ -136,8 +210,9 @@ def test_tampered_archive_is_refused(tmp_path: Path) -> None:
     tampered.write_bytes(packaged_archive_path().read_bytes() + b"\0")
     project = tmp_path / "project"
     project.mkdir()
+    crate = PackagedCrate(RUNTIME.name, PackagedArchive(tampered, RUNTIME.archive.sha256, TOP))
     with pytest.raises(RuntimeSourceError, match="SHA-256"):
-        install_runtime_source(project, archive=tampered)
+        install_runtime_source(project, crates=(crate,))
     assert list(project.iterdir()) == []
 
 
@@ -272,7 +347,7 @@ def test_building_the_installed_crate_never_makes_a_rerun_refuse(tmp_path: Path)
     assert (crate / "Cargo.lock").is_file()
     assert (crate / "target").is_dir()
     assert install_runtime_source(tmp_path) is False
-    assert _install_dir_listing(tmp_path) == [INSTALL.name]
+    assert _install_dir_listing(tmp_path) == CRATE_NAMES
 
 
 def _add(relative: str, content: bytes = b"// extra\n") -> Callable[[Path], None]:
@@ -336,7 +411,7 @@ def test_a_rerun_refuses_every_other_difference_by_name(
     assert "different runtime source" in message
     assert str(tmp_path) not in message
     assert {path: path.lstat().st_mtime_ns for path in crate.rglob("*")} == before
-    assert _install_dir_listing(project) == [INSTALL.name]
+    assert _install_dir_listing(project) == CRATE_NAMES
 
 
 ROUNDS = 60
@@ -375,7 +450,7 @@ def test_concurrent_installs_into_one_project_all_succeed(tmp_path: Path) -> Non
         round_outcomes = [outcome for index, outcome in outcomes if index == round_index]
         assert sorted(round_outcomes) == [False] * (WORKERS - 1) + [True]
         project = tmp_path / f"project-{round_index}"
-        assert _install_dir_listing(project) == [INSTALL.name]
+        assert _install_dir_listing(project) == CRATE_NAMES
         assert install_runtime_source(project) is False
 
 
@@ -454,5 +529,54 @@ def test_an_install_killed_midway_is_cleaned_up_by_the_next(tmp_path: Path) -> N
     assert INSTALL.name not in leftovers
 
     assert install_runtime_source(tmp_path) is True
-    assert _install_dir_listing(tmp_path) == [INSTALL.name]
+    assert _install_dir_listing(tmp_path) == CRATE_NAMES
     assert install_runtime_source(tmp_path) is False
+
+
+def _coreutil(name: str) -> str:
+    program = shutil.which(name)
+    assert program is not None, f"coreutils' {name} is needed"
+    return program
+
+
+def _as_other_user(command: list[str]) -> None:
+    subprocess.run(
+        command,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        check=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_name_another_user_planted_at_the_install_is_refused_never_written_through(
+    planted: str, tmp_path: Path
+) -> None:
+    # A shared sticky project directory (as /tmp) where another user made the
+    # crates' folder and planted a link (to a folder of root's) or a FIFO at
+    # the runtime's name; this host does not protect links itself.
+    assert Path("/proc/sys/fs/protected_symlinks").read_text(encoding="ascii").strip() == "0"
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    project = Path(tempfile.mkdtemp(prefix="rextio-shared-", dir="/tmp"))
+    try:
+        project.chmod(0o1777)
+        final = project / INSTALL
+        plant = [
+            [_coreutil("mkdir"), "-p", "--", str(final.parent)],
+            [_coreutil("ln"), "-s", "--", str(victim), str(final)]
+            if planted == "link"
+            else [_coreutil("mkfifo"), "--", str(final)],
+        ]
+        for command in plant:
+            _as_other_user(command)
+        assert final.lstat().st_uid == 65534
+        with pytest.raises(RuntimeSourceError, match="not a plain directory"):
+            install_runtime_source(project)
+        assert list(victim.iterdir()) == []
+        assert final.lstat().st_uid == 65534
+        assert sorted(path.name for path in final.parent.iterdir()) == [INSTALL.name]
+    finally:
+        shutil.rmtree(project)

@@ -10,9 +10,11 @@ import hashlib
 import json
 import os
 import select
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -112,7 +114,7 @@ _CHUNK = 1 << 20
 def test_the_digest_is_the_whole_files(size: int, probes: ProbeFactory) -> None:
     # The sealed copy is read back in exact-size chunks: every byte is hashed,
     # whatever the size's relation to a chunk.
-    data = (b"\x7fELF" + os.urandom(size))[:size]
+    data = (b"\0" + os.urandom(size))[:size]  # neither a script nor ELF
     probe = probes.write_bytes("sized", data)
     sealed = sealed_module.seal(str(probe))
     try:
@@ -123,7 +125,7 @@ def test_the_digest_is_the_whole_files(size: int, probes: ProbeFactory) -> None:
 
 def test_a_script_past_the_first_bytes_is_not_a_script(probes: ProbeFactory) -> None:
     # Only a file that begins with #! is refused; #! later is just bytes.
-    probe = probes.write_bytes("late", b"\x7fELF" + b"#!" * 10)
+    probe = probes.write_bytes("late", b"\0ELF" + b"#!" * 10)
     sealed = sealed_module.seal(str(probe))
     sealed.close()
     assert sealed.digest == _digest(probe)
@@ -348,7 +350,7 @@ def test_memfd_noexec_2_refuses_and_never_runs_the_file(probes: ProbeFactory) ->
 def test_a_descriptor_holding_more_than_its_size_says_is_hashed_whole() -> None:
     # The reads follow the file's size but go on to end of file: a file
     # whose size says 0 (a procfs one) is still hashed whole.
-    from rextio_device_cuda._runner import sha256_of_descriptor
+    from rextio_device_cuda._sealed import sha256_of_descriptor
 
     descriptor = os.open("/proc/self/cmdline", os.O_RDONLY)
     try:
@@ -358,3 +360,219 @@ def test_a_descriptor_holding_more_than_its_size_says_is_hashed_whole() -> None:
         ).hexdigest()
     finally:
         os.close(descriptor)
+
+
+# -- what the dynamic loader would bring (PROBE_PIN_LOADER_UNTRUSTED) -------------------
+
+_MAIN_C = "#include <stdio.h>\nint main(void) { puts(\"{}\"); return 0; }\n"
+SYSTEM_INTERPRETER = "/lib64/ld-linux-x86-64.so.2"
+
+
+def _compile(directory: Path, name: str, *flags: str, source: str = _MAIN_C) -> Path:
+    """A small C program linked with ``flags`` (the system's cc)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    source_path = directory / f"{name}.c"
+    source_path.write_text(source, encoding="ascii")
+    binary = directory / name
+    compiler = shutil.which("cc")
+    assert compiler is not None, "a C compiler (cc) is needed"
+    subprocess.run([compiler, "-o", str(binary), str(source_path), *flags], check=True)
+    return binary
+
+
+def _pinned_code(probe: Path) -> tuple[str, str | None]:
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(probe, probe_sha256=_digest(probe)).run()
+    return caught.value.reason_code, caught.value.facts
+
+
+def _copied_interpreter(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    interpreter = directory / "ld.so"
+    interpreter.write_bytes(Path(SYSTEM_INTERPRETER).read_bytes())
+    interpreter.chmod(0o755)
+    return interpreter
+
+
+def test_an_interpreter_in_a_writable_directory_is_refused_unrun(tmp_path: Path) -> None:
+    loader = tmp_path / "loader"
+    interpreter = _copied_interpreter(loader)
+    loader.chmod(0o777)
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
+    # It runs unpinned (the interpreter works): only the pin refuses it.
+    assert subprocess.run([str(probe)], capture_output=True, check=True).stdout == b"{}\n"
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "may be written by its group or others" in facts
+
+
+@pytest.fixture
+def root_only_directory() -> Iterator[Path]:
+    """A directory only root can change, reached from / through such directories
+    (nothing below /tmp is: /tmp is writable by everyone)."""
+    directory = Path(tempfile.mkdtemp(prefix="rextio-loader-", dir="/run"))
+    try:
+        directory.chmod(0o755)
+        yield directory
+    finally:
+        shutil.rmtree(directory)
+
+
+def test_an_interpreter_owned_by_another_user_is_refused(
+    tmp_path: Path, root_only_directory: Path
+) -> None:
+    interpreter = _copied_interpreter(root_only_directory)
+    os.chown(interpreter, 65534, 65534)
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "uid 65534" in facts
+    # The same interpreter, root's again, passes.
+    os.chown(interpreter, 0, 0)
+    output = SubprocessProbeRunner(probe, probe_sha256=_digest(probe)).read_output()
+    assert output == b"{}\n"
+
+
+def test_a_link_through_a_writable_directory_is_refused(
+    tmp_path: Path, root_only_directory: Path
+) -> None:
+    # The link lies in a root-only directory, but what it names lies below
+    # /tmp: whoever may write there may swap the interpreter later.
+    elsewhere = _copied_interpreter(tmp_path / "loader")
+    link = root_only_directory / "ld.so"
+    link.symlink_to(elsewhere)
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={link}")
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "mode 1777" in facts
+
+
+def test_an_interpreter_reached_through_a_writable_directory_is_refused(tmp_path: Path) -> None:
+    # /tmp is writable by everyone: whatever lies below it is not root's alone,
+    # even a root-owned 0755 interpreter in a root-owned 0700 directory.
+    interpreter = _copied_interpreter(tmp_path / "loader")
+    assert str(interpreter).startswith("/tmp/")
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
+    assert _pinned_code(probe)[0] == "PROBE_PIN_LOADER_UNTRUSTED"
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("-Wl,--enable-new-dtags,-rpath,/opt/runpath",),
+        ("-Wl,--disable-new-dtags,-rpath,/opt/rpath",),
+    ],
+    ids=["runpath", "rpath"],
+)
+def test_a_runpath_or_rpath_is_refused_unrun(flags: tuple[str, ...], tmp_path: Path) -> None:
+    probe = _compile(tmp_path, "probe", *flags)
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert ("DT_RUNPATH" if "enable" in flags[0] else "DT_RPATH") in facts
+
+
+def test_a_library_needed_by_path_is_refused_unrun(tmp_path: Path) -> None:
+    # A library without a soname, linked by its path, is needed by that path.
+    library = _compile(
+        tmp_path, "libextra.so", "-shared", "-fPIC", source="int extra(void) { return 1; }\n"
+    )
+    uses_it = (
+        "#include <stdio.h>\nint extra(void);\n"
+        'int main(void) { puts("{}"); return extra() - 1; }\n'
+    )
+    probe = _compile(tmp_path, "probe", str(library), source=uses_it)
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "needed library by a path" in facts
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\x7fELF",  # no class, no header
+        b"\x7fELF\x02\x01\x01" + b"\0" * 9 + b"\xff" * 48,  # program headers far past the end
+        b"\x7fELF\x07\x01\x01" + b"\0" * 100,  # no such class
+    ],
+    ids=["truncated", "headers-past-the-end", "unknown-class"],
+)
+def test_a_malformed_elf_is_refused_unrun(data: bytes, probes: ProbeFactory) -> None:
+    probe = probes.write_bytes("probe", data)
+    assert _pinned_code(probe)[0] == "PROBE_PIN_LOADER_UNTRUSTED"
+
+
+def test_the_system_loader_and_a_static_probe_pass(tmp_path: Path) -> None:
+    from rextio_device_cuda._pinned_loader import untrusted_reason
+
+    assert untrusted_reason(SYSTEM_INTERPRETER) is None
+    kinds = (("dynamic", ()), ("static", ("-static",)), ("static-pie", ("-static-pie",)))
+    for name, flags in kinds:
+        probe = _compile(tmp_path, name, *flags)
+        output = SubprocessProbeRunner(probe, probe_sha256=_digest(probe)).read_output()
+        assert output == b"{}\n", name
+
+
+def test_the_shipped_probe_passes() -> None:
+    from rextio_device_cuda._runner import probe_file_sha256
+    from rextio_device_cuda._shipped import shipped_binary
+
+    shipped = shipped_binary(SPEC["probe_report"]["probe"])
+    assert probe_file_sha256(str(shipped.path)) == shipped.sha256
+
+
+# -- messages that say what is true ----------------------------------------------------
+
+_NOEXEC_CHILD = r"""
+import json, shutil, subprocess, sys
+subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec", "tmpfs", sys.argv[2]], check=True)
+probe = shutil.copy2(sys.argv[1], sys.argv[2])
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+try:
+    SubprocessProbeRunner(probe).run()
+    print(json.dumps([None, None]))
+except CudaProbeError as error:
+    print(json.dumps([error.reason_code, error.facts]))
+"""
+
+
+def test_a_probe_on_a_noexec_mount_is_said_to_be_there(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    mount_point = tmp_path / "noexec"
+    mount_point.mkdir()
+    probe = probes.printing(report())
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "util-linux unshare is needed"
+    argv = [unshare, "--mount", "--propagation", "private", sys.executable, "-I", "-c"]
+    done = subprocess.run(
+        [*argv, _NOEXEC_CHILD, str(probe), str(mount_point)],
+        capture_output=True,
+        text=True,
+        timeout=BOUND_SECONDS,
+        check=True,
+    )
+    code, facts = json.loads(done.stdout)
+    assert code == "PROBE_NOT_EXECUTABLE"
+    assert "mounted noexec" in facts
+    assert "mode" not in facts
+
+
+def test_a_path_with_a_lone_surrogate_is_said_to_hold_one(tmp_path: Path) -> None:
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(tmp_path / "probe\ud800").run()
+    assert caught.value.reason_code == "PROBE_NOT_FOUND"
+    assert caught.value.facts is not None
+    assert "lone surrogate" in caught.value.facts
+    assert "NUL" not in caught.value.facts
+
+
+def test_a_digest_mismatch_shows_both_digests_in_full(probes: ProbeFactory) -> None:
+    probe = probes.binary(report())
+    with pytest.raises(CudaProbeError) as caught:
+        SubprocessProbeRunner(probe, probe_sha256=WRONG_PIN).run()
+    assert caught.value.reason_code == "PROBE_DIGEST_MISMATCH"
+    assert caught.value.facts == f"the file's SHA-256 is {_digest(probe)}; the pin is {WRONG_PIN}"

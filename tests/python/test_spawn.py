@@ -1,43 +1,26 @@
-"""How the runner starts a probe: what the probe gets, by either way of starting it.
+"""How the runner starts and ends a probe, and the host's odd states it must survive.
 
-On CPython the runner calls ``_posixsubprocess.fork_exec`` (what
-``subprocess.Popen`` calls) directly where its parameters are known, and
-``subprocess.Popen`` anywhere else; each test here runs both ways and the
-probe must see exactly the same thing: its own session and process group,
-an empty environment, stdin and stderr ``/dev/null``, stdout a pipe, no
-other descriptor of the host, default signal dispositions.
+The probe gets its own session and process group, an empty environment,
+stdin and stderr ``/dev/null``, stdout a pipe, no other descriptor of the
+host, default signal dispositions. A host started with stdin, stdout or
+stderr closed runs pinned probes; a host that ignores SIGCHLD never reads a
+lost exit status as success; an interrupt at any moment of a run leaves no
+probe running, no child unreaped and no descriptor open.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_support import ProbeFactory, report
+from cuda_support import ProbeFactory, processes_with, report
 
-from rextio_device_cuda import _runner
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
-
-SPAWNERS = ["fork_exec", "popen"]
-
-
-@pytest.fixture(params=SPAWNERS)
-def spawner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs the test with the runner's fork_exec path, then with its Popen path."""
-    if request.param == "fork_exec":
-        if _runner._FORK_EXEC is None:
-            pytest.skip("this interpreter's fork_exec parameters are not known")
-    else:
-        monkeypatch.setattr(_runner, "_FORK_EXEC", None)
-    name: str = request.param
-    return name
-
 
 # Records what the probe was given. The shell reads its own environment and
 # ignored-signal mask first (it exports PWD itself, and Python would ignore
@@ -77,9 +60,7 @@ def _inspect(probes: ProbeFactory) -> dict[str, Any]:
 
 
 @pytest.mark.process_stress
-def test_the_probe_gets_its_own_session_stdio_and_nothing_else(
-    spawner: str, probes: ProbeFactory
-) -> None:
+def test_the_probe_gets_its_own_session_stdio_and_nothing_else(probes: ProbeFactory) -> None:
     seen = _inspect(probes)
     assert seen["pid"] == seen["pgrp"] == seen["sid"]
     assert seen["pid"] != os.getpid()
@@ -91,18 +72,6 @@ def test_the_probe_gets_its_own_session_stdio_and_nothing_else(
     assert seen["environ"] == ""
     # This interpreter ignores SIGPIPE (13) and SIGXFSZ (25); the probe must not.
     assert seen["ignored"] & (1 << (13 - 1) | 1 << (25 - 1)) == 0
-
-
-def test_both_ways_give_the_probe_the_same(
-    probes: ProbeFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if _runner._FORK_EXEC is None:
-        pytest.skip("this interpreter's fork_exec parameters are not known")
-    direct = _inspect(probes)
-    monkeypatch.setattr(_runner, "_FORK_EXEC", None)
-    through_popen = _inspect(probes)
-    for key in ("fds", "stdio", "environ", "ignored"):
-        assert direct[key] == through_popen[key], key
 
 
 @pytest.mark.parametrize(
@@ -117,7 +86,7 @@ def test_both_ways_give_the_probe_the_same(
     ids=["enoexec", "missing-interpreter"],
 )
 def test_an_exec_failure_is_execution_failed_with_its_errno(
-    spawner: str, data: bytes, facts: str, probes: ProbeFactory
+    data: bytes, facts: str, probes: ProbeFactory
 ) -> None:
     before = _children()
     probe = probes.write_bytes("probe", data)
@@ -130,7 +99,7 @@ def test_an_exec_failure_is_execution_failed_with_its_errno(
     assert _children() <= before
 
 
-def test_a_good_probe_runs_both_ways(spawner: str, probes: ProbeFactory) -> None:
+def test_a_good_probe_runs(probes: ProbeFactory) -> None:
     assert SubprocessProbeRunner(probes.printing(report())).run().status == "probe-complete"
 
 
@@ -161,81 +130,6 @@ print(repr(events))
     assert done.stdout.strip() == repr([(str(probe), [str(probe)], None, {})])
 
 
-@pytest.mark.skipif(sys.implementation.name != "cpython", reason="CPython's fork_exec")
-def test_fork_exec_is_used_where_its_parameters_are_known() -> None:
-    import _posixsubprocess
-
-    version = (sys.version_info[0], sys.version_info[1])
-    if version in {(3, 11), (3, 12), (3, 13)}:
-        # Verified: 3.11's subprocess.py passes these; 3.12 and 3.13 state them.
-        assert _runner._FORK_EXEC is _posixsubprocess.fork_exec
-
-
-class _Function:
-    def __init__(self, signature: str | None) -> None:
-        self.__text_signature__ = signature
-
-    def __call__(self, *arguments: object) -> int:
-        raise AssertionError("never called")
-
-
-def test_fork_exec_with_other_parameters_is_not_used() -> None:
-    known = "($module, " + ", ".join(_runner._FORK_EXEC_PARAMETERS) + ", /)"
-    function = _Function(known)
-    assert _runner.known_fork_exec(function, (3, 14)) is function
-    # One parameter more, fewer, renamed or moved: Popen starts the probe.
-    parameters = list(_runner._FORK_EXEC_PARAMETERS)
-    for changed in (
-        [*parameters, "pidfd"],
-        parameters[:-1],
-        [*parameters[:-1], "use_vfork"],
-        [parameters[1], parameters[0], *parameters[2:]],
-    ):
-        signature = "($module, " + ", ".join(changed) + ", /)"
-        assert _runner.known_fork_exec(_Function(signature), (3, 14)) is None, changed
-    # No stated signature: only 3.11's is known.
-    assert _runner.known_fork_exec(_Function(None), (3, 11)) is not None
-    assert _runner.known_fork_exec(_Function(None), (3, 10)) is None
-    assert _runner.known_fork_exec(_Function(None), (3, 12)) is None
-    assert _runner.known_fork_exec(object(), (3, 11)) is None
-
-
-def test_an_abandoned_probe_is_reaped_by_a_later_run(probes: ProbeFactory) -> None:
-    # A probe that outlived the reap bound is reaped once it exits, when a
-    # later run starts (what subprocess does for a dropped Popen).
-    pid = os.posix_spawn("/bin/true", ["/bin/true"], {})
-    exit_fd = os.pidfd_open(pid)
-    try:
-        assert select.select([exit_fd], [], [], 30.0)[0]
-    finally:
-        os.close(exit_fd)
-    _runner._ABANDONED.add(pid)
-    try:
-        SubprocessProbeRunner(probes.printing(report())).run()
-        if _runner._FORK_EXEC is None:
-            _runner._reap_abandoned()
-        assert pid not in _runner._ABANDONED
-        with pytest.raises(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-    finally:
-        _runner._ABANDONED.discard(pid)
-
-
-def test_the_runner_module_loads_neither_subprocess_nor_signal() -> None:
-    # Where fork_exec is used, the runner needs neither module (2.5 ms of
-    # every cold start); a fresh interpreter shows what importing it loads.
-    child = (
-        "import sys; import rextio_device_cuda._runner as r; "
-        "print(r._FORK_EXEC is not None, 'subprocess' in sys.modules, 'signal' in sys.modules)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-I", "-c", child], capture_output=True, text=True, timeout=60, check=True
-    )
-    known, has_subprocess, has_signal = done.stdout.split()
-    if known == "True":
-        assert (has_subprocess, has_signal) == ("False", "False")
-
-
 def test_a_path_the_child_cannot_exec_leaves_no_descriptor(probes: ProbeFactory) -> None:
     # The failure path closes what it opened: the host's descriptor count is unchanged.
     probe = probes.write_bytes("probe", b"neither ELF nor a script\n")
@@ -254,3 +148,201 @@ def test_the_probe_path_keeps_its_bytes(tmp_path: Path) -> None:
     probe.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(report()))})\n")
     probe.chmod(0o755)
     assert SubprocessProbeRunner(probe).run().status == "probe-complete"
+
+
+# -- hosts in odd states: each a fresh interpreter, so its state is its own ---------
+
+# Runs the probe argv[1] (pinned to argv[2] unless it is "-") and writes
+# [reason code or "ready", facts] as JSON to argv[3]: the host's stdout may be closed.
+_HOST = """
+import json, sys
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+pin = None if sys.argv[2] == "-" else sys.argv[2]
+try:
+    SubprocessProbeRunner(sys.argv[1], probe_sha256=pin, timeout_seconds=30.0).run()
+    outcome = ["ready", None]
+except CudaProbeError as error:
+    outcome = [error.reason_code, error.facts]
+with open(sys.argv[3], "w", encoding="utf-8") as file:
+    json.dump(outcome, file)
+"""
+
+
+def _host(
+    tmp_path: Path, probe: Path, pin: str | None, *, prelude: str = "", close_fd: int | None = None
+) -> list[Any]:
+    result = tmp_path / "outcome.json"
+    code = prelude + _HOST
+    argv = [sys.executable, "-I", "-c", code, str(probe), pin or "-", str(result)]
+    if close_fd is not None:
+        # The shell closes the descriptor, then becomes the host.
+        argv = ["/bin/sh", "-c", f'exec "$@" {close_fd}>&-', "host", *argv]
+    subprocess.run(argv, timeout=120, check=True, stdin=subprocess.DEVNULL)
+    outcome: list[Any] = json.loads(result.read_text(encoding="utf-8"))
+    return outcome
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("closed", [0, 1, 2], ids=["stdin", "stdout", "stderr"])
+def test_a_host_started_with_a_standard_stream_closed_runs_a_pinned_probe(
+    closed: int, probes: ProbeFactory, tmp_path: Path
+) -> None:
+    probe = probes.binary(report())
+    pin = _digest(probe)
+    assert _host(tmp_path, probe, pin, close_fd=closed) == ["ready", None]
+    assert probes.marker().read_text(encoding="ascii") == "ran\n"
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+_IGNORE_SIGCHLD = "import signal\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize(
+    "ending", ["exit 3", "kill -KILL $$", "exit 0"], ids=["exit-3", "sigkill", "exit-0"]
+)
+def test_a_host_ignoring_sigchld_never_reads_a_lost_status_as_success(
+    ending: str, probes: ProbeFactory, tmp_path: Path
+) -> None:
+    # A complete report, then the ending: the kernel reaps the probe before
+    # its status can be read, so not even exit 0 can be told from exit 3.
+    text = json.dumps(report())
+    probe = probes.shell(f"printf '%s' '{text}'\n{ending}\n")
+    code, facts = _host(tmp_path, probe, None, prelude=_IGNORE_SIGCHLD)
+    assert code == "PROBE_EXECUTION_FAILED"
+    assert "ignores SIGCHLD" in facts
+
+
+def test_the_same_probes_in_an_ordinary_host(probes: ProbeFactory, tmp_path: Path) -> None:
+    # The other side: with SIGCHLD at its default, each status is read.
+    text = json.dumps(report())
+    for ending, code in (("exit 3", "PROBE_EXIT_NONZERO"), ("exit 0", "ready")):
+        probe = probes.shell(f"printf '%s' '{text}'\n{ending}\n", name=code)
+        assert _host(tmp_path, probe, None)[0] == code
+
+
+# Runs ROUNDS probes (pinned and unpinned in turn), each interrupted by a
+# SIGALRM whose handler raises KeyboardInterrupt at a random moment within its
+# first milliseconds; prints how many runs were interrupted, and what the host
+# holds afterwards: its children, its descriptors (before and after).
+_INTERRUPTED_HOST = """
+import json, os, random, signal, sys
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+
+def children():
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as file:
+            found.extend(file.read().split())
+    return found
+
+signal.signal(signal.SIGALRM, signal.default_int_handler)
+runners = [
+    SubprocessProbeRunner(sys.argv[1], timeout_seconds=30.0),
+    SubprocessProbeRunner(sys.argv[2], probe_sha256=sys.argv[3], timeout_seconds=30.0),
+]
+for runner in runners:
+    runner.run()  # both work uninterrupted
+descriptors = sorted(os.listdir("/proc/self/fd"))
+interrupted = completed = 0
+for round in range(int(sys.argv[4])):
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, random.uniform(0.0, float(sys.argv[5])))
+            runners[round % 2].run()
+            completed += 1
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        interrupted += 1
+print(json.dumps({
+    "interrupted": interrupted,
+    "completed": completed,
+    "children": children(),
+    "descriptors": [descriptors, sorted(os.listdir("/proc/self/fd"))],
+}))
+"""
+
+
+@pytest.mark.process_stress
+def test_interrupts_at_random_moments_leave_nothing_behind(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    text = json.dumps(report())
+    tag = "rextio-interrupted"
+    plain = probes.shell(f"printf '%s' '{text}'\n", name=f"{tag}-plain")
+    pinned = probes.binary(report(), name=f"{tag}-pinned")
+    rounds, window = 300, 0.004
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _INTERRUPTED_HOST, str(plain), str(pinned), _digest(pinned),
+         str(rounds), str(window)],
+        capture_output=True, text=True, timeout=600, check=True,
+    )
+    seen = json.loads(done.stdout)
+    assert seen["interrupted"] + seen["completed"] == rounds
+    assert seen["interrupted"] > 0
+    assert seen["children"] == []
+    assert seen["descriptors"][0] == seen["descriptors"][1]
+    assert processes_with(str(probes.directory)) == []
+
+
+# Makes every Popen raise KeyboardInterrupt the moment the probe has been
+# started (a real SIGINT to this process, handled at the next instruction,
+# inside Popen), then reports what the host holds.
+_INTERRUPTED_AT_SPAWN = """
+import json, os, signal, subprocess, sys
+from rextio_device_cuda.probe import SubprocessProbeRunner
+
+class Interrupted(subprocess.Popen):
+    def __init__(self, *arguments, **keywords):
+        super().__init__(*arguments, **keywords)
+        os.kill(os.getpid(), signal.SIGINT)
+        started.append(self.pid)
+
+started = []
+subprocess.Popen = Interrupted
+descriptors = sorted(os.listdir("/proc/self/fd"))
+raised = 0
+for pin in (None, sys.argv[3]):
+    runner = SubprocessProbeRunner(sys.argv[1 if pin is None else 2], probe_sha256=pin)
+    try:
+        runner.run()
+    except KeyboardInterrupt:
+        raised += 1
+children = []
+for task in os.listdir("/proc/self/task"):
+    with open(f"/proc/self/task/{task}/children") as file:
+        children.extend(file.read().split())
+print(json.dumps({
+    "raised": raised,
+    "started": len(started),
+    "children": children,
+    "descriptors": [descriptors, sorted(os.listdir("/proc/self/fd"))],
+}))
+"""
+
+
+@pytest.mark.process_stress
+def test_an_interrupt_right_at_the_spawn_leaves_nothing_behind(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    # The probes would run for 30 s: only the runner's cleanup can end them.
+    tag = f"rextio-at-spawn-{os.getpid()}"
+    plain = probes.shell(f"exec sleep 30 # {tag}", name=f"{tag}-plain")
+    pinned = probes.binary(report(), name=f"{tag}-pinned")
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _INTERRUPTED_AT_SPAWN, str(plain), str(pinned),
+         _digest(pinned)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    seen = json.loads(done.stdout)
+    # Both runs started their probe and raised KeyboardInterrupt (not swallowed).
+    assert (seen["raised"], seen["started"]) == (2, 2)
+    assert seen["children"] == []
+    assert seen["descriptors"][0] == seen["descriptors"][1]
+    assert processes_with(tag) == []
