@@ -21,9 +21,13 @@ from pathlib import Path
 import pytest
 from readme_blocks import readme_files
 
+from rextio_device_cuda.runtime_source import INSTALL_PARENT
+
 SECTION = "Write a manual host"
 PROGRAM_FILES = ("Cargo.toml", "src/main.rs")
 PROGRAM = "manual-host"
+# What runtime-source installs, beside each other (contract §9.7).
+CRATES = ["rextio-cuda-loader", "rextio-cuda-runtime"]
 AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
 # cargo-zigbuild's form of the triple with the glibc floor of the wheels.
 AARCH64_ZIG_TARGET = f"{AARCH64_TRIPLE}.2.17"
@@ -61,6 +65,9 @@ def install_project(project: Path) -> Path:
     project.mkdir(parents=True)
     command = [sys.executable, "-m", "rextio_device_cuda", "runtime-source", "--into", "."]
     _run(command, cwd=project)
+    installed = sorted(path.name for path in (project / INSTALL_PARENT).iterdir())
+    if installed != CRATES:
+        pytest.fail(f"runtime-source installed {installed}, not {CRATES}")
     files = readme_files(SECTION)
     assert sorted(files) == sorted(PROGRAM_FILES), sorted(files)
     for name in PROGRAM_FILES:
