@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
 # The shared helpers live beside their own tests.
 from cuda_support import json_strings, json_values
+from readme_blocks import readme_files
 from sim_namespace import (
     DriverLayout,
     SimulatedHost,
@@ -39,29 +39,12 @@ from sim_namespace import (
     namespace_tools_or_fail,
 )
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+# The README section whose tested blocks this file runs.
+SECTION = "Use it with Rextio"
 PROBE_PLACEHOLDER = 'probe_executable = "/absolute/path/to/rextio-cuda-driver-probe"'
 DIGEST_PLACEHOLDER = 'probe_sha256 = "<the 64 hex digits probe printed>"'
 LOCK = Path(".rextio") / "generated" / "rust" / "device-provider.lock.json"
 ONE_A100 = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
-
-
-def readme_files() -> dict[str, str]:
-    """Each ``<!-- tested: NAME -->`` block of the README, its indentation removed."""
-    text = README.read_text(encoding="utf-8")
-    pattern = re.compile(
-        r"^(?P<indent>[ \t]*)<!-- tested: (?P<name>[^ ]+) -->\n"
-        r"(?P=indent)```[a-z]*\n(?P<body>.*?)^(?P=indent)```$",
-        re.MULTILINE | re.DOTALL,
-    )
-    files: dict[str, str] = {}
-    for match in pattern.finditer(text):
-        indent = match["indent"]
-        lines = match["body"].splitlines()
-        files[match["name"]] = "".join(
-            f"{line.removeprefix(indent)}\n" if line.strip() else "\n" for line in lines
-        )
-    return files
 
 
 @pytest.fixture
@@ -113,7 +96,7 @@ def _project(
     root: Path, pin: tuple[str, str], route: str = "libtorch", sm: str | None = None
 ) -> Path:
     """The README's project, with the two lines ``probe`` printed pasted in."""
-    files = readme_files()
+    files = readme_files(SECTION)
     assert sorted(files) == [
         "app/kernels.py",
         "install.sh",
@@ -245,7 +228,7 @@ def _fresh_venv(tmp_path: Path) -> Path:
 
 def _readme_commands(name: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["/bin/sh", "-e", "-c", readme_files()[name]],
+        ["/bin/sh", "-e", "-c", readme_files(SECTION)[name]],
         env=env,
         cwd=cwd,
         capture_output=True,
