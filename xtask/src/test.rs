@@ -77,7 +77,14 @@ pub fn command() -> Result<()> {
 /// The crates that carry platform-gated code, compile-checked for `target`
 /// (one of the pinned targets, which the first step added).
 fn cross_check(target: &str) -> Result<()> {
-    let packages = ["-p", "rextio-cuda-runtime", "-p", "rextio-cuda-probe"];
+    let packages = [
+        "-p",
+        "rextio-cuda-runtime",
+        "-p",
+        "rextio-cuda-loader",
+        "-p",
+        "rextio-cuda-probe",
+    ];
     run(cargo()
         .args(["check", "--locked", "--target", target])
         .args(packages))
