@@ -82,11 +82,8 @@ def default_directory() -> Path:
 
 def packaged_probe_source() -> PackagedArchive:
     """The probe's source tarball this installation carries, with its recorded SHA-256."""
-    # Until the generator lists the probe's tarball, no installation carries one.
-    file_name = getattr(_generated, "PROBE_SOURCE_ARCHIVE", None)
-    digest = getattr(_generated, "PROBE_SOURCE_SHA256", None)
-    if not isinstance(file_name, str) or not isinstance(digest, str):
-        raise BuildProbeError("this installation carries no probe source; reinstall the package")
+    file_name = _generated.PROBE_SOURCE_ARCHIVE
+    digest = _generated.PROBE_SOURCE_SHA256
     top_folder = file_name.removesuffix(_ARCHIVE_SUFFIX)
     return PackagedArchive(packaged_data_path(file_name), digest, top_folder)
 
