@@ -294,5 +294,5 @@ def test_the_pure_wheel_says_no_probe_ships_and_how_to_build_one(tmp_path: Path)
 
     assert (printed.returncode, printed.stdout) == (1, "")
     assert "no probe ships for this platform" in printed.stderr
-    assert "cargo build --release --locked -p rextio-cuda-probe" in printed.stderr
+    assert "python -m rextio_device_cuda build-probe" in printed.stderr
     assert "Traceback" not in printed.stderr
