@@ -32,7 +32,7 @@ pub fn test_generated_crates() -> Result<()> {
 /// as `runtime-source` installs them side by side, so a path dependency on
 /// a sibling resolves; then runs `cargo test --offline` in each (`--locked`
 /// where the tarball carries its lock file).
-pub fn test_crate_tarballs(tarballs: &[(String, Vec<u8>)]) -> Result<()> {
+fn test_crate_tarballs(tarballs: &[(String, Vec<u8>)]) -> Result<()> {
     let scratch = scratch("packaged-crate")?;
     let mut crate_dirs = Vec::new();
     for (name, bytes) in tarballs {

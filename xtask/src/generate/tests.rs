@@ -551,20 +551,12 @@ fn crlf_inputs_give_the_same_outputs() {
 }
 
 /// The packaged runtime crate is complete as `cargo package` ships it, its
-/// unit tests included, and builds and passes them (and its doc tests: the
-/// compile_fail proof that the pointers cannot be swapped among them) on its
-/// own, outside the workspace, offline.
+/// unit tests included (`cargo xtask test`'s packaged-crates step builds and
+/// tests every tarball outside the workspace, offline).
 #[test]
-fn runtime_tarball_builds_and_tests_standalone() {
+fn runtime_tarball_is_a_complete_crate() {
     let outputs = render(&real_inputs()).unwrap();
-    let name = "rextio-cuda-runtime-0.1.0.tar.gz";
-    let archive = find(&outputs, &format!("generated/{name}"));
-    let decoder = flate2::read::GzDecoder::new(archive);
-    let mut packaged = BTreeSet::new();
-    for entry in tar::Archive::new(decoder).entries().unwrap() {
-        let entry = entry.unwrap();
-        packaged.insert(entry.path().unwrap().to_string_lossy().into_owned());
-    }
+    let packaged = tarball_entries(&outputs, "rextio-cuda-runtime-0.1.0.tar.gz");
     for file in [
         "Cargo.toml",
         "README.md",
@@ -577,7 +569,6 @@ fn runtime_tarball_builds_and_tests_standalone() {
         let path = format!("rextio-cuda-runtime-0.1.0/{file}");
         assert!(packaged.contains(&path), "{file} is packaged");
     }
-    crate::packaged::test_crate_tarballs(&[(name.to_string(), archive.to_vec())]).unwrap();
 }
 
 /// The files of the tarball `name` among `outputs`.
@@ -595,11 +586,10 @@ fn tarball_entries(outputs: &[Output], name: &str) -> BTreeSet<String> {
 /// The packaged loader is complete, with its tests, and its path dependency
 /// names the runtime's installed directory (contract §9.7); the probe's
 /// source tarball holds the probe, the runtime and the loader beside each
-/// other with the cut lock file and the toolchain file. Extracted side by
-/// side outside the workspace, each tests itself offline (the probe's
-/// `--locked`: its lock file is current).
+/// other with the cut lock file and the toolchain file (the packaged-crates
+/// step of `cargo xtask test` builds and tests them side by side).
 #[test]
-fn loader_and_probe_tarballs_build_and_test_beside_the_runtime() {
+fn loader_and_probe_tarballs_are_complete() {
     let outputs = render(&real_inputs()).unwrap();
     let loader = tarball_entries(&outputs, "rextio-cuda-loader-0.1.0.tar.gz");
     for file in [
@@ -644,20 +634,6 @@ fn loader_and_probe_tarballs_build_and_test_beside_the_runtime() {
         .find(|line| line.starts_with("channel = "))
         .unwrap();
     assert!(pinned.lines().any(|line| line == channel), "{toolchain}");
-    let tarballs: Vec<(String, Vec<u8>)> = [
-        "rextio-cuda-runtime-0.1.0.tar.gz",
-        "rextio-cuda-loader-0.1.0.tar.gz",
-        "rextio-cuda-probe-0.1.0.tar.gz",
-    ]
-    .iter()
-    .map(|name| {
-        (
-            name.to_string(),
-            find(&outputs, &format!("generated/{name}")).to_vec(),
-        )
-    })
-    .collect();
-    crate::packaged::test_crate_tarballs(&tarballs).unwrap();
 }
 
 /// The text of `file` (below the top directory) in the tarball `name`.
