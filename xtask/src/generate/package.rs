@@ -44,8 +44,12 @@ pub fn package_crate(
         mut files,
     } = crate_files(inputs, crate_dir, generated)?;
     files.push(("LICENSE".to_string(), inputs.get(LICENSE_PATH)?.to_vec()));
-    let top = format!("{name}-{version}");
-    let bytes = tarball::build(&top, &files)?;
+    packaged(name, version, &files)
+}
+
+/// The tarball `NAME-VERSION.tar.gz` of `files`, under that top directory.
+fn packaged(name: String, version: String, files: &[(String, Vec<u8>)]) -> Result<PackagedCrate> {
+    let bytes = tarball::build(&format!("{name}-{version}"), files)?;
     Ok(PackagedCrate {
         name,
         version,
@@ -81,13 +85,7 @@ pub fn package_probe_source(inputs: &Inputs, generated: &[(&str, &[u8])]) -> Res
     let toolchain = probe_toolchain(inputs)?;
     files.push((TOOLCHAIN_PATH.to_string(), toolchain.into_bytes()));
     files.push(("LICENSE".to_string(), inputs.get(LICENSE_PATH)?.to_vec()));
-    let top = format!("{name}-{version}");
-    let bytes = tarball::build(&top, &files)?;
-    Ok(PackagedCrate {
-        name,
-        version,
-        bytes,
-    })
+    packaged(name, version, &files)
 }
 
 /// A crate's files as packaged, relative to the crate.
