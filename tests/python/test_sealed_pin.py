@@ -735,7 +735,8 @@ def test_a_later_mapping_of_a_dynamic_section_with_a_runpath_is_refused_unrun(
 def other_mount_namespace() -> Iterator[int]:
     """The pid of a root-owned process in a private mount namespace of its own."""
     unshare, sleep = shutil.which("unshare"), shutil.which("sleep")
-    assert unshare is not None and sleep is not None, "util-linux's unshare is needed"
+    assert unshare is not None, "util-linux's unshare is needed"
+    assert sleep is not None, "coreutils' sleep is needed"
     process = subprocess.Popen(
         [unshare, "-m", "--propagation", "private", sleep, "600"],
         stdin=subprocess.DEVNULL,
@@ -826,11 +827,10 @@ def test_mutated_headers_are_refused_or_accepted_never_a_traceback(tmp_path: Pat
             _pinned_loader.check_loader(descriptor)
             outcomes.add("accepted")
         except CudaProbeError as error:
-            assert error.reason_code == "PROBE_PIN_LOADER_UNTRUSTED"
-            outcomes.add("refused")
+            outcomes.add(error.reason_code)
         finally:
             os.close(descriptor)
-    assert outcomes == {"accepted", "refused"}
+    assert outcomes == {"accepted", "PROBE_PIN_LOADER_UNTRUSTED"}
 
 
 # -- messages that say what is true ----------------------------------------------------
