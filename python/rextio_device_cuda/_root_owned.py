@@ -2,7 +2,7 @@
 
 The reviewed driver loader (``loader/src/reviewed.rs``) and the pinned
 probe's interpreter check apply one rule set, and both test suites run one
-table of cases (``tests/ownership_cases.json``); each refusal names the
+table of cases (``probe/tests/ownership_cases.json``); each refusal names the
 loader's rule (docs/interfaces.md gives each rule its reason):
 
 - ``owner``: every directory walked, every symbolic link followed and the

@@ -1,4 +1,4 @@
-"""Runs the shared table of ownership cases (tests/ownership_cases.json)
+"""Runs the shared table of ownership cases (probe/tests/ownership_cases.json)
 through ``_root_owned.review``; the Rust loader's tests run the same table.
 
 Run as root inside a private mount namespace (``unshare -m --propagation

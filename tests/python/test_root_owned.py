@@ -1,8 +1,8 @@
 """The ownership rules the pinned interpreter check shares with the driver loader.
 
-One table of cases (tests/ownership_cases.json) is run here through
+One table of cases (probe/tests/ownership_cases.json) is run here through
 ``_root_owned.review`` and by the loader's own tests
-(loader/tests/ownership_cases.rs) through its reviewed walk: both must give
+(probe/tests/loader_ownership_cases.rs) through its reviewed walk: both must give
 every case its verdict. The layouts are built as root on a tmpfs in a
 private mount namespace (ownership_layouts.py), never on the host's /tmp.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-TABLE = Path(__file__).resolve().parents[1] / "ownership_cases.json"
+TABLE = Path(__file__).resolve().parents[2] / "probe" / "tests" / "ownership_cases.json"
 LAYOUTS = Path(__file__).resolve().parent / "ownership_layouts.py"
 
 

@@ -1,8 +1,11 @@
-//! The ownership rules the reviewed walk shares with the pinned probe's
-//! interpreter check: one table of cases (`tests/ownership_cases.json`, at
-//! the repository's root), run here through `review_candidate` and by the
-//! Python tests (`tests/python/test_root_owned.py`) through
-//! `_root_owned.review`; every case must get its verdict in both.
+//! The ownership rules the reviewed loader's walk shares with the pinned
+//! probe's interpreter check (the provider's Python): one table of cases
+//! (`ownership_cases.json` beside this file), run here through the loader's
+//! `review_candidate` and by the Python tests
+//! (`tests/python/test_root_owned.py`) through `_root_owned.review`; every
+//! case must get its verdict in both. It lives with the probe, which builds
+//! on the loader and carries its cross-language checks
+//! (`loader_matches_spec.rs`), so the packaged probe source runs it too.
 //!
 //! The layouts are built as root on a tmpfs in a private mount namespace
 //! (the test's own thread unshares its mount namespace), never on the
@@ -18,7 +21,7 @@ use std::path::Path;
 use rextio_cuda_loader::reviewed::{review_candidate, Verdict};
 use serde_json::Value;
 
-const TABLE: &str = include_str!("../../tests/ownership_cases.json");
+const TABLE: &str = include_str!("ownership_cases.json");
 
 fn c_path(path: &Path) -> CString {
     CString::new(path.as_os_str().as_bytes()).unwrap()
