@@ -303,6 +303,8 @@ def _check_interpreter(path: str) -> None:
     ):
         raise _refused("the pinned ELF's program interpreter lies under /proc or /dev")
     finding = _root_owned.review(path, refused_directories=_REFUSED_INTERPRETER_DIRECTORIES)
+    if finding is not None and finding.rule == _root_owned.ABSENT:
+        raise _refused("the pinned ELF's program interpreter does not exist")
     if finding is not None:
         raise _refused(
             "the pinned ELF's program interpreter is not root's alone: "
