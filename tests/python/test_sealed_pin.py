@@ -669,7 +669,7 @@ def _with_a_later_mapping_of_a_dynamic_copy(binary: Path, runpath: bytes) -> byt
 
     def offset_of(address: int) -> int:
         load = next(h for h in loads if h[3] <= address < h[3] + h[5])
-        return load[2] + address - load[3]
+        return int(load[2] + address - load[3])
 
     _, _, dynamic_offset, dynamic_address, _, dynamic_size, _, _ = dynamic
     entries = [
@@ -819,7 +819,7 @@ def test_mutated_headers_are_refused_or_accepted_never_a_traceback(tmp_path: Pat
         mutated = bytearray(plain)
         for _ in range(generator.randint(1, 8)):
             # The headers and the dynamic section's neighbourhood, where the check reads.
-            mutated[generator.randrange(0x4000)] = generator.randrange(256)
+            mutated[generator.randrange(min(len(plain), 0x4000))] = generator.randrange(256)
         path = tmp_path / "mutated"
         path.write_bytes(bytes(mutated))
         descriptor = os.open(path, os.O_RDONLY)
