@@ -596,6 +596,11 @@ def test_an_audit_library_in_a_world_writable_directory_is_refused_unrun(
     assert code == "PROBE_PIN_LOADER_UNTRUSTED"
     assert facts is not None
     assert "DT_AUDIT" in facts
+    # pin-probe prints no digest for it.
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "PROBE_PIN_LOADER_UNTRUSTED" in done.stderr
+    assert "Traceback" not in done.stderr
     assert not marker.exists()
 
 
