@@ -26,6 +26,11 @@
 //!
 //! The rule takes its roots and floor as parameters so tests can exercise it
 //! on temporary directories; production uses the consts below.
+//!
+//! The ownership rules (root's alone, the sticky-directory case, the link
+//! limits) are shared with the pinned probe's interpreter check
+//! (`python/rextio_device_cuda/_root_owned.py`): one table of cases,
+//! `probe/tests/ownership_cases.json`, runs through both walks.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
