@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "fe65cab9f26ee61023a967cc3dddd49b52ba2aa30a5ffcec98cd989b57cd3428"
+RUNTIME_SOURCE_SHA256: Final = "d4eccfa6d590b642d705577f91fa216b940190abd755f51076972885be8b5967"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
 LOADER_SOURCE_SHA256: Final = "e12964b582d636165da9aa278c5b57fe5fbcaeb6db5cbd174808a2242e41ffe0"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "bbef581c57ffa1892d745dfe549ee2cd6143a1f752f938b69a098a2cf345d60e"
+PROBE_SOURCE_SHA256: Final = "0f1ff1c90622fa8ab6d039905aa1230e0e9a26cd90c41827b0dc3085ab98075e"
