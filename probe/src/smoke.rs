@@ -1,13 +1,15 @@
 //! The runtime lifetime smoke (contract §8): through the reviewed loader and
 //! the runtime crate, create a context, a dedicated stream and a 4096-byte
-//! allocation, synchronize, then release allocation, stream, context, table
-//! and image in that order. Never runs a kernel.
+//! allocation, synchronize; fill the allocation with 0, copy a 4096-byte
+//! pattern in and back and compare (the round trip); then release
+//! allocation, stream, context, table and image in that order. Never runs a
+//! kernel.
 
 use std::ffi::OsString;
 use std::rc::Rc;
 
 use rextio_cuda_loader::LoadError;
-use rextio_cuda_runtime::{device_get, initialize, Context, CudaError};
+use rextio_cuda_runtime::{device_get, initialize, Context, CudaError, DeviceAllocation, Stream};
 use serde::Serialize;
 
 use crate::generated::spec::{
@@ -43,10 +45,12 @@ pub struct SmokeRecord {
     pub allocation_bytes: u64,
     pub kernel_executed: bool,
     pub certification_ready: bool,
+    /// The pattern copied to the device came back byte for byte.
+    pub round_trip: bool,
 }
 
 impl SmokeRecord {
-    fn new(device_ordinal: i64, outcome: Result<(), SmokeFailure>) -> Self {
+    fn new(device_ordinal: i64, outcome: Result<(), SmokeFailure>, round_trip: bool) -> Self {
         let (status, reason_code, cuda_result) = match outcome {
             Ok(()) => (SMOKE_COMPLETE_STATUS, None, Some(0)),
             Err(failure) => (
@@ -67,6 +71,7 @@ impl SmokeRecord {
             allocation_bytes: SMOKE_ALLOCATION_BYTES as u64,
             kernel_executed: false,
             certification_ready: false,
+            round_trip,
         }
     }
 
@@ -131,13 +136,17 @@ pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
 /// Runs the smoke on device `ordinal` (from [`parse_arguments`]); returns
 /// the record and the exit status.
 pub fn run(ordinal: u32, _environment: &DriverEnvironment) -> (SmokeRecord, u8) {
-    let outcome = lifetime_smoke(ordinal);
+    let mut round_trip_intact = false;
+    let outcome = lifetime_smoke(ordinal, &mut round_trip_intact);
     let status = if outcome.is_ok() {
         EXIT_COMPLETE
     } else {
         EXIT_FAILED
     };
-    (SmokeRecord::new(i64::from(ordinal), outcome), status)
+    (
+        SmokeRecord::new(i64::from(ordinal), outcome, round_trip_intact),
+        status,
+    )
 }
 
 /// The record and exit status for arguments other than exactly `--device N`.
@@ -147,7 +156,7 @@ pub fn invalid_arguments() -> (SmokeRecord, u8) {
         cuda_result: None,
     };
     (
-        SmokeRecord::new(NO_DEVICE_ORDINAL, Err(failure)),
+        SmokeRecord::new(NO_DEVICE_ORDINAL, Err(failure), false),
         EXIT_INVALID_ARGUMENTS,
     )
 }
@@ -159,13 +168,44 @@ pub fn survivors_record(ordinal: u32) -> SmokeRecord {
         reason_code: reason_codes::DRIVER_PROCESSES_SURVIVED,
         cuda_result: None,
     };
-    SmokeRecord::new(i64::from(ordinal), Err(failure))
+    SmokeRecord::new(i64::from(ordinal), Err(failure), false)
+}
+
+/// Byte `index` of the pattern the round trip writes: never 0, so a byte
+/// the copy missed after the fill shows, and with a period of 251, so a
+/// copy misplaced by a multiple of 256 shows too.
+fn pattern_byte(index: usize) -> u8 {
+    // `index % 251` is below 251, so the cast and the addition stay in u8.
+    (index % 251) as u8 + 1
+}
+
+/// Fills `allocation` with 0, copies the pattern over all of it, copies it
+/// back and compares.
+fn round_trip(stream: &Stream, allocation: &mut DeviceAllocation) -> Result<(), SmokeFailure> {
+    let copy_failed = || at_step(reason_codes::DEVICE_COPY_FAILED);
+    stream.fill(allocation, 0).map_err(copy_failed())?;
+    let pattern: Vec<u8> = (0..allocation.byte_size()).map(pattern_byte).collect();
+    stream
+        .copy_to_device(allocation, 0, &pattern)
+        .map_err(copy_failed())?;
+    let mut back = vec![0; pattern.len()];
+    stream
+        .copy_from_device(allocation, 0, &mut back)
+        .map_err(copy_failed())?;
+    if back != pattern {
+        return Err(SmokeFailure {
+            reason_code: reason_codes::DEVICE_ROUND_TRIP_MISMATCH,
+            cuda_result: None,
+        });
+    }
+    Ok(())
 }
 
 /// Every resource is released exactly once, children before the context and
 /// the context before the table (and its image): explicitly on success, and
 /// by the runtime's `Drop` in reverse creation order when a step fails.
-fn lifetime_smoke(ordinal: u32) -> Result<(), SmokeFailure> {
+/// `round_trip_intact` is set once the pattern came back intact.
+fn lifetime_smoke(ordinal: u32, round_trip_intact: &mut bool) -> Result<(), SmokeFailure> {
     let api = rextio_cuda_loader::load_reviewed(None).map_err(|error| {
         crate::inventory::explain_on_stderr(&error);
         SmokeFailure::from(&error)
@@ -181,12 +221,14 @@ fn lifetime_smoke(ordinal: u32) -> Result<(), SmokeFailure> {
     let stream = context
         .create_stream()
         .map_err(at_step(reason_codes::STREAM_CREATE_FAILED))?;
-    let allocation = context
+    let mut allocation = context
         .allocate(SMOKE_ALLOCATION_BYTES)
         .map_err(at_step(reason_codes::DEVICE_ALLOCATION_FAILED))?;
     stream
         .synchronize()
         .map_err(at_step(reason_codes::STREAM_SYNCHRONIZE_FAILED))?;
+    round_trip(&stream, &mut allocation)?;
+    *round_trip_intact = true;
     allocation
         .close()
         .map_err(at_step(reason_codes::DEVICE_FREE_FAILED))?;
@@ -256,6 +298,15 @@ mod tests {
     }
 
     #[test]
+    fn the_pattern_has_no_zero_and_does_not_repeat_every_256_bytes() {
+        let pattern: Vec<u8> = (0..SMOKE_ALLOCATION_BYTES).map(pattern_byte).collect();
+        assert!(!pattern.contains(&0));
+        assert!((0..pattern.len() - 256).any(|index| pattern[index] != pattern[index + 256]));
+        assert_eq!(pattern[..3], [1, 2, 3]);
+        assert_eq!(pattern[250..252], [251, 1]);
+    }
+
+    #[test]
     fn survivors_make_a_failure_record() {
         let record = survivors_record(3);
         assert_eq!(
@@ -286,7 +337,8 @@ mod tests {
                     r#"{{"schema_version":"1","probe":"rextio-cuda-runtime-smoke","support_claim":false,"#,
                     r#""target":{{"os":"{}","arch":"{}","environment":"{}"}},"#,
                     r#""status":"unavailable","reason_code":"INVALID_ARGUMENTS","cuda_result":null,"#,
-                    r#""device_ordinal":-1,"allocation_bytes":4096,"kernel_executed":false,"certification_ready":false}}"#
+                    r#""device_ordinal":-1,"allocation_bytes":4096,"kernel_executed":false,"certification_ready":false,"#,
+                    r#""round_trip":false}}"#
                 ),
                 record.target.os, record.target.arch, record.target.environment
             )

@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "fe65cab9f26ee61023a967cc3dddd49b52ba2aa30a5ffcec98cd989b57cd3428"
+RUNTIME_SOURCE_SHA256: Final = "d4eccfa6d590b642d705577f91fa216b940190abd755f51076972885be8b5967"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
 LOADER_SOURCE_SHA256: Final = "55be3785d4212929504ced49324f843f9afa89e3454a6d4795d374b22d957381"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "f1dcfad9c9458306b242a4e0e6517cd92a229eefa5e978e1a10d86604b0c770d"
+PROBE_SOURCE_SHA256: Final = "b2679570263d1d6c8d1719bceca378c81c8cdf48b100b8fccf4bbdc90cb65fed"

@@ -752,7 +752,9 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "CU_DEVICE_GET_FAILED",
             "CU_INIT_FAILED",
             "DEVICE_ALLOCATION_FAILED",
+            "DEVICE_COPY_FAILED",
             "DEVICE_FREE_FAILED",
+            "DEVICE_ROUND_TRIP_MISMATCH",
             "DRIVER_PROCESSES_SURVIVED",
             "INVALID_ARGUMENTS",
             "STREAM_CREATE_FAILED",
@@ -857,6 +859,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "values.",
             "Set the device ordinal in one place, or make both values identical.",
         ),
+        "DEVICE_COPY_FAILED": (
+            "Filling the smoke's device allocation, or copying bytes into or out of it, failed.",
+            "Check the device for errors (nvidia-smi).",
+        ),
         "DEVICE_FREE_FAILED": (
             "Freeing device memory failed.",
             "Check the device for errors (nvidia-smi).",
@@ -872,6 +878,11 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "DEVICE_REQUIREMENT_MISMATCH": (
             "The selected device or architecture differs from the one the artifact requires.",
             "Make device_ordinal and sm agree with the domain plugin's requirement.",
+        ),
+        "DEVICE_ROUND_TRIP_MISMATCH": (
+            "Bytes copied to the device and back did not come back as they were written.",
+            "Check the device for memory errors (nvidia-smi -q -d ECC) and the NVIDIA driver "
+            "installation; do not use this device until the smoke completes.",
         ),
         "DRIVER_PROCESSES_SURVIVED": (
             "Processes the CUDA driver started were still running when the probe's (or the "

@@ -135,6 +135,8 @@ def collect(
         "probe_sha256": probe_sha256,
         "smoke_sha256": smoke_sha256,
         "validated": ready and complete,
+        # The smoke's pattern came back from the device byte for byte.
+        "round_trip": smoke_record.get("round_trip") is True,
         "reason_code": (
             None
             if ready and complete

@@ -4,7 +4,7 @@
 #![allow(non_camel_case_types, non_snake_case, unused_imports)]
 
 use crate::driver_table;
-use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+use core::ffi::{c_char, c_int, c_longlong, c_uchar, c_uint, c_ulonglong, c_void};
 
 /// Opaque driver context handle.
 pub type CUcontext = *mut CUctx_st;
@@ -72,6 +72,9 @@ macro_rules! with_driver_symbols {
     required 2000 cuStreamSynchronize(stream: CUstream);
     required 3020 cuMemAlloc_v2(device_pointer: *mut CUdeviceptr, byte_size: usize);
     required 3020 cuMemFree_v2(device_pointer: CUdeviceptr);
+    required 3020 cuMemcpyHtoDAsync_v2(destination: CUdeviceptr, source: *const c_void, byte_count: usize, stream: CUstream);
+    required 3020 cuMemcpyDtoHAsync_v2(destination: *mut c_void, source: CUdeviceptr, byte_count: usize, stream: CUstream);
+    required 3020 cuMemsetD8Async(destination: CUdeviceptr, value: c_uchar, count: usize, stream: CUstream);
     } };
 }
 

@@ -37,3 +37,26 @@ pub const MEM_ALLOC: &str = "cuMemAlloc_v2";
 pub const MEM_ALLOC_ZERO_BYTES: &str = "cuMemAlloc_v2:zero-bytes";
 /// `cuMemFree_v2` failed (closing the allocation).
 pub const MEM_FREE: &str = "cuMemFree_v2";
+/// `cuMemcpyHtoDAsync_v2` failed ([`Stream::copy_to_device`](crate::Stream::copy_to_device)).
+pub const MEMCPY_TO_DEVICE: &str = "cuMemcpyHtoDAsync_v2";
+/// `Stream::copy_to_device` past the allocation's end: refused before any driver call.
+pub const MEMCPY_TO_DEVICE_OUT_OF_RANGE: &str = "cuMemcpyHtoDAsync_v2:out-of-range";
+/// `Stream::copy_to_device` of no bytes: refused before any driver call.
+pub const MEMCPY_TO_DEVICE_EMPTY: &str = "cuMemcpyHtoDAsync_v2:empty";
+/// `Stream::copy_to_device` with an allocation of another context: refused
+/// before any driver call.
+pub const MEMCPY_TO_DEVICE_OTHER_CONTEXT: &str = "cuMemcpyHtoDAsync_v2:other-context";
+/// `cuMemcpyDtoHAsync_v2` failed ([`Stream::copy_from_device`](crate::Stream::copy_from_device)).
+pub const MEMCPY_FROM_DEVICE: &str = "cuMemcpyDtoHAsync_v2";
+/// `Stream::copy_from_device` past the allocation's end: refused before any driver call.
+pub const MEMCPY_FROM_DEVICE_OUT_OF_RANGE: &str = "cuMemcpyDtoHAsync_v2:out-of-range";
+/// `Stream::copy_from_device` of no bytes: refused before any driver call.
+pub const MEMCPY_FROM_DEVICE_EMPTY: &str = "cuMemcpyDtoHAsync_v2:empty";
+/// `Stream::copy_from_device` with an allocation of another context: refused
+/// before any driver call.
+pub const MEMCPY_FROM_DEVICE_OTHER_CONTEXT: &str = "cuMemcpyDtoHAsync_v2:other-context";
+/// `cuMemsetD8Async` failed ([`Stream::fill`](crate::Stream::fill)).
+pub const MEMSET: &str = "cuMemsetD8Async";
+/// `Stream::fill` with an allocation of another context: refused before any
+/// driver call.
+pub const MEMSET_OTHER_CONTEXT: &str = "cuMemsetD8Async:other-context";

@@ -243,6 +243,15 @@ class SimulatedHost:
         )
 
 
+def fnv1a64(data: bytes) -> str:
+    """The FNV-1a 64 digest the simulated driver logs (``fnv1a64=``) for the
+    bytes a copy moved and an allocation held when freed."""
+    digest = 0xCBF29CE484222325
+    for byte in data:
+        digest = ((digest ^ byte) * 0x100000001B3) % 2**64
+    return f"{digest:016x}"
+
+
 def rename_export(library: Path, export: str, destination: Path) -> Path:
     """Copy of ``library`` whose dynamic string table no longer names ``export``.
 

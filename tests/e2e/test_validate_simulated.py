@@ -115,7 +115,25 @@ def test_validate_succeeds_beside_the_simulated_driver(
     smoke_digest = hashlib.sha256(sim_host.native.smoke.read_bytes()).hexdigest()
     assert evidence["smoke_sha256"] == smoke_digest
     assert evidence["smoke"]["status"] == "smoke-complete"
+    assert evidence["round_trip"] is True
     assert [line.split(" ", 1)[0] for line in run.calls].count("cuCtxDestroy_v2") == 1
+
+
+def test_validate_fails_over_a_driver_that_loses_a_byte(
+    sim_host: SimulatedHost, shipped: dict[str, str], tmp_path: Path
+) -> None:
+    output = tmp_path / "evidence.json"
+    argv: list[str | os.PathLike[str]] = [*VALIDATE, "--sm", "sm_80", "--output", output]
+    run = sim_host.run(
+        DriverLayout(config=(*ONE_DEVICE, "corrupt_read=2048")), argv, extra_env=shipped
+    )
+    assert run.returncode == 1, run.stderr
+    assert "this host is not validated.\n" + _explained("DEVICE_ROUND_TRIP_MISMATCH") in run.stderr
+    evidence = _evidence(output, run.stdout, tmp_path)
+    assert (evidence["validated"], evidence["round_trip"]) == (False, False)
+    assert evidence["reason_code"] == "DEVICE_ROUND_TRIP_MISMATCH"
+    assert evidence["preflight"]["status"] == "ready"
+    assert evidence["smoke"]["round_trip"] is False
 
 
 def test_a_validated_toolkit_root_is_recorded_but_never_named(
@@ -148,6 +166,7 @@ def test_validate_explains_a_missing_driver_on_this_host(
     assert "this host is not validated.\n" + _explained("LIBCUDA_SO_NOT_FOUND") in run.stderr
     evidence = _evidence(output, run.stdout, tmp_path)
     assert evidence["validated"] is False
+    assert evidence["round_trip"] is False
     assert evidence["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
     assert evidence["probe_report"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
     assert evidence["smoke"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"

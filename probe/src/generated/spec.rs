@@ -23,8 +23,12 @@ pub mod reason_codes {
     pub const CU_INIT_FAILED: &str = "CU_INIT_FAILED";
     /// Allocating device memory failed.
     pub const DEVICE_ALLOCATION_FAILED: &str = "DEVICE_ALLOCATION_FAILED";
+    /// Filling the smoke's device allocation, or copying bytes into or out of it, failed.
+    pub const DEVICE_COPY_FAILED: &str = "DEVICE_COPY_FAILED";
     /// Freeing device memory failed.
     pub const DEVICE_FREE_FAILED: &str = "DEVICE_FREE_FAILED";
+    /// Bytes copied to the device and back did not come back as they were written.
+    pub const DEVICE_ROUND_TRIP_MISMATCH: &str = "DEVICE_ROUND_TRIP_MISMATCH";
     /// Processes the CUDA driver started were still running when the probe's (or the smoke's) bounded sweep ended, so the probe failed closed.
     pub const DRIVER_PROCESSES_SURVIVED: &str = "DRIVER_PROCESSES_SURVIVED";
     /// The driver_root device option (the probe's --driver-root) is not an absolute path.

@@ -320,6 +320,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
             "size_t",
             "unsigned long long",
             "CUdeviceptr",
+            "unsigned char",
             "CUmodule *",
             "CUfunction",
             "CUevent",
@@ -361,12 +362,13 @@ fn the_c_types_of_cuda_h_are_accepted() {
         "e: usize",
         "f: c_ulonglong",
         "g: CUdeviceptr",
-        "h: *mut CUmodule",
-        "i: CUfunction",
-        "j: CUevent",
-        "k: *mut CUgraph",
-        "l: CUdevice_attribute",
-        "m: *mut *const c_char",
+        "h: c_uchar",
+        "i: *mut CUmodule",
+        "j: CUfunction",
+        "k: CUevent",
+        "l: *mut CUgraph",
+        "m: CUdevice_attribute",
+        "n: *mut *const c_char",
         "pub type CUdevice_attribute = i32;",
         "pub type CUmodule = *mut CUmod_st;",
         &accessor,
@@ -385,7 +387,8 @@ fn the_c_types_of_cuda_h_are_accepted() {
     for c in [
         "const void * b",
         "void ** c",
-        "const char ** m",
+        "const char ** n",
+        "unsigned char h",
         "sizeof(CUdevice_attribute) * CHAR_BIT == 32",
         "__builtin_types_compatible_p(CUmodule, struct CUmod_st *)",
     ] {
@@ -803,7 +806,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"STREAM_DESTROY_FAILED\": [",
         "\"STREAM_DESTROY_FAILS\": [",
-        "smoke.reason_codes[9]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
+        "smoke.reason_codes[11]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
     );
     // A framework lane's codes.
     assert_refused(
