@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "fe65cab9f26ee61023a967cc3dddd49b52ba2aa30a5ffcec98cd989b57cd3428"
+RUNTIME_SOURCE_SHA256: Final = "314e51c68514829cbc9e884127ca710f63b8ef8663e3857f3e360470a493141e"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
-LOADER_SOURCE_SHA256: Final = "e12964b582d636165da9aa278c5b57fe5fbcaeb6db5cbd174808a2242e41ffe0"
+LOADER_SOURCE_SHA256: Final = "42f950e5e4ed5173f094ac27abe7b76225d1bb09559742f404b9a675b4d27b28"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "bbef581c57ffa1892d745dfe549ee2cd6143a1f752f938b69a098a2cf345d60e"
+PROBE_SOURCE_SHA256: Final = "586a2a612167b2f8d42a84e3392abedba1af40f70dcab092c79f6d54703a774e"
