@@ -268,7 +268,9 @@ pub fn probe_spec(spec: &ProviderSpec) -> Vec<u8> {
     for code in &loader_codes {
         let _ = writeln!(out, "    pub use rextio_cuda_loader::reason_codes::{code};");
     }
-    out.push('\n');
+    if !loader_codes.is_empty() {
+        out.push('\n');
+    }
     code_constants(&mut out, spec, &codes);
     out.push_str("}\n");
     let fields = &report.fields;
