@@ -31,6 +31,8 @@
 //! ```
 
 mod error;
+/// Written by `cargo xtask generate` from the provider spec; never edited by hand.
+mod generated;
 mod rejection;
 #[cfg(target_os = "linux")]
 pub mod reviewed;
@@ -64,6 +66,7 @@ use std::rc::Rc;
 use rextio_cuda_runtime::DriverApi;
 
 pub use error::{reason_codes, LoadError, Refusal, RefusalCause};
+pub use generated::rules;
 pub use rejection::Rejection;
 
 /// Whether this build target has a reviewed driver location: Linux x86_64

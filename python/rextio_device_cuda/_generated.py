@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "d4eccfa6d590b642d705577f91fa216b940190abd755f51076972885be8b5967"
+RUNTIME_SOURCE_SHA256: Final = "ba218a5caf45a118f90cc952f79ccbba98816e48ad8d3448a38c4fda5160a786"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
-LOADER_SOURCE_SHA256: Final = "55be3785d4212929504ced49324f843f9afa89e3454a6d4795d374b22d957381"
+LOADER_SOURCE_SHA256: Final = "12aecb3230a56b9e884e4cc4874707b9c4561a35bc3fb909e35e371209cdbede"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "b2679570263d1d6c8d1719bceca378c81c8cdf48b100b8fccf4bbdc90cb65fed"
+PROBE_SOURCE_SHA256: Final = "c9fc2f4d60f01c53dff8dde5bf5b5a2d754da3cea7fbfae8d74ebaaf47bceb62"

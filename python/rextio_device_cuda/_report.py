@@ -271,28 +271,19 @@ def _decode(payload: bytes | str) -> object:
         raise _output_error("not JSON") from error
 
 
-# Schema 1's key sets: the wire constants, then the records' fields.
+# Schema 1's key sets, from the spec; the wire constants are the report's
+# keys that are not constructor fields.
+_FIELDS: Final = _REPORT.fields
+_ROOT_KEYS: Final = frozenset(field.key for field in _FIELDS.report)
+_TARGET_KEYS: Final = frozenset(field.key for field in _FIELDS.target)
+_DEVICE_KEYS: Final = frozenset(field.key for field in _FIELDS.device)
 _WIRE_CONSTANTS: Final[dict[str, object]] = {
     "schema_version": CudaProbeReport.schema_version,
     "probe": CudaProbeReport.probe,
     "support_claim": CudaProbeReport.support_claim,
 }
-_ROOT_KEYS: Final = frozenset(
-    {
-        *_WIRE_CONSTANTS,
-        "target",
-        "platform_supported",
-        "status",
-        "reason_code",
-        "driver_loaded",
-        "driver_version",
-        "device_count",
-        "cuda_result",
-        "devices",
-    }
-)
-_TARGET_KEYS: Final = frozenset({"os", "arch", "environment"})
-_DEVICE_KEYS: Final = frozenset({"ordinal", "name", "compute_major", "compute_minor", "sm"})
+# The keys passed on as they are (the records check their values).
+_PLAIN_KEYS: Final = _ROOT_KEYS - _WIRE_CONSTANTS.keys() - {"target", "devices"}
 # One decoder for every parse; it keeps no state between documents.
 _DECODER: Final = json.JSONDecoder(
     object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_int=_bounded_int
@@ -312,16 +303,10 @@ def report_from_json(value: object) -> CudaProbeReport:
     _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
     return CudaProbeReport(
         target=ProbeTarget(**target),
-        platform_supported=root["platform_supported"],
-        status=root["status"],
-        reason_code=root["reason_code"],
-        driver_loaded=root["driver_loaded"],
-        driver_version=root["driver_version"],
-        device_count=root["device_count"],
-        cuda_result=root["cuda_result"],
         devices=tuple(
             CudaDeviceRecord(**_exact_object(row, _DEVICE_KEYS, "device")) for row in devices
         ),
+        **{key: root[key] for key in _PLAIN_KEYS},
     )
 
 

@@ -51,6 +51,30 @@ pub const CU_CTX_SCHED_AUTO: c_uint = 0;
 /// cuStreamCreate flags: no implicit synchronization with the legacy default stream.
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 
+/// Every listed export's name, one constant each, spelled as the export
+/// (`operation` names a failed call by it).
+#[allow(non_upper_case_globals)]
+pub mod export_name {
+    pub const cuInit: &str = "cuInit";
+    pub const cuDriverGetVersion: &str = "cuDriverGetVersion";
+    pub const cuDeviceGetCount: &str = "cuDeviceGetCount";
+    pub const cuDeviceGet: &str = "cuDeviceGet";
+    pub const cuDeviceGetName: &str = "cuDeviceGetName";
+    pub const cuDeviceComputeCapability: &str = "cuDeviceComputeCapability";
+    pub const cuCtxCreate_v2: &str = "cuCtxCreate_v2";
+    pub const cuCtxDestroy_v2: &str = "cuCtxDestroy_v2";
+    pub const cuCtxPushCurrent_v2: &str = "cuCtxPushCurrent_v2";
+    pub const cuCtxPopCurrent_v2: &str = "cuCtxPopCurrent_v2";
+    pub const cuStreamCreate: &str = "cuStreamCreate";
+    pub const cuStreamDestroy_v2: &str = "cuStreamDestroy_v2";
+    pub const cuStreamSynchronize: &str = "cuStreamSynchronize";
+    pub const cuMemAlloc_v2: &str = "cuMemAlloc_v2";
+    pub const cuMemFree_v2: &str = "cuMemFree_v2";
+    pub const cuMemcpyHtoDAsync_v2: &str = "cuMemcpyHtoDAsync_v2";
+    pub const cuMemcpyDtoHAsync_v2: &str = "cuMemcpyDtoHAsync_v2";
+    pub const cuMemsetD8Async: &str = "cuMemsetD8Async";
+}
+
 /// Passes every listed export, one `driver_table!` line each
 /// (`tier since export(params);`), to `callback!` after `prefix`.
 /// The parameter types are resolved where it is invoked.

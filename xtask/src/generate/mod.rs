@@ -27,7 +27,7 @@ use std::path::Path;
 use crate::paths::repo_root;
 use crate::Result;
 use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, LOADER_DIR, RUNTIME_DIR};
-pub use inputs::{INVENTORY_API_PATH, PROBE_SPEC_PATH};
+pub use inputs::{INVENTORY_API_PATH, LOADER_SPEC_PATH, PROBE_SPEC_PATH};
 use package::{package_crate, package_probe_source, PackagedCrate};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -64,10 +64,12 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let driver_api = tables::runtime_table(&symbols);
     let inventory_api = tables::inventory_table(&symbols);
     let probe_spec = rust::probe_spec(&spec);
+    let loader_spec = rust::loader_spec(&spec);
     let generated_in_crates = [
         (DRIVER_API_PATH, driver_api.as_slice()),
         (INVENTORY_API_PATH, inventory_api.as_slice()),
         (PROBE_SPEC_PATH, probe_spec.as_slice()),
+        (LOADER_SPEC_PATH, loader_spec.as_slice()),
     ];
     let runtime = package_crate(inputs, RUNTIME_DIR, &generated_in_crates)?;
     check_runtime_package_names(&runtime, &spec.runtime_package)?;
@@ -85,6 +87,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, probe_spec),
+        output(LOADER_SPEC_PATH, loader_spec),
         output(PYTHON_MODULE_PATH, python::module(&archives)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),

@@ -77,6 +77,17 @@ pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
         let c_type = constant.c_type.rust_spelling();
         let _ = writeln!(out, "/// {doc}\npub const {name}: {c_type} = {value};");
     }
+    out.push_str(
+        "\n/// Every listed export's name, one constant each, spelled as the export\n\
+         /// (`operation` names a failed call by it).\n\
+         #[allow(non_upper_case_globals)]\n\
+         pub mod export_name {\n",
+    );
+    for symbol in &symbols.symbols {
+        let export = &symbol.export;
+        let _ = writeln!(out, "    pub const {export}: &str = {export:?};");
+    }
+    out.push_str("}\n");
     let exports = lines(symbols, Symbol::tier);
     let path = "rextio_cuda_runtime::DriverApi";
     let header = header("DriverApi", "every listed symbol", "DRIVER_EXPORT", path);
