@@ -33,6 +33,7 @@ from cuda_support import (
 )
 
 from rextio_device_cuda import CudaDeviceProvider
+from rextio_device_cuda._explain import OPTION_FLAGS, for_command
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda.cli import main
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
@@ -120,7 +121,8 @@ def _check_all_three(
     assert f" Observed: {observed}. " in line, line
     assert f"{code}: " in line
     assert f"\nobserved: {observed}\n" in text, text
-    assert SPEC["reason_codes"][code][1] in text
+    # The command's remedy names its own options (--toolkit-root for toolkit_root).
+    assert for_command(SPEC["reason_codes"][code][1], OPTION_FLAGS) in text
     for shown in (line, text, json.dumps(record)):
         assert str(hidden) not in shown
     assert "/" not in observed

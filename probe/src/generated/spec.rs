@@ -29,7 +29,7 @@ pub mod reason_codes {
     pub const DRIVER_PROCESSES_SURVIVED: &str = "DRIVER_PROCESSES_SURVIVED";
     /// The driver_root device option (the probe's --driver-root) is not an absolute path.
     pub const DRIVER_ROOT_NOT_ABSOLUTE: &str = "DRIVER_ROOT_NOT_ABSOLUTE";
-    /// The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023.
+    /// The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023, optionally followed by --driver-root DIR.
     pub const INVALID_ARGUMENTS: &str = "INVALID_ARGUMENTS";
     /// The driver reported a compute capability outside 1.0 to 99.99.
     pub const INVALID_COMPUTE_CAPABILITY: &str = "INVALID_COMPUTE_CAPABILITY";
