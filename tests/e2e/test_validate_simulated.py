@@ -25,6 +25,7 @@ import pytest
 from sim_namespace import DriverLayout, NamespaceTools, NativeBinaries, SimulatedHost
 
 import rextio_device_cuda
+from rextio_device_cuda._explain import OPTION_FLAGS, for_command
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
@@ -68,7 +69,8 @@ def _run(
 
 def _explained(code: str) -> str:
     explanation, remedy = PROVIDER_SPEC.reason_codes[code]
-    return f"{code}: {explanation}\nremedy: {remedy}"
+    # The remedy as validate prints it: naming its own options (--driver-root).
+    return f"{code}: {explanation}\nremedy: {for_command(remedy, OPTION_FLAGS)}"
 
 
 def _evidence(path: Path, stdout: str, local: Path) -> dict[str, Any]:
