@@ -7,7 +7,6 @@ unexpected failure of an injected runner or inspector becomes a reason code.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +35,12 @@ from rextio_device_cuda._toolkit import (
     expected_components,
     toolkit_version_parts,
 )
-from rextio_device_cuda.config import CudaProviderConfig, device_ordinal, is_probe_sha256
+from rextio_device_cuda.config import (
+    CudaProviderConfig,
+    device_ordinal,
+    is_probe_sha256,
+    is_sm_name,
+)
 from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 _OPTION = PROVIDER_SPEC.option_keys
@@ -45,7 +49,6 @@ _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
 _BACKEND = PROVIDER_SPEC.manifest.backend
 # The SM vocabulary with each architecture's CUDA releases (contract 9.5).
 _ARCHITECTURES = {item.sm: item for item in PROVIDER_SPEC.manifest.architectures}
-_SM_PATTERN = re.compile(PROVIDER_SPEC.policy.sm_pattern, re.ASCII)
 # The probe's one option (contract section 9.4): look only in this directory.
 _DRIVER_ROOT_ARGUMENT = "--driver-root"
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
@@ -287,7 +290,7 @@ def _raw_requirement(
     for requirement in cuda_requirements:
         if len(requirement.architectures) != 1:
             raise _refused(_codes.EXPLICIT_SM_REQUIRED)
-        if _SM_PATTERN.fullmatch(requirement.architectures[0]) is None:
+        if not is_sm_name(requirement.architectures[0]):
             raise _refused(_codes.INVALID_SM)
     if len(cuda_requirements) != 1:
         raise _refused(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
@@ -343,7 +346,7 @@ def _framework_requirement(
         raise _refused(codes.runtime_reuse_required)
     if len(requirement.architectures) > 1:
         raise _refused(_codes.AT_MOST_ONE_SM_ALLOWED)
-    if any(_SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
+    if not all(is_sm_name(sm) for sm in requirement.architectures):
         raise _refused(_codes.INVALID_SM)
     if set(requirement.features) != expected.features:
         raise _refused(codes.features_incompatible)
@@ -380,7 +383,7 @@ def _ordinal(text: str | None) -> int:
 def _sm(text: str | None) -> str:
     if text is None:
         raise _refused(_codes.SM_NOT_CONFIGURED)
-    if _SM_PATTERN.fullmatch(text) is None:
+    if not is_sm_name(text):
         raise _refused(_codes.INVALID_SM)
     if text not in _ARCHITECTURES:
         raise _refused(

@@ -484,7 +484,9 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     try:
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        _err("\n".join(explain_lines(error.reason_code, error.facts)))
+        # The probe this command reads is its PATH argument.
+        flags = {PROVIDER_SPEC.option_keys.probe: "PATH"}
+        _err("\n".join(explain_lines(error.reason_code, error.facts, flags=flags)))
         return EXIT_NOT_READY
     _out("\n".join([digest, *pin_lines(path, digest)]))
     return EXIT_READY

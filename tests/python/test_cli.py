@@ -419,6 +419,18 @@ def test_a_refusal_names_the_option_of_the_command_that_prints_it(
     assert f"remedy: {remedy}\n" in run_cli("explain", "CUDA_DEVICE_NOT_FOUND", cwd=tmp_path).stdout
 
 
+def test_pin_probe_names_its_path_argument_in_the_remedy(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    probe = probes.printing(report())
+    probe.chmod(0o644)
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
+    assert done.returncode == 1
+    remedy = SPEC["reason_codes"]["PROBE_NOT_EXECUTABLE"][1]
+    assert "probe_executable" in remedy
+    assert f"remedy: {remedy.replace('probe_executable', 'PATH')}\n" in done.stderr
+
+
 # -- explain: any case, and the nearest code ---------------------------------------------
 
 
