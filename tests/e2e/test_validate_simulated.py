@@ -266,6 +266,30 @@ def test_validate_with_a_driver_root_loads_only_there_probe_preflight_and_smoke(
     assert "cuda-12.8" not in run.stdout
 
 
+def test_the_smoke_takes_the_probes_driver_root_after_the_device(
+    sim_host: SimulatedHost,
+) -> None:
+    smoke = sim_host.native.smoke
+    found = sim_host.run(IN_COMPAT_ONLY, [smoke, "--device", "0", "--driver-root", COMPAT])
+    assert found.returncode == 0, found.stderr
+    assert (found.record()["status"], found.record()["reason_code"]) == ("smoke-complete", None)
+    # Only there: the image at the reviewed path is not tried.
+    elsewhere = sim_host.run(
+        DriverLayout(config=ONE_DEVICE, extra_steps=("install -d -m 0755 /usr/local/empty",)),
+        [smoke, "--device", "0", "--driver-root", "/usr/local/empty"],
+    )
+    assert elsewhere.returncode == 1, elsewhere.stderr
+    assert elsewhere.record()["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    assert elsewhere.calls == ()
+    relative = sim_host.run(IN_COMPAT_ONLY, [smoke, "--device", "0", "--driver-root", "compat"])
+    assert relative.record()["reason_code"] == "DRIVER_ROOT_NOT_ABSOLUTE"
+    assert relative.calls == ()
+    # The device comes first; anything else is refused whole (exit 2).
+    swapped = sim_host.run(IN_COMPAT_ONLY, [smoke, "--driver-root", COMPAT, "--device", "0"])
+    assert (swapped.returncode, swapped.record()["reason_code"]) == (2, "INVALID_ARGUMENTS")
+    assert swapped.calls == ()
+
+
 def test_validate_runs_the_binaries_it_is_given_pinned_to_the_digest_given(
     sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
