@@ -504,7 +504,13 @@ def test_no_home_directory_needs_only_build_probes_default(tmp_path: Path) -> No
 
 
 _WITH_STDOUT_CLOSED = [shutil.which("sh") or "sh", "-c", 'exec "$@" >&-', "sh"]
-_COMMANDS_THAT_PRINT = [["manifest"], ["explain", "--list"], ["explain", "CUDA_SM_MISMATCH"]]
+# probe: the installed wheel is this host's platform wheel, which ships one.
+_COMMANDS_THAT_PRINT = [
+    ["manifest"],
+    ["explain", "--list"],
+    ["explain", "CUDA_SM_MISMATCH"],
+    ["probe"],
+]
 
 
 @pytest.mark.parametrize("arguments", [*_COMMANDS_THAT_PRINT, ["--version"]])
