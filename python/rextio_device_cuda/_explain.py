@@ -8,7 +8,6 @@ facts that decided a refusal are printed between them. ``explain``,
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from typing import Final
@@ -78,6 +77,8 @@ def code_named(text: str) -> str | None:
 
 def nearest_code(text: str) -> str | None:
     """The reason code spelled most like ``text``, when one is close."""
+    import difflib  # only for a code that is not one
+
     matches = difflib.get_close_matches(text.upper(), PROVIDER_SPEC.reason_codes, n=1)
     return matches[0] if matches else None
 
