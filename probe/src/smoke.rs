@@ -6,6 +6,7 @@
 //! kernel.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use rextio_cuda_loader::LoadError;
@@ -16,17 +17,17 @@ use crate::generated::spec::{
     reason_codes, MAX_DEVICE_ORDINAL, SMOKE_ALLOCATION_BYTES, SMOKE_COMPLETE_STATUS,
     SMOKE_FAILURE_STATUS, SMOKE_NAME, SMOKE_SCHEMA_VERSION,
 };
-use crate::inventory::DriverEnvironment;
+use crate::inventory::{DriverEnvironment, DRIVER_ROOT_ARGUMENT};
 use crate::report::{to_json_line, Target};
 
 /// Exit status of a completed smoke.
 pub const EXIT_COMPLETE: u8 = 0;
 /// Exit status of a smoke that ran and failed.
 pub const EXIT_FAILED: u8 = 1;
-/// Exit status for arguments other than exactly `--device N`.
+/// Exit status for arguments other than `--device N [--driver-root DIR]`.
 pub const EXIT_INVALID_ARGUMENTS: u8 = 2;
 
-/// The one accepted flag.
+/// The device flag, always first.
 const DEVICE_FLAG: &str = "--device";
 /// `device_ordinal` of a record whose arguments were refused.
 const NO_DEVICE_ORDINAL: i64 = -1;
@@ -105,11 +106,27 @@ fn at_step(reason_code: &'static str) -> impl FnOnce(CudaError) -> SmokeFailure 
     }
 }
 
-/// The device ordinal of exactly `--device N`, N in 0..=1023 (ASCII digits,
-/// leading zeros accepted); anything else is `None`.
-pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
-    let [flag, value] = arguments else {
-        return None;
+/// What the smoke was asked: a device, and the only directory its driver is
+/// looked for in (`None`: the reviewed candidates, as the probe).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmokeArguments {
+    /// The device ordinal, 0..=1023.
+    pub ordinal: u32,
+    /// The probe's `--driver-root DIR` (Linux); the loader refuses a relative DIR.
+    pub driver_root: Option<PathBuf>,
+}
+
+/// `--device N`, optionally followed by `--driver-root DIR` (Linux), N in
+/// 0..=1023 (ASCII digits, leading zeros accepted); anything else is `None`.
+pub fn parse_arguments(arguments: &[OsString]) -> Option<SmokeArguments> {
+    let (flag, value, driver_root) = match arguments {
+        [flag, value] => (flag, value, None),
+        [flag, value, root_flag, root]
+            if root_flag == DRIVER_ROOT_ARGUMENT && cfg!(target_os = "linux") =>
+        {
+            (flag, value, Some(PathBuf::from(root)))
+        }
+        _ => return None,
     };
     if flag.to_str()? != DEVICE_FLAG {
         return None;
@@ -127,17 +144,22 @@ pub fn parse_arguments(arguments: &[OsString]) -> Option<u32> {
     } else {
         significant.parse::<u32>().ok()?
     };
-    u32::try_from(MAX_DEVICE_ORDINAL)
-        .ok()
-        .filter(|max| ordinal <= *max)
-        .map(|_| ordinal)
+    let max = u32::try_from(MAX_DEVICE_ORDINAL).ok()?;
+    (ordinal <= max).then_some(SmokeArguments {
+        ordinal,
+        driver_root,
+    })
 }
 
-/// Runs the smoke on device `ordinal` (from [`parse_arguments`]); returns
-/// the record and the exit status.
-pub fn run(ordinal: u32, _environment: &DriverEnvironment) -> (SmokeRecord, u8) {
+/// Runs the smoke on device `ordinal` (from [`parse_arguments`]), its driver
+/// from `driver_root` when given; returns the record and the exit status.
+pub fn run(
+    ordinal: u32,
+    driver_root: Option<&Path>,
+    _environment: &DriverEnvironment,
+) -> (SmokeRecord, u8) {
     let mut round_trip_intact = false;
-    let outcome = lifetime_smoke(ordinal, &mut round_trip_intact);
+    let outcome = lifetime_smoke(ordinal, driver_root, &mut round_trip_intact);
     let status = if outcome.is_ok() {
         EXIT_COMPLETE
     } else {
@@ -149,7 +171,7 @@ pub fn run(ordinal: u32, _environment: &DriverEnvironment) -> (SmokeRecord, u8) 
     )
 }
 
-/// The record and exit status for arguments other than exactly `--device N`.
+/// The record and exit status for arguments [`parse_arguments`] refuses.
 pub fn invalid_arguments() -> (SmokeRecord, u8) {
     let failure = SmokeFailure {
         reason_code: reason_codes::INVALID_ARGUMENTS,
@@ -205,8 +227,12 @@ fn round_trip(stream: &Stream, allocation: &mut DeviceAllocation) -> Result<(), 
 /// the context before the table (and its image): explicitly on success, and
 /// by the runtime's `Drop` in reverse creation order when a step fails.
 /// `round_trip_intact` is set once the pattern came back intact.
-fn lifetime_smoke(ordinal: u32, round_trip_intact: &mut bool) -> Result<(), SmokeFailure> {
-    let api = rextio_cuda_loader::load_reviewed(None).map_err(|error| {
+fn lifetime_smoke(
+    ordinal: u32,
+    driver_root: Option<&Path>,
+    round_trip_intact: &mut bool,
+) -> Result<(), SmokeFailure> {
+    let api = rextio_cuda_loader::load_reviewed(driver_root).map_err(|error| {
         crate::inventory::explain_on_stderr(&error);
         SmokeFailure::from(&error)
     })?;
@@ -251,18 +277,46 @@ mod tests {
         parts.iter().map(OsString::from).collect()
     }
 
+    fn ordinal(parts: &[&str]) -> Option<u32> {
+        parse_arguments(&arguments(parts)).map(|parsed| parsed.ordinal)
+    }
+
     #[test]
     fn accepts_exactly_device_and_an_ordinal() {
-        assert_eq!(parse_arguments(&arguments(&["--device", "0"])), Some(0));
+        assert_eq!(ordinal(&["--device", "0"]), Some(0));
+        assert_eq!(ordinal(&["--device", "1023"]), Some(1023));
+        assert_eq!(ordinal(&["--device", "0007"]), Some(7));
+        assert_eq!(ordinal(&["--device", "00000000000000000001"]), Some(1));
         assert_eq!(
-            parse_arguments(&arguments(&["--device", "1023"])),
-            Some(1023)
+            parse_arguments(&arguments(&["--device", "0"])).map(|parsed| parsed.driver_root),
+            Some(None)
         );
-        assert_eq!(parse_arguments(&arguments(&["--device", "0007"])), Some(7));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn accepts_a_driver_root_after_the_device() {
         assert_eq!(
-            parse_arguments(&arguments(&["--device", "00000000000000000001"])),
-            Some(1)
+            parse_arguments(&arguments(&[
+                "--device",
+                "1",
+                "--driver-root",
+                "/usr/local/cuda/compat"
+            ])),
+            Some(SmokeArguments {
+                ordinal: 1,
+                driver_root: Some(PathBuf::from("/usr/local/cuda/compat")),
+            })
         );
+        for bad in [
+            &["--driver-root", "/x", "--device", "0"][..],
+            &["--device", "0", "--driver-root"][..],
+            &["--device", "0", "--driver-root=/x"][..],
+            &["--device", "0", "--driver-root", "/x", "/y"][..],
+            &["--device", "x", "--driver-root", "/x"][..],
+        ] {
+            assert_eq!(parse_arguments(&arguments(bad)), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -282,7 +336,7 @@ mod tests {
             &["--device", "0", "--device", "0"][..],
             &["0", "--device"][..],
         ] {
-            assert_eq!(parse_arguments(&arguments(bad)), None, "{bad:?}");
+            assert_eq!(ordinal(bad), None, "{bad:?}");
         }
     }
 
@@ -327,7 +381,7 @@ mod tests {
 
     #[test]
     fn invalid_arguments_record_and_status() {
-        assert_eq!(parse_arguments(&arguments(&["--device", "x"])), None);
+        assert_eq!(ordinal(&["--device", "x"]), None);
         let (record, status) = invalid_arguments();
         assert_eq!(status, EXIT_INVALID_ARGUMENTS);
         assert_eq!(

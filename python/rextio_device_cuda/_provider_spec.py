@@ -1075,9 +1075,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "INVALID_ARGUMENTS": (
             "The probe or the smoke was called with arguments it does not take: the probe takes "
             "none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to "
-            "1023.",
+            "1023, optionally followed by --driver-root DIR.",
             "Run rextio-cuda-driver-probe alone or with --driver-root /absolute/dir, and "
-            "rextio-cuda-runtime-smoke --device 0.",
+            "rextio-cuda-runtime-smoke --device 0 (with --driver-root /absolute/dir where the "
+            "probe needs it).",
         ),
         "INVALID_COMPUTE_CAPABILITY": (
             "The driver reported a compute capability outside 1.0 to 99.99.",

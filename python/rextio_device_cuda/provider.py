@@ -175,15 +175,15 @@ class CudaDeviceProvider:
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
         """Check compatibility in contract order; ready only with a fresh probe."""
-        result, refusal = self._preflight_outcome(request)
-        if refusal is not None:
-            _log_refusal(refusal)
+        result, outcome = self._preflight_outcome(request)
+        if isinstance(outcome, _preflight_checks.Refusal):
+            _log_refusal(outcome)
         return result
 
     def _preflight_outcome(
         self, request: DevicePreflightRequest
-    ) -> tuple[DevicePreflightResult, _preflight_checks.Refusal | None]:
-        """The preflight result and, when refused, what decided it (nothing logged)."""
+    ) -> tuple[DevicePreflightResult, _preflight_checks.Refusal | _preflight_checks.Ready]:
+        """The preflight result and the checks' outcome behind it (nothing logged)."""
         if not isinstance(request, DevicePreflightRequest):
             raise DeviceProviderError("preflight requires a DevicePreflightRequest")
         fingerprint = request_fingerprint(request)
@@ -211,7 +211,7 @@ class CudaDeviceProvider:
             status=DevicePreflightStatus.READY,
             observations=outcome.observations,
         )
-        return ready, None
+        return ready, outcome
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         """The lane's declarative inputs, only after this request's latest preflight passed."""

@@ -41,7 +41,7 @@ pub mod reason_codes {
     pub const DEVICE_ROUND_TRIP_MISMATCH: &str = "DEVICE_ROUND_TRIP_MISMATCH";
     /// Processes the CUDA driver started were still running when the probe's (or the smoke's) bounded sweep ended, so the probe failed closed.
     pub const DRIVER_PROCESSES_SURVIVED: &str = "DRIVER_PROCESSES_SURVIVED";
-    /// The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023.
+    /// The probe or the smoke was called with arguments it does not take: the probe takes none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to 1023, optionally followed by --driver-root DIR.
     pub const INVALID_ARGUMENTS: &str = "INVALID_ARGUMENTS";
     /// The driver reported a compute capability outside 1.0 to 99.99.
     pub const INVALID_COMPUTE_CAPABILITY: &str = "INVALID_COMPUTE_CAPABILITY";
