@@ -221,16 +221,15 @@ def _probe(arguments: argparse.Namespace) -> int:
 
 
 def _build_probe_command(arguments: argparse.Namespace) -> int:
-    into = _build_probe.default_directory() if arguments.into is None else Path(arguments.into)
-    paths = _build_probe.binary_paths(into)
     try:
+        into = _build_probe.destination(arguments.into)
+        paths = _build_probe.binary_paths(into)
         # Checked before building: a path rextio.toml cannot hold is no use.
         for path in paths:
             toml_string(str(path))
-    except PathNotTomlError as error:
-        raise _UsageError(str(error)) from error
-    try:
         built = _build_probe.build_probe(into)
+    except (_build_probe.BuildProbeUsageError, PathNotTomlError) as error:
+        raise _UsageError(str(error)) from error
     except _build_probe.BuildProbeError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_NOT_READY
