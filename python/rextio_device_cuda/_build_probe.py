@@ -295,7 +295,7 @@ def _run_cargo(command: list[str], build: Path, lock: int | None, channel: str) 
     environment = {key: value for key, value in os.environ.items() if key != "CARGO_TARGET_DIR"}
     # The toolchain named, so rustup looks for no toolchain file; the working
     # directory as cargo will see it.
-    environment |= {"RUSTUP_TOOLCHAIN": channel, "PWD": str(build)}
+    environment |= {"RUSTUP_TOOLCHAIN": channel, "PWD": os.path.realpath(build)}
     guard_command = [sys.executable, "-I", os.path.abspath(_cargo_guard.__file__), *command]
     sys.stderr.flush()
     try:

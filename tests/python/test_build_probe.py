@@ -51,7 +51,10 @@ BUILD_SCRIPT = f"""fn main() {{
     }}
 }}
 """
-MANIFEST = f"""[package]
+# A workspace of its own, as the packaged sources are: cargo looks no further up.
+MANIFEST = f"""[workspace]
+
+[package]
 name = "stand-in-probe"
 version = "0.1.0"
 edition = "2021"
@@ -319,15 +322,18 @@ except _build_probe.BuildProbeUsageError as error:
 
 
 def test_without_a_home_the_default_directory_says_so(tmp_path: Path) -> None:
-    """HOME and XDG_CACHE_HOME unset and no passwd entry (an empty /etc/passwd
-    in a private mount namespace): the default destination is one clear line."""
+    """HOME and XDG_CACHE_HOME unset and no passwd entry (in a private mount
+    namespace, an empty /etc/passwd, read alone: nss-systemd would make up
+    root's): the default destination is one clear line."""
     env = {key: value for key, value in os.environ.items() if key not in ("HOME", "XDG_CACHE_HOME")}
-    empty = tmp_path / "passwd"
+    empty, files_only = tmp_path / "passwd", tmp_path / "nsswitch.conf"
     empty.write_bytes(b"")
+    files_only.write_text("passwd: files\n")
     done = subprocess.run(
         [
             _unshare(), "--mount", "--propagation", "private", "--", "sh", "-c",
-            'mount --bind "$1" /etc/passwd && shift && exec "$@"', "sh", str(empty),
+            'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/nsswitch.conf && shift 2 '
+            '&& exec "$@"', "sh", str(empty), str(files_only),
             sys.executable, "-I", "-c", _NO_HOME_CHILD,
         ],
         capture_output=True, text=True, timeout=60, env=env, cwd="/", check=True,
@@ -385,10 +391,13 @@ def _unshare() -> str:
 _PLANTED_CHILD = r"""
 import json, os, subprocess, sys
 planted, command, cache = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-real_cargo = subprocess.run(
-    ["rustup", "which", "--toolchain", sys.argv[4], "cargo"],
-    capture_output=True, text=True, check=True,
-).stdout.strip()
+real = {
+    tool: subprocess.run(
+        ["rustup", "which", "--toolchain", sys.argv[4], tool],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    for tool in ("cargo", "rustc")
+}
 plant = {
     # A rustc wrapper: every rustc cargo starts would run it first.
     "cargo-config": (
@@ -397,11 +406,11 @@ plant = {
         " > /tmp/.cargo/config.toml"
     ),
     # A toolchain of theirs: its cargo would run in place of the user's.
-    "rust-toolchain": (
-        "mkdir -p /tmp/tc/bin && printf '#!/bin/sh\\ntouch /tmp/steered\\nexec %s \"$@\"\\n' "
-        + real_cargo + " > /tmp/tc/bin/cargo && chmod 755 /tmp/tc/bin/cargo"
-        " && printf '[toolchain]\\npath = \"/tmp/tc\"\\n' > /tmp/rust-toolchain.toml"
-    ),
+    "rust-toolchain": "mkdir -p /tmp/tc/bin && " + " && ".join(
+        f"printf '#!/bin/sh\\ntouch /tmp/steered\\nexec %s \"$@\"\\n' {path}"
+        f" > /tmp/tc/bin/{tool} && chmod 755 /tmp/tc/bin/{tool}"
+        for tool, path in real.items()
+    ) + " && printf '[toolchain]\\npath = \"/tmp/tc\"\\n' > /tmp/rust-toolchain.toml",
 }[planted]
 subprocess.run(
     ["sh", "-c", plant + " && mkdir -m 1777 /tmp/victim-probe"],
@@ -494,18 +503,19 @@ def others():
                 pass
     return found
 
+def listed(directory):
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else None
+
 deadline = time.monotonic() + 60
 while others() and time.monotonic() < deadline:
     time.sleep(0.05)
 outcome = {
-    "exit": status, "left_running": others(), "into": sorted(os.listdir(into)),
-    "builds": sorted(os.listdir(builds)),
+    "exit": status, "left_running": others(), "into": listed(into), "builds": listed(builds),
 }
 if sent == signal.SIGKILL:
     again = subprocess.run(command + ["--into", into], capture_output=True, env=environment)
     outcome |= {
-        "again": again.returncode, "builds_after": sorted(os.listdir(builds)),
-        "into_after": sorted(os.listdir(into)),
+        "again": again.returncode, "builds_after": listed(builds), "into_after": listed(into),
     }
 print(json.dumps(outcome))
 """
