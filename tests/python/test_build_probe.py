@@ -349,22 +349,18 @@ def test_a_cache_where_others_could_plant_cargo_configuration_is_refused(
     tmp_path: Path, who: str
 ) -> None:
     """Cargo would read ``.cargo/config.toml`` from every directory above the
-    build: one whose owner is someone else, or that others can write (pytest's
-    directory lies below /tmp), is named and nothing runs."""
+    build: one that others can write (sticky, as /tmp is) or whose owner is
+    someone else, is named and nothing is made below it or run."""
+    offending = tmp_path / "shared"
+    offending.mkdir()
     if who == "others-can-write":
-        user_cache, offending = tmp_path / "cache", Path("/tmp")
-        assert stat.S_IMODE(offending.stat().st_mode) & stat.S_IWOTH
-        reason = f"is writable by other users (mode {stat.S_IMODE(offending.stat().st_mode):o})"
+        offending.chmod(0o1777)
+        reason = "is writable by other users (mode 1777)"
     else:
-        # Another user's directory in a private one of root's: only the owner differs.
-        private = tmp_path / "private"
-        private.mkdir(mode=0o700)
-        offending = private / "theirs"
-        offending.mkdir(mode=0o755)
+        offending.chmod(0o755)
         os.chown(offending, OTHER_USER, OTHER_USER)
-        user_cache = offending / "cache"
-        user_cache.mkdir(mode=0o700)
         reason = f"belongs to another user (uid {OTHER_USER})"
+    user_cache = offending / "cache"
     into = tmp_path / "built"
     env = {**_without_cargo_target_dir(), "XDG_CACHE_HOME": str(user_cache)}
     done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=env)
@@ -373,6 +369,7 @@ def test_a_cache_where_others_could_plant_cargo_configuration_is_refused(
     assert message.startswith(f"error: {offending} {reason}, and cargo reads its configuration")
     assert message.count("\n") == 1
     assert not into.exists()
+    assert list(offending.iterdir()) == []
 
 
 def _unshare() -> str:
