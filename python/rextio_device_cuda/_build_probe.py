@@ -80,6 +80,8 @@ _BUILDS_FOLDER: Final = "builds"
 _LOCK_FILE: Final = "lock"
 _BUILD_PREFIX: Final = "build-"
 _TOOLCHAIN_FILE: Final = PurePosixPath("rust-toolchain.toml")
+# The variable that names the user's cache (else a folder below the home).
+_CACHE_VARIABLE: Final = "LOCALAPPDATA" if sys.platform == "win32" else "XDG_CACHE_HOME"
 # A rustup channel name (RUSTUP_TOOLCHAIN also takes a path, never wanted here).
 _CHANNEL: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 # What the user sees when Ctrl-C stops a build (then exit status 130).
@@ -115,17 +117,18 @@ class _Terminated(BaseException):
 def _cache_folder() -> Path:
     """This package's folder in the user's cache (``$XDG_CACHE_HOME`` or
     ``~/.cache``; on Windows ``%LOCALAPPDATA%``)."""
+    variable = _CACHE_VARIABLE
     if sys.platform == "win32":
-        variable, below_home = "LOCALAPPDATA", os.path.join("AppData", "Local")
+        home_variable, below_home = "USERPROFILE", os.path.join("AppData", "Local")
     else:
-        variable, below_home = "XDG_CACHE_HOME", ".cache"
+        home_variable, below_home = "HOME", ".cache"
     base = os.environ.get(variable, "")
     if not os.path.isabs(base):
         home = os.path.expanduser("~")
         if not os.path.isabs(home):
             raise BuildProbeUsageError(
                 f"build-probe needs a cache directory and no home directory is known: set "
-                f"{variable} (or HOME) to an absolute directory of yours"
+                f"{variable} (or {home_variable}) to an absolute directory of yours"
             )
         base = os.path.join(home, below_home)
     return Path(base) / PROVIDER_SPEC.distribution.name
@@ -224,8 +227,8 @@ def _check_where_cargo_runs(build: Path) -> None:
         if reason is not None:
             raise BuildProbeError(
                 f"{directory} {reason}, and cargo reads its configuration from every directory "
-                "above the one it runs in: make the cache directory (XDG_CACHE_HOME, or "
-                "~/.cache) one that only you and root can write"
+                f"above the one it runs in: set {_CACHE_VARIABLE} to a directory only you and "
+                "root can write"
             )
 
 
