@@ -243,7 +243,10 @@ def _builds_lock(builds: Path) -> Iterator[int | None]:
     import fcntl  # POSIX only
 
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    lock = os.open(builds / _LOCK_FILE, flags, 0o600)
+    try:
+        lock = os.open(builds / _LOCK_FILE, flags, 0o600)
+    except OSError as error:
+        raise BuildProbeError(f"cannot lock {builds / _LOCK_FILE}: {error.strerror}") from error
     try:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
