@@ -97,9 +97,10 @@ class BuildProbeError(Exception):
     """The probe could not be built or written; the message says why (no traceback)."""
 
 
-class BuildProbeUsageError(Exception):
-    """Input ``build-probe`` cannot use (an empty ``--into``; no cache directory
-    when one is needed): one line, exit status 2."""
+class BuildProbeUsageError(BuildProbeError):
+    """Input ``build-probe`` cannot use (an empty ``--into``; no cache directory,
+    which every build needs): one line, exit status 2 (a ``BuildProbeError``
+    too, so a caller that knows only that one still prints no traceback)."""
 
 
 @dataclass(frozen=True)
