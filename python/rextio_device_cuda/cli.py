@@ -553,23 +553,16 @@ def _default_build_directory() -> Path | None:
 
 
 def _build_probe_command(arguments: argparse.Namespace) -> int:
-    into: Path | None = arguments.into
-    if into is None:
-        into = _default_build_directory()
-        if into is None:
-            raise _UsageError(
-                "no home directory to find the default cache folder in: "
-                "give --into DIR, the directory to write the binaries to"
-            )
-    paths = _build_probe.binary_paths(into)
     try:
+        into: Path = (
+            _build_probe.default_directory() if arguments.into is None else arguments.into
+        )
         # Checked before building: a path rextio.toml cannot hold is no use.
-        for path in paths:
+        for path in _build_probe.binary_paths(into):
             toml_string(str(path))
-    except PathNotTomlError as error:
-        raise _UsageError(str(error)) from error
-    try:
         built = _build_probe.build_probe(into)
+    except (_build_probe.BuildProbeUsageError, PathNotTomlError) as error:
+        raise _UsageError(str(error)) from error
     except _build_probe.BuildProbeError as error:
         _err(f"error: {error}")
         return EXIT_NOT_READY

@@ -497,8 +497,8 @@ def test_no_home_directory_needs_only_build_probes_default(tmp_path: Path) -> No
         assert (done.returncode, done.stderr) == (0, ""), (arguments, done.stderr)
     build = _without_a_home("build-probe", cwd=tmp_path)
     assert _one_error_line(build) == (
-        "error: no home directory to find the default cache folder in: "
-        "give --into DIR, the directory to write the binaries to"
+        "error: build-probe needs a cache directory and no home directory is known: "
+        "set XDG_CACHE_HOME (or HOME) to an absolute directory of yours"
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["etc"]
 
