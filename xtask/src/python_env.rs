@@ -1,7 +1,7 @@
 //! The project's Python environments ([`Venv`]), made by uv (itself in
 //! `target/uv`) from PyPI under `target/` with the exact pins of
 //! `xtask/requirements/`, each on a named CPython ([`CPython`]) of this
-//! machine; uv's and pip's caches are in target/ too.
+//! machine that uv finds; uv's and pip's caches are in target/ too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,31 +47,32 @@ impl CPython {
         }
     }
 
-    /// This machine's interpreter of this version: the first `python3.X`
-    /// on PATH that runs and says so, else the newest pyenv installation
-    /// of it (`$PYENV_ROOT` or `~/.pyenv`, `versions/3.X.*`; pyenv's shims on
-    /// PATH answer only for the versions pyenv has selected). Nothing is
-    /// downloaded.
+    /// This machine's interpreter of this version, as the pinned uv finds it
+    /// (`uv python find`: on PATH and among uv's own installations; nothing is
+    /// downloaded). pyenv's shims on PATH answer only for the versions pyenv
+    /// has selected, so uv asks them with every version pyenv has installed
+    /// selected (`pyenv versions --bare`), when there is a pyenv.
     pub fn interpreter(self) -> Result<PathBuf> {
-        let name = format!("python{}", self.version());
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut candidates: Vec<PathBuf> = std::env::split_paths(&path)
-            .map(|dir| dir.join(&name))
-            .collect();
-        let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv"));
-        let pyenv = std::env::var_os("PYENV_ROOT").map(PathBuf::from).or(home);
-        if let Some(versions) = pyenv.map(|root| root.join("versions")) {
-            let mut installed = pyenv_installations(&versions, self.version());
-            installed.reverse();
-            candidates.extend(installed.into_iter().map(|dir| dir.join("bin").join(&name)));
+        let mut find = uv()?;
+        find.current_dir(repo_root())
+            .args(["python", "find", "--system", "--no-python-downloads"])
+            .arg(self.version());
+        let pyenv = output(Command::new("pyenv").args(["versions", "--bare"]));
+        if let Ok(installed) = pyenv {
+            let installed: Vec<&str> = installed.split_whitespace().collect();
+            find.env("PYENV_VERSION", installed.join(":"));
         }
-        let found = candidates.into_iter().find(|python| self.runs_as(python));
-        found.ok_or_else(|| {
-            format!(
-                "no CPython {} on PATH or under pyenv (`{name}`)",
+        let found = output(&mut find)
+            .map_err(|why| format!("uv finds no CPython {}: {why}", self.version()))?;
+        let python = PathBuf::from(found.trim());
+        match self.runs_as(&python) {
+            true => Ok(python),
+            false => Err(format!(
+                "uv named {} for CPython {}, which does not run as it",
+                python.display(),
                 self.version()
-            )
-        })
+            )),
+        }
     }
 
     /// Whether `python` runs and reports this version.
@@ -84,21 +85,6 @@ impl CPython {
         ]);
         python.is_file() && output(&mut ask).is_ok_and(|said| said.trim() == self.version())
     }
-}
-
-/// The pyenv installations `<versions>/<version>.<patch>`, by patch number.
-fn pyenv_installations(versions: &Path, version: &str) -> Vec<PathBuf> {
-    let prefix = format!("{version}.");
-    let entries = std::fs::read_dir(versions).into_iter().flatten().flatten();
-    let mut found: Vec<(u32, PathBuf)> = entries
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let patch = name.strip_prefix(&prefix)?.parse().ok()?;
-            Some((patch, entry.path()))
-        })
-        .collect();
-    found.sort();
-    found.into_iter().map(|(_, dir)| dir).collect()
 }
 
 /// One of the environments.
@@ -214,7 +200,8 @@ pub fn uv() -> Result<Command> {
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
     let version = output(Command::new(&program).arg("--version"));
     if !version.is_ok_and(|text| text.split(' ').nth(1) == Some(UV)) {
-        run(Command::new(CPython::V3_11.interpreter()?)
+        // Any python3 hosts uv, which finds the claimed CPythons itself.
+        run(Command::new("python3")
             .args(["-m", "venv"])
             .arg(target_dir().join("uv")))?;
         run(pip().args(["install", "--quiet", &format!("uv=={UV}")]))?;
@@ -333,17 +320,6 @@ mod tests {
             .map(|cpython| cpython.version())
             .collect();
         assert_eq!(versions, ours);
-    }
-
-    #[test]
-    fn pyenv_installations_are_ordered_by_patch_number() {
-        let scratch = crate::paths::scratch("pyenv").unwrap();
-        for name in ["3.12.10", "3.12.9", "3.12.x", "3.13.0", "3.1.2"] {
-            std::fs::create_dir(scratch.path().join(name)).unwrap();
-        }
-        let found = pyenv_installations(scratch.path(), "3.12");
-        let names: Vec<_> = found.iter().map(|dir| dir.file_name().unwrap()).collect();
-        assert_eq!(names, ["3.12.9", "3.12.10"]);
     }
 
     #[test]
