@@ -52,7 +52,8 @@ pub fn root() -> Result<PathBuf> {
         Command::new("mmdebstrap")
             .args(["--quiet", "--variant=essential"])
             .arg(format!("--include={}", PACKAGES.join(",")))
-            // sid's Release file carries no Valid-Until worth checking here.
+            // The archive's sid Release file is past its Valid-Until date; apt
+            // refuses it without this.
             .arg("--aptopt=Acquire::Check-Valid-Until \"false\"")
             .arg("--aptopt=Acquire::Languages \"none\"")
             .arg(SUITE)
