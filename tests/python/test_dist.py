@@ -143,7 +143,7 @@ def test_every_wheel_describes_itself(tag: str) -> None:
     assert urls["Homepage"] == "https://pypi.org/project/rextio-device-cuda/"
     classifiers = metadata.get_all("Classifier", [])
     assert "Development Status :: 3 - Alpha" in classifiers
-    for version in ("3.11", "3.12", "3.13"):
+    for version in ("3.11", "3.12", "3.13", "3.14"):
         assert f"Programming Language :: Python :: {version}" in classifiers
 
 

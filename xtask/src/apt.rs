@@ -55,14 +55,7 @@ impl PrivateApt {
     /// of `sources` (`{release}`: the machine's), `architecture` seen beside
     /// the machine's own; then `apt-get update`.
     pub fn new(dir: &Path, architecture: Option<&str>, sources: &[&str]) -> Result<Self> {
-        let os_release = Path::new("/etc/os-release");
-        let release = fs::read_to_string(os_release)
-            .map_err(at(os_release))?
-            .lines()
-            .find_map(|line| line.strip_prefix("VERSION_CODENAME="))
-            .map(|value| value.trim_matches('"').to_owned())
-            .filter(|value| !value.is_empty())
-            .ok_or("/etc/os-release names no VERSION_CODENAME (not Debian?)")?;
+        let release = machine_release()?;
         let archive = machine_archive(&release)?;
         let stanza = |line: &&str| stanza(&archive, &line.replace("{release}", &release));
         let stanzas: Vec<String> = sources.iter().map(stanza).collect();
@@ -141,6 +134,23 @@ fn madison_offers(text: &str, package: &str) -> Vec<(String, String)> {
             (name == package).then(|| (version.to_owned(), suite.to_owned()))
         })
         .collect()
+}
+
+/// The machine's Debian release (`VERSION_CODENAME` of /etc/os-release).
+fn machine_release() -> Result<String> {
+    let os_release = Path::new("/etc/os-release");
+    fs::read_to_string(os_release)
+        .map_err(at(os_release))?
+        .lines()
+        .find_map(|line| line.strip_prefix("VERSION_CODENAME="))
+        .map(|value| value.trim_matches('"').to_owned())
+        .filter(|value| !value.is_empty())
+        .ok_or_else(|| "/etc/os-release names no VERSION_CODENAME (not Debian?)".to_string())
+}
+
+/// The URI of the archive the machine's own release comes from.
+pub fn machine_archive_uri() -> Result<String> {
+    Ok(machine_archive(&machine_release()?)?.0)
 }
 
 /// A Debian archive as one of the machine's sources names it: its URI and

@@ -1,22 +1,20 @@
 //! `cargo xtask bench` (README's command table): ratios measured in one run,
 //! never asserted in tests. First what a user waits for (one `rextio
-//! generate`, ours against the published 0.1.0); then the generator, timed
-//! in-process, warm; then diagnostics (the isolated import plus first
+//! generate`, ours against the published 0.1.0); then diagnostics (the
+//! generator timed in-process, warm; the isolated import plus first
 //! preflight, the warm preflight, the probe's run time).
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
+use crate::generate::inputs::Inputs;
 use crate::generate::render;
-use crate::generate::symbols::SymbolList;
 use crate::paths::repo_root;
 use crate::process::run;
 use crate::python_env::{self, CPython, Venv};
 use crate::{native, setup, Result};
 
 const WARM_RUNS: usize = 15;
-const TARGET_FOR_FULL_API: Duration = Duration::from_millis(100);
 
 pub fn command() -> Result<()> {
     // Timing unoptimized code says nothing about the generator: a debug
@@ -103,6 +101,7 @@ fn time_warm(mut work: impl FnMut() -> Result<()>) -> Result<Duration> {
     Ok(samples[WARM_RUNS / 2])
 }
 
+/// Diagnostics: the generator, timed in-process, warm.
 fn bench_generate() -> Result<()> {
     let root = repo_root();
     let ms = time_warm(|| render(&Inputs::read(&root)?).map(|_| ()))?.as_secs_f64() * 1e3;
@@ -110,34 +109,7 @@ fn bench_generate() -> Result<()> {
         "generate (read inputs + render every output, in memory, one thread): \
          median {ms:.2} ms of {WARM_RUNS}"
     );
-    let inputs = Inputs::read(&root)?;
-    let (full, count) = crate::headers::with_full_api(&inputs, &full_api_header(&inputs)?)?;
-    let elapsed = time_warm(|| render(&full).map(|_| ()))?;
-    let (ms, target) = (elapsed.as_secs_f64() * 1e3, TARGET_FOR_FULL_API.as_millis());
-    let per_export = ms * 1e3 / count as f64;
-    println!(
-        "generate, the whole CUDA 13 driver API ({count} exports of cuda.h): median {ms:.2} ms \
-         of {WARM_RUNS}, one thread ({per_export:.1} us per export; target {target} ms)"
-    );
-    if elapsed > TARGET_FOR_FULL_API {
-        return Err(format!(
-            "the full driver API took {ms:.1} ms, over the {target} ms target"
-        ));
-    }
     Ok(())
-}
-
-/// The text of `cuda.h` of the list's 13.x header set, fetched into
-/// `target/nvidia-headers/` as the ABI check does.
-fn full_api_header(inputs: &Inputs) -> Result<String> {
-    let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
-    let set = symbols
-        .header_sets
-        .values()
-        .find(|set| set.version.starts_with("13."))
-        .ok_or_else(|| format!("{DRIVER_SYMBOLS_PATH}: no 13.x header set"))?;
-    let path = crate::headers::fetch_headers(set)?.join("cuda.h");
-    std::fs::read_to_string(&path).map_err(crate::paths::at(&path))
 }
 
 fn bench_determinism() -> Result<()> {

@@ -19,15 +19,19 @@ use crate::{generate, paths, python_env, Result};
 /// 1980-01-01T00:00:00Z: the earliest time a zip entry can carry.
 const SOURCE_DATE_EPOCH: &str = "315532800";
 
-/// What the build hook reads (see python/hatch_build.py; an empty platform: a pure wheel).
-const PLATFORM_VARIABLE: &str = "REXTIO_WHEEL_PLATFORM";
-const BINARIES_VARIABLE: &str = "REXTIO_WHEEL_BINARIES";
-
-/// Calls hatchling's `build_<argv[1]>` into the directory in argv[2]; prints the file name.
+/// Calls hatchling's `build_<argv[1]>` into the directory in argv[2]; prints
+/// the file name. argv[3] is the wheel's platform tag (empty: pure) and
+/// argv[4] the directory of its binaries, set in the environment under the
+/// names the build hook (python/hatch_build.py) itself defines.
 const BUILD: &str = "\
+import os
 import sys
+import hatch_build
 import hatchling.build
-print(getattr(hatchling.build, 'build_' + sys.argv[1])(sys.argv[2]))
+kind, out, platform, binaries = sys.argv[1:]
+os.environ[hatch_build.PLATFORM_VARIABLE] = platform
+os.environ[hatch_build.BINARIES_VARIABLE] = binaries
+print(getattr(hatchling.build, 'build_' + kind)(out))
 ";
 
 /// Imports `python/`'s `_codes.py`, whose import-time check (every framework
@@ -91,10 +95,10 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
             .current_dir(&stage)
             .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
             .env_remove("PYTHONPATH")
-            .env(PLATFORM_VARIABLE, tag)
-            .env(BINARIES_VARIABLE, binaries)
             .args(["-B", "-c", BUILD, kind])
-            .arg(&out);
+            .arg(&out)
+            .arg(tag)
+            .arg(binaries);
         let name = output(&mut build)?.trim().to_string();
         match out.join(&name) {
             artifact if !name.is_empty() && artifact.is_file() => Ok(artifact),

@@ -1,5 +1,4 @@
-//! The ABI check against NVIDIA's own headers (`cargo xtask test` step),
-//! and those headers read as declarations.
+//! The ABI check against NVIDIA's own headers (`cargo xtask test` step).
 //!
 //! For each header set of the symbol list, its pinned PyPI wheel is
 //! installed by uv into `target/` (once; uv checks its SHA-256), and the
@@ -7,23 +6,15 @@
 //! named by the fact its line states and each parameter whose type differs
 //! from the `PFN_` typedef. The exports the list says a set lacks must be
 //! undeclared there; a deliberately wrong copy of the list must fail.
-//!
-//! For the bench, [`with_full_api`] adds every `CUresult CUDAAPI` function
-//! of the 13.x `cuda.h` to the list, named by the export its `#define`
-//! selects, with the header's parameter types (stand-in 32-bit enums where
-//! the list declares none: the render costs the same), parameters `p0`,
-//! `p1`, ... and versions 2000.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{json, Value};
-
 use crate::generate::abi_check::{self, EXPECT_UNDECLARED_MACRO, HEADER_SET_MACRO};
-use crate::generate::inputs::{Inputs, DRIVER_SYMBOLS_PATH};
+use crate::generate::inputs::DRIVER_SYMBOLS_PATH;
 use crate::generate::results::RESULTS_CHECK_PATH;
-use crate::generate::symbols::{is_word, scalar, CType, HeaderSet, SymbolList, C_WORDS};
+use crate::generate::symbols::{is_word, CType, HeaderSet, SymbolList, C_WORDS};
 use crate::paths::{at, repo_root, target_dir};
 use crate::process::run;
 use crate::{python_env, Result};
@@ -72,7 +63,7 @@ pub fn check() -> Result<()> {
 
 /// The include directory of `set`'s wheel, installed once by uv (which
 /// checks the pinned SHA-256) into `target/nvidia-headers/<package>-<version>/`.
-pub fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
+fn fetch_headers(set: &HeaderSet) -> Result<PathBuf> {
     // A copy of the repository (symbol-proof) shares this repository's cache.
     let cache = std::env::var_os("XTASK_NVIDIA_HEADERS_DIR")
         .map(PathBuf::from)
@@ -273,129 +264,9 @@ fn param_type(param: &str) -> CType {
     c_type
 }
 
-/// Every `(export, api, parameter declarations)` of `cuda_h`, in header
-/// order; the export is the one the header's first `#define api api_vN` names.
-fn declarations(cuda_h: &str) -> Vec<(String, String, Vec<String>)> {
-    let mut renamed = BTreeMap::new();
-    for line in strip_comments(cuda_h).lines() {
-        if let ["#define", api, export] = line.split_whitespace().collect::<Vec<_>>()[..] {
-            if api.starts_with("cu") && export.starts_with(api) && is_word(export) {
-                renamed.entry(api.to_string()).or_insert(export.to_string());
-            }
-        }
-    }
-    let export = |api: &String| renamed.get(api).unwrap_or(api).clone();
-    let found = prototypes(cuda_h, "CUresult CUDAAPI ").into_iter();
-    found
-        .map(|(api, params)| (export(&api), api, params))
-        .collect()
-}
-
-/// A copy of `inputs` whose symbol list also holds every export `cuda_h`
-/// declares that it lacks. Returns the copy and its symbol count.
-pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
-    let bytes = inputs.get(DRIVER_SYMBOLS_PATH)?;
-    let listed = SymbolList::parse(bytes)?.symbols.into_iter();
-    let mut exports: BTreeSet<String> = listed.map(|symbol| symbol.export).collect();
-    let mut list: Value = serde_json::from_slice(bytes).map_err(|error| error.to_string())?;
-    let declared = declarations(cuda_h).into_iter();
-    for (export, api, params) in declared.filter(|(export, ..)| exports.insert(export.clone())) {
-        let mut entries = Vec::new();
-        for (index, param) in params.iter().enumerate() {
-            let mut c_type = param_type(param);
-            if scalar(&c_type.base).is_none() {
-                // Named as the list can name it (`unsigned short` as `cu_unsigned_short`).
-                if c_type.base.starts_with(|c: char| c.is_ascii_lowercase()) {
-                    c_type.base = format!("cu_{}", c_type.base.replace(' ', "_"));
-                }
-                if list["types"].get(&c_type.base).is_none() {
-                    let stand_in = json!({ "kind": "enum", "bits": 32, "doc": "A cuda.h type." });
-                    list["types"][&c_type.base] = stand_in;
-                }
-            }
-            entries.push(json!({ "name": format!("p{index}"), "c_type": c_type.c_spelling() }));
-        }
-        let symbol = json!({
-            "export": export, "api": api, "abi_version": 2000, "since": 2000,
-            "params": entries, "components": { "runtime": "optional" }
-        });
-        if let Some(symbols) = list["symbols"].as_array_mut() {
-            symbols.push(symbol);
-        }
-    }
-    let bytes = serde_json::to_vec_pretty(&list).map_err(|error| error.to_string())?;
-    // The copy must be a list the generator accepts, or the bench times an error.
-    SymbolList::parse(&bytes)?;
-    let mut copy = inputs.clone();
-    copy.files.insert(DRIVER_SYMBOLS_PATH.to_string(), bytes);
-    Ok((copy, exports.len()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paths::repo_root;
-
-    #[test]
-    fn declarations_become_list_entries() {
-        let header = "#define cuMemAlloc cuMemAlloc_v2\n\
-            /* a comment CUresult CUDAAPI cuHidden(int x); */\n\
-            CUresult CUDAAPI cuInit(unsigned int Flags);\n\
-            CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize); // trailing\n\
-            __CUDA_DEPRECATED CUresult CUDAAPI cuOld(void);\n\
-            CUresult CUDAAPI cuCopy(const CUDA_MEMCPY2D *pCopy, unsigned numChannels,\n\
-                unsigned short *words);\n";
-        let found = declarations(header);
-        let names: Vec<(&str, &str)> = found
-            .iter()
-            .map(|(export, api, _)| (api.as_str(), export.as_str()))
-            .collect();
-        assert_eq!(
-            names,
-            [
-                ("cuInit", "cuInit"),
-                ("cuMemAlloc", "cuMemAlloc_v2"),
-                ("cuOld", "cuOld"),
-                ("cuCopy", "cuCopy")
-            ]
-        );
-        assert!(found[2].2.is_empty());
-        let spell = |params: &[String]| -> Vec<String> {
-            let types = params.iter().map(|param| param_type(param).c_spelling());
-            types.collect()
-        };
-        assert_eq!(spell(&found[1].2), ["CUdeviceptr *", "size_t"]);
-        // The copy of the list: the two new exports, with the types the list
-        // spells, and a stand-in for each type it did not declare.
-        let inputs = Inputs::read(&repo_root()).unwrap();
-        let real = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH).unwrap()).unwrap();
-        let (copy, count) = with_full_api(&inputs, header).unwrap();
-        let full = SymbolList::parse(copy.get(DRIVER_SYMBOLS_PATH).unwrap()).unwrap();
-        assert_eq!((count, full.symbols.len()), (real.symbols.len() + 2, count));
-        let copied = full.symbols.last().unwrap();
-        assert_eq!(copied.export, "cuCopy");
-        let types: Vec<String> = copied
-            .params
-            .iter()
-            .map(|param| param.c_type.c_spelling())
-            .collect();
-        assert_eq!(
-            types,
-            [
-                "const CUDA_MEMCPY2D *",
-                "unsigned int",
-                "cu_unsigned_short *"
-            ]
-        );
-        let new_types = full
-            .types
-            .keys()
-            .filter(|name| !real.types.contains_key(*name));
-        assert_eq!(
-            new_types.collect::<Vec<_>>(),
-            ["CUDA_MEMCPY2D", "cu_unsigned_short"]
-        );
-    }
 
     #[test]
     fn typedef_parameters_compare_in_the_list_spelling() {

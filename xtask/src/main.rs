@@ -4,6 +4,7 @@
 
 mod apt;
 mod bench;
+mod debian_python;
 mod demo;
 mod determinism;
 mod dist;

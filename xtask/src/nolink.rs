@@ -5,8 +5,9 @@
 //! names no CUDA library.
 
 use std::path::Path;
-use std::process::Command;
 
+use object::read::elf::{ElfFile, FileHeader};
+use object::Endianness;
 use quote::ToTokens;
 use syn::visit::Visit;
 
@@ -139,18 +140,17 @@ pub fn scan_build_script(path: &str, text: &str) -> Vec<String> {
 
 /// No package may declare `links` (which announces a native library).
 pub fn scan_manifest(path: &str, text: &str) -> Vec<String> {
-    let (mut table, mut problems) = ("", Vec::new());
-    for (number, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            table = header.trim_end_matches(']').trim();
-        } else if let Some((key, _)) = line.split_once('=') {
-            if matches!(key.trim().trim_matches('"'), "links" | "package.links") {
-                problems.push(format!("{path}:{}: `links` key in [{table}]", number + 1));
-            }
-        }
+    let manifest = match text.parse::<toml_edit::DocumentMut>() {
+        Ok(manifest) => manifest,
+        Err(error) => return vec![format!("{path}: not TOML, so cannot be checked: {error}")],
+    };
+    let package = manifest
+        .get("package")
+        .and_then(|item| item.as_table_like());
+    match package.and_then(|package| package.get("links")) {
+        Some(_) => vec![format!("{path}: `links` key in [package]")],
+        None => Vec::new(),
     }
-    problems
 }
 
 /// The library crates a host builds into its own binary: each built as a
@@ -187,21 +187,30 @@ pub fn check_dynamic_section(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The `DT_NEEDED` entries of an ELF file, as binutils' `readelf` reads them.
+/// The `DT_NEEDED` entries of an ELF file, read by `object`.
 pub fn needed_libraries(path: &Path) -> Result<Vec<String>> {
-    let mut readelf = Command::new("readelf");
-    readelf.env("LC_ALL", "C").args(["-d", "-W"]).arg(path); // --dynamic --wide
-    let shown = path.display();
-    let text = crate::process::output(&mut readelf)
-        .map_err(|why| format!("{shown}: not an ELF file readelf can read? {why}"))?;
-    let needed = text.lines().filter(|line| line.contains("(NEEDED)"));
-    let name = |line: &str| {
-        let (_, name) = line.split_once("Shared library: [")?;
-        name.strip_suffix(']').map(str::to_owned)
+    let data = std::fs::read(path).map_err(at(path))?;
+    let needed = match object::FileKind::parse(&*data) {
+        Ok(object::FileKind::Elf64) => needed_in::<object::elf::FileHeader64<Endianness>>(&data),
+        Ok(object::FileKind::Elf32) => needed_in::<object::elf::FileHeader32<Endianness>>(&data),
+        Ok(kind) => return Err(format!("{}: not an ELF file ({kind:?})", path.display())),
+        Err(why) => return Err(format!("{}: not an ELF file: {why}", path.display())),
     };
-    needed
-        .map(|line| name(line).ok_or_else(|| format!("{shown}: unreadable readelf line: {line}")))
-        .collect()
+    needed.map_err(|why| format!("{}: an ELF file object cannot read: {why}", path.display()))
+}
+
+fn needed_in<Elf: FileHeader<Endian = Endianness>>(
+    data: &[u8],
+) -> object::read::Result<Vec<String>> {
+    let file = ElfFile::<Elf>::parse(data)?;
+    let table = file
+        .elf_section_table()
+        .dynamic_table(file.endian(), data)?;
+    let needed = table
+        .iter()
+        .filter(|entry| entry.tag == object::elf::DT_NEEDED);
+    let name = |entry| Ok(String::from_utf8_lossy(table.string(entry)?).into_owned());
+    needed.map(name).collect()
 }
 
 #[cfg(test)]
@@ -261,8 +270,12 @@ mod tests {
         let manifest = "[package]\nname = \"x\"\nlinks = \"cuda\"\n";
         assert_eq!(
             scan_manifest("Cargo.toml", manifest),
-            ["Cargo.toml:3: `links` key in [package]"]
+            ["Cargo.toml: `links` key in [package]"]
         );
+        let dotted = "package.name = \"x\"\npackage.links = \"cuda\"\n";
+        assert_eq!(scan_manifest("Cargo.toml", dotted).len(), 1);
+        let broken = scan_manifest("Cargo.toml", "[package\n");
+        assert!(broken[0].starts_with("Cargo.toml: not TOML"), "{broken:?}");
         assert!(scan_manifest("Cargo.toml", "[package]\nname = \"links\"\n").is_empty());
     }
 
@@ -288,7 +301,7 @@ mod tests {
         std::fs::write(dir.join("empty.c"), "int rextio_unused;\n").unwrap();
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         let link = |args: &[&str]| {
-            let status = Command::new(&cc)
+            let status = std::process::Command::new(&cc)
                 .current_dir(dir)
                 .args(args)
                 .status()

@@ -1,7 +1,7 @@
 //! The project's Python environments ([`Venv`]), made by uv (itself in
 //! `target/uv`) from PyPI under `target/` with the exact pins of
 //! `xtask/requirements/`, each on a named CPython ([`CPython`]) of this
-//! machine; uv's and pip's caches are in target/ too.
+//! machine that uv finds; uv's and pip's caches are in target/ too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,54 +27,84 @@ fn requirements(name: &str) -> PathBuf {
 }
 
 /// A CPython the package claims (python/pyproject.toml's classifiers, from
-/// templates/pyproject.toml); the whole Python suite runs on each.
+/// templates/pyproject.toml); the whole Python suite runs on each. This
+/// machine carries 3.11 to 3.13; 3.14 is Debian's, in a chroot
+/// ([`crate::debian_python`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CPython {
     V3_11,
     V3_12,
     V3_13,
+    V3_14,
 }
 
 impl CPython {
-    pub const ALL: [CPython; 3] = [CPython::V3_11, CPython::V3_12, CPython::V3_13];
+    pub const ALL: [CPython; 4] = [
+        CPython::V3_11,
+        CPython::V3_12,
+        CPython::V3_13,
+        CPython::V3_14,
+    ];
 
-    /// `3.11`, `3.12`, `3.13`.
+    /// `3.11`, `3.12`, `3.13`, `3.14`.
     pub fn version(self) -> &'static str {
         match self {
             CPython::V3_11 => "3.11",
             CPython::V3_12 => "3.12",
             CPython::V3_13 => "3.13",
+            CPython::V3_14 => "3.14",
         }
     }
 
-    /// This machine's interpreter of this version: the first `python3.X`
-    /// on PATH that runs and says so, else the newest pyenv installation
-    /// of it (`$PYENV_ROOT` or `~/.pyenv`, `versions/3.X.*`; pyenv's shims on
-    /// PATH answer only for the versions pyenv has selected). Nothing is
-    /// downloaded.
+    /// Whether it lives in Debian's chroot rather than on this machine.
+    fn in_debian_chroot(self) -> bool {
+        self == CPython::V3_14
+    }
+
+    /// `command` as it runs where this CPython lives: unchanged on this
+    /// machine, else in Debian's chroot.
+    fn where_it_lives(self, command: Command) -> Result<Command> {
+        match self.in_debian_chroot() {
+            true => crate::debian_python::inside(&command),
+            false => Ok(command),
+        }
+    }
+
+    /// This machine's interpreter of this version, as the pinned uv finds it
+    /// (`uv python find`: on PATH and among uv's own installations; nothing is
+    /// downloaded). pyenv's shims on PATH answer only for the versions pyenv
+    /// has selected, so uv asks them with every version pyenv has installed
+    /// selected (`pyenv versions --bare`), when there is a pyenv.
+    /// Debian's 3.14 is the chroot's `python3.14`.
     pub fn interpreter(self) -> Result<PathBuf> {
-        let name = format!("python{}", self.version());
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut candidates: Vec<PathBuf> = std::env::split_paths(&path)
-            .map(|dir| dir.join(&name))
-            .collect();
-        let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".pyenv"));
-        let pyenv = std::env::var_os("PYENV_ROOT").map(PathBuf::from).or(home);
-        if let Some(versions) = pyenv.map(|root| root.join("versions")) {
-            let mut installed = pyenv_installations(&versions, self.version());
-            installed.reverse();
-            candidates.extend(installed.into_iter().map(|dir| dir.join("bin").join(&name)));
+        if self.in_debian_chroot() {
+            crate::debian_python::root()?;
+            return Ok(PathBuf::from(crate::debian_python::PYTHON));
         }
-        let found = candidates.into_iter().find(|python| self.runs_as(python));
-        found.ok_or_else(|| {
-            format!(
-                "no CPython {} on PATH or under pyenv (`{name}`)",
+        let mut find = uv()?;
+        find.current_dir(repo_root())
+            .args(["python", "find", "--system", "--no-python-downloads"])
+            .arg(self.version());
+        let pyenv = output(Command::new("pyenv").args(["versions", "--bare"]));
+        if let Ok(installed) = pyenv {
+            let installed: Vec<&str> = installed.split_whitespace().collect();
+            find.env("PYENV_VERSION", installed.join(":"));
+        }
+        let found = output(&mut find)
+            .map_err(|why| format!("uv finds no CPython {}: {why}", self.version()))?;
+        let python = PathBuf::from(found.trim());
+        match python.is_file() && self.runs_as(&python) {
+            true => Ok(python),
+            false => Err(format!(
+                "uv named {} for CPython {}, which does not run as it",
+                python.display(),
                 self.version()
-            )
-        })
+            )),
+        }
     }
 
-    /// Whether `python` runs and reports this version.
+    /// Whether `python` (a path where this CPython lives) runs and reports
+    /// this version.
     fn runs_as(self, python: &Path) -> bool {
         let mut ask = Command::new(python);
         ask.args([
@@ -82,23 +112,11 @@ impl CPython {
             "-c",
             "import sys; print('%d.%d' % sys.version_info[:2])",
         ]);
-        python.is_file() && output(&mut ask).is_ok_and(|said| said.trim() == self.version())
+        let Ok(mut ask) = self.where_it_lives(ask) else {
+            return false;
+        };
+        output(&mut ask).is_ok_and(|said| said.trim() == self.version())
     }
-}
-
-/// The pyenv installations `<versions>/<version>.<patch>`, by patch number.
-fn pyenv_installations(versions: &Path, version: &str) -> Vec<PathBuf> {
-    let prefix = format!("{version}.");
-    let entries = std::fs::read_dir(versions).into_iter().flatten().flatten();
-    let mut found: Vec<(u32, PathBuf)> = entries
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let patch = name.strip_prefix(&prefix)?.parse().ok()?;
-            Some((patch, entry.path()))
-        })
-        .collect();
-    found.sort();
-    found.into_iter().map(|(_, dir)| dir).collect()
 }
 
 /// One of the environments.
@@ -110,8 +128,8 @@ pub enum Venv {
     Dist,
     /// `target/venv`: Core `FLOOR_CORE` on 3.11 and every tool (`demo`, `bench`).
     Floor,
-    /// `target/venv-core-<NEWEST_CORE>` on 3.11, `...-py3.12` and `...-py3.13`
-    /// on the others: the newest Core and the same tools (on 3.11 `setup`
+    /// `target/venv-core-<NEWEST_CORE>` on 3.11, `...-py3.12`, `...-py3.13`
+    /// and `...-py3.14` on the others: the newest Core and the same tools (on 3.11 `setup`
     /// adds the companion plugins from their sdists, `target/downstream-sdists/`).
     Newest(CPython),
     /// `target/venv-reference-0.1.0`: Core `NEWEST_CORE` on 3.11 (the bench
@@ -169,29 +187,39 @@ impl Venv {
         let layout = self.layout();
         let python = layout.dir.join("bin/python");
         if !layout.cpython.runs_as(&python) {
-            run(uv()?
-                .args(["venv", "--quiet", "--clear", "--python"])
+            let mut venv = uv()?;
+            venv.args(["venv", "--quiet", "--clear", "--python"])
                 .arg(layout.cpython.interpreter()?)
-                .arg(&layout.dir))?;
+                .arg(&layout.dir);
+            run(&mut layout.cpython.where_it_lives(venv)?)?;
         }
         let mut install = uv_pip(&python)?;
         install.args(layout.core.map(|core| format!("rextio=={core}")));
         if let Some(file) = layout.requirements {
             install.arg("-r").arg(requirements(file));
         }
-        run(&mut install)?;
+        run(&mut layout.cpython.where_it_lives(install)?)?;
         Ok(python)
+    }
+
+    /// Force-reinstalls a built wheel (without touching its pinned dependency).
+    pub fn install_wheel(self, wheel: &Path) -> Result<()> {
+        let layout = self.layout();
+        let mut install = uv_pip(&layout.dir.join("bin/python"))?;
+        install.args(["--reinstall", "--no-deps"]).arg(wheel);
+        run(&mut layout.cpython.where_it_lives(install)?)
     }
 
     /// mypy --strict over each group of paths (each test tree has its own conftest).
     pub fn mypy(self, runs: &[&[&str]]) -> Result<()> {
         for checked in runs {
-            run(Command::new(self.program("mypy"))
-                .current_dir(repo_root())
+            let mut mypy = Command::new(self.program("mypy"));
+            mypy.current_dir(repo_root())
                 // Test trees import the helpers of tests/python and tests/e2e.
                 .env("MYPYPATH", "tests/python:tests/e2e")
                 .args(["--strict", "--config-file", "mypy.ini"])
-                .args(*checked))?;
+                .args(*checked);
+            run(&mut self.layout().cpython.where_it_lives(mypy)?)?;
         }
         Ok(())
     }
@@ -199,12 +227,14 @@ impl Venv {
     /// pytest over `trees` (options in pytest.ini); any non-zero status,
     /// 5 for "nothing collected" too, fails.
     pub fn pytest(self, trees: &[&str]) -> Result<()> {
-        run(Command::new(self.program("pytest"))
+        let mut pytest = Command::new(self.program("pytest"));
+        pytest
             .current_dir(repo_root())
             .env_remove("PYTHONPATH")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .arg("-q")
-            .args(trees))
+            .args(trees);
+        run(&mut self.layout().cpython.where_it_lives(pytest)?)
     }
 }
 
@@ -214,7 +244,8 @@ pub fn uv() -> Result<Command> {
     // `uv --version` prints "uv 0.13.8 (x86_64-unknown-linux-gnu)".
     let version = output(Command::new(&program).arg("--version"));
     if !version.is_ok_and(|text| text.split(' ').nth(1) == Some(UV)) {
-        run(Command::new(CPython::V3_11.interpreter()?)
+        // Any python3 hosts uv, which finds the claimed CPythons itself.
+        run(Command::new("python3")
             .args(["-m", "venv"])
             .arg(target_dir().join("uv")))?;
         run(pip().args(["install", "--quiet", &format!("uv=={UV}")]))?;
@@ -245,13 +276,6 @@ fn uv_pip(python: &Path) -> Result<Command> {
     command.args(["pip", "install", "--quiet", "--python"]);
     command.arg(python);
     Ok(command)
-}
-
-/// Force-reinstalls a built wheel (without touching its pinned dependency).
-pub fn install_wheel(python: &Path, wheel: &Path) -> Result<()> {
-    run(uv_pip(python)?
-        .args(["--reinstall", "--no-deps"])
-        .arg(wheel))
 }
 
 /// Downloads the files that `xtask/requirements/<name>.txt` pins (`kind`:
@@ -336,19 +360,12 @@ mod tests {
     }
 
     #[test]
-    fn pyenv_installations_are_ordered_by_patch_number() {
-        let scratch = crate::paths::scratch("pyenv").unwrap();
-        for name in ["3.12.10", "3.12.9", "3.12.x", "3.13.0", "3.1.2"] {
-            std::fs::create_dir(scratch.path().join(name)).unwrap();
-        }
-        let found = pyenv_installations(scratch.path(), "3.12");
-        let names: Vec<_> = found.iter().map(|dir| dir.file_name().unwrap()).collect();
-        assert_eq!(names, ["3.12.9", "3.12.10"]);
-    }
-
-    #[test]
-    fn each_claimed_cpython_is_on_this_machine() {
-        for cpython in CPython::ALL {
+    fn each_claimed_cpython_this_machine_carries_is_found_by_uv() {
+        // 3.14's chroot is made and used by `setup` and `test`.
+        let carried = CPython::ALL
+            .into_iter()
+            .filter(|cpython| !cpython.in_debian_chroot());
+        for cpython in carried {
             let python = cpython.interpreter().unwrap();
             assert!(cpython.runs_as(&python), "{}", python.display());
         }

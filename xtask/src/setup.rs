@@ -16,7 +16,7 @@ use crate::{dist, native, real_driver, Result};
 pub fn setup() -> Result<()> {
     let native = native::build(false)?;
     let build = Venv::Build.ensure()?;
-    let floor = Venv::Floor.ensure()?;
+    Venv::Floor.ensure()?;
     let newest = Venv::Newest(CPython::V3_11).ensure()?;
     // The build-only paths import neither torch nor tensorflow: `--no-deps`.
     let sdists =
@@ -27,10 +27,12 @@ pub fn setup() -> Result<()> {
     // This host's platform wheel (its probe and smoke in _bin/); `dist` leaves
     // the other artifacts in target/dist/ for the tests.
     let wheel = dist::build_wheel()?;
-    python_env::install_wheel(&floor, &wheel)?;
-    python_env::install_wheel(&newest, &wheel)?;
+    Venv::Floor.install_wheel(&wheel)?;
+    Venv::Newest(CPython::V3_11).install_wheel(&wheel)?;
     for cpython in newer_pythons() {
-        python_env::install_wheel(&Venv::Newest(cpython).ensure()?, &wheel)?;
+        let newer = Venv::Newest(cpython);
+        newer.ensure()?;
+        newer.install_wheel(&wheel)?;
     }
     let paths = serde_json::json!({
         "probe": native.probe,

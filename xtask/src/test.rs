@@ -43,7 +43,8 @@ const STEPS: &[Step] = &[
     ("python 3.11, the floor Core: ruff, mypy, pytest", setup::test_floor),
     ("python 3.11, the newest Core: mypy, pytest, tests/downstream with the companion plugins",
         setup::test_newest),
-    ("python 3.12 and 3.13, the newest Core: pytest", setup::test_newer_pythons),
+    ("python 3.12, 3.13 and 3.14 (Debian's, in a chroot), the newest Core: pytest",
+        setup::test_newer_pythons),
     ("real NVIDIA driver (libcuda1 535, 550, 555)", real_driver::test),
     ("aarch64 probe and smoke as shipped (cargo-zigbuild)", || {
         emulated::shipped_aarch64().map(drop)

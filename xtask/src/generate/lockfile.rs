@@ -3,19 +3,21 @@
 //! the workspace's order and Cargo's own layout, so `cargo build --locked`
 //! in the extracted tree finds it current. A dependency that names a version
 //! (`"syn 2.0.1"`) because the workspace holds two versions of it names only
-//! the package once one version is left, as Cargo writes it.
+//! the package once one version is left, as Cargo writes it. Read and
+//! written through `toml_edit`, which keeps Cargo's layout of every entry it
+//! does not change.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use toml_edit::{ArrayOfTables, DocumentMut, Table};
 
 use super::inputs::WORKSPACE_LOCK_PATH;
 use crate::Result;
 
-/// One `[[package]]` entry of a lock file.
+/// One `[[package]]` entry of a lock file, as the cut needs it.
 struct LockedPackage {
     name: String,
     version: String,
-    /// Its lines, `[[package]]` excluded.
-    lines: Vec<String>,
     /// Its `dependencies` entries as written: `name` or `name version`.
     dependencies: Vec<String>,
 }
@@ -24,63 +26,49 @@ struct LockedPackage {
 pub fn cut(lock: &[u8], root: &str) -> Result<String> {
     let text =
         std::str::from_utf8(lock).map_err(|_| format!("{WORKSPACE_LOCK_PATH}: not UTF-8"))?;
-    let mut blocks = text.split("[[package]]\n");
-    let header = blocks.next().unwrap_or_default();
-    let packages: Vec<LockedPackage> = blocks.map(parse_package).collect::<Result<_>>()?;
+    let mut document: DocumentMut = text
+        .parse()
+        .map_err(|error| format!("{WORKSPACE_LOCK_PATH}: not TOML: {error}"))?;
+    let tables = document
+        .get_mut("package")
+        .and_then(|item| item.as_array_of_tables_mut())
+        .ok_or_else(|| format!("{WORKSPACE_LOCK_PATH}: no [[package]] entries"))?;
+    let packages: Vec<LockedPackage> = tables.iter().map(locked_package).collect::<Result<_>>()?;
     let kept = reachable(&packages, root)?;
     let mut versions: BTreeMap<&str, usize> = BTreeMap::new();
     for index in &kept {
         *versions.entry(packages[*index].name.as_str()).or_default() += 1;
     }
-    let mut out = header.to_string();
-    let mut first = true;
-    for (index, package) in packages.iter().enumerate() {
-        if !kept.contains(&index) {
-            continue;
-        }
-        if !first {
-            out.push('\n');
-        }
-        first = false;
-        out.push_str("[[package]]\n");
-        for line in &package.lines {
-            out.push_str(&unqualified(line, &versions));
-            out.push('\n');
+    let mut cut = ArrayOfTables::new();
+    for (index, table) in tables.iter().enumerate() {
+        if kept.contains(&index) {
+            let mut table = table.clone();
+            unqualify_dependencies(&mut table, &versions);
+            cut.push(table);
         }
     }
-    Ok(out)
+    *tables = cut;
+    Ok(document.to_string())
 }
 
-fn parse_package(block: &str) -> Result<LockedPackage> {
-    let lines: Vec<String> = block
-        .trim_end_matches('\n')
-        .lines()
-        .map(str::to_string)
-        .collect();
+fn locked_package(table: &Table) -> Result<LockedPackage> {
     let value = |key: &str| {
-        let prefix = format!("{key} = \"");
-        lines
-            .iter()
-            .find_map(|line| line.strip_prefix(&prefix)?.strip_suffix('"'))
+        table
+            .get(key)
+            .and_then(|item| item.as_str())
             .map(str::to_string)
             .ok_or_else(|| format!("{WORKSPACE_LOCK_PATH}: a [[package]] without {key}"))
     };
     let mut dependencies = Vec::new();
-    let mut inside = false;
-    for line in &lines {
-        if line == "dependencies = [" {
-            inside = true;
-        } else if inside && line == "]" {
-            inside = false;
-        } else if inside {
-            let entry = line.trim().trim_end_matches(',').trim_matches('"');
-            dependencies.push(entry.to_string());
+    if let Some(item) = table.get("dependencies") {
+        let not_a_list = || format!("{WORKSPACE_LOCK_PATH}: dependencies that are not strings");
+        for entry in item.as_array().ok_or_else(not_a_list)? {
+            dependencies.push(entry.as_str().ok_or_else(not_a_list)?.to_string());
         }
     }
     Ok(LockedPackage {
         name: value("name")?,
         version: value("version")?,
-        lines,
         dependencies,
     })
 }
@@ -114,18 +102,24 @@ fn reachable(packages: &[LockedPackage], root: &str) -> Result<BTreeSet<usize>> 
     Ok(kept)
 }
 
-/// A dependency line ` "name version",` as ` "name",` when one version of
-/// `name` is left; every other line as it is.
-fn unqualified(line: &str, versions: &BTreeMap<&str, usize>) -> String {
-    let Some(entry) = line
-        .strip_prefix(" \"")
-        .and_then(|rest| rest.strip_suffix("\","))
+/// Each dependency `"name version"` of `table` as `"name"` when one version
+/// of `name` is left, keeping its place in Cargo's layout.
+fn unqualify_dependencies(table: &mut Table, versions: &BTreeMap<&str, usize>) {
+    let Some(dependencies) = table
+        .get_mut("dependencies")
+        .and_then(|item| item.as_array_mut())
     else {
-        return line.to_string();
+        return;
     };
-    match entry.split_once(' ') {
-        Some((name, _)) if versions.get(name) == Some(&1) => format!(" \"{name}\","),
-        _ => line.to_string(),
+    for index in 0..dependencies.len() {
+        let entry = dependencies.get(index).and_then(|value| value.as_str());
+        let Some((name, _)) = entry.and_then(|entry| entry.split_once(' ')) else {
+            continue;
+        };
+        if versions.get(name) == Some(&1) {
+            let name = name.to_string();
+            dependencies.replace(index, name);
+        }
     }
 }
 

@@ -54,8 +54,7 @@ fn output(path: impl Into<String>, bytes: Vec<u8>) -> Output {
 
 /// Every generated file, a pure function of `inputs`, in a fixed order
 /// (the tarball before the Python module that holds its digest, the index
-/// last), on one thread: the whole CUDA 13 driver API renders within the
-/// 100 ms target (`cargo xtask bench`).
+/// last), on one thread (`cargo xtask bench` times it).
 pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let spec = spec::parse(inputs.get(inputs::PROVIDER_SPEC_PATH)?)?;
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;

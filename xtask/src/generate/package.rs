@@ -8,6 +8,8 @@ use super::inputs::{
     Inputs, LICENSE_PATH, LOADER_DIR, PACKAGED_CRATES, PROBE_DIR, RUNTIME_DIR, TOOLCHAIN_PATH,
     WORKSPACE_LOCK_PATH, WORKSPACE_MANIFEST_PATH,
 };
+use toml_edit::{DocumentMut, TableLike};
+
 use super::{lockfile, tarball};
 use crate::Result;
 
@@ -131,69 +133,100 @@ fn crate_files(
 /// A packaged crate's manifest as installed: a path dependency on another
 /// packaged crate (`path = "../runtime"`) names the directory that crate is
 /// installed in, beside this one, which is its name (`path =
-/// "../rextio-cuda-runtime"`; contract §9.7). Any other path dependency
-/// could not resolve there, and is refused.
+/// "../rextio-cuda-runtime"`; docs/interfaces.md). Any other path
+/// dependency could not resolve there, and is refused.
 fn installed_manifest(inputs: &Inputs, manifest_path: &str, manifest: &str) -> Result<String> {
-    let mut installed = manifest.to_string();
-    let mut names = Vec::new();
+    let mut installed_as = Vec::new();
     for crate_dir in PACKAGED_CRATES {
         let path = format!("{crate_dir}/Cargo.toml");
         let name = package_value(&path, text(inputs, &path)?, "name")?;
-        let from = format!("path = \"../{crate_dir}\"");
-        installed = installed.replace(&from, &format!("path = \"../{name}\""));
-        names.push(name);
+        installed_as.push((format!("../{crate_dir}"), format!("../{name}")));
     }
-    let marker = "path = \"../";
-    for (at, _) in installed.match_indices(marker) {
-        let value = installed[at + marker.len()..]
-            .split('"')
-            .next()
-            .unwrap_or("");
-        if !names.iter().any(|name| name == value) {
-            return Err(format!(
-                "{manifest_path}: a path dependency on `../{value}`, which is no packaged crate"
-            ));
+    let mut document = parsed(manifest_path, manifest)?;
+    for dependencies in dependency_tables(&mut document) {
+        for (_, dependency) in dependencies.iter_mut() {
+            // TableLike::get_mut: Item::get_mut would insert a missing key.
+            let dependency = dependency.as_table_like_mut();
+            let Some(path) = dependency.and_then(|dependency| dependency.get_mut("path")) else {
+                continue;
+            };
+            let from = path.as_str().unwrap_or_default();
+            let Some((_, to)) = installed_as.iter().find(|(dir, _)| dir == from) else {
+                return Err(format!(
+                    "{manifest_path}: a path dependency on `{from}`, which is no packaged crate"
+                ));
+            };
+            let decor = path.as_value().map(|value| value.decor().clone());
+            *path = toml_edit::value(to.as_str());
+            if let (Some(value), Some(decor)) = (path.as_value_mut(), decor) {
+                *value.decor_mut() = decor;
+            }
         }
     }
-    Ok(installed)
+    Ok(document.to_string())
+}
+
+/// Every dependency table of a manifest: `[dependencies]`, `[dev-dependencies]`,
+/// `[build-dependencies]` and the same under each `[target.'cfg(...)']`.
+fn dependency_tables(document: &mut DocumentMut) -> Vec<&mut dyn TableLike> {
+    const KINDS: [&str; 3] = ["dependencies", "dev-dependencies", "build-dependencies"];
+    let mut tables = Vec::new();
+    for (key, item) in document.as_table_mut().iter_mut() {
+        if KINDS.contains(&key.get()) {
+            tables.extend(item.as_table_like_mut());
+        } else if key.get() == "target" {
+            let targets = item.as_table_like_mut().into_iter();
+            for (_, target) in targets.flat_map(|targets| targets.iter_mut()) {
+                let Some(target) = target.as_table_like_mut() else {
+                    continue;
+                };
+                for (kind, item) in target.iter_mut() {
+                    if KINDS.contains(&kind.get()) {
+                        tables.extend(item.as_table_like_mut());
+                    }
+                }
+            }
+        }
+    }
+    tables
 }
 
 /// The probe tarball's workspace manifest: the workspace's own, with the
 /// probe as its one member (its `[workspace.package]` and release profile
 /// are the ones the shipped binaries are built with).
 fn probe_workspace_manifest(inputs: &Inputs, probe_name: &str) -> Result<String> {
-    let manifest = text(inputs, WORKSPACE_MANIFEST_PATH)?;
-    let mut out = String::new();
-    let mut replaced = false;
-    for line in manifest.lines() {
-        if line.trim_start().starts_with("members = ") {
-            out.push_str(&format!("members = [\"{probe_name}\"]\n"));
-            replaced = true;
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    if !replaced {
-        return Err(format!(
-            "{WORKSPACE_MANIFEST_PATH}: no `members = [...]` line"
-        ));
-    }
-    Ok(out)
+    let mut document = parsed(
+        WORKSPACE_MANIFEST_PATH,
+        text(inputs, WORKSPACE_MANIFEST_PATH)?,
+    )?;
+    let members = document
+        .get_mut("workspace")
+        .and_then(|workspace| workspace.as_table_like_mut())
+        .and_then(|workspace| workspace.get_mut("members"))
+        .and_then(|members| members.as_value_mut())
+        .ok_or_else(|| format!("{WORKSPACE_MANIFEST_PATH}: no [workspace] members"))?;
+    let decor = members.decor().clone();
+    *members = toml_edit::Value::from(toml_edit::Array::from_iter([probe_name]));
+    *members.decor_mut() = decor;
+    Ok(document.to_string())
 }
 
 /// The probe tarball's toolchain file: the workspace's pinned channel, with
 /// only what building needs (no other targets or components to download).
 fn probe_toolchain(inputs: &Inputs) -> Result<String> {
-    let toolchain = text(inputs, TOOLCHAIN_PATH)?;
-    let channel = toolchain
-        .lines()
-        .find(|line| line.trim_start().starts_with("channel = "))
-        .ok_or_else(|| format!("{TOOLCHAIN_PATH}: no `channel = ...` line"))?;
+    let pinned = parsed(TOOLCHAIN_PATH, text(inputs, TOOLCHAIN_PATH)?)?;
+    let channel = pinned
+        .get("toolchain")
+        .and_then(|toolchain| toolchain.get("channel"))
+        .and_then(|channel| channel.as_str())
+        .ok_or_else(|| format!("{TOOLCHAIN_PATH}: no [toolchain] channel"))?;
+    let mut toolchain = toml_edit::Table::new();
+    toolchain.insert("channel", toml_edit::value(channel));
+    toolchain.insert("profile", toml_edit::value("minimal"));
+    let mut document = DocumentMut::new();
+    document.insert("toolchain", toml_edit::Item::Table(toolchain));
     Ok(format!(
-        "# The toolchain the shipped probe and smoke are built with.\n\
-         [toolchain]\n{}\nprofile = \"minimal\"\n",
-        channel.trim()
+        "# The toolchain the shipped probe and smoke are built with.\n{document}"
     ))
 }
 
@@ -201,30 +234,23 @@ fn text<'a>(inputs: &'a Inputs, path: &str) -> Result<&'a str> {
     std::str::from_utf8(inputs.get(path)?).map_err(|_| format!("{path}: not UTF-8"))
 }
 
-/// The value of `key` in the `[package]` table of a Cargo manifest, which
-/// names it on one line as `key = "value"`: the tarball is named after it.
+fn parsed(path: &str, text: &str) -> Result<DocumentMut> {
+    text.parse()
+        .map_err(|error| format!("{path}: not TOML: {error}"))
+}
+
+/// The string value of `key` in the `[package]` table of a Cargo manifest:
+/// the tarball is named after it.
 fn package_value(path: &str, manifest: &str, key: &str) -> Result<String> {
-    let mut inside = false;
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            inside = line == "[package]";
-            continue;
-        }
-        let Some((found, value)) = line.split_once('=') else {
-            continue;
-        };
-        if !inside || found.trim() != key {
-            continue;
-        }
-        let value = value.trim();
-        let quoted = value.len() >= 2 && value.starts_with('"') && value.ends_with('"');
-        if !quoted {
-            return Err(format!("{path}: [package] {key} is not a plain \"string\""));
-        }
-        return Ok(value[1..value.len() - 1].to_string());
-    }
-    Err(format!("{path}: [package] has no {key}"))
+    let document = parsed(path, manifest)?;
+    let item = document
+        .get("package")
+        .and_then(|package| package.get(key))
+        .ok_or_else(|| format!("{path}: [package] has no {key}"))?;
+    let value = item
+        .as_str()
+        .ok_or_else(|| format!("{path}: [package] {key} is not a plain \"string\""))?;
+    Ok(value.to_string())
 }
 
 #[cfg(test)]
@@ -249,12 +275,70 @@ mod tests {
         // Inherited from the workspace: the crate alone does not say it.
         let manifest = "[package]\nname = \"demo\"\nversion.workspace = true\n";
         let error = package_value("demo/Cargo.toml", manifest, "version").unwrap_err();
-        assert_eq!(error, "demo/Cargo.toml: [package] has no version");
+        assert_eq!(
+            error,
+            "demo/Cargo.toml: [package] version is not a plain \"string\""
+        );
         let manifest = "[package]\nversion = 2\n";
         let error = package_value("demo/Cargo.toml", manifest, "version").unwrap_err();
         assert_eq!(
             error,
             "demo/Cargo.toml: [package] version is not a plain \"string\""
         );
+    }
+
+    fn inputs_with(manifest: &str) -> Inputs {
+        let mut files = std::collections::BTreeMap::new();
+        for (dir, name) in [
+            ("runtime", "rextio-cuda-runtime"),
+            ("loader", "rextio-cuda-loader"),
+            ("probe", "rextio-cuda-probe"),
+        ] {
+            let text = format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\n");
+            files.insert(format!("{dir}/Cargo.toml"), text.into_bytes());
+        }
+        files.insert("demo/Cargo.toml".to_string(), manifest.as_bytes().to_vec());
+        Inputs { files }
+    }
+
+    #[test]
+    fn path_dependencies_name_the_installed_directory_and_nothing_else_changes() {
+        let manifest = "[package]\nname = \"demo\"\n\n[lib]\npath = \"src/lib.rs\"\n\n\
+            [dependencies]\nlibloading = \"0.8\"\n\
+            serde = { version = \"1\", features = [\"derive\"] }\n\
+            rextio-cuda-runtime = { path = \"../runtime\" } # kept comment\n\n\
+            [target.'cfg(unix)'.dependencies]\n\
+            rextio-cuda-loader = { path = \"../loader\", version = \"0.1\" }\n\n\
+            [dev-dependencies.rextio-cuda-probe]\npath = \"../probe\"\n";
+        let inputs = inputs_with(manifest);
+        let installed = installed_manifest(&inputs, "demo/Cargo.toml", manifest).unwrap();
+        assert_eq!(
+            installed,
+            "[package]\nname = \"demo\"\n\n[lib]\npath = \"src/lib.rs\"\n\n\
+             [dependencies]\nlibloading = \"0.8\"\n\
+             serde = { version = \"1\", features = [\"derive\"] }\n\
+             rextio-cuda-runtime = { path = \"../rextio-cuda-runtime\" } # kept comment\n\n\
+             [target.'cfg(unix)'.dependencies]\n\
+             rextio-cuda-loader = { path = \"../rextio-cuda-loader\", version = \"0.1\" }\n\n\
+             [dev-dependencies.rextio-cuda-probe]\npath = \"../rextio-cuda-probe\"\n"
+        );
+    }
+
+    #[test]
+    fn a_path_dependency_on_no_packaged_crate_is_refused() {
+        for elsewhere in ["../tests/sim-driver", "vendored/lib", "../runtime/"] {
+            let manifest = format!(
+                "[package]\nname = \"demo\"\n[target.'cfg(unix)'.build-dependencies]\n\
+                 other = {{ path = \"{elsewhere}\" }}\n"
+            );
+            let inputs = inputs_with(&manifest);
+            let error = installed_manifest(&inputs, "demo/Cargo.toml", &manifest).unwrap_err();
+            assert_eq!(
+                error,
+                format!(
+                    "demo/Cargo.toml: a path dependency on `{elsewhere}`, which is no packaged crate"
+                )
+            );
+        }
     }
 }
