@@ -731,7 +731,9 @@ mod tests {
     fn loader_failures_map_to_their_report_fields() {
         let cases = [
             (
-                LoadError::DriverNotFound,
+                LoadError::DriverNotFound {
+                    searched: Vec::new(),
+                },
                 "LIBCUDA_SO_NOT_FOUND",
                 STATUS_UNAVAILABLE,
                 true,

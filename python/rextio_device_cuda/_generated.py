@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "fe65cab9f26ee61023a967cc3dddd49b52ba2aa30a5ffcec98cd989b57cd3428"
+RUNTIME_SOURCE_SHA256: Final = "af7af5a6c7c72a96e2625d8a2a97ef71766cb123b673c227183ac219a16acb7c"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
-LOADER_SOURCE_SHA256: Final = "e12964b582d636165da9aa278c5b57fe5fbcaeb6db5cbd174808a2242e41ffe0"
+LOADER_SOURCE_SHA256: Final = "b00e57f547c7ae3f3b4ea7ace93a23edb3282f063d9827a44a120c56609f1e5a"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "bbef581c57ffa1892d745dfe549ee2cd6143a1f752f938b69a098a2cf345d60e"
+PROBE_SOURCE_SHA256: Final = "68c0912fc179feabf403aff94e11a7306f87130e421c41234d2c4dbb7b66b0ae"
