@@ -91,7 +91,10 @@ pub fn probe(_environment: &DriverEnvironment, driver_root: Option<&Path>) -> Pr
         Ok(api) => inventory(&api, target),
         Err(error) => {
             explain_on_stderr(&error);
-            ProbeReport::failed(target, load_failure(&error))
+            ProbeReport {
+                refusing_rule: error.refusing_rules().first().copied(),
+                ..ProbeReport::failed(target, load_failure(&error))
+            }
         }
     }
 }

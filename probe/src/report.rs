@@ -83,6 +83,11 @@ pub struct ProbeReport {
     pub device_count: Option<i32>,
     pub cuda_result: Option<i32>,
     pub devices: Vec<DeviceRow>,
+    /// The loader rule that refused the first driver image found
+    /// (`LIBCUDA_SO_LOAD_FAILED` only; a rule name such as `mode`, never a
+    /// path). Absent otherwise, so every other report has 0.1.0's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusing_rule: Option<&'static str>,
 }
 
 /// How far a failed inventory got; becomes a report without device rows.
@@ -142,6 +147,7 @@ impl ProbeReport {
             device_count: None,
             cuda_result: None,
             devices: Vec::new(),
+            refusing_rule: None,
         }
     }
 
@@ -212,6 +218,32 @@ mod tests {
                 r#""driver_loaded":false,"driver_version":null,"device_count":null,"cuda_result":null,"devices":[]}"#
             )
         );
+    }
+
+    #[test]
+    fn a_refused_image_names_its_rule_last_and_only_then() {
+        let failure = Failure {
+            status: STATUS_UNAVAILABLE,
+            reason_code: "LIBCUDA_SO_LOAD_FAILED",
+            platform_supported: true,
+            driver_loaded: false,
+            driver_version: None,
+            device_count: None,
+            cuda_result: None,
+        };
+        let report = ProbeReport {
+            refusing_rule: Some("mode"),
+            ..ProbeReport::failed(linux(), failure)
+        };
+        assert!(
+            report
+                .to_json()
+                .ends_with(r#""cuda_result":null,"devices":[],"refusing_rule":"mode"}"#),
+            "{}",
+            report.to_json()
+        );
+        let plain = ProbeReport::failed(linux(), failure);
+        assert!(!plain.to_json().contains("refusing_rule"));
     }
 
     #[test]

@@ -33,6 +33,8 @@ _MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars
 _DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
 _MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
 _MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
+# A loader rule's name (``mode``, ``writable-directory``): never a path.
+_RULE_NAME: Final = re.compile(r"[a-z][a-z-]{0,31}", re.ASCII)
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -137,7 +139,10 @@ class CudaProbeReport:
 
     ``schema_version``, ``probe`` and ``support_claim`` are constants of the
     JSON wire format (the parser checks them), not constructor fields: the
-    fields and their order are 0.1.0's.
+    fields and their order are 0.1.0's; ``refusing_rule`` came after them in
+    0.2.0: the loader rule that refused the first driver image found (a rule
+    name such as ``mode``, on an incomplete report only), absent from the
+    JSON when None, as every report of a 0.1.0 probe is.
     """
 
     schema_version: ClassVar[str] = _REPORT.schema_version
@@ -153,6 +158,7 @@ class CudaProbeReport:
     device_count: int | None
     cuda_result: int | None
     devices: tuple[CudaDeviceRecord, ...]
+    refusing_rule: str | None = None
 
     def __post_init__(self) -> None:
         """Validate every field, then the cross-field rules of schema 1."""
@@ -181,6 +187,14 @@ class CudaProbeReport:
             all(row.ordinal == index for index, row in enumerate(devices)),
             "device ordinal differs from its index",
         )
+        _require(
+            self.refusing_rule is None
+            or (
+                isinstance(self.refusing_rule, str)
+                and _RULE_NAME.fullmatch(self.refusing_rule) is not None
+            ),
+            "refusing_rule",
+        )
         if self.status == _COMPLETE:
             self._check_complete()
         else:
@@ -198,7 +212,8 @@ class CudaProbeReport:
             and self.device_count is not None
             and self.device_count >= 1
             and self.device_count == len(self.devices)
-            and self.cuda_result == 0,
+            and self.cuda_result == 0
+            and self.refusing_rule is None,
             "a complete report is inconsistent",
         )
 
@@ -291,6 +306,8 @@ _ROOT_KEYS: Final = frozenset(
         "devices",
     }
 )
+# Present only when the loader refused an image (0.2.0's probe).
+_ROOT_KEYS_WITH_RULE: Final = _ROOT_KEYS | {"refusing_rule"}
 _TARGET_KEYS: Final = frozenset({"os", "arch", "environment"})
 _DEVICE_KEYS: Final = frozenset({"ordinal", "name", "compute_major", "compute_minor", "sm"})
 # One decoder for every parse; it keeps no state between documents.
@@ -302,7 +319,8 @@ _DECODER: Final = json.JSONDecoder(
 def report_from_json(value: object) -> CudaProbeReport:
     """Build a report from decoded JSON, enforcing the exact key sets; the
     records check their values."""
-    root = _exact_object(value, _ROOT_KEYS, "report")
+    with_rule = isinstance(value, dict) and "refusing_rule" in value
+    root = _exact_object(value, _ROOT_KEYS_WITH_RULE if with_rule else _ROOT_KEYS, "report")
     target = _exact_object(root["target"], _TARGET_KEYS, "target")
     for key, constant in _WIRE_CONSTANTS.items():
         found = root[key]
@@ -322,6 +340,8 @@ def report_from_json(value: object) -> CudaProbeReport:
         devices=tuple(
             CudaDeviceRecord(**_exact_object(row, _DEVICE_KEYS, "device")) for row in devices
         ),
+        # The probe leaves the key out rather than writing null; null reads as absent.
+        refusing_rule=root["refusing_rule"] if with_rule else None,
     )
 
 

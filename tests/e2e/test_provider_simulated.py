@@ -200,3 +200,28 @@ def test_preflight_names_the_driver_s_result_and_its_remedy(
     assert words in refusal["remedy"]
     assert refusal["observed"] == "the probe loaded driver 12.8 (12080)"
     assert str(sim_host.native.probe.resolve()) not in run.stdout + run.stderr
+
+
+def test_a_refused_driver_image_is_named_by_the_rule_the_probe_recorded(
+    sim_host: SimulatedHost,
+) -> None:
+    # The reviewed path holds the driver, but group- and other-writable.
+    layout = DriverLayout(config=("driver_version=12080",), image_mode=0o666)
+    run = sim_host.run(layout, preflight_argv(sys.executable, sim_host.native.probe))
+    refusal = json.loads(run.stdout)
+    assert refusal["reason_code"] == "LIBCUDA_SO_LOAD_FAILED"
+    assert refusal["observed"] == (
+        "the loader's rule `mode` refused the libcuda.so.1 the probe found"
+    )
+    assert run.calls == ()
+    assert "/usr/" not in refusal["observed"]
+
+
+def test_a_driver_root_that_does_not_exist_is_said_to_be_missing(
+    sim_host: SimulatedHost,
+) -> None:
+    argv = [*preflight_argv(sys.executable, sim_host.native.probe), "--driver-root", "/opt/none"]
+    run = sim_host.run(DriverLayout(config=TWO_DEVICES), argv)
+    refusal = json.loads(run.stdout)
+    assert refusal["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    assert refusal["observed"] == "the configured driver_root does not exist"
