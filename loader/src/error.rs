@@ -3,7 +3,7 @@
 //! that refused each one.
 
 use core::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rextio_cuda_runtime::MissingSymbol;
 
@@ -182,17 +182,6 @@ impl fmt::Debug for LoadError {
 }
 
 impl std::error::Error for LoadError {}
-
-impl LoadError {
-    /// `DriverNotFound` for the candidate files searched (`DIR/libcuda.so.1`
-    /// each): it names their directories.
-    pub(crate) fn not_found_among(candidates: &[PathBuf]) -> Self {
-        let directory = |candidate: &PathBuf| candidate.parent().map(Path::to_path_buf);
-        Self::DriverNotFound {
-            searched: candidates.iter().filter_map(directory).collect(),
-        }
-    }
-}
 
 /// One existing candidate that was not loaded, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -517,7 +517,10 @@ pub fn open_first_accepted<Image>(
         });
     }
     if refusals.is_empty() {
-        Err(LoadError::not_found_among(candidates))
+        // Each candidate is `DIR/libcuda.so.1`: the error names the DIRs.
+        let directory = |candidate: &PathBuf| candidate.parent().map(Path::to_path_buf);
+        let searched = candidates.iter().filter_map(directory).collect();
+        Err(LoadError::DriverNotFound { searched })
     } else {
         Err(LoadError::DriverLoadFailed { refusals })
     }
