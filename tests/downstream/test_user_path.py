@@ -352,3 +352,31 @@ def test_an_sm_outside_the_vocabulary_gets_cores_line_as_the_readme_quotes_it(
     # No provider call ran the probe.
     assert run.calls == ()
     assert not (project / ".rextio").exists()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "key"),
+    [
+        ('device_ordinal = "0"', 'device_ordnal = "0"', "device_ordnal"),
+        ('sm = "sm_80"', 'sm = "sm_80"\ntoolkit_root = "/opt/cuda-12.8"', "toolkit_root"),
+    ],
+    ids=["typo", "toolkit-root-on-libtorch"],
+)
+def test_an_unknown_option_in_rextio_toml_is_named_by_its_key(
+    before: str, after: str, key: str, sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    # Core passes [target.device_options] through as they are; the provider
+    # names the key it does not take, never the value.
+    project = _project(tmp_path / "project", _installed_pin())
+    config = (project / "rextio.toml").read_text(encoding="utf-8")
+    assert config.count(before) == 1
+    (project / "rextio.toml").write_text(config.replace(before, after), encoding="utf-8")
+
+    run = sim_host.run(DriverLayout(config=ONE_A100), [_rextio(), "generate", project])
+
+    assert run.returncode != 0, run.stdout
+    assert "rextio-device-cuda preflight refused: PROVIDER_OPTION_UNKNOWN: " in run.stderr
+    observed = f"Observed: {key} is not an option of cuda-libtorch-linux-x86_64."
+    assert observed in run.stderr, run.stderr
+    assert "/opt/cuda-12.8" not in run.stdout + run.stderr
+    assert run.calls == ()
