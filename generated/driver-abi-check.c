@@ -77,3 +77,12 @@ static REXTIO_UNUSED const rextio_signature_cuMemAlloc_v2 rextio_prototype_cuMem
 typedef CUresult (CUDAAPI *rextio_signature_cuMemFree_v2)(CUdeviceptr device_pointer);
 static REXTIO_UNUSED const rextio_signature_cuMemFree_v2 rextio_abi_cuMemFree_v2 = (PFN_cuMemFree_v3020)0;
 static REXTIO_UNUSED const rextio_signature_cuMemFree_v2 rextio_prototype_cuMemFree_v2 = &cuMemFree_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuMemcpyHtoDAsync_v2)(CUdeviceptr destination, const void * source, size_t byte_count, CUstream stream);
+static REXTIO_UNUSED const rextio_signature_cuMemcpyHtoDAsync_v2 rextio_abi_cuMemcpyHtoDAsync_v2 = (PFN_cuMemcpyHtoDAsync_v3020)0;
+static REXTIO_UNUSED const rextio_signature_cuMemcpyHtoDAsync_v2 rextio_prototype_cuMemcpyHtoDAsync_v2 = &cuMemcpyHtoDAsync_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuMemcpyDtoHAsync_v2)(void * destination, CUdeviceptr source, size_t byte_count, CUstream stream);
+static REXTIO_UNUSED const rextio_signature_cuMemcpyDtoHAsync_v2 rextio_abi_cuMemcpyDtoHAsync_v2 = (PFN_cuMemcpyDtoHAsync_v3020)0;
+static REXTIO_UNUSED const rextio_signature_cuMemcpyDtoHAsync_v2 rextio_prototype_cuMemcpyDtoHAsync_v2 = &cuMemcpyDtoHAsync_v2;
+typedef CUresult (CUDAAPI *rextio_signature_cuMemsetD8Async)(CUdeviceptr destination, unsigned char value, size_t count, CUstream stream);
+static REXTIO_UNUSED const rextio_signature_cuMemsetD8Async rextio_abi_cuMemsetD8Async = (PFN_cuMemsetD8Async_v3020)0;
+static REXTIO_UNUSED const rextio_signature_cuMemsetD8Async rextio_prototype_cuMemsetD8Async = &cuMemsetD8Async;

@@ -9,25 +9,8 @@ use rextio_cuda_runtime::MissingSymbol;
 
 use crate::rejection::Rejection;
 
-/// The reason codes a [`LoadError`] carries (contract §6 and §9.4).
-///
-/// The provider spec (`templates/provider-spec.json`) owns these codes; this
-/// crate ships alone as source, so it holds them as constants, and the
-/// probe's tests check that they equal the spec's.
-pub mod reason_codes {
-    /// No `libcuda.so.1` exists where the loader looked.
-    pub const LIBCUDA_SO_NOT_FOUND: &str = "LIBCUDA_SO_NOT_FOUND";
-    /// Some `libcuda.so.1` existed, but none passed review and loaded.
-    pub const LIBCUDA_SO_LOAD_FAILED: &str = "LIBCUDA_SO_LOAD_FAILED";
-    /// `nvcuda.dll` could not be loaded from System32.
-    pub const NVCUDA_DLL_NOT_FOUND: &str = "NVCUDA_DLL_NOT_FOUND";
-    /// This target has no reviewed driver location.
-    pub const UNSUPPORTED_TARGET: &str = "UNSUPPORTED_TARGET";
-    /// The driver image lacks a required CUDA Driver API export.
-    pub const REQUIRED_SYMBOL_MISSING: &str = "REQUIRED_SYMBOL_MISSING";
-    /// The driver root is not an absolute path.
-    pub const DRIVER_ROOT_NOT_ABSOLUTE: &str = "DRIVER_ROOT_NOT_ABSOLUTE";
-}
+/// The reason codes a [`LoadError`] carries, generated from the provider spec.
+pub use crate::generated::reason_codes;
 
 /// Why no symbol table could be produced. Nothing was loaded unless
 /// [`LoadError::driver_loaded`] says so.

@@ -37,6 +37,8 @@
 #![warn(missing_docs)]
 
 mod error;
+/// Written by `cargo xtask generate` from the provider spec; never edited by hand.
+mod generated;
 mod rejection;
 #[cfg(target_os = "linux")]
 pub mod reviewed;
@@ -70,6 +72,7 @@ use std::rc::Rc;
 use rextio_cuda_runtime::DriverApi;
 
 pub use error::{reason_codes, LoadError, Refusal, RefusalCause};
+pub use generated::rules;
 pub use rejection::Rejection;
 
 /// Whether this build target has a reviewed driver location: Linux x86_64

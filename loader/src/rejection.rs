@@ -3,49 +3,59 @@
 //! rule its reason). Plain data on every target, so a
 //! [`LoadError`](crate::LoadError) can carry it anywhere.
 
-/// Why an existing candidate was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rejection {
+use crate::generated::rules;
+
+/// Defines [`Rejection`] from one list of its variants, each with the rule
+/// (a generated constant of `rules`) that names it, so `ALL` and `rule`
+/// cannot miss a variant.
+macro_rules! rejections {
+    ($($(#[doc = $doc:literal])* $variant:ident => $rule:ident,)*) => {
+        /// Why an existing candidate was refused.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Rejection {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Rejection {
+            /// Every rejection, in declaration order.
+            pub const ALL: [Rejection; [$(stringify!($variant)),*].len()] = [$(Self::$variant),*];
+
+            /// The loader rule that refused the image (docs/interfaces.md gives each
+            /// rule its reason), as the probe's stderr and the remedy name it.
+            pub fn rule(&self) -> &'static str {
+                match self {
+                    $(Self::$variant => rules::$rule,)*
+                }
+            }
+        }
+    };
+}
+
+rejections! {
     /// A link dangles, loops or passes the link limit (40, the kernel's own),
     /// or a component cannot be opened or inspected.
-    Unresolvable,
+    Unresolvable => RESOLUTION,
     /// The resolved path is not strictly below a reviewed root and the floor.
-    OutsideReviewedRoots,
+    OutsideReviewedRoots => LOCATION,
     /// The resolved file is not a regular file (a directory, FIFO, device...).
-    NotRegularFile,
+    NotRegularFile => REGULAR_FILE,
     /// The image is not owned by root.
-    ImageNotOwnedByRoot,
+    ImageNotOwnedByRoot => OWNER,
     /// The image has a group or other write bit.
-    ImageWritableByOthers,
+    ImageWritableByOthers => MODE,
     /// The image has more than one hard link.
-    ImageHasOtherLinks,
+    ImageHasOtherLinks => LINKS,
     /// A directory walked, or a link followed, is not owned by root.
-    AncestorNotOwnedByRoot,
+    AncestorNotOwnedByRoot => OWNER,
     /// A directory walked has a group or other write bit and is not both
     /// sticky and root-owned.
-    AncestorWritableByOthers,
+    AncestorWritableByOthers => WRITABLE_DIRECTORY,
     /// A directory walked is group- or other-writable (sticky and root's),
     /// and the entry below it is not owned by root.
-    EntryBelowWritableDirectoryNotOwnedByRoot,
+    EntryBelowWritableDirectoryNotOwnedByRoot => WRITABLE_DIRECTORY,
 }
 
 impl Rejection {
-    /// The loader rule that refused the image (docs/interfaces.md gives each
-    /// rule its reason), as the probe's stderr and the remedy name it.
-    pub fn rule(&self) -> &'static str {
-        match self {
-            Self::Unresolvable => "resolution",
-            Self::OutsideReviewedRoots => "location",
-            Self::NotRegularFile => "regular-file",
-            Self::ImageNotOwnedByRoot | Self::AncestorNotOwnedByRoot => "owner",
-            Self::ImageWritableByOthers => "mode",
-            Self::AncestorWritableByOthers | Self::EntryBelowWritableDirectoryNotOwnedByRoot => {
-                "writable-directory"
-            }
-            Self::ImageHasOtherLinks => "links",
-        }
-    }
-
     /// One plain sentence for a person reading the probe's stderr.
     pub fn explanation(&self) -> &'static str {
         match self {
@@ -78,44 +88,17 @@ impl Rejection {
     }
 }
 
-impl Rejection {
-    /// Every rejection, in declaration order.
-    pub const ALL: [Self; 9] = [
-        Self::Unresolvable,
-        Self::OutsideReviewedRoots,
-        Self::NotRegularFile,
-        Self::ImageNotOwnedByRoot,
-        Self::ImageWritableByOthers,
-        Self::ImageHasOtherLinks,
-        Self::AncestorNotOwnedByRoot,
-        Self::AncestorWritableByOthers,
-        Self::EntryBelowWritableDirectoryNotOwnedByRoot,
-    ];
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn every_rejection_names_its_rule() {
-        let rules = [
-            (Rejection::Unresolvable, "resolution"),
-            (Rejection::OutsideReviewedRoots, "location"),
-            (Rejection::NotRegularFile, "regular-file"),
-            (Rejection::ImageNotOwnedByRoot, "owner"),
-            (Rejection::ImageWritableByOthers, "mode"),
-            (Rejection::ImageHasOtherLinks, "links"),
-            (Rejection::AncestorNotOwnedByRoot, "owner"),
-            (Rejection::AncestorWritableByOthers, "writable-directory"),
-            (
-                Rejection::EntryBelowWritableDirectoryNotOwnedByRoot,
-                "writable-directory",
-            ),
-        ];
-        assert_eq!(rules.map(|(rejection, _)| rejection), Rejection::ALL);
-        for (rejection, rule) in rules {
-            assert_eq!(rejection.rule(), rule);
+    fn every_rule_names_some_rejection_and_each_has_an_explanation() {
+        let named: Vec<&str> = Rejection::ALL.iter().map(Rejection::rule).collect();
+        for rule in rules::ALL {
+            assert!(named.contains(&rule), "{rule} names no rejection");
+        }
+        for rejection in Rejection::ALL {
             assert!(!rejection.explanation().is_empty());
         }
     }

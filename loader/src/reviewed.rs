@@ -26,6 +26,11 @@
 //!
 //! The rule takes its roots and floor as parameters so tests can exercise it
 //! on temporary directories; production uses the consts below.
+//!
+//! The ownership rules (root's alone, the sticky-directory case, the link
+//! limits) are shared with the pinned probe's interpreter check
+//! (`python/rextio_device_cuda/_root_owned.py`): one table of cases,
+//! `probe/tests/ownership_cases.json`, runs through both walks.
 
 use std::collections::VecDeque;
 use std::ffi::{CString, OsStr, OsString};
@@ -37,51 +42,15 @@ use std::path::{Component, Path, PathBuf};
 use crate::error::{LoadError, Refusal, RefusalCause};
 use crate::rejection::Rejection;
 
-/// The driver image's file name in every Linux candidate directory.
-pub const LINUX_DRIVER_FILE_NAME: &str = "libcuda.so.1";
-
-/// Candidate directories on Linux x86_64, tried in this order (contract §9.4).
-pub const LINUX_X86_64_CANDIDATE_DIRS: &[&str] = &[
-    "/usr/lib/wsl/lib",
-    "/usr/local/nvidia/lib64",
-    "/usr/local/nvidia/lib",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/lib64-nvidia",
-    "/run/opengl-driver/lib",
-    "/.singularity.d/libs",
-];
-
-/// Candidate directories on Linux AArch64, tried in this order (contract §9.4).
-pub const LINUX_AARCH64_CANDIDATE_DIRS: &[&str] = &[
-    "/usr/local/nvidia/lib64",
-    "/usr/local/nvidia/lib",
-    "/usr/lib/aarch64-linux-gnu/nvidia",
-    "/usr/lib/aarch64-linux-gnu/tegra",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/run/opengl-driver/lib",
-    "/.singularity.d/libs",
-];
-
-/// A candidate's resolved path must lie strictly below one of these.
-/// `/run/opengl-driver/lib` is a candidate but no root: NixOS makes it a
-/// link into `/nix/store`, where the image really lies.
-pub const REVIEWED_ROOTS: &[&str] = &[
-    "/usr/lib",
-    "/usr/lib64",
-    "/usr/lib64-nvidia",
-    "/usr/local/nvidia/lib",
-    "/usr/local/nvidia/lib64",
-    "/nix/store",
-    "/.singularity.d/libs",
-];
-
-/// Every directory walked must be writable only by its owner, except the
-/// strict ancestors of this one (which must still be owned by root).
-pub const ANCESTOR_CHECK_FLOOR: &str = "/usr";
+/// The driver image's file name, the candidate directories per
+/// architecture, the reviewed roots (`/run/opengl-driver/lib` is a candidate
+/// but no root: NixOS makes it a link into `/nix/store`, where the image
+/// really lies) and the floor of the write-bit check (its strict ancestors
+/// need only be root's): generated from the provider spec.
+pub use crate::generated::linux::{
+    ANCESTOR_CHECK_FLOOR, LINUX_AARCH64_CANDIDATE_DIRS, LINUX_DRIVER_FILE_NAME,
+    LINUX_X86_64_CANDIDATE_DIRS, REVIEWED_ROOTS,
+};
 
 /// The most symbolic links one candidate may pass through (the kernel's own
 /// limit for a path lookup).
@@ -1099,51 +1068,10 @@ mod tests {
     }
 
     #[test]
-    fn production_lists_match_the_contract() {
-        // Contract §9.4, exactly and in order.
-        let paths = |dirs: &[&str]| -> Vec<PathBuf> {
-            dirs.iter()
-                .map(|dir| PathBuf::from(format!("{dir}/libcuda.so.1")))
-                .collect()
-        };
-        let x86_64 = paths(&[
-            "/usr/lib/wsl/lib",
-            "/usr/local/nvidia/lib64",
-            "/usr/local/nvidia/lib",
-            "/usr/lib/x86_64-linux-gnu",
-            "/usr/lib64",
-            "/usr/lib",
-            "/usr/lib64-nvidia",
-            "/run/opengl-driver/lib",
-            "/.singularity.d/libs",
-        ]);
-        assert_eq!(candidate_paths(LINUX_X86_64_CANDIDATE_DIRS), x86_64);
-        let aarch64 = paths(&[
-            "/usr/local/nvidia/lib64",
-            "/usr/local/nvidia/lib",
-            "/usr/lib/aarch64-linux-gnu/nvidia",
-            "/usr/lib/aarch64-linux-gnu/tegra",
-            "/usr/lib/aarch64-linux-gnu",
-            "/usr/lib64",
-            "/usr/lib",
-            "/run/opengl-driver/lib",
-            "/.singularity.d/libs",
-        ]);
-        assert_eq!(candidate_paths(LINUX_AARCH64_CANDIDATE_DIRS), aarch64);
-        let roots: Vec<PathBuf> = [
-            "/usr/lib",
-            "/usr/lib64",
-            "/usr/lib64-nvidia",
-            "/usr/local/nvidia/lib",
-            "/usr/local/nvidia/lib64",
-            "/nix/store",
-            "/.singularity.d/libs",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-        assert_eq!(reviewed_roots(), roots);
-        assert_eq!(ANCESTOR_CHECK_FLOOR, "/usr");
+    fn every_candidate_lies_below_a_root_but_the_nixos_link() {
+        let x86_64 = candidate_paths(LINUX_X86_64_CANDIDATE_DIRS);
+        let aarch64 = candidate_paths(LINUX_AARCH64_CANDIDATE_DIRS);
+        let roots = reviewed_roots();
         // Every candidate lies below a root, except NixOS's, which is a link
         // into the store.
         for candidate in x86_64.iter().chain(&aarch64) {

@@ -10,14 +10,13 @@ use std::path::{Path, PathBuf};
 use crate::generated::inventory_api::InventoryApi;
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
-    DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES,
+    DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES, PROBE_ERROR_STATUS,
+    PROBE_UNAVAILABLE_STATUS, PROBE_UNSUPPORTED_STATUS,
 };
 use crate::name::sanitize_device_name;
-use crate::report::{
-    DeviceRow, Failure, ProbeReport, Target, STATUS_ERROR, STATUS_UNAVAILABLE, STATUS_UNSUPPORTED,
-};
+use crate::report::{DeviceRow, Failure, ProbeReport, Target};
 use rextio_cuda_loader::{DriverImage, LoadError};
-use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_SUCCESS};
+use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS};
 
 /// Proof that the driver environment of contract §6 is set: no preloaded
 /// libraries, no JIT. Only [`DriverEnvironment::set`] makes one, so every
@@ -71,7 +70,7 @@ pub fn argument_error(reason_code: &'static str) -> ProbeReport {
     ProbeReport::failed(
         Target::host(),
         Failure {
-            status: STATUS_ERROR,
+            status: PROBE_ERROR_STATUS,
             reason_code,
             platform_supported: rextio_cuda_loader::target_is_supported(),
             driver_loaded: false,
@@ -135,9 +134,9 @@ pub fn explain_on_stderr(error: &LoadError) {
 pub fn load_failure(error: &LoadError) -> Failure {
     let unsupported = *error == LoadError::UnsupportedTarget;
     let status = match error {
-        LoadError::UnsupportedTarget => STATUS_UNSUPPORTED,
-        LoadError::DriverRootNotAbsolute => STATUS_ERROR,
-        _ => STATUS_UNAVAILABLE,
+        LoadError::UnsupportedTarget => PROBE_UNSUPPORTED_STATUS,
+        LoadError::DriverRootNotAbsolute => PROBE_ERROR_STATUS,
+        _ => PROBE_UNAVAILABLE_STATUS,
     };
     Failure {
         status,
@@ -157,7 +156,7 @@ pub fn survivors_report() -> ProbeReport {
     ProbeReport::failed(
         Target::host(),
         Failure {
-            status: STATUS_ERROR,
+            status: PROBE_ERROR_STATUS,
             reason_code: reason_codes::DRIVER_PROCESSES_SURVIVED,
             platform_supported: rextio_cuda_loader::target_is_supported(),
             driver_loaded: true,
@@ -176,10 +175,6 @@ pub fn inventory(api: &InventoryApi, target: Target) -> ProbeReport {
     }
 }
 
-/// `CUDA_ERROR_NO_DEVICE`: what NVIDIA's driver (535, 550 and 555 checked)
-/// returns from `cuInit(0)` when no device is visible.
-pub const CUDA_ERROR_NO_DEVICE: CUresult = 100;
-
 /// A failure after the driver image loaded: status `unavailable`, as every
 /// such failure has been since 0.1.0.
 fn driver_failure(
@@ -188,7 +183,7 @@ fn driver_failure(
     cuda_result: CUresult,
 ) -> Failure {
     Failure {
-        status: STATUS_UNAVAILABLE,
+        status: PROBE_UNAVAILABLE_STATUS,
         reason_code,
         platform_supported: true,
         driver_loaded: true,
@@ -500,7 +495,13 @@ mod tests {
         version: Option<i32>,
         result: i32,
     ) -> (&str, &str, Option<i32>, Option<i32>, Option<i32>) {
-        (STATUS_UNAVAILABLE, reason, version, None, Some(result))
+        (
+            PROBE_UNAVAILABLE_STATUS,
+            reason,
+            version,
+            None,
+            Some(result),
+        )
     }
 
     fn summary(report: &ProbeReport) -> (&str, &str, Option<i32>, Option<i32>, Option<i32>) {
@@ -562,7 +563,7 @@ mod tests {
         assert_eq!(
             summary(&report),
             (
-                STATUS_UNAVAILABLE,
+                PROBE_UNAVAILABLE_STATUS,
                 reason_codes::NO_CUDA_DEVICES,
                 Some(12040),
                 Some(0),
@@ -582,7 +583,7 @@ mod tests {
         assert_eq!(
             summary(&report),
             (
-                STATUS_UNAVAILABLE,
+                PROBE_UNAVAILABLE_STATUS,
                 reason_codes::NO_CUDA_DEVICES,
                 Some(12040),
                 Some(0),
@@ -689,7 +690,11 @@ mod tests {
         assert_schema_invariants(&report);
         assert_eq!(
             (report.status, report.reason_code, report.driver_loaded),
-            (STATUS_ERROR, Some(reason_codes::INVALID_ARGUMENTS), false)
+            (
+                PROBE_ERROR_STATUS,
+                Some(reason_codes::INVALID_ARGUMENTS),
+                false
+            )
         );
     }
 
@@ -706,7 +711,7 @@ mod tests {
             assert_eq!(
                 (report.status, report.reason_code, report.driver_loaded),
                 (
-                    STATUS_ERROR,
+                    PROBE_ERROR_STATUS,
                     Some(reason_codes::DRIVER_ROOT_NOT_ABSOLUTE),
                     false
                 ),
@@ -723,7 +728,7 @@ mod tests {
         assert_eq!(
             (report.status, report.reason_code, report.devices.len()),
             (
-                STATUS_ERROR,
+                PROBE_ERROR_STATUS,
                 Some(reason_codes::DRIVER_PROCESSES_SURVIVED),
                 0
             )
@@ -738,7 +743,7 @@ mod tests {
                     searched: Vec::new(),
                 },
                 "LIBCUDA_SO_NOT_FOUND",
-                STATUS_UNAVAILABLE,
+                PROBE_UNAVAILABLE_STATUS,
                 true,
                 false,
             ),
@@ -747,14 +752,14 @@ mod tests {
                     refusals: Vec::new(),
                 },
                 "LIBCUDA_SO_LOAD_FAILED",
-                STATUS_UNAVAILABLE,
+                PROBE_UNAVAILABLE_STATUS,
                 true,
                 false,
             ),
             (
                 LoadError::NvcudaNotFound,
                 "NVCUDA_DLL_NOT_FOUND",
-                STATUS_UNAVAILABLE,
+                PROBE_UNAVAILABLE_STATUS,
                 true,
                 false,
             ),
@@ -763,21 +768,21 @@ mod tests {
                     export_name: "cuInit",
                 },
                 "REQUIRED_SYMBOL_MISSING",
-                STATUS_UNAVAILABLE,
+                PROBE_UNAVAILABLE_STATUS,
                 true,
                 true,
             ),
             (
                 LoadError::UnsupportedTarget,
                 "UNSUPPORTED_TARGET",
-                STATUS_UNSUPPORTED,
+                PROBE_UNSUPPORTED_STATUS,
                 false,
                 false,
             ),
             (
                 LoadError::DriverRootNotAbsolute,
                 "DRIVER_ROOT_NOT_ABSOLUTE",
-                STATUS_ERROR,
+                PROBE_ERROR_STATUS,
                 true,
                 false,
             ),

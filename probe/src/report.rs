@@ -1,28 +1,12 @@
-//! The probe's schema-1 report (contract §5): serde structs whose field order
-//! is the contract's key order.
+//! The probe's schema-1 report (contract §5): the generated serde structs,
+//! whose field order is the spec's key order, and how they are built.
 
 use serde::Serialize;
 
+pub use crate::generated::spec::{DeviceRow, ProbeReport, Target};
 use crate::generated::spec::{
     PROBE_COMPLETE_STATUS, PROBE_ERROR_STATUS, PROBE_NAME, PROBE_SCHEMA_VERSION,
-    PROBE_UNAVAILABLE_STATUS, PROBE_UNSUPPORTED_STATUS,
 };
-
-/// Status of a report that stopped before a complete inventory, because the
-/// driver is absent, refused or reports nothing usable.
-pub const STATUS_UNAVAILABLE: &str = PROBE_UNAVAILABLE_STATUS;
-/// Status of a report on a target the probe does not support.
-pub const STATUS_UNSUPPORTED: &str = PROBE_UNSUPPORTED_STATUS;
-/// Status of a report whose driver call failed or returned an implausible value.
-pub const STATUS_ERROR: &str = PROBE_ERROR_STATUS;
-
-/// The host the probe was built for, as `(os, arch, environment)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Target {
-    pub os: &'static str,
-    pub arch: &'static str,
-    pub environment: &'static str,
-}
 
 impl Target {
     /// The target this binary was compiled for.
@@ -45,16 +29,6 @@ const TARGET_ENVIRONMENT: &str = if cfg!(target_env = "gnu") {
     "none"
 };
 
-/// One inventoried device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeviceRow {
-    pub ordinal: u32,
-    pub name: String,
-    pub compute_major: i32,
-    pub compute_minor: i32,
-    pub sm: String,
-}
-
 impl DeviceRow {
     /// A row whose `sm` is derived from the compute capability.
     pub fn new(ordinal: u32, name: String, compute_major: i32, compute_minor: i32) -> Self {
@@ -66,28 +40,6 @@ impl DeviceRow {
             sm: format!("sm_{compute_major}{compute_minor}"),
         }
     }
-}
-
-/// The probe report, keys in contract order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProbeReport {
-    pub schema_version: &'static str,
-    pub probe: &'static str,
-    pub support_claim: bool,
-    pub target: Target,
-    pub platform_supported: bool,
-    pub status: &'static str,
-    pub reason_code: Option<&'static str>,
-    pub driver_loaded: bool,
-    pub driver_version: Option<i32>,
-    pub device_count: Option<i32>,
-    pub cuda_result: Option<i32>,
-    pub devices: Vec<DeviceRow>,
-    /// The loader rule that refused the first driver image found
-    /// (`LIBCUDA_SO_LOAD_FAILED` only; a rule name such as `mode`, never a
-    /// path). Absent otherwise, so every other report has 0.1.0's keys.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub refusing_rule: Option<&'static str>,
 }
 
 /// How far a failed inventory got; becomes a report without device rows.
@@ -140,7 +92,7 @@ impl ProbeReport {
             support_claim: false,
             target,
             platform_supported: false,
-            status: STATUS_ERROR,
+            status: PROBE_ERROR_STATUS,
             reason_code: None,
             driver_loaded: false,
             driver_version: None,
@@ -167,6 +119,7 @@ pub fn to_json_line<T: Serialize>(record: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generated::spec::PROBE_UNAVAILABLE_STATUS;
 
     fn linux() -> Target {
         Target {
@@ -200,7 +153,7 @@ mod tests {
         let report = ProbeReport::failed(
             linux(),
             Failure {
-                status: STATUS_UNAVAILABLE,
+                status: PROBE_UNAVAILABLE_STATUS,
                 reason_code: "LIBCUDA_SO_NOT_FOUND",
                 platform_supported: true,
                 driver_loaded: false,
@@ -223,7 +176,7 @@ mod tests {
     #[test]
     fn a_refused_image_names_its_rule_last_and_only_then() {
         let failure = Failure {
-            status: STATUS_UNAVAILABLE,
+            status: PROBE_UNAVAILABLE_STATUS,
             reason_code: "LIBCUDA_SO_LOAD_FAILED",
             platform_supported: true,
             driver_loaded: false,
@@ -244,19 +197,6 @@ mod tests {
         );
         let plain = ProbeReport::failed(linux(), failure);
         assert!(!plain.to_json().contains("refusing_rule"));
-    }
-
-    #[test]
-    fn statuses_are_the_contract_statuses() {
-        assert_eq!(
-            [
-                PROBE_COMPLETE_STATUS,
-                STATUS_UNAVAILABLE,
-                STATUS_UNSUPPORTED,
-                STATUS_ERROR
-            ],
-            ["probe-complete", "unavailable", "unsupported", "error"]
-        );
     }
 
     #[test]

@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "af7af5a6c7c72a96e2625d8a2a97ef71766cb123b673c227183ac219a16acb7c"
+RUNTIME_SOURCE_SHA256: Final = "6ea0c56d13d9bc7baa51eba2c41f841ff294adb400272a7133d0c9df62cdbdc0"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
-LOADER_SOURCE_SHA256: Final = "7db2d21f73611203ca1f3e0c2fb8757afdced682cea2f16c62051b0f817e8d22"
+LOADER_SOURCE_SHA256: Final = "49e035a03a9e7c9512af5cbc4efe19bd16470c9a69b177de81785c93b55ba788"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "f14ed548ac67f0576cb5721b5941d5a255292a425639ac7179cc718d5d37acec"
+PROBE_SOURCE_SHA256: Final = "91f04e3193365f91150b4338745a396f2606c30d9e38677d48309078dc93eeb6"

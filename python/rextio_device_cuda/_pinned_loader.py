@@ -2,46 +2,126 @@
 
 The pin hashes the probe's bytes; the program interpreter (``PT_INTERP``)
 and the libraries it loads are other files. A pinned probe is run only when
-those can be root's alone: its interpreter must be a root-owned regular file
-that neither group nor others may write, reached from ``/`` through
-root-owned directories that neither group nor others may write (every
-symbolic link on the way followed by the same rule); and it may carry no
-``DT_RPATH`` or ``DT_RUNPATH`` and name no ``DT_NEEDED`` library by a path,
-so that its libraries come only from the system's own directories (the probe
-runs with an empty environment, so no ``LD_LIBRARY_PATH``).
+those can be root's alone. The ELF is read as the kernel maps it and as
+``ld.so`` then reads it from memory, and only what an ordinary C or Rust
+program carries is accepted (an allowlist, not a list of known tricks):
+
+- program headers lie wholly in the first ``PT_LOAD``, where the kernel and
+  ``ld.so`` both find them;
+- ``PT_LOAD`` segments are sorted by address and share no page, each mapping
+  file bytes that exist, so every address maps one file offset;
+- ``PT_DYNAMIC``, ``PT_INTERP`` and the string table lie wholly inside one
+  ``PT_LOAD``'s file bytes at the offset that segment maps them from, so
+  what is read here by offset is what the kernel and ``ld.so`` read;
+- only the dynamic tags such programs carry, each once (``DT_NEEDED`` may
+  repeat): never ``DT_AUDIT``, ``DT_DEPAUDIT``, ``DT_RPATH``, ``DT_RUNPATH``
+  or any tag not known here;
+- each library needed is a plain name (no ``/``, no ``$`` token such as
+  ``$ORIGIN``), so it comes only from the system's own directories (the
+  probe runs with an empty environment, so no ``LD_LIBRARY_PATH``);
+- ``PT_INTERP`` is a plain canonical absolute path outside ``/proc`` and
+  ``/dev``, and the file it names is root's alone by the driver loader's
+  rules (``_root_owned``).
 
 The headers are read from the sealed copy (what will run), each read
-bounded; an ELF whose headers cannot be read whole and consistently is
-refused (fail closed). A file that is not ELF is left to ``exec``.
+bounded; an ELF that cannot be read whole and consistently is refused
+(fail closed). A file that is not ELF is left to ``exec``.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from typing import Final, NamedTuple
 
-from rextio_device_cuda import _codes
+from rextio_device_cuda import _codes, _root_owned
 from rextio_device_cuda._errors import CudaProbeError
 
 _ELF_MAGIC: Final[bytes] = b"\x7fELF"
+_ET_EXEC: Final[int] = 2
+_ET_DYN: Final[int] = 3
+_EM_X86_64: Final[int] = 62
+_EM_AARCH64: Final[int] = 183
+_PT_LOAD: Final[int] = 1
 _PT_DYNAMIC: Final[int] = 2
 _PT_INTERP: Final[int] = 3
-_PT_LOAD: Final[int] = 1
+_PT_PHDR: Final[int] = 6
 _DT_NULL: Final[int] = 0
 _DT_NEEDED: Final[int] = 1
 _DT_STRTAB: Final[int] = 5
 _DT_STRSZ: Final[int] = 10
-_DT_RPATH: Final[int] = 15
-_DT_RUNPATH: Final[int] = 29
+# The dynamic tags ordinary C and Rust programs carry (gcc and rustc output,
+# the system's own programs): every other tag is refused, whatever it is.
+_ORDINARY_TAGS: Final[dict[int, str]] = {
+    1: "DT_NEEDED",
+    2: "DT_PLTRELSZ",
+    3: "DT_PLTGOT",
+    4: "DT_HASH",
+    5: "DT_STRTAB",
+    6: "DT_SYMTAB",
+    7: "DT_RELA",
+    8: "DT_RELASZ",
+    9: "DT_RELAENT",
+    10: "DT_STRSZ",
+    11: "DT_SYMENT",
+    12: "DT_INIT",
+    13: "DT_FINI",
+    17: "DT_REL",
+    18: "DT_RELSZ",
+    19: "DT_RELENT",
+    20: "DT_PLTREL",
+    21: "DT_DEBUG",
+    23: "DT_JMPREL",
+    24: "DT_BIND_NOW",
+    25: "DT_INIT_ARRAY",
+    26: "DT_FINI_ARRAY",
+    27: "DT_INIT_ARRAYSZ",
+    28: "DT_FINI_ARRAYSZ",
+    30: "DT_FLAGS",
+    32: "DT_PREINIT_ARRAY",
+    33: "DT_PREINIT_ARRAYSZ",
+    35: "DT_RELRSZ",
+    36: "DT_RELR",
+    37: "DT_RELRENT",
+    0x6FFFFEF5: "DT_GNU_HASH",
+    0x6FFFFFF0: "DT_VERSYM",
+    0x6FFFFFF9: "DT_RELACOUNT",
+    0x6FFFFFFA: "DT_RELCOUNT",
+    0x6FFFFFFB: "DT_FLAGS_1",
+    0x6FFFFFFE: "DT_VERNEED",
+    0x6FFFFFFF: "DT_VERNEEDNUM",
+}
+# Processor-specific tags (their numbers overlap between machines).
+_MACHINE_TAGS: Final[dict[int, dict[int, str]]] = {
+    _EM_X86_64: {
+        0x70000000: "DT_X86_64_PLT",
+        0x70000001: "DT_X86_64_PLTSZ",
+        0x70000003: "DT_X86_64_PLTENT",
+    },
+    _EM_AARCH64: {
+        0x70000001: "DT_AARCH64_BTI_PLT",
+        0x70000003: "DT_AARCH64_PAC_PLT",
+        0x70000005: "DT_AARCH64_VARIANT_PCS",
+    },
+}
+# Tags that are never ordinary, named so a refusal says which one it saw.
+_NAMED_REFUSED_TAGS: Final[dict[int, str]] = {
+    14: "DT_SONAME",
+    15: "DT_RPATH",
+    29: "DT_RUNPATH",
+    0x6FFFFEFA: "DT_CONFIG",
+    0x6FFFFEFB: "DT_DEPAUDIT",
+    0x6FFFFEFC: "DT_AUDIT",
+    0x7FFFFFFD: "DT_AUXILIARY",
+    0x7FFFFFFF: "DT_FILTER",
+}
+# The kernel runs no interpreter from these (it would follow their magic links).
+_REFUSED_INTERPRETER_DIRECTORIES: Final[tuple[str, ...]] = ("/proc", "/dev")
 # Bounds on what is read (a real probe's are far below each).
 _MAX_PROGRAM_HEADERS: Final[int] = 256
 _MAX_INTERPRETER_BYTES: Final[int] = 4096
 _MAX_DYNAMIC_BYTES: Final[int] = 1 << 16
-_MAX_STRING_TABLE_BYTES: Final[int] = 1 << 20
-# The kernel's own limit on symbolic links followed in one lookup.
-_MAX_LINKS: Final[int] = 40
+_MAX_NAME_BYTES: Final[int] = 4096
 
 
 class _Layout(NamedTuple):
@@ -61,6 +141,17 @@ class _Segment(NamedTuple):
     offset: int
     address: int
     file_size: int
+    memory_size: int
+
+
+class _Elf(NamedTuple):
+    """The sealed copy's descriptor and what its header says."""
+
+    descriptor: int
+    layout: _Layout
+    order: str
+    machine: int
+    loads: list[_Segment]
 
 
 def _refused(facts: str) -> CudaProbeError:
@@ -94,206 +185,194 @@ def check_loader(descriptor: int) -> None:
         raise _malformed("identification")
     layout = _ELF32 if ident[4] == 1 else _ELF64
     order = "<" if ident[5] == 1 else ">"
-    segments = _program_headers(descriptor, layout, order)
+    header_format = order + layout.header
+    header = _read_exactly(descriptor, 16, struct.calcsize(header_format), "header")
+    fields = struct.unpack(header_format, header)
+    kind, machine, phoff, phentsize, phnum = fields[0], fields[1], fields[4], fields[8], fields[9]
+    if kind not in (_ET_EXEC, _ET_DYN):
+        raise _malformed("header (it is no executable)")
+    segments = _program_headers(descriptor, layout, order, phoff, phentsize, phnum)
+    loads = _loads(descriptor, segments)
+    elf = _Elf(descriptor, layout, order, machine, loads)
+    # The kernel and ld.so read the program headers where the first PT_LOAD maps them.
+    table_size = phnum * phentsize
+    first = loads[0] if loads else None
+    if first is None or not first.offset <= phoff <= first.offset + first.file_size - table_size:
+        raise _malformed("program headers (they are not mapped)")
+    for segment in segments:
+        if segment.kind == _PT_PHDR and (
+            segment.offset != phoff or _file_offset(elf, segment.address, table_size) != phoff
+        ):
+            raise _malformed("program headers (PT_PHDR does not map them)")
     interpreters = [segment for segment in segments if segment.kind == _PT_INTERP]
     dynamics = [segment for segment in segments if segment.kind == _PT_DYNAMIC]
     if len(interpreters) > 1 or len(dynamics) > 1:
         raise _malformed("program headers")
     if interpreters:
-        _check_interpreter(_interpreter_path(descriptor, interpreters[0]))
+        _check_interpreter(_interpreter_path(elf, interpreters[0]))
     if dynamics:
-        _check_dynamic(descriptor, layout, order, dynamics[0], segments)
+        _check_dynamic(elf, dynamics[0])
 
 
-def _program_headers(descriptor: int, layout: _Layout, order: str) -> list[_Segment]:
-    header_format = order + layout.header
-    header = _read_exactly(descriptor, 16, struct.calcsize(header_format), "header")
-    fields = struct.unpack(header_format, header)
-    phoff, phentsize, phnum = fields[4], fields[8], fields[9]
+def _program_headers(
+    descriptor: int, layout: _Layout, order: str, phoff: int, phentsize: int, phnum: int
+) -> list[_Segment]:
     entry_format = order + layout.program_header
     entry_size = struct.calcsize(entry_format)
-    if phentsize != entry_size or phnum > _MAX_PROGRAM_HEADERS:
+    if phentsize != entry_size or not 0 < phnum <= _MAX_PROGRAM_HEADERS:
         raise _malformed("program headers")
     table = _read_exactly(descriptor, phoff, phnum * entry_size, "program headers")
     segments = []
     for index in range(phnum):
         entry = struct.unpack_from(entry_format, table, index * entry_size)
         if layout is _ELF64:
-            kind, _, offset, address, _, file_size = entry[:6]
+            kind, _, offset, address, _, file_size, memory_size = entry[:7]
         else:
-            kind, offset, address, _, file_size = entry[:5]
-        segments.append(_Segment(kind, offset, address, file_size))
+            kind, offset, address, _, file_size, memory_size = entry[:6]
+        segments.append(_Segment(kind, offset, address, file_size, memory_size))
     return segments
 
 
-def _interpreter_path(descriptor: int, segment: _Segment) -> str:
-    if not 0 < segment.file_size <= _MAX_INTERPRETER_BYTES:
+def _loads(descriptor: int, segments: list[_Segment]) -> list[_Segment]:
+    """The PT_LOADs, each mapping file bytes that exist, sorted and sharing no page.
+
+    The kernel maps whole pages, a later segment over an earlier one: were
+    two to share a page, that page would not hold what one of them says.
+    """
+    page = os.sysconf("SC_PAGESIZE")
+    try:
+        file_size = os.fstat(descriptor).st_size
+    except OSError as error:
+        raise _malformed("size") from error
+    loads = [segment for segment in segments if segment.kind == _PT_LOAD]
+    previous_end = 0
+    for segment in loads:
+        if (
+            segment.memory_size < segment.file_size
+            or segment.offset + segment.file_size > file_size
+            or (segment.address - segment.offset) % page != 0
+        ):
+            raise _malformed("loadable segments")
+        start = segment.address - segment.address % page
+        end = segment.address + segment.memory_size
+        if start < previous_end:
+            raise _malformed("loadable segments (they overlap or are out of order)")
+        previous_end = -(-end // page) * page
+    return loads
+
+
+def _file_offset(elf: _Elf, address: int, size: int) -> int | None:
+    """The file offset of ``size`` bytes mapped at ``address`` from one PT_LOAD's file bytes."""
+    for segment in elf.loads:
+        if segment.address <= address and address + size <= segment.address + segment.file_size:
+            return segment.offset + (address - segment.address)
+    return None
+
+
+def _mapped(elf: _Elf, segment: _Segment, what: str) -> None:
+    """``segment``'s file bytes are those a PT_LOAD maps at its address."""
+    if _file_offset(elf, segment.address, segment.file_size) != segment.offset:
+        raise _malformed(f"{what} (it is not where a loadable segment maps it)")
+
+
+def _interpreter_path(elf: _Elf, segment: _Segment) -> str:
+    if not 1 < segment.file_size <= _MAX_INTERPRETER_BYTES:
         raise _malformed("program interpreter")
-    # The kernel reads PT_INTERP by its file offset: so is it read here.
-    data = _read_exactly(descriptor, segment.offset, segment.file_size, "program interpreter")
-    path, terminator, _ = data.partition(b"\0")
-    if not terminator or not path:
+    _mapped(elf, segment, "program interpreter")
+    data = _read_exactly(elf.descriptor, segment.offset, segment.file_size, "program interpreter")
+    path = data[:-1]
+    if data[-1:] != b"\0" or b"\0" in path:
         raise _malformed("program interpreter")
     return os.fsdecode(path)
 
 
 def _check_interpreter(path: str) -> None:
-    if not path.startswith("/"):
-        raise _refused("the pinned ELF names a relative program interpreter")
-    reason = untrusted_reason(path)
-    if reason is not None:
-        raise _refused(f"the pinned ELF's program interpreter is not root's alone: {reason}")
+    parts = path.split("/")
+    plain = (
+        path.startswith("/")
+        and all(part not in ("", ".", "..") for part in parts[1:])
+        and "$" not in path
+    )
+    if not plain:
+        raise _refused(
+            "the pinned ELF's program interpreter is not a plain canonical absolute path"
+        )
+    if any(
+        path == directory or path.startswith(directory + "/")
+        for directory in _REFUSED_INTERPRETER_DIRECTORIES
+    ):
+        raise _refused("the pinned ELF's program interpreter lies under /proc or /dev")
+    finding = _root_owned.review(path, refused_directories=_REFUSED_INTERPRETER_DIRECTORIES)
+    if finding is not None and finding.rule == _root_owned.ABSENT:
+        raise _refused("the pinned ELF's program interpreter does not exist")
+    if finding is not None:
+        raise _refused(
+            "the pinned ELF's program interpreter is not root's alone: "
+            f"rule `{finding.rule}`: {finding.explanation}"
+        )
 
 
-def untrusted_reason(path: str) -> str | None:
-    """Why the file at the absolute ``path`` could be changed by someone but
-    root, or None when only root can change it (and every directory and
-    symbolic link that leads to it).
-
-    As for the driver image (contract 9.4), a directory that its group or
-    others may write is accepted only when it is sticky and root's and the
-    entry below it is root's: nobody else can then rename or unlink that
-    entry (the Nix store, ``root:nixbld 1775``).
-    """
-    pending = [part for part in path.split("/") if part]
-    current = "/"
-    reason = _untrusted_directory(current)
-    in_shared_directory = reason is None and _is_shared_sticky(os.lstat(current))
-    links = 0
-    while reason is None and pending:
-        name = pending.pop(0)
-        if name == ".":
-            continue
-        if name == "..":
-            current = os.path.dirname(current)  # already checked on the way down
-            continue
-        candidate = os.path.join(current, name)
-        try:
-            status = os.lstat(candidate)
-        except OSError:
-            return "a directory or file on its path does not exist"
-        if in_shared_directory and status.st_uid != 0:
-            return (
-                "an entry of a directory others may write (sticky) is owned by "
-                f"uid {status.st_uid}, not root"
-            )
-        if stat.S_ISLNK(status.st_mode):
-            links += 1
-            if links > _MAX_LINKS:
-                return "its path follows too many symbolic links"
-            target = os.readlink(candidate)
-            if target.startswith("/"):
-                current = "/"
-                reason = _untrusted_directory(current)
-                in_shared_directory = reason is None and _is_shared_sticky(os.lstat(current))
-            pending[:0] = [part for part in target.split("/") if part]
-            continue
-        if pending:
-            reason = _untrusted_status(status, directory=True)
-            in_shared_directory = _is_shared_sticky(status)
-            current = candidate
-        else:
-            reason = _untrusted_status(status, directory=False)
-    return reason
+def _tag_name(tag: int) -> str:
+    return _NAMED_REFUSED_TAGS.get(tag, f"tag {tag:#x}")
 
 
-def _untrusted_directory(path: str) -> str | None:
-    try:
-        return _untrusted_status(os.lstat(path), directory=True)
-    except OSError:
-        return "a directory on its path cannot be examined"
-
-
-def _is_shared_sticky(status: os.stat_result) -> bool:
-    """A root-owned sticky directory that its group or others may write."""
-    writable = status.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return bool(writable) and bool(status.st_mode & stat.S_ISVTX) and status.st_uid == 0
-
-
-def _untrusted_status(status: os.stat_result, *, directory: bool) -> str | None:
-    kind = "a directory on its path" if directory else "the interpreter"
-    if directory and not stat.S_ISDIR(status.st_mode):
-        return f"{kind} is not a directory"
-    if not directory and not stat.S_ISREG(status.st_mode):
-        return f"{kind} is not a regular file"
-    if status.st_uid != 0:
-        return f"{kind} is owned by uid {status.st_uid}, not root"
-    if directory and _is_shared_sticky(status):
-        return None
-    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        mode = stat.S_IMODE(status.st_mode)
-        return f"{kind} may be written by its group or others (mode {mode:04o})"
-    return None
-
-
-def _check_dynamic(
-    descriptor: int, layout: _Layout, order: str, dynamic: _Segment, segments: list[_Segment]
-) -> None:
-    # The loader reads the dynamic section where it is mapped (its address);
-    # the bytes read here by offset must be those bytes.
-    if _file_offset(dynamic.address, dynamic.file_size, segments) != dynamic.offset:
-        raise _malformed("dynamic section")
+def _check_dynamic(elf: _Elf, dynamic: _Segment) -> None:
+    # ld.so reads the dynamic section where it is mapped (its address): the
+    # bytes read here by offset must be those bytes.
     if dynamic.file_size > _MAX_DYNAMIC_BYTES:
         raise _malformed("dynamic section")
-    entry_format = order + layout.dynamic_entry
+    _mapped(elf, dynamic, "dynamic section")
+    entry_format = elf.order + elf.layout.dynamic_entry
     entry_size = struct.calcsize(entry_format)
-    data = _read_exactly(descriptor, dynamic.offset, dynamic.file_size, "dynamic section")
+    data = _read_exactly(elf.descriptor, dynamic.offset, dynamic.file_size, "dynamic section")
+    allowed = {**_ORDINARY_TAGS, **_MACHINE_TAGS.get(elf.machine, {})}
     needed: list[int] = []
-    string_table: int | None = None
-    string_table_size = 0
+    seen: set[int] = set()
+    values: dict[int, int] = {}
     for index in range(dynamic.file_size // entry_size):
         tag, value = struct.unpack_from(entry_format, data, index * entry_size)
         if tag == _DT_NULL:
             break
-        if tag in (_DT_RPATH, _DT_RUNPATH):
-            name = "DT_RPATH" if tag == _DT_RPATH else "DT_RUNPATH"
+        if tag not in allowed:
             raise _refused(
-                f"the pinned ELF carries {name}: libraries could be loaded from "
-                "directories outside the system's own"
+                f"the pinned ELF carries {_tag_name(tag)}, which no ordinary program "
+                "carries: what the loader does for it is not reviewed"
             )
         if tag == _DT_NEEDED:
             needed.append(value)
-        elif tag == _DT_STRTAB:
-            string_table = value
-        elif tag == _DT_STRSZ:
-            string_table_size = value
+        elif tag in seen:
+            raise _malformed(f"dynamic section ({allowed[tag]} twice)")
+        seen.add(tag)
+        values[tag] = value
     else:
         raise _malformed("dynamic section")  # no DT_NULL: where it ends is unknown
     if needed:
-        _check_needed(descriptor, needed, string_table, string_table_size, segments)
+        _check_needed(elf, needed, values.get(_DT_STRTAB), values.get(_DT_STRSZ, 0))
 
 
-def _check_needed(
-    descriptor: int,
-    needed: list[int],
-    string_table: int | None,
-    size: int,
-    segments: list[_Segment],
-) -> None:
-    if string_table is None or not 0 < size <= _MAX_STRING_TABLE_BYTES:
+def _check_needed(elf: _Elf, needed: list[int], string_table: int | None, size: int) -> None:
+    if string_table is None or size <= 0:
         raise _malformed("string table")
-    offset = _file_offset(string_table, size, segments)
+    offset = _file_offset(elf, string_table, size)
     if offset is None:
         raise _malformed("string table")
-    strings = _read_exactly(descriptor, offset, size, "string table")
     for start in needed:
-        end = strings.find(b"\0", start)
-        if start >= size or end == -1:
+        if start >= size:
             raise _malformed("string table")
-        if b"/" in strings[start:end]:
+        # Each name is read alone, bounded: the table itself may be large.
+        length = min(_MAX_NAME_BYTES, size - start)
+        name, terminator, _ = _read_exactly(
+            elf.descriptor, offset + start, length, "string table"
+        ).partition(b"\0")
+        if not terminator or not name:
+            raise _malformed("string table")
+        if b"/" in name:
             raise _refused(
                 "the pinned ELF names a needed library by a path, not a name the "
                 "loader looks up in the system's own directories"
             )
-
-
-def _file_offset(address: int, size: int, segments: list[_Segment]) -> int | None:
-    """The file offset of ``size`` bytes mapped at ``address`` by a PT_LOAD, or None."""
-    for segment in segments:
-        if (
-            segment.kind == _PT_LOAD
-            and segment.address <= address
-            and address + size <= segment.address + segment.file_size
-        ):
-            return segment.offset + (address - segment.address)
-    return None
+        if b"$" in name:
+            raise _refused(
+                "the pinned ELF names a needed library with a $ token ($ORIGIN, $LIB, "
+                "$PLATFORM): the loader would expand it into a path"
+            )

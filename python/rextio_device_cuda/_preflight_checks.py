@@ -8,7 +8,6 @@ unexpected failure of an injected runner or inspector becomes a reason code.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,7 +36,12 @@ from rextio_device_cuda._toolkit import (
     expected_components,
     toolkit_version_parts,
 )
-from rextio_device_cuda.config import CudaProviderConfig, is_probe_sha256
+from rextio_device_cuda.config import (
+    CudaProviderConfig,
+    device_ordinal,
+    is_probe_sha256,
+    is_sm_name,
+)
 from rextio_device_cuda.probe import ProbeRunner, ToolkitInspector
 
 _OPTION = PROVIDER_SPEC.option_keys
@@ -46,8 +50,6 @@ _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
 _BACKEND = PROVIDER_SPEC.manifest.backend
 # The SM vocabulary with each architecture's CUDA releases (contract 9.5).
 _ARCHITECTURES = {item.sm: item for item in PROVIDER_SPEC.manifest.architectures}
-_SM_PATTERN = re.compile(PROVIDER_SPEC.policy.sm_pattern, re.ASCII)
-_DEVICE_ORDINAL_MAX = PROVIDER_SPEC.policy.device_ordinal_max
 # The probe's one option (contract section 9.4): look only in this directory.
 _DRIVER_ROOT_ARGUMENT = "--driver-root"
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
@@ -91,12 +93,19 @@ class Refusal:
 
 
 class Ready:
-    """A successful preflight and what it observed (never a path)."""
+    """A successful preflight and what it observed (never a path).
 
-    __slots__ = ("observations",)
+    ``device_name`` is for the human lines only (the ``preflight`` command),
+    never for a record: the selected device's name, when path-free.
+    """
 
-    def __init__(self, observations: tuple[tuple[str, str], ...]) -> None:
+    __slots__ = ("device_name", "observations")
+
+    def __init__(
+        self, observations: tuple[tuple[str, str], ...], device_name: str | None = None
+    ) -> None:
         self.observations = observations
+        self.device_name = device_name
 
 
 class _RefusedError(Exception):
@@ -157,11 +166,15 @@ def _target_text(target: ProbeTarget) -> str:
     return f"({target.os}, {target.arch}, {target.environment})"
 
 
+def _device_name(ordinal: int, report: CudaProbeReport) -> str | None:
+    """The driver's name of the device; one that looks like it holds a path is left out."""
+    name = report.devices[ordinal].name
+    return name if "/" not in name and "\\" not in name else None
+
+
 def _device_text(ordinal: int, report: CudaProbeReport) -> str:
-    device = report.devices[ordinal]
-    # The name is the driver's; one that looks like it holds a path is left out.
-    named = "/" not in device.name and "\\" not in device.name
-    return f"device {ordinal} is {device.sm}" + (f" ({device.name})" if named else "")
+    name = _device_name(ordinal, report)
+    return f"device {ordinal} is {report.devices[ordinal].sm}" + (f" ({name})" if name else "")
 
 
 class Selection:
@@ -285,7 +298,7 @@ def _raw_requirement(
     for requirement in cuda_requirements:
         if len(requirement.architectures) != 1:
             raise _refused(_codes.EXPLICIT_SM_REQUIRED)
-        if _SM_PATTERN.fullmatch(requirement.architectures[0]) is None:
+        if not is_sm_name(requirement.architectures[0]):
             raise _refused(_codes.INVALID_SM)
     if len(cuda_requirements) != 1:
         raise _refused(_codes.EXACTLY_ONE_CUDA_DEVICE_REQUIRED)
@@ -341,7 +354,7 @@ def _framework_requirement(
         raise _refused(codes.runtime_reuse_required)
     if len(requirement.architectures) > 1:
         raise _refused(_codes.AT_MOST_ONE_SM_ALLOWED)
-    if any(_SM_PATTERN.fullmatch(sm) is None for sm in requirement.architectures):
+    if not all(is_sm_name(sm) for sm in requirement.architectures):
         raise _refused(_codes.INVALID_SM)
     if set(requirement.features) != expected.features:
         raise _refused(codes.features_incompatible)
@@ -369,15 +382,8 @@ def _merged(
 def _ordinal(text: str | None) -> int:
     if text is None:
         raise _refused(_codes.DEVICE_ORDINAL_NOT_CONFIGURED)
-    # ASCII decimal digits only (what [0-9]+ matches), without compiling a pattern.
-    if not (text.isascii() and text.isdigit()):
-        raise _refused(_codes.DEVICE_ORDINAL_INVALID)
-    significant = text.lstrip("0") or "0"
-    # Bound the digits before int(): a 4096-digit option must not cost a parse.
-    if len(significant) > len(str(_DEVICE_ORDINAL_MAX)):
-        raise _refused(_codes.DEVICE_ORDINAL_INVALID)
-    value = int(significant)
-    if value > _DEVICE_ORDINAL_MAX:
+    value = device_ordinal(text)
+    if value is None:
         raise _refused(_codes.DEVICE_ORDINAL_INVALID)
     return value
 
@@ -385,7 +391,7 @@ def _ordinal(text: str | None) -> int:
 def _sm(text: str | None) -> str:
     if text is None:
         raise _refused(_codes.SM_NOT_CONFIGURED)
-    if _SM_PATTERN.fullmatch(text) is None:
+    if not is_sm_name(text):
         raise _refused(_codes.INVALID_SM)
     if text not in _ARCHITECTURES:
         raise _refused(
@@ -719,6 +725,9 @@ def evaluate(
         )
         if toolkit is not None and report.driver_version is not None:
             _check_toolkit(toolkit, report.driver_version, config, selection.sm)
-        return Ready(observations=_observations(selection, report, toolkit, config))
+        return Ready(
+            observations=_observations(selection, report, toolkit, config),
+            device_name=_device_name(selection.ordinal, report),
+        )
     except _RefusedError as refused:
         return refused.refusal

@@ -25,6 +25,7 @@ class ProviderSpec(Record):
     probe_runner: ProbeRunnerSpec
     toolkit: ToolkitSpec
     smoke: SmokeSpec
+    loader: LoaderSpec
     runtime_package: RuntimePackageSpec
     # Refused with status `incompatible`; every other code `unavailable`.
     incompatible_reason_codes: tuple[str, ...]
@@ -223,6 +224,7 @@ class ProbeReportSpec(Record):
     schema_version: str
     probe: str
     statuses: ProbeStatusesSpec
+    fields: ProbeReportFieldsSpec
     max_output_bytes: int
     max_devices: int
     max_device_ordinal: int
@@ -248,6 +250,49 @@ class ProbeStatusesSpec(Record):
     unavailable: str
     unsupported: str
     error: str
+
+
+class ProbeReportFieldsSpec(Record):
+    """The probe report's records: their keys, in the order the probe writes them."""
+    report: tuple[ReportFieldSpec, ...]
+    target: tuple[ReportFieldSpec, ...]
+    device: tuple[ReportFieldSpec, ...]
+
+
+class ReportFieldSpec(Record):
+    """One key of a probe report record and the kind of its value."""
+    key: str
+    kind: str
+
+
+class LoaderSpec(Record):
+    """The reviewed loader's facts; the loader crate holds them generated."""
+    # The codes a `LoadError` carries; the probe reports each.
+    reason_codes: tuple[str, ...]
+    # The driver image's file name in every Linux candidate directory.
+    linux_driver_file_name: str
+    # Per architecture, the directories searched, in search order.
+    linux_candidate_dirs: tuple[CandidateDirsSpec, ...]
+    # A candidate's resolved path must lie strictly below one of these.
+    reviewed_roots: tuple[str, ...]
+    # Directories above it need only be root's; it and below, also
+    # writable only by their owner.
+    ancestor_check_floor: str
+    # The rules that refuse an image, in the order the remedy explains them.
+    rules: tuple[LoaderRuleSpec, ...]
+
+
+class CandidateDirsSpec(Record):
+    """The Linux candidate directories of one architecture (`target_arch`)."""
+    arch: str
+    dirs: tuple[str, ...]
+
+
+class LoaderRuleSpec(Record):
+    """A loader rule: its name, as stderr names it, and what it requires."""
+    name: str
+    # None: the name says it.
+    requires: str | None
 
 
 class ValidationRequirementSpec(Record):
@@ -667,6 +712,35 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             unsupported="unsupported",
             error="error",
         ),
+        fields=ProbeReportFieldsSpec(
+            report=(
+                ReportFieldSpec(key="schema_version", kind="name"),
+                ReportFieldSpec(key="probe", kind="name"),
+                ReportFieldSpec(key="support_claim", kind="bool"),
+                ReportFieldSpec(key="target", kind="target"),
+                ReportFieldSpec(key="platform_supported", kind="bool"),
+                ReportFieldSpec(key="status", kind="name"),
+                ReportFieldSpec(key="reason_code", kind="optional_name"),
+                ReportFieldSpec(key="driver_loaded", kind="bool"),
+                ReportFieldSpec(key="driver_version", kind="optional_int"),
+                ReportFieldSpec(key="device_count", kind="optional_int"),
+                ReportFieldSpec(key="cuda_result", kind="optional_int"),
+                ReportFieldSpec(key="devices", kind="devices"),
+                ReportFieldSpec(key="refusing_rule", kind="name_if_set"),
+            ),
+            target=(
+                ReportFieldSpec(key="os", kind="name"),
+                ReportFieldSpec(key="arch", kind="name"),
+                ReportFieldSpec(key="environment", kind="name"),
+            ),
+            device=(
+                ReportFieldSpec(key="ordinal", kind="ordinal"),
+                ReportFieldSpec(key="name", kind="text"),
+                ReportFieldSpec(key="compute_major", kind="int"),
+                ReportFieldSpec(key="compute_minor", kind="int"),
+                ReportFieldSpec(key="sm", kind="text"),
+            ),
+        ),
         max_output_bytes=65536,
         max_devices=1024,
         max_device_ordinal=1023,
@@ -752,12 +826,93 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "CU_DEVICE_GET_FAILED",
             "CU_INIT_FAILED",
             "DEVICE_ALLOCATION_FAILED",
+            "DEVICE_COPY_FAILED",
             "DEVICE_FREE_FAILED",
+            "DEVICE_ROUND_TRIP_MISMATCH",
             "DRIVER_PROCESSES_SURVIVED",
             "INVALID_ARGUMENTS",
             "STREAM_CREATE_FAILED",
             "STREAM_DESTROY_FAILED",
             "STREAM_SYNCHRONIZE_FAILED",
+        ),
+    ),
+    loader=LoaderSpec(
+        reason_codes=(
+            "DRIVER_ROOT_NOT_ABSOLUTE",
+            "LIBCUDA_SO_LOAD_FAILED",
+            "LIBCUDA_SO_NOT_FOUND",
+            "NVCUDA_DLL_NOT_FOUND",
+            "REQUIRED_SYMBOL_MISSING",
+            "UNSUPPORTED_TARGET",
+        ),
+        linux_driver_file_name="libcuda.so.1",
+        linux_candidate_dirs=(
+            CandidateDirsSpec(
+                arch="x86_64",
+                dirs=(
+                    "/usr/lib/wsl/lib",
+                    "/usr/local/nvidia/lib64",
+                    "/usr/local/nvidia/lib",
+                    "/usr/lib/x86_64-linux-gnu",
+                    "/usr/lib64",
+                    "/usr/lib",
+                    "/usr/lib64-nvidia",
+                    "/run/opengl-driver/lib",
+                    "/.singularity.d/libs",
+                ),
+            ),
+            CandidateDirsSpec(
+                arch="aarch64",
+                dirs=(
+                    "/usr/local/nvidia/lib64",
+                    "/usr/local/nvidia/lib",
+                    "/usr/lib/aarch64-linux-gnu/nvidia",
+                    "/usr/lib/aarch64-linux-gnu/tegra",
+                    "/usr/lib/aarch64-linux-gnu",
+                    "/usr/lib64",
+                    "/usr/lib",
+                    "/run/opengl-driver/lib",
+                    "/.singularity.d/libs",
+                ),
+            ),
+        ),
+        reviewed_roots=(
+            "/usr/lib",
+            "/usr/lib64",
+            "/usr/lib64-nvidia",
+            "/usr/local/nvidia/lib",
+            "/usr/local/nvidia/lib64",
+            "/nix/store",
+            "/.singularity.d/libs",
+        ),
+        ancestor_check_floor="/usr",
+        rules=(
+            LoaderRuleSpec(
+                name="owner",
+                requires=(
+                    "the image, every directory from / down to it and every link on its way are "
+                    "root's"
+                ),
+            ),
+            LoaderRuleSpec(name="mode", requires="the image has no group/other write bit"),
+            LoaderRuleSpec(
+                name="writable-directory",
+                requires=(
+                    "a directory on its way, from /usr down, that group or others may write passes "
+                    "only when it is sticky and root's and the entry below it is root's, as in the "
+                    "Nix store"
+                ),
+            ),
+            LoaderRuleSpec(
+                name="links",
+                requires="one hard link, unless the image lies on a read-only mount",
+            ),
+            LoaderRuleSpec(
+                name="location",
+                requires="it resolves below a reviewed root or below driver_root",
+            ),
+            LoaderRuleSpec(name="regular-file", requires=None),
+            LoaderRuleSpec(name="resolution", requires="no dangling link or loop"),
         ),
     ),
     runtime_package=RuntimePackageSpec(
@@ -857,6 +1012,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "values.",
             "Set the device ordinal in one place, or make both values identical.",
         ),
+        "DEVICE_COPY_FAILED": (
+            "Filling the smoke's device allocation, or copying bytes into or out of it, failed.",
+            "Check the device for errors (nvidia-smi).",
+        ),
         "DEVICE_FREE_FAILED": (
             "Freeing device memory failed.",
             "Check the device for errors (nvidia-smi).",
@@ -872,6 +1031,11 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "DEVICE_REQUIREMENT_MISMATCH": (
             "The selected device or architecture differs from the one the artifact requires.",
             "Make device_ordinal and sm agree with the domain plugin's requirement.",
+        ),
+        "DEVICE_ROUND_TRIP_MISMATCH": (
+            "Bytes copied to the device and back did not come back as they were written.",
+            "Check the device for memory errors (nvidia-smi -q -d ECC) and the NVIDIA driver "
+            "installation; do not use this device until the smoke completes.",
         ),
         "DRIVER_PROCESSES_SURVIVED": (
             "Processes the CUDA driver started were still running when the probe's (or the "
@@ -912,9 +1076,10 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         "INVALID_ARGUMENTS": (
             "The probe or the smoke was called with arguments it does not take: the probe takes "
             "none or exactly --driver-root DIR, the smoke exactly --device N with N from 0 to "
-            "1023.",
+            "1023, optionally followed by --driver-root DIR.",
             "Run rextio-cuda-driver-probe alone or with --driver-root /absolute/dir, and "
-            "rextio-cuda-runtime-smoke --device 0.",
+            "rextio-cuda-runtime-smoke --device 0 (with --driver-root /absolute/dir where the "
+            "probe needs it).",
         ),
         "INVALID_COMPUTE_CAPABILITY": (
             "The driver reported a compute capability outside 1.0 to 99.99.",

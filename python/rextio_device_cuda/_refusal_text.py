@@ -68,9 +68,7 @@ class RefusalLine:
     """The one WARNING line a refused preflight logs, kept as its parts.
 
     The provider logs it as its message argument (``logger.warning("%s",
-    line)``); ``str()`` renders the path-free line. A command that runs a
-    preflight reads the code, facts and CUDA result back from the log record
-    (``record.args``) rather than from the provider's internals.
+    line)``); ``str()`` renders the path-free line.
     """
 
     reason_code: str

@@ -250,10 +250,12 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _exact_object(value: object, keys: frozenset[str], label: str) -> dict[str, Any]:
+def _exact_object(
+    value: object, keys: frozenset[str], label: str, may_lack: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise schema_error(f"{label} is not an object")
-    _require(value.keys() == keys, f"{label} keys differ from schema 1")
+    _require(value.keys() | may_lack == keys, f"{label} keys differ from schema 1")
     return value
 
 
@@ -286,30 +288,23 @@ def _decode(payload: bytes | str) -> object:
         raise _output_error("not JSON") from error
 
 
-# Schema 1's key sets: the wire constants, then the records' fields.
+# Schema 1's key sets, from the spec; the wire constants are the report's
+# keys that are not constructor fields.
+_FIELDS: Final = _REPORT.fields
+_ROOT_KEYS: Final = frozenset(field.key for field in _FIELDS.report)
+_KEYS_IF_SET: Final = frozenset(
+    field.key for field in _FIELDS.report if field.kind == "name_if_set"
+)
+_TARGET_KEYS: Final = frozenset(field.key for field in _FIELDS.target)
+_DEVICE_KEYS: Final = frozenset(field.key for field in _FIELDS.device)
 _WIRE_CONSTANTS: Final[dict[str, object]] = {
     "schema_version": CudaProbeReport.schema_version,
     "probe": CudaProbeReport.probe,
     "support_claim": CudaProbeReport.support_claim,
 }
-_ROOT_KEYS: Final = frozenset(
-    {
-        *_WIRE_CONSTANTS,
-        "target",
-        "platform_supported",
-        "status",
-        "reason_code",
-        "driver_loaded",
-        "driver_version",
-        "device_count",
-        "cuda_result",
-        "devices",
-    }
-)
-# Present only when the loader refused an image (0.2.0's probe).
-_ROOT_KEYS_WITH_RULE: Final = _ROOT_KEYS | {"refusing_rule"}
-_TARGET_KEYS: Final = frozenset({"os", "arch", "environment"})
-_DEVICE_KEYS: Final = frozenset({"ordinal", "name", "compute_major", "compute_minor", "sm"})
+# The keys passed on as they are (the records check their values); a key
+# of kind name_if_set is left out when unset, as every 0.1.0 report has it.
+_PLAIN_KEYS: Final = _ROOT_KEYS - _WIRE_CONSTANTS.keys() - {"target", "devices"}
 # One decoder for every parse; it keeps no state between documents.
 _DECODER: Final = json.JSONDecoder(
     object_pairs_hook=_unique_object, parse_constant=_reject_constant, parse_int=_bounded_int
@@ -319,8 +314,9 @@ _DECODER: Final = json.JSONDecoder(
 def report_from_json(value: object) -> CudaProbeReport:
     """Build a report from decoded JSON, enforcing the exact key sets; the
     records check their values."""
-    with_rule = isinstance(value, dict) and "refusing_rule" in value
-    root = _exact_object(value, _ROOT_KEYS_WITH_RULE if with_rule else _ROOT_KEYS, "report")
+    root = _exact_object(value, _ROOT_KEYS, "report", may_lack=_KEYS_IF_SET)
+    # The probe leaves such a key out rather than writing null.
+    _require(all(root[key] is not None for key in _KEYS_IF_SET & root.keys()), "null key")
     target = _exact_object(root["target"], _TARGET_KEYS, "target")
     for key, constant in _WIRE_CONSTANTS.items():
         found = root[key]
@@ -330,18 +326,10 @@ def report_from_json(value: object) -> CudaProbeReport:
     _require(isinstance(devices, list) and len(devices) <= _MAX_DEVICES, "devices")
     return CudaProbeReport(
         target=ProbeTarget(**target),
-        platform_supported=root["platform_supported"],
-        status=root["status"],
-        reason_code=root["reason_code"],
-        driver_loaded=root["driver_loaded"],
-        driver_version=root["driver_version"],
-        device_count=root["device_count"],
-        cuda_result=root["cuda_result"],
         devices=tuple(
             CudaDeviceRecord(**_exact_object(row, _DEVICE_KEYS, "device")) for row in devices
         ),
-        # The probe leaves the key out rather than writing null; null reads as absent.
-        refusing_rule=root["refusing_rule"] if with_rule else None,
+        **{key: root[key] for key in _PLAIN_KEYS & root.keys()},
     )
 
 

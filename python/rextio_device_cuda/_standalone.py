@@ -1,21 +1,21 @@
 """One standalone preflight through Rextio Core, as ``preflight`` and ``validate`` run it.
 
-The request is the one contract section 8 describes: a raw-driver capability
-gets a rust-crate profile with one requirement ``cuda:N`` (backend cuda,
-runtime cuda-driver, feature driver-api, memory device, architectures
-``(sm,)``); a framework capability gets its lane's host-extension profile.
-Core's ``resolve_device_plan`` loads the provider through its entry point and
-calls its public ``preflight()``. What decided a refusal (the observed facts
-and the CUDA result) is read from the refusal line the provider logs, which
-this module takes instead of letting it print: the commands print it
-themselves, with its remedy.
+The request is the one docs/interfaces.md describes for manual validation: a
+raw-driver capability gets a rust-crate profile with one requirement
+``cuda:N`` (backend cuda, runtime cuda-driver, feature driver-api, memory
+device, architectures ``(sm,)``); a framework capability gets its lane's
+host-extension profile. Core's ``resolve_device_plan`` loads the provider
+through its entry point and asks it for a preflight. What decided a refusal
+(the observed facts and the CUDA result) comes back as the checks' own
+``Refusal`` record, returned by the provider beside Core's result; nothing is
+logged, and the commands print it themselves, with its remedy.
+
+The caller has checked every value (the ordinal, the SM's spelling, the
+paths and the digest).
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -37,8 +37,9 @@ from rextio.devices import (
 )
 
 from rextio_device_cuda._declarations import frozen_requirement
+from rextio_device_cuda._preflight_checks import Ready, Refusal
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
-from rextio_device_cuda._refusal_text import RefusalLine
+from rextio_device_cuda.provider import CudaDeviceProvider
 
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _BACKEND: Final = PROVIDER_SPEC.manifest.backend
@@ -51,39 +52,12 @@ class OptionsRejectedError(ValueError):
 
 
 @dataclass(frozen=True)
-class Ready:
-    """The provider was ready: Core's resolved plan."""
+class Resolved:
+    """The provider was ready: Core's resolved plan, and the selected device's name
+    (for the human lines only; None when the provider did not say)."""
 
     plan: ResolvedDevicePlan
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The provider refused: Core's result, and the provider's refusal line.
-
-    ``line`` is None when the provider logged none (another provider answered).
-    """
-
-    result: DevicePreflightResult
-    line: RefusalLine | None
-
-    @property
-    def reason_code(self) -> str:
-        return self.result.reason_codes[0]
-
-    @property
-    def facts(self) -> str | None:
-        """The observed facts that decided this refusal, when the line is for its code."""
-        if self.line is None or self.line.reason_code != self.reason_code:
-            return None
-        return self.line.facts
-
-    @property
-    def cuda_result(self) -> int | None:
-        """The CUDA result the probe reported with this refusal's code."""
-        if self.line is None or self.line.reason_code != self.reason_code:
-            return None
-        return self.line.cuda_result
+    device_name: str | None
 
 
 @dataclass(frozen=True)
@@ -93,58 +67,50 @@ class NotRun:
     why: str
 
 
-Outcome = Ready | Refused | NotRun
-
-
-class _RefusalLines(logging.Handler):
-    """Keeps the refusal lines the provider logs."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.lines: list[RefusalLine] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        arguments = record.args if isinstance(record.args, tuple) else ()
-        self.lines.extend(each for each in arguments if isinstance(each, RefusalLine))
-
-
-@contextlib.contextmanager
-def _refusal_lines_taken() -> Iterator[_RefusalLines]:
-    """The provider's refusal lines go to the returned handler, not to stderr."""
-    # The provider logs its refusal lines on the package's logger.
-    logger = logging.getLogger(__package__)
-    handler = _RefusalLines()
-    previous = (logger.level, logger.propagate)
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING)
-    logger.propagate = False
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous[0])
-        logger.propagate = previous[1]
+Outcome = Resolved | Refusal | NotRun
 
 
 class _RecordingProvider:
-    """Delegates to the loaded provider and keeps its last preflight result."""
+    """Delegates to the loaded provider and keeps its last preflight's outcome.
+
+    Our own provider returns the checks' record beside Core's result; any
+    other object answering for this provider id gives only its result.
+    """
 
     def __init__(self, inner: DeviceProvider) -> None:
         self._inner = inner
-        self.last_preflight: DevicePreflightResult | None = None
+        self.last: tuple[DevicePreflightResult, Refusal | Ready | None] | None = None
 
     def manifest(self) -> DeviceProviderManifest:
         return self._inner.manifest()
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
-        self.last_preflight = self._inner.preflight(request)
-        return self.last_preflight
+        if isinstance(self._inner, CudaDeviceProvider):
+            self.last = self._inner._preflight_outcome(request)
+        else:
+            self.last = (self._inner.preflight(request), None)
+        return self.last[0]
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         return self._inner.build_contribution(request)
 
+    def refusal(self) -> Refusal | None:
+        """The last preflight's refusal, when it was not ready."""
+        if self.last is None:
+            return None
+        result, outcome = self.last
+        if result.status is DevicePreflightStatus.READY or not result.reason_codes:
+            return None
+        if isinstance(outcome, Refusal):
+            return outcome
+        return Refusal(result.status, result.reason_codes[0])
 
-def validation_profile(capability: CapabilitySpec, ordinal: str, sm: str) -> ArtifactProfile:
+    def device_name(self) -> str | None:
+        outcome = None if self.last is None else self.last[1]
+        return outcome.device_name if isinstance(outcome, Ready) else None
+
+
+def validation_profile(capability: CapabilitySpec, ordinal: int, sm: str) -> ArtifactProfile:
     """The profile a standalone preflight of ``capability`` on device ``ordinal`` requests."""
     lane = PROVIDER_SPEC.lanes[capability.lane]
     if isinstance(lane, RawDriverLaneSpec):
@@ -169,14 +135,14 @@ def validation_profile(capability: CapabilitySpec, ordinal: str, sm: str) -> Art
 
 def _options(
     probe: str,
-    device: str,
+    device: int,
     sm: str,
     toolkit_root: str | None,
     probe_sha256: str | None,
     driver_root: str | None,
 ) -> DeviceProviderOptions:
     keys = PROVIDER_SPEC.option_keys
-    pairs = [(keys.probe, probe), (keys.device, device), (keys.sm, sm)]
+    pairs = [(keys.probe, probe), (keys.device, str(device)), (keys.sm, sm)]
     if toolkit_root is not None:
         pairs.append((keys.toolkit, toolkit_root))
     if probe_sha256 is not None:
@@ -190,7 +156,7 @@ def standalone_preflight(
     capability: CapabilitySpec,
     *,
     probe: str,
-    device: str,
+    device: int,
     sm: str,
     toolkit_root: str | None = None,
     probe_sha256: str | None = None,
@@ -205,32 +171,28 @@ def standalone_preflight(
         selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
     except ValueError as error:
         raise OptionsRejectedError(str(error)) from error
-    # Core composes only a valid requirement; bad ordinals and SMs reach the
-    # provider through the options and come back as reason codes.
-    plain = device.isascii() and device.isdigit() and len(device) <= 4
-    ordinal = str(int(device)) if plain else "0"
-    profile = validation_profile(
-        capability, ordinal, sm if sm in _ARCHITECTURES else _ARCHITECTURES[0]
-    )
+    # Core matches the profile against the capability's declared SMs before it
+    # calls any provider: an SM the provider does not declare goes in the
+    # options alone (the profile names a declared one), so the provider's own
+    # check refuses it with its code, CUDA_ARCHITECTURE_UNSUPPORTED.
+    declared = sm if sm in _ARCHITECTURES else _ARCHITECTURES[0]
+    profile = validation_profile(capability, device, declared)
     try:
         loaded, source = load_selected_device_provider(selection)
     except DeviceProviderError as error:
         return NotRun(str(error))
     recording = _RecordingProvider(loaded)
-    with _refusal_lines_taken() as taken:
-        try:
-            plan = resolve_device_plan(
-                artifact_profile=profile,
-                selection=selection,
-                providers={_PROVIDER_ID: recording},
-                provider_sources={_PROVIDER_ID: source},
-                options=options,
-            )
-        except DeviceProviderError as error:
-            result = recording.last_preflight
-            if result is not None and result.status is not DevicePreflightStatus.READY:
-                return Refused(result, taken.lines[-1] if taken.lines else None)
-            return NotRun(str(error))
+    try:
+        plan = resolve_device_plan(
+            artifact_profile=profile,
+            selection=selection,
+            providers={_PROVIDER_ID: recording},
+            provider_sources={_PROVIDER_ID: source},
+            options=options,
+        )
+    except DeviceProviderError as error:
+        refusal = recording.refusal()
+        return NotRun(str(error)) if refusal is None else refusal
     if plan is None:
         return NotRun("no plan was resolved")
-    return Ready(plan)
+    return Resolved(plan, recording.device_name())

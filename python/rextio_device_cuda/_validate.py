@@ -1,15 +1,17 @@
-"""``python -m rextio_device_cuda validate``: contract §8's evidence on an NVIDIA host.
+"""``python -m rextio_device_cuda validate``: the manual-validation evidence on an NVIDIA host.
 
-Only what this installation ships is used: the probe and the lifetime smoke
-in the package's ``_bin/`` (contract §9.1: platform wheels carry them with
-their recorded SHA-256, the pure wheel does not; ``_shipped`` checks them).
-Both run through the provider's own runner (empty environment, own process
-group, bounded time and output), each pinned to its recorded SHA-256, and
-the preflight runs in this process through Core's ``resolve_device_plan``,
-pinned to the same probe digest, so the evidence
-names exactly which binary answered. The evidence holds no path and always
-says ``support_claim``, ``kernel_executed`` and ``certification_ready`` are
-false: it shows this host works, it certifies nothing.
+The probe and the lifetime smoke are what this installation ships (the
+package's ``_bin/``: platform wheels carry them with their recorded SHA-256,
+the pure wheel does not; ``_shipped`` checks them) or the ones ``build-probe``
+printed (``--probe`` and ``--smoke``). Both run through the provider's own
+runner (empty environment, own process group, bounded time and output), each
+pinned: a shipped one to its recorded SHA-256, a given one to
+``--probe-sha256`` or else to the digest read here, so the evidence names
+exactly which binary answered. The preflight runs in this process through
+Core's ``resolve_device_plan``, pinned to the same probe digest. The evidence
+holds no path and always says ``support_claim``, ``kernel_executed`` and
+``certification_ready`` are false: it shows this host works, it certifies
+nothing. docs/interfaces.md describes the record.
 """
 
 from __future__ import annotations
@@ -18,28 +20,32 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Final
 
 from rextio_device_cuda import _codes, _user_files
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._explain import explain_lines
+from rextio_device_cuda._explain import OPTION_FLAGS, explain_lines
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
-from rextio_device_cuda._runner import MAX_TIMEOUT_SECONDS, SubprocessProbeRunner
-from rextio_device_cuda._shipped import (
-    NO_SHIPPED_PROBE,
-    NoShippedBinariesError,
-    ShippedBinary,
-    ShippedBinaryError,
-    shipped_binary,
+from rextio_device_cuda._runner import (
+    MAX_TIMEOUT_SECONDS,
+    SubprocessProbeRunner,
+    probe_file_sha256,
 )
-from rextio_device_cuda._standalone import NotRun, Ready, standalone_preflight
+from rextio_device_cuda._shipped import shipped_binary
+from rextio_device_cuda._standalone import NotRun, Resolved, standalone_preflight
 
 EVIDENCE_NAME: Final = "rextio-device-cuda-nvidia-validation"
 EVIDENCE_SCHEMA_VERSION: Final = "1"
 # platform.machine() spellings of the architectures the spec names.
 _ARCHITECTURE: Final = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64"}
 _HOST_OS: Final = "windows" if sys.platform == "win32" else sys.platform
+# This host as the error for an undeclared target names it.
+HOST_TEXT: Final = f"{_HOST_OS} {platform.machine()}"
+# The probe's one option: look only in this directory.
+_DRIVER_ROOT_ARGUMENT: Final = "--driver-root"
 
 
 def host_capability() -> CapabilitySpec | None:
@@ -51,6 +57,40 @@ def host_capability() -> CapabilitySpec | None:
         if raw and target is not None and (target.os, target.arch) == (_HOST_OS, arch):
             return capability
     return None
+
+
+@dataclass(frozen=True)
+class PinnedBinary:
+    """A probe or smoke, and the SHA-256 it is run under (the runner refuses other bytes)."""
+
+    path: Path
+    sha256: str
+
+
+def shipped_binaries() -> tuple[PinnedBinary, PinnedBinary]:
+    """The probe and smoke this installation ships, each pinned to its recorded digest.
+
+    Raises ``NoShippedBinariesError`` where none ships (the pure wheel),
+    ``ShippedBinaryError`` where one is not the recorded one.
+    """
+    probe = shipped_binary(PROVIDER_SPEC.probe_report.probe)
+    smoke = shipped_binary(PROVIDER_SPEC.smoke.probe)
+    return PinnedBinary(probe.path, probe.sha256), PinnedBinary(smoke.path, smoke.sha256)
+
+
+def given_binaries(
+    probe: str, smoke: str, probe_sha256: str | None
+) -> tuple[PinnedBinary, PinnedBinary]:
+    """The probe and smoke the user named, each pinned.
+
+    The probe to ``probe_sha256`` when given, else to the digest of what is
+    read here; the smoke always to what is read here. Raises
+    ``CudaProbeError`` for a file no digest can be read from.
+    """
+    probe_digest = probe_sha256 if probe_sha256 is not None else probe_file_sha256(probe)
+    return PinnedBinary(Path(probe), probe_digest), PinnedBinary(
+        Path(smoke), probe_file_sha256(smoke)
+    )
 
 
 def _run_recorded(runner: SubprocessProbeRunner) -> tuple[dict[str, object], int | None]:
@@ -76,16 +116,18 @@ def _preflight(
     device: int,
     sm: str,
     toolkit_root: str | None,
+    driver_root: str | None,
 ) -> dict[str, object]:
     outcome = standalone_preflight(
         capability,
         probe=str(probe),
-        device=str(device),
+        device=device,
         sm=sm,
         toolkit_root=toolkit_root,
         probe_sha256=digest,
+        driver_root=driver_root,
     )
-    if isinstance(outcome, Ready):
+    if isinstance(outcome, Resolved):
         ready = outcome.plan.preflight
         observations = dict(ready.observations)
         return {"status": ready.status.value, "reason_code": None, "observations": observations}
@@ -93,27 +135,32 @@ def _preflight(
         # Core's own message may name a path: it goes to stderr, never into the evidence.
         print(f"error: the preflight did not run: {outcome.why}", file=sys.stderr)
         return {"status": "error", "reason_code": None, "observations": {}}
-    status = outcome.result.status.value
-    return {"status": status, "reason_code": outcome.reason_code, "observations": {}}
+    return {"status": outcome.status.value, "reason_code": outcome.reason_code, "observations": {}}
 
 
 def collect(
     capability: CapabilitySpec,
-    probe: ShippedBinary,
-    smoke: ShippedBinary,
+    probe: PinnedBinary,
+    smoke: PinnedBinary,
     *,
     sm: str,
     device: int,
     toolkit_root: str | None,
+    driver_root: str | None = None,
 ) -> dict[str, object]:
     """Runs the probe, the preflight and the smoke; the evidence record."""
     probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
-    probe_report, _ = _run_recorded(SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256))
-    preflight = _preflight(capability, probe.path, probe_sha256, device, sm, toolkit_root)
+    root = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
+    probe_report, _ = _run_recorded(
+        SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256, arguments=root)
+    )
+    preflight = _preflight(
+        capability, probe.path, probe_sha256, device, sm, toolkit_root, driver_root
+    )
     # The smoke creates a context and allocates: it gets the runner's longest bound.
     smoke_runner = SubprocessProbeRunner(
         smoke.path,
-        arguments=("--device", str(device)),
+        arguments=("--device", str(device), *root),
         timeout_seconds=MAX_TIMEOUT_SECONDS,
         probe_sha256=smoke_sha256,
     )
@@ -135,6 +182,8 @@ def collect(
         "probe_sha256": probe_sha256,
         "smoke_sha256": smoke_sha256,
         "validated": ready and complete,
+        # The smoke's pattern came back from the device byte for byte.
+        "round_trip": smoke_record.get("round_trip") is True,
         "reason_code": (
             None
             if ready and complete
@@ -169,43 +218,64 @@ def path_free_text(evidence: dict[str, object], local_paths: list[str]) -> str:
     return rendered
 
 
-def run(*, sm: str, device: int, toolkit_root: str | None, output: Path | None) -> bool:
-    """The ``validate`` command (values checked by the caller): True when validated.
+def run(
+    capability: CapabilitySpec,
+    binaries: tuple[PinnedBinary, PinnedBinary],
+    *,
+    sm: str,
+    device: int,
+    toolkit_root: str | None,
+    driver_root: str | None,
+    output: Path | None,
+    out: Callable[[str], None],
+) -> bool:
+    """The ``validate`` command (every value checked by the caller): True when validated.
 
-    Prints the evidence (and writes it to ``output``), or says on stderr why none was made.
+    Prints the evidence through ``out`` and writes it to ``output``, or says on
+    stderr why none was made. The evidence is printed before it is written, so
+    a write that fails loses nothing.
     """
-    capability = host_capability()
-    try:
-        if capability is None:
-            raise NoShippedBinariesError(f"{_HOST_OS} {platform.machine()} is no declared target")
-        probe = shipped_binary(PROVIDER_SPEC.probe_report.probe)
-        smoke = shipped_binary(PROVIDER_SPEC.smoke.probe)
-    except NoShippedBinariesError:
-        print(f"error: {NO_SHIPPED_PROBE}", file=sys.stderr)
-        return False
-    except ShippedBinaryError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return False
-    evidence = collect(capability, probe, smoke, sm=sm, device=device, toolkit_root=toolkit_root)
-    package = probe.path.parent.parent
-    local = [str(package), os.environ.get("HOME", ""), toolkit_root or ""]
+    probe, smoke = binaries
+    evidence = collect(
+        capability,
+        probe,
+        smoke,
+        sm=sm,
+        device=device,
+        toolkit_root=toolkit_root,
+        driver_root=driver_root,
+    )
+    local = [
+        *(str(binary.path.parent) for binary in binaries),
+        *(str(binary.path.parent.parent) for binary in binaries),
+        os.environ.get("HOME", ""),
+        toolkit_root or "",
+        driver_root or "",
+    ]
     try:
         text = path_free_text(evidence, local)
-        if output is not None:
-            _user_files.write_file(output, (text + "\n").encode("utf-8"))
-    except (OSError, ValueError) as error:
-        print(f"error: no evidence written: {error}", file=sys.stderr)
+    except ValueError as error:
+        print(f"error: no evidence made: {error}", file=sys.stderr)
         return False
-    print(text)
+    out(text)
+    written = True
+    if output is not None:
+        try:
+            _user_files.write_file(output, (text + "\n").encode("utf-8"))
+        except OSError as error:
+            # Said without the temporary file's name: the error's text may hold it.
+            why = error.strerror or type(error).__name__
+            print(f"error: the evidence was not written to {output}: {why}", file=sys.stderr)
+            written = False
     if evidence["validated"] is True:
         print(
             f"validated: preflight ready and lifetime smoke complete on device "
             f"{device} ({sm}); no kernel ran and nothing is certified",
             file=sys.stderr,
         )
-        return True
+        return written
     code = evidence["reason_code"]
     print("this host is not validated.", file=sys.stderr)
     if isinstance(code, str):
-        print("\n".join(explain_lines(code)), file=sys.stderr)
+        print("\n".join(explain_lines(code, flags=OPTION_FLAGS)), file=sys.stderr)
     return False

@@ -2,31 +2,45 @@
 build-probe, validate, manifest.
 
 The command line sits above the provider: a preflight runs through Core and
-the provider's public ``preflight()`` (``_standalone``), and every text about
-a reason code comes from ``_explain``. Bad input gets a message and a
-non-zero exit, never a traceback: 0 success / ready, 1 not ready or refused,
-2 unusable input.
+the provider (``_standalone``), and every text about a reason code comes from
+``_explain``. Every argument is checked once, by its type below, while the
+command line is parsed and before any work: unusable input is one ``error:``
+line and exit 2. 0 success / ready, 1 not ready or refused. Never a
+traceback: a closed or full standard output is one line on stderr and exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.resources
 import json
 import os
 import re
+import shlex
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from rextio.devices import ResolvedDevicePlan
 
-from rextio_device_cuda import _build_probe, _codes, _refusal_text, _validate
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
+from rextio_device_cuda import _build_probe, _refusal_text, _validate
 from rextio_device_cuda._errors import CudaProbeError
-from rextio_device_cuda._explain import explain_lines, refusal_record
+from rextio_device_cuda._explain import (
+    OPTION_FLAGS,
+    code_named,
+    explain_lines,
+    nearest_code,
+    refusal_record,
+)
 from rextio_device_cuda._pin_text import PathNotTomlError, binary_lines, pin_lines, toml_string
-from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC
+from rextio_device_cuda._preflight_checks import Refusal
+from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda._shipped import (
     NO_SHIPPED_PROBE,
@@ -37,9 +51,10 @@ from rextio_device_cuda._shipped import (
 from rextio_device_cuda._standalone import (
     NotRun,
     OptionsRejectedError,
-    Refused,
+    Resolved,
     standalone_preflight,
 )
+from rextio_device_cuda.config import device_ordinal, is_probe_sha256, is_sm_name
 from rextio_device_cuda.runtime_source import (
     INSTALL_PARENT,
     RuntimeSourceError,
@@ -49,14 +64,22 @@ from rextio_device_cuda.runtime_source import (
 EXIT_READY: Final = 0
 EXIT_NOT_READY: Final = 1
 EXIT_USAGE: Final = 2
-# The shipped manifest JSON (contract section 2), in the package beside this module.
+EXIT_INTERRUPTED: Final = 130
+PROG: Final = "python -m rextio_device_cuda"
+# The shipped manifest JSON (docs/interfaces.md), in the package beside this module.
 MANIFEST_RESOURCE: Final = "manifest.json"
 
 _RESULT_TEXT: Final = re.compile(r"-?[0-9]{1,10}", re.ASCII)
+_OBSERVATION: Final = PROVIDER_SPEC.observation_keys
+_SHOWN_CHARS: Final = 60
 
 
 class _UsageError(Exception):
     """Input the command cannot use; reported in one line with exit 2."""
+
+
+class _OutputError(Exception):
+    """Standard output could not be written (closed, full, a broken pipe)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,55 +87,247 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         raise _UsageError(message)
 
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
+        # argparse would drop a failed write silently; ours says so.
+        if file is None:
+            _out(self.format_help().rstrip("\n"))
+        else:
+            super().print_help(file)
 
-def _cuda_result(text: str | None) -> int | None:
-    """A CUresult as the probe reports it: a decimal int32."""
-    if text is None:
-        return None
-    # Plain ASCII digits only (int() would also take spaces, "+" and "_").
-    value = int(text) if _RESULT_TEXT.fullmatch(text) else None
-    if value is None or not -(2**31) <= value < 2**31:
-        raise _UsageError("--cuda-result takes a decimal CUDA result, e.g. 304")
+
+class _Version(argparse.Action):
+    """``--version``: the version on stdout, through ``_out`` like every answer."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        distribution = PROVIDER_SPEC.distribution
+        _out(f"{distribution.name} {distribution.version}")
+        parser.exit()
+
+
+# -- writing -------------------------------------------------------------------------
+
+
+def _out(text: str) -> None:
+    """One or more lines on standard output; a failed write is an ``_OutputError``."""
+    if sys.stdout is None:
+        raise _OutputError("standard output is closed")
+    try:
+        print(text)
+    except OSError as error:
+        raise _OutputError(error.strerror or type(error).__name__) from error
+
+
+def _err(text: str) -> None:
+    """Lines on stderr, where there is one (print() would take None for stdout)."""
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError):
+            print(text, file=sys.stderr)
+
+
+# -- argument types: each input is checked here, once, before any work ----------------
+
+
+def _shown(text: str) -> str:
+    """A value the user gave, quoted, and cut where it is longer than any valid one."""
+    return repr(text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "...")
+
+
+def _sm(text: str) -> str:
+    if not is_sm_name(text):
+        raise argparse.ArgumentTypeError(f"must look like sm_80, not {_shown(text)}")
+    return text
+
+
+def _device(text: str) -> int:
+    value = device_ordinal(text)
+    if value is None:
+        limit = PROVIDER_SPEC.policy.device_ordinal_max
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to {limit}, not {_shown(text)}")
     return value
 
 
+def _sha256(text: str) -> str:
+    if not is_probe_sha256(text):
+        raise argparse.ArgumentTypeError(
+            f"must be a SHA-256 in 64 lowercase hexadecimal digits, not {_shown(text)}"
+        )
+    return text
+
+
+def _capability(text: str) -> CapabilitySpec:
+    capability = CAPABILITIES.get(text)
+    if capability is None:
+        raise argparse.ArgumentTypeError(
+            f"must be one of {', '.join(sorted(CAPABILITIES))}, not {_shown(text)}"
+        )
+    return capability
+
+
+def _cuda_result(text: str) -> int:
+    """A CUresult as the probe reports it: a decimal int32."""
+    # Plain ASCII digits only (int() would also take spaces, "+" and "_").
+    value = int(text) if _RESULT_TEXT.fullmatch(text) else None
+    if value is None or not -(2**31) <= value < 2**31:
+        raise argparse.ArgumentTypeError(
+            f"must be a decimal CUDA result, e.g. 304, not {_shown(text)}"
+        )
+    return value
+
+
+def _path(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _new_or_existing_directory(text: str) -> Path:
+    return Path(_path(text))
+
+
+def _absolute(text: str) -> str:
+    if not os.path.isabs(_path(text)):
+        raise argparse.ArgumentTypeError(f"must be an absolute path, not {text!r}")
+    if not os.path.lexists(text):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist")
+    return text
+
+
+def _absolute_file(text: str) -> str:
+    if os.path.isdir(_absolute(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
+    return text
+
+
+def _absolute_directory(text: str) -> str:
+    if not os.path.isdir(_absolute(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+    return text
+
+
+def _directory(text: str) -> Path:
+    if not os.path.isdir(_path(text)):
+        why = "is not a directory" if os.path.lexists(text) else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {why}")
+    return Path(text)
+
+
+def _output_file(text: str) -> Path:
+    if os.path.isdir(_path(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; name a file in it")
+    parent = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(parent):
+        raise argparse.ArgumentTypeError(f"the directory of {text!r} does not exist")
+    return Path(text)
+
+
+# -- explain ---------------------------------------------------------------------------
+
+
 def _explain(arguments: argparse.Namespace) -> int:
-    code = arguments.code
     if arguments.list:
-        if code is not None:
+        if arguments.code is not None:
             raise _UsageError("give either a reason code or --list, not both")
-        for listed in sorted(PROVIDER_SPEC.reason_codes):
-            print(f"{listed}: {PROVIDER_SPEC.reason_codes[listed][0]}")
+        _out(
+            "\n".join(
+                f"{code}: {PROVIDER_SPEC.reason_codes[code][0]}"
+                for code in sorted(PROVIDER_SPEC.reason_codes)
+            )
+        )
         return EXIT_READY
-    if code is None:
+    if arguments.code is None:
         raise _UsageError("give a reason code to explain, or --list")
-    if _codes.reason_text(code) is None:
-        print(f"unknown reason code: {code[:80]!r}", file=sys.stderr)
-        return EXIT_USAGE
-    result = _cuda_result(arguments.cuda_result)
+    code = code_named(arguments.code)
+    if code is None:
+        nearest = nearest_code(arguments.code)
+        hint = f"; did you mean {nearest}?" if nearest else f"; {PROG} explain --list lists them"
+        raise _UsageError(f"unknown reason code {_shown(arguments.code)}{hint}")
+    result = arguments.cuda_result
     if result is not None and not _refusal_text.takes_cuda_result(code):
         raise _UsageError(
             "--cuda-result applies only to codes the probe reports with a CUDA result: "
             + ", ".join(sorted(_refusal_text.RESULT_CODES))
         )
-    _print_lines(explain_lines(code, cuda_result=result))
+    _out("\n".join(explain_lines(code, cuda_result=result)))
     return EXIT_READY
 
 
-def _print_refusal(refused: Refused, as_json: bool) -> None:
-    code, status = refused.reason_code, refused.result.status.value
+def _add_explain(commands: argparse._SubParsersAction[_Parser]) -> None:
+    explain = commands.add_parser(
+        "explain",
+        help="explain a reason code and say what to change",
+        description="Print what a reason code means and what to change.",
+    )
+    explain.add_argument(
+        "code", nargs="?", help="a reason code, e.g. CUDA_SM_MISMATCH (any case)"
+    )
+    explain.add_argument(
+        "--list", action="store_true", help="list every reason code with its explanation"
+    )
+    explain.add_argument(
+        "--cuda-result",
+        type=_cuda_result,
+        metavar="N",
+        help="the CUDA result the probe reported with the code (its cuda_result), e.g. 304",
+    )
+    explain.set_defaults(handler=_explain)
+
+
+# -- preflight -------------------------------------------------------------------------
+
+
+def _print_refusal(refusal: Refusal, as_json: bool) -> None:
+    code, status = refusal.reason_code, refusal.status.value
     if as_json:
-        record = refusal_record(code, status, refused.facts, refused.cuda_result)
-        print(json.dumps(record, indent=2, sort_keys=True))
+        record = refusal_record(
+            code, status, refusal.facts, refusal.cuda_result, flags=OPTION_FLAGS
+        )
+        _out(json.dumps(record, indent=2, sort_keys=True))
     else:
-        print(f"not ready ({status})", file=sys.stderr)
-        print("\n".join(explain_lines(code, refused.facts, refused.cuda_result)), file=sys.stderr)
+        _err(f"not ready ({status})")
+        lines = explain_lines(code, refusal.facts, refusal.cuda_result, flags=OPTION_FLAGS)
+        _err("\n".join(lines))
+
+
+def _driver_text(version: str) -> str:
+    if not version.isdigit():
+        return version
+    number = int(version)
+    return f"{number // 1000}.{(number % 1000) // 10} ({number})"
+
+
+def ready_lines(capability: CapabilitySpec, resolved: Resolved) -> list[str]:
+    """What a ready ``preflight`` prints in text mode: a few lines a person reads."""
+    observed = dict(resolved.plan.preflight.observations)
+    device = observed.get(_OBSERVATION.selected_device, "?")
+    sm = observed.get(_OBSERVATION.selected_sm, "?")
+    named = f"{resolved.device_name}, " if resolved.device_name else ""
+    pin = observed.get(_OBSERVATION.probe_sha256)
+    lines = [
+        f"ready: {capability.id}",
+        f"device: {device} ({named}{sm})",
+        f"driver: {_driver_text(observed.get(_OBSERVATION.driver_version, '?'))}",
+        f"probe: pinned to SHA-256 {pin}"
+        if pin
+        else "probe: not pinned (--probe-sha256 DIGEST runs it only with that digest)",
+    ]
+    toolkit = observed.get(_OBSERVATION.toolkit_version)
+    if toolkit is not None and toolkit != _OBSERVATION.toolkit_not_configured:
+        lines.append(f"toolkit: {toolkit}")
+    lines.append("(--json prints the whole plan)")
+    return lines
 
 
 def _preflight(arguments: argparse.Namespace) -> int:
-    capability = CAPABILITIES.get(arguments.capability)
-    if capability is None:
-        raise _UsageError(f"unknown capability; choose one of: {', '.join(sorted(CAPABILITIES))}")
+    capability: CapabilitySpec = arguments.capability
     try:
         outcome = standalone_preflight(
             capability,
@@ -125,13 +340,16 @@ def _preflight(arguments: argparse.Namespace) -> int:
         )
     except OptionsRejectedError as error:
         raise _UsageError(str(error)) from error
-    if isinstance(outcome, Refused):
+    if isinstance(outcome, Refusal):
         _print_refusal(outcome, arguments.json)
         return EXIT_NOT_READY
     if isinstance(outcome, NotRun):
-        print(f"error: {outcome.why}", file=sys.stderr)
+        _err(f"error: {outcome.why}")
         return EXIT_NOT_READY
-    print(json.dumps(_plan_record(outcome.plan), indent=2, sort_keys=True))
+    if arguments.json:
+        _out(json.dumps(_plan_record(outcome.plan), indent=2, sort_keys=True))
+    else:
+        _out("\n".join(ready_lines(capability, outcome)))
     return EXIT_READY
 
 
@@ -160,204 +378,83 @@ def _plan_record(plan: ResolvedDevicePlan) -> dict[str, object]:
         }
 
 
-def _runtime_source(arguments: argparse.Namespace) -> int:
-    try:
-        installed = install_runtime_source(Path(arguments.into))
-    except RuntimeSourceError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
-    for crate in installed:
-        print(f"{'installed' if crate.written else 'already current'}: {crate.install_dir}")
-    return EXIT_READY
-
-
-def _print_lines(lines: list[str]) -> None:
-    print("\n".join(lines))
-
-
-def _pin_probe(arguments: argparse.Namespace) -> int:
-    path = os.path.abspath(arguments.path)
-    try:
-        # Checked first: a path rextio.toml cannot hold is refused before the probe is read.
-        toml_string(path)
-    except PathNotTomlError as error:
-        raise _UsageError(str(error)) from error
-    try:
-        digest = probe_file_sha256(path)
-    except CudaProbeError as error:
-        print("\n".join(explain_lines(error.reason_code, error.facts)), file=sys.stderr)
-        return EXIT_NOT_READY
-    _print_lines([digest, *pin_lines(path, digest)])
-    return EXIT_READY
-
-
-def _probe(arguments: argparse.Namespace) -> int:
-    try:
-        shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
-    except NoShippedBinariesError:
-        print(f"error: {NO_SHIPPED_PROBE}", file=sys.stderr)
-        return EXIT_NOT_READY
-    except ShippedBinaryError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
-    path = str(shipped.path)
-    try:
-        # The digest a pinned preflight computes, which also checks the file
-        # is a regular executable.
-        digest = probe_file_sha256(path)
-    except CudaProbeError as error:
-        print("\n".join(explain_lines(error.reason_code, error.facts)), file=sys.stderr)
-        return EXIT_NOT_READY
-    if digest != shipped.sha256:
-        print("error: the installed probe changed while it was read; run again", file=sys.stderr)
-        return EXIT_NOT_READY
-    try:
-        pinned = pin_lines(path, digest)
-    except PathNotTomlError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
-    _print_lines([*binary_lines("probe", path, digest, "the SHA-256 this wheel recorded"), *pinned])
-    return EXIT_READY
-
-
-def _build_probe_command(arguments: argparse.Namespace) -> int:
-    into = _build_probe.default_directory() if arguments.into is None else Path(arguments.into)
-    paths = _build_probe.binary_paths(into)
-    try:
-        # Checked before building: a path rextio.toml cannot hold is no use.
-        for path in paths:
-            toml_string(str(path))
-    except PathNotTomlError as error:
-        raise _UsageError(str(error)) from error
-    try:
-        built = _build_probe.build_probe(into)
-    except _build_probe.BuildProbeError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_NOT_READY
-    note = "built here from the sources this package carries"
-    lines: list[str] = []
-    for name, binary in zip(("probe", "smoke"), built, strict=True):
-        lines.extend(binary_lines(name, str(binary.path), binary.sha256, note))
-    probe = built[0]
-    _print_lines([*lines, *pin_lines(str(probe.path), probe.sha256)])
-    return EXIT_READY
-
-
-def _manifest(arguments: argparse.Namespace) -> int:
-    resource = importlib.resources.files(__package__).joinpath(MANIFEST_RESOURCE)
-    try:
-        data = resource.read_bytes()
-    except OSError as error:
-        print(
-            f"error: this installation carries no {MANIFEST_RESOURCE} ({error.strerror}); "
-            "reinstall the package",
-            file=sys.stderr,
-        )
-        return EXIT_NOT_READY
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
-    return EXIT_READY
-
-
-def _sm_argument(text: str) -> str:
-    if re.fullmatch(PROVIDER_SPEC.policy.sm_pattern, text) is None:
-        raise argparse.ArgumentTypeError(f"must look like sm_80, not {text[:20]!r}")
-    return text
-
-
-def _device_argument(text: str) -> int:
-    limit = PROVIDER_SPEC.policy.device_ordinal_max
-    if not (text.isascii() and text.isdigit() and len(text) <= 4 and int(text) <= limit):
-        raise argparse.ArgumentTypeError(f"must be a number from 0 to {limit}, not {text[:20]!r}")
-    return int(text)
-
-
-def _validate_command(arguments: argparse.Namespace) -> int:
-    output = None if arguments.output is None else Path(arguments.output)
-    validated = _validate.run(
-        sm=arguments.sm, device=arguments.device, toolkit_root=arguments.toolkit_root, output=output
-    )
-    return EXIT_READY if validated else EXIT_NOT_READY
-
-
-def _parser() -> _Parser:
-    parser = _Parser(
-        prog="python -m rextio_device_cuda",
-        description=(
-            "Explain the provider's reason codes, run one preflight through Rextio Core, "
-            "install the packaged runtime and loader crates into a project, print the pin of "
-            "the installed (or a built) probe, build the probe from the packaged sources, "
-            "validate an NVIDIA host, or print the provider manifest. "
-            "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
-        ),
-    )
-    commands = parser.add_subparsers(
-        dest="command",
-        required=True,
-        parser_class=_Parser,
-        metavar="COMMAND",
-        help="one of the commands below; COMMAND --help describes its arguments",
-    )
-    explain = commands.add_parser(
-        "explain",
-        help="explain a reason code and say what to change",
-        description="Print what a reason code means and what to change.",
-    )
-    explain.add_argument(
-        "code", nargs="?", help="a reason code, e.g. CUDA_SM_MISMATCH (case-sensitive)"
-    )
-    explain.add_argument(
-        "--list", action="store_true", help="list every reason code with its explanation"
-    )
-    explain.add_argument(
-        "--cuda-result",
-        metavar="N",
-        help="the CUDA result the probe reported with the code (its cuda_result), e.g. 304",
-    )
-    explain.set_defaults(handler=_explain)
+def _add_preflight(commands: argparse._SubParsersAction[_Parser]) -> None:
     preflight = commands.add_parser(
         "preflight",
         help="run one provider preflight through Rextio Core",
         description=(
             "Resolve a standalone device plan through Core's resolve_device_plan: "
-            "print the redacted plan when ready, else the reason code and its remedy."
+            "print a few lines (or, with --json, the redacted plan) when ready, else the "
+            "reason code and its remedy."
         ),
     )
     preflight.add_argument(
         "--capability",
         required=True,
+        type=_capability,
         metavar="ID",
         help=f"capability id, one of: {', '.join(sorted(CAPABILITIES))}",
     )
     preflight.add_argument(
-        "--probe", required=True, metavar="PATH", help="absolute path of the built probe"
+        "--probe",
+        required=True,
+        type=_absolute_file,
+        metavar="PATH",
+        help="absolute path of the built probe",
     )
     preflight.add_argument(
-        "--device", required=True, metavar="N", help="CUDA device ordinal, e.g. 0"
+        "--device", required=True, type=_device, metavar="N", help="CUDA device ordinal, e.g. 0"
     )
     preflight.add_argument(
-        "--sm", required=True, metavar="sm_NN", help="the device's architecture, e.g. sm_80"
+        "--sm",
+        required=True,
+        type=_sm,
+        metavar="sm_NN",
+        help="the device's architecture, e.g. sm_80",
     )
     preflight.add_argument(
         "--toolkit-root",
+        type=_absolute_directory,
         metavar="DIR",
         help="absolute CUDA toolkit root to validate (raw-driver capabilities only)",
     )
     preflight.add_argument(
         "--driver-root",
+        type=_absolute_directory,
         metavar="DIR",
         help="absolute directory whose libcuda.so.1 is the only driver the probe tries",
     )
     preflight.add_argument(
-        "--json", action="store_true", help="print the plan or the refusal as JSON"
+        "--json", action="store_true", help="print the whole plan or the refusal as JSON"
     )
     preflight.add_argument(
         "--probe-sha256",
+        type=_sha256,
         metavar="DIGEST",
         help="run the probe only if its SHA-256 is DIGEST (64 lowercase hex digits)",
     )
     preflight.set_defaults(handler=_preflight)
+
+
+# -- runtime-source, pin-probe, probe, build-probe --------------------------------------
+
+
+def _runtime_source(arguments: argparse.Namespace) -> int:
+    try:
+        installed = install_runtime_source(arguments.into)
+    except RuntimeSourceError as error:
+        _err(f"error: {error}")
+        return EXIT_NOT_READY
+    _out(
+        "\n".join(
+            f"{'installed' if crate.written else 'already current'}: {crate.install_dir}"
+            for crate in installed
+        )
+    )
+    return EXIT_READY
+
+
+def _add_runtime_source(commands: argparse._SubParsersAction[_Parser]) -> None:
     runtime = commands.add_parser(
         "runtime-source",
         help="install the packaged runtime and loader crates into a project",
@@ -370,15 +467,70 @@ def _parser() -> _Parser:
     runtime.add_argument(
         "--into",
         required=True,
+        type=_directory,
         metavar="PROJECT_DIR",
         help="an existing project directory to install into",
     )
     runtime.set_defaults(handler=_runtime_source)
+
+
+def _pin_probe(arguments: argparse.Namespace) -> int:
+    path = os.path.abspath(arguments.path)
+    try:
+        # Checked first: a path rextio.toml cannot hold is refused before the probe is read.
+        toml_string(path)
+    except PathNotTomlError as error:
+        raise _UsageError(str(error)) from error
+    try:
+        digest = probe_file_sha256(path)
+    except CudaProbeError as error:
+        # The probe this command reads is its PATH argument.
+        flags = {PROVIDER_SPEC.option_keys.probe: "PATH"}
+        _err("\n".join(explain_lines(error.reason_code, error.facts, flags=flags)))
+        return EXIT_NOT_READY
+    _out("\n".join([digest, *pin_lines(path, digest)]))
+    return EXIT_READY
+
+
+def _add_pin_probe(commands: argparse._SubParsersAction[_Parser]) -> None:
     pin = commands.add_parser(
         "pin-probe", help="print a probe's SHA-256 and the rextio.toml lines that pin it"
     )
-    pin.add_argument("path", metavar="PATH", help="the probe executable")
+    pin.add_argument("path", type=_path, metavar="PATH", help="the probe executable")
     pin.set_defaults(handler=_pin_probe)
+
+
+def _probe(arguments: argparse.Namespace) -> int:
+    try:
+        shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
+    except NoShippedBinariesError:
+        _err(f"error: {NO_SHIPPED_PROBE}")
+        return EXIT_NOT_READY
+    except ShippedBinaryError as error:
+        _err(f"error: {error}")
+        return EXIT_NOT_READY
+    path = str(shipped.path)
+    try:
+        # The digest a pinned preflight computes, which also checks the file
+        # is a regular executable.
+        digest = probe_file_sha256(path)
+    except CudaProbeError as error:
+        _err("\n".join(explain_lines(error.reason_code, error.facts)))
+        return EXIT_NOT_READY
+    if digest != shipped.sha256:
+        _err("error: the installed probe changed while it was read; run again")
+        return EXIT_NOT_READY
+    try:
+        pinned = pin_lines(path, digest)
+    except PathNotTomlError as error:
+        _err(f"error: {error}")
+        return EXIT_NOT_READY
+    recorded = binary_lines("probe", path, digest, "the SHA-256 this wheel recorded")
+    _out("\n".join([*recorded, *pinned]))
+    return EXIT_READY
+
+
+def _add_probe(commands: argparse._SubParsersAction[_Parser]) -> None:
     probe = commands.add_parser(
         "probe",
         help="print the installed probe's path, SHA-256 and the rextio.toml lines that pin it",
@@ -390,6 +542,40 @@ def _parser() -> _Parser:
         ),
     )
     probe.set_defaults(handler=_probe)
+
+
+def _default_build_directory() -> Path | None:
+    """build-probe's default directory, or None where it cannot be known (no home)."""
+    try:
+        return _build_probe.default_directory()
+    except (RuntimeError, KeyError, _build_probe.BuildProbeError):
+        return None
+
+
+def _build_probe_command(arguments: argparse.Namespace) -> int:
+    try:
+        into: Path = (
+            _build_probe.default_directory() if arguments.into is None else arguments.into
+        )
+        # Checked before building: a path rextio.toml cannot hold is no use.
+        for path in _build_probe.binary_paths(into):
+            toml_string(str(path))
+        built = _build_probe.build_probe(into)
+    except (_build_probe.BuildProbeUsageError, PathNotTomlError) as error:
+        raise _UsageError(str(error)) from error
+    except _build_probe.BuildProbeError as error:
+        _err(f"error: {error}")
+        return EXIT_NOT_READY
+    note = "built here from the sources this package carries"
+    lines: list[str] = []
+    for name, binary in zip(("probe", "smoke"), built, strict=True):
+        lines.extend(binary_lines(name, str(binary.path), binary.sha256, note))
+    probe = built[0]
+    _out("\n".join([*lines, *pin_lines(str(probe.path), probe.sha256)]))
+    return EXIT_READY
+
+
+def _add_build_probe(commands: argparse._SubParsersAction[_Parser]) -> None:
     build_probe = commands.add_parser(
         "build-probe",
         help="build the probe and smoke from the packaged sources with cargo",
@@ -403,34 +589,191 @@ def _parser() -> _Parser:
     )
     build_probe.add_argument(
         "--into",
+        type=_new_or_existing_directory,
         metavar="DIR",
         help=(
-            "the directory the binaries are written to (created when missing; default: "
-            f"{_build_probe.default_directory()})"
+            "the directory the binaries are written to (created when missing; default: a "
+            "folder named after this version in your cache directory, $XDG_CACHE_HOME or "
+            "~/.cache, %%LOCALAPPDATA%% on Windows)"
         ),
     )
     build_probe.set_defaults(handler=_build_probe_command)
+
+
+# -- validate --------------------------------------------------------------------------
+
+
+def _command_line(words: list[str]) -> str:
+    """``words`` as the reader's shell takes them."""
+    if sys.platform == "win32":
+        return subprocess.list2cmdline(words)
+    return shlex.join(words)
+
+
+def _validate_options(arguments: argparse.Namespace) -> list[str]:
+    """The options of this ``validate`` other than the binaries, as given."""
+    words = ["--sm", arguments.sm, "--device", str(arguments.device)]
+    for flag, value in (
+        ("--toolkit-root", arguments.toolkit_root),
+        ("--driver-root", arguments.driver_root),
+        ("--output", arguments.output),
+    ):
+        if value is not None:
+            words += [flag, str(value)]
+    return words
+
+
+def no_probe_lines(arguments: argparse.Namespace) -> list[str]:
+    """Where no probe ships: the two commands that build one and validate with it."""
+    directory = _default_build_directory()
+    if directory is None:
+        into = "DIR"
+        probe, smoke = (f"DIR/{path.name}" for path in _build_probe.binary_paths(Path("/")))
+    else:
+        into = str(directory)
+        probe, smoke = (str(path) for path in _build_probe.binary_paths(directory))
+    build = _command_line([*PROG.split(), "build-probe", "--into", into])
+    binaries = ["--probe", probe, "--smoke", smoke]
+    validate = _command_line([*PROG.split(), "validate", *_validate_options(arguments), *binaries])
+    return [
+        "error: no probe ships for this platform: this installation carries none (the pure "
+        "py3-none-any wheel or the sdist; the manylinux_2_17 x86_64 and aarch64 wheels carry "
+        "one). Build the reviewed probe and smoke from the sources this package carries, "
+        "with Rust's cargo, then validate with them:",
+        f"  {build}",
+        f"  {validate}",
+        *(
+            ["(DIR: a directory of your own; there is no home directory for the default)"]
+            if directory is None
+            else []
+        ),
+    ]
+
+
+def _validate_command(arguments: argparse.Namespace) -> int:
+    if (arguments.probe is None) != (arguments.smoke is None):
+        raise _UsageError(
+            "--probe and --smoke go together: give both (build-probe prints both), or neither "
+            "to use the ones this installation ships"
+        )
+    if arguments.probe_sha256 is not None and arguments.probe is None:
+        raise _UsageError(
+            "--probe-sha256 pins the probe given by --probe; the shipped probe is always "
+            "pinned to the SHA-256 the wheel recorded"
+        )
+    capability = _validate.host_capability()
+    if capability is None:
+        _err(f"error: {_validate.HOST_TEXT} is no target of {PROVIDER_SPEC.distribution.name}")
+        return EXIT_NOT_READY
+    try:
+        if arguments.probe is None:
+            binaries = _validate.shipped_binaries()
+        else:
+            binaries = _validate.given_binaries(
+                arguments.probe, arguments.smoke, arguments.probe_sha256
+            )
+    except NoShippedBinariesError:
+        _err("\n".join(no_probe_lines(arguments)))
+        return EXIT_NOT_READY
+    except ShippedBinaryError as error:
+        _err(f"error: {error}")
+        return EXIT_NOT_READY
+    except CudaProbeError as error:
+        _err("\n".join(explain_lines(error.reason_code, error.facts, flags=OPTION_FLAGS)))
+        return EXIT_NOT_READY
+    validated = _validate.run(
+        capability,
+        binaries,
+        sm=arguments.sm,
+        device=arguments.device,
+        toolkit_root=arguments.toolkit_root,
+        driver_root=arguments.driver_root,
+        output=arguments.output,
+        out=_out,
+    )
+    return EXIT_READY if validated else EXIT_NOT_READY
+
+
+def _add_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
     validate = commands.add_parser(
         "validate",
-        help="path-free evidence that this NVIDIA host works, with the shipped probe and smoke",
+        help="path-free evidence that this NVIDIA host works, with the shipped or built probe",
         description=(
             "On a trusted NVIDIA host: run the probe and the lifetime smoke this installation "
-            "ships, and a standalone preflight through Core, and print path-free JSON evidence "
+            "ships (or the ones build-probe printed, with --probe and --smoke), and a "
+            "standalone preflight through Core, and print path-free JSON evidence "
             "(support_claim, kernel_executed and certification_ready are always false). "
             "Exit 0 only when the preflight is ready and the smoke completes."
         ),
     )
+    validate.add_argument("--sm", required=True, type=_sm, metavar="sm_NN", help="e.g. sm_80")
     validate.add_argument(
-        "--sm", required=True, type=_sm_argument, metavar="sm_NN", help="e.g. sm_80"
+        "--device", default=0, type=_device, metavar="N", help="CUDA device (default 0)"
     )
     validate.add_argument(
-        "--device", default=0, type=_device_argument, metavar="N", help="CUDA device (default 0)"
+        "--toolkit-root",
+        type=_absolute_directory,
+        metavar="DIR",
+        help="absolute CUDA toolkit root to validate",
     )
     validate.add_argument(
-        "--toolkit-root", metavar="DIR", help="absolute CUDA toolkit root to validate"
+        "--driver-root",
+        type=_absolute_directory,
+        metavar="DIR",
+        help="absolute directory whose libcuda.so.1 is the only driver tried",
     )
-    validate.add_argument("--output", metavar="FILE", help="also write the evidence to FILE")
+    validate.add_argument(
+        "--probe",
+        type=_absolute_file,
+        metavar="PATH",
+        help="the probe build-probe printed (with --smoke), instead of the shipped one",
+    )
+    validate.add_argument(
+        "--smoke",
+        type=_absolute_file,
+        metavar="PATH",
+        help="the smoke build-probe printed (with --probe), instead of the shipped one",
+    )
+    validate.add_argument(
+        "--probe-sha256",
+        type=_sha256,
+        metavar="DIGEST",
+        help="run the --probe only if its SHA-256 is DIGEST (what build-probe printed)",
+    )
+    validate.add_argument(
+        "--output",
+        type=_output_file,
+        metavar="FILE",
+        help="also write the evidence to FILE (its directory must exist)",
+    )
     validate.set_defaults(handler=_validate_command)
+
+
+# -- manifest --------------------------------------------------------------------------
+
+
+def _manifest(arguments: argparse.Namespace) -> int:
+    resource = importlib.resources.files(__package__).joinpath(MANIFEST_RESOURCE)
+    try:
+        data = resource.read_bytes()
+    except OSError as error:
+        _err(
+            f"error: this installation carries no {MANIFEST_RESOURCE} ({error.strerror}); "
+            "reinstall the package"
+        )
+        return EXIT_NOT_READY
+    if sys.stdout is None:
+        raise _OutputError("standard output is closed")
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except OSError as error:
+        raise _OutputError(error.strerror or type(error).__name__) from error
+    return EXIT_READY
+
+
+def _add_manifest(commands: argparse._SubParsersAction[_Parser]) -> None:
     manifest = commands.add_parser(
         "manifest",
         help="print the provider manifest JSON this package ships",
@@ -441,24 +784,92 @@ def _parser() -> _Parser:
         ),
     )
     manifest.set_defaults(handler=_manifest)
+
+
+_COMMANDS: Final[tuple[Callable[[argparse._SubParsersAction[_Parser]], None], ...]] = (
+    _add_explain,
+    _add_preflight,
+    _add_runtime_source,
+    _add_pin_probe,
+    _add_probe,
+    _add_build_probe,
+    _add_validate,
+    _add_manifest,
+)
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
+        prog=PROG,
+        description=(
+            "Explain the provider's reason codes, run one preflight through Rextio Core, "
+            "install the packaged runtime and loader crates into a project, print the pin of "
+            "the installed (or a built) probe, build the probe from the packaged sources, "
+            "validate an NVIDIA host, or print the provider manifest. "
+            "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
+        ),
+    )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    commands = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="one of the commands below; COMMAND --help describes its arguments",
+    )
+    for add in _COMMANDS:
+        add(commands)
     return parser
+
+
+def _quiet_stdout() -> None:
+    """Standard output to the null device, so the interpreter's last flush stays quiet."""
+    if sys.stdout is None:
+        return  # descriptor 1 was closed at start; it may be another file's now
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+
+def _flush() -> None:
+    if sys.stdout is not None:
+        try:
+            sys.stdout.flush()
+        except OSError as error:
+            raise _OutputError(error.strerror or type(error).__name__) from error
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    try:
+        arguments = _parser().parse_args(argv)
+    except SystemExit as done:  # --help and --version printed, then exit 0
+        _flush()
+        return done.code if isinstance(done.code, int) else EXIT_USAGE
+    if sys.stdout is None:
+        raise _OutputError("standard output is closed")
+    status: int = arguments.handler(arguments)
+    _flush()
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     try:
-        arguments = _parser().parse_args(argv)
-        status: int = arguments.handler(arguments)
-        return status
+        return _run(argv)
     except _UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
+        _err(f"error: {error}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except _OutputError as error:
+        # A reader that stopped early (`| head`) wants no message, as CPython's
+        # own tools do; a closed or full output is said once, on stderr.
+        cause = error.__cause__
+        if not isinstance(cause, BrokenPipeError):
+            _err(f"error: cannot write to standard output: {error}")
+        _quiet_stdout()
+        return EXIT_NOT_READY
     except BrokenPipeError:
-        # A reader that stopped early (`| head`) is not an error worth a traceback;
-        # stdout goes to /dev/null so the interpreter's final flush stays quiet.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        _quiet_stdout()
         return EXIT_NOT_READY

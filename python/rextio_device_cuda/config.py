@@ -38,6 +38,28 @@ def is_probe_sha256(value: object) -> bool:
     return isinstance(value, str) and _SHA256_PATTERN.fullmatch(value) is not None
 
 
+def is_sm_name(value: object) -> bool:
+    """True for an SM spelled as the provider reads it: ``sm_`` and its digits."""
+    return isinstance(value, str) and _SM_PATTERN.fullmatch(value) is not None
+
+
+def device_ordinal(text: str) -> int | None:
+    """The device ordinal ``text`` names, or None when it names none.
+
+    ASCII decimal digits (leading zeros allowed), at most the policy's
+    largest ordinal. The provider's options, the command line and the smoke
+    read an ordinal by this one rule.
+    """
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0") or "0"
+    # Bound the digits before int(): a 4096-digit value must not cost a parse.
+    if len(significant) > len(str(_POLICY.device_ordinal_max)):
+        return None
+    value = int(significant)
+    return value if value <= _POLICY.device_ordinal_max else None
+
+
 def _is_int(value: object) -> bool:
     # bool is an int subclass; a flag is never a version or an ordinal.
     return type(value) is int
@@ -69,9 +91,7 @@ class CudaProviderConfig:
             raise ValueError(
                 f"device_ordinal must be an integer from 0 to {_POLICY.device_ordinal_max}"
             )
-        if self.sm is not None and (
-            not isinstance(self.sm, str) or _SM_PATTERN.fullmatch(self.sm) is None
-        ):
+        if self.sm is not None and not is_sm_name(self.sm):
             raise ValueError("sm must be spelled sm_NN or sm_NNN, for example sm_80")
         self._check_driver_floor()
         self._check_toolkit_floor()

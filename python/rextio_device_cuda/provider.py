@@ -33,11 +33,6 @@ __all__ = [
     "CAPABILITY_WINDOWS_X86_64",
     "CPYTHON_VERSION",
     "CUDA_DRIVER_VERSION_FLOOR",
-    "CUDA_LIBTORCH_LINUX_X86_64",
-    "CUDA_LINUX_AARCH64",
-    "CUDA_LINUX_X86_64",
-    "CUDA_TENSORFLOW_TFE_LINUX_X86_64",
-    "CUDA_WINDOWS_X86_64",
     "LIBTORCH_RUNTIME",
     "LIBTORCH_VERSION",
     "PROVIDER_ID",
@@ -74,12 +69,6 @@ CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64: Final = _capability_id(
     "cuda-tensorflow-tfe-linux-x86_64"
 )
 CAPABILITY_IDS: Final[tuple[str, ...]] = tuple(sorted(CAPABILITIES))
-# Earlier names of this rewrite, kept so no import breaks.
-CUDA_LINUX_X86_64: Final = CAPABILITY_LINUX_X86_64
-CUDA_LINUX_AARCH64: Final = CAPABILITY_LINUX_AARCH64
-CUDA_WINDOWS_X86_64: Final = CAPABILITY_WINDOWS_X86_64
-CUDA_LIBTORCH_LINUX_X86_64: Final = CAPABILITY_LIBTORCH_LINUX_X86_64
-CUDA_TENSORFLOW_TFE_LINUX_X86_64: Final = CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64
 
 
 def _framework_lane(capability_id: str) -> FrameworkLaneSpec:
@@ -186,15 +175,15 @@ class CudaDeviceProvider:
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
         """Check compatibility in contract order; ready only with a fresh probe."""
-        result, refusal = self._preflight_outcome(request)
-        if refusal is not None:
-            _log_refusal(refusal)
+        result, outcome = self._preflight_outcome(request)
+        if isinstance(outcome, _preflight_checks.Refusal):
+            _log_refusal(outcome)
         return result
 
     def _preflight_outcome(
         self, request: DevicePreflightRequest
-    ) -> tuple[DevicePreflightResult, _preflight_checks.Refusal | None]:
-        """The preflight result and, when refused, what decided it (nothing logged)."""
+    ) -> tuple[DevicePreflightResult, _preflight_checks.Refusal | _preflight_checks.Ready]:
+        """The preflight result and the checks' outcome behind it (nothing logged)."""
         if not isinstance(request, DevicePreflightRequest):
             raise DeviceProviderError("preflight requires a DevicePreflightRequest")
         fingerprint = request_fingerprint(request)
@@ -222,7 +211,7 @@ class CudaDeviceProvider:
             status=DevicePreflightStatus.READY,
             observations=outcome.observations,
         )
-        return ready, None
+        return ready, outcome
 
     def build_contribution(self, request: DevicePreflightRequest) -> DeviceBuildContribution:
         """The lane's declarative inputs, only after this request's latest preflight passed."""

@@ -180,6 +180,11 @@ impl<H: Copy> ContextChild<H> {
         self.context.handle()
     }
 
+    /// Whether `other` was made in the same context as this child.
+    pub(crate) fn shares_context_with<O: Copy>(&self, other: &ContextChild<O>) -> bool {
+        Rc::ptr_eq(&self.context, &other.context)
+    }
+
     /// Runs `operation` on the handle with the context current.
     pub(crate) fn run<T>(
         &self,

@@ -4,7 +4,7 @@
 #![allow(non_camel_case_types, non_snake_case, unused_imports)]
 
 use crate::driver_table;
-use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+use core::ffi::{c_char, c_int, c_longlong, c_uchar, c_uint, c_ulonglong, c_void};
 
 /// Opaque driver context handle.
 pub type CUcontext = *mut CUctx_st;
@@ -51,6 +51,48 @@ pub const CU_CTX_SCHED_AUTO: c_uint = 0;
 /// cuStreamCreate flags: no implicit synchronization with the legacy default stream.
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 
+/// Every listed export's name, one constant each, spelled as the export
+/// (`operation` names a failed call by it).
+#[allow(non_upper_case_globals)]
+pub mod export_name {
+    /// The export `cuInit`.
+    pub const cuInit: &str = "cuInit";
+    /// The export `cuDriverGetVersion`.
+    pub const cuDriverGetVersion: &str = "cuDriverGetVersion";
+    /// The export `cuDeviceGetCount`.
+    pub const cuDeviceGetCount: &str = "cuDeviceGetCount";
+    /// The export `cuDeviceGet`.
+    pub const cuDeviceGet: &str = "cuDeviceGet";
+    /// The export `cuDeviceGetName`.
+    pub const cuDeviceGetName: &str = "cuDeviceGetName";
+    /// The export `cuDeviceComputeCapability`.
+    pub const cuDeviceComputeCapability: &str = "cuDeviceComputeCapability";
+    /// The export `cuCtxCreate_v2`.
+    pub const cuCtxCreate_v2: &str = "cuCtxCreate_v2";
+    /// The export `cuCtxDestroy_v2`.
+    pub const cuCtxDestroy_v2: &str = "cuCtxDestroy_v2";
+    /// The export `cuCtxPushCurrent_v2`.
+    pub const cuCtxPushCurrent_v2: &str = "cuCtxPushCurrent_v2";
+    /// The export `cuCtxPopCurrent_v2`.
+    pub const cuCtxPopCurrent_v2: &str = "cuCtxPopCurrent_v2";
+    /// The export `cuStreamCreate`.
+    pub const cuStreamCreate: &str = "cuStreamCreate";
+    /// The export `cuStreamDestroy_v2`.
+    pub const cuStreamDestroy_v2: &str = "cuStreamDestroy_v2";
+    /// The export `cuStreamSynchronize`.
+    pub const cuStreamSynchronize: &str = "cuStreamSynchronize";
+    /// The export `cuMemAlloc_v2`.
+    pub const cuMemAlloc_v2: &str = "cuMemAlloc_v2";
+    /// The export `cuMemFree_v2`.
+    pub const cuMemFree_v2: &str = "cuMemFree_v2";
+    /// The export `cuMemcpyHtoDAsync_v2`.
+    pub const cuMemcpyHtoDAsync_v2: &str = "cuMemcpyHtoDAsync_v2";
+    /// The export `cuMemcpyDtoHAsync_v2`.
+    pub const cuMemcpyDtoHAsync_v2: &str = "cuMemcpyDtoHAsync_v2";
+    /// The export `cuMemsetD8Async`.
+    pub const cuMemsetD8Async: &str = "cuMemsetD8Async";
+}
+
 /// Passes every listed export, one `driver_table!` line each
 /// (`tier since export(params);`), to `callback!` after `prefix`.
 /// The parameter types are resolved where it is invoked.
@@ -72,6 +114,9 @@ macro_rules! with_driver_symbols {
     required 2000 cuStreamSynchronize(stream: CUstream);
     required 3020 cuMemAlloc_v2(device_pointer: *mut CUdeviceptr, byte_size: usize);
     required 3020 cuMemFree_v2(device_pointer: CUdeviceptr);
+    required 3020 cuMemcpyHtoDAsync_v2(destination: CUdeviceptr, source: *const c_void, byte_count: usize, stream: CUstream);
+    required 3020 cuMemcpyDtoHAsync_v2(destination: *mut c_void, source: CUdeviceptr, byte_count: usize, stream: CUstream);
+    required 3020 cuMemsetD8Async(destination: CUdeviceptr, value: c_uchar, count: usize, stream: CUstream);
     } };
 }
 

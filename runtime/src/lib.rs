@@ -1,6 +1,7 @@
 //! `rextio-cuda-runtime`: the provider-owned CUDA runtime of
 //! rextio-device-cuda: one raw context, its dedicated stream and device
-//! allocations, with exact lifetimes.
+//! allocations, with exact lifetimes, and bytes moved in and out of those
+//! allocations on the stream.
 //!
 //! # No link to cuda
 //!
@@ -41,8 +42,13 @@
 //!     let device = device_get(&api, 0)?;
 //!     let context = Context::create(api, device)?;
 //!     let stream = context.create_stream()?;
-//!     let allocation = context.allocate(1 << 20)?;
+//!     let mut allocation = context.allocate(1 << 20)?;
 //!     stream.synchronize()?;
+//!     stream.fill(&mut allocation, 0)?;
+//!     stream.copy_to_device(&mut allocation, 0, b"round trip")?;
+//!     let mut back = [0u8; 10];
+//!     stream.copy_from_device(&allocation, 0, &mut back)?;
+//!     assert_eq!(&back, b"round trip");
 //!     allocation.close()?;
 //!     stream.close()?;
 //!     context.close()

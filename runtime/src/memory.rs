@@ -61,9 +61,16 @@ impl DeviceAllocation {
         self.child.handle()
     }
 
-    /// The size requested from the driver (never 0).
+    /// The size requested from the driver (never 0): the bytes
+    /// [`Stream::fill`](crate::Stream::fill) sets and the end of every range
+    /// the copies accept.
     pub fn byte_size(&self) -> usize {
         self.byte_size
+    }
+
+    /// The owner of the device address, for the stream's context check.
+    pub(crate) fn child(&self) -> &ContextChild<CUdeviceptr> {
+        &self.child
     }
 
     /// Frees the memory now (`cuMemFree_v2`).

@@ -6,8 +6,9 @@ use core::ptr;
 use std::rc::Rc;
 
 use crate::current::{ContextChild, ContextShared};
-use crate::driver_api::{CUstream, DriverApi, CU_STREAM_NON_BLOCKING};
+use crate::driver_api::{CUdeviceptr, CUstream, DriverApi, CU_STREAM_NON_BLOCKING};
 use crate::error::CudaError;
+use crate::memory::DeviceAllocation;
 use crate::operation;
 
 /// `CU_STREAM_NON_BLOCKING`: the dedicated stream does not synchronize with
@@ -21,6 +22,46 @@ const STREAM_FLAGS: core::ffi::c_uint = CU_STREAM_NON_BLOCKING;
 /// Holds its context, so the context is destroyed only after this stream.
 /// Released exactly once: by [`Stream::close`] (which reports errors) or on
 /// drop (which ignores them).
+///
+/// It moves bytes in and out of the context's [`DeviceAllocation`]s
+/// ([`Stream::copy_to_device`], [`Stream::copy_from_device`],
+/// [`Stream::fill`]); each is enqueued on this stream and synchronized before
+/// it returns, so the host bytes are borrowed for exactly as long as the
+/// driver uses them. Writing needs the allocation borrowed mutably, so no
+/// other borrow can read it meanwhile:
+///
+/// ```compile_fail,E0502
+/// # use rextio_cuda_runtime::{DeviceAllocation, Stream};
+/// fn write_while_reading(stream: &Stream, allocation: &mut DeviceAllocation) {
+///     let reading: &DeviceAllocation = allocation;
+///     stream.copy_to_device(allocation, 0, &[1, 2, 3]).unwrap();
+///     println!("{}", reading.byte_size());
+/// }
+/// ```
+///
+/// and a closed allocation cannot be used at all:
+///
+/// ```compile_fail,E0382
+/// # use rextio_cuda_runtime::{DeviceAllocation, Stream};
+/// fn fill_after_close(stream: &Stream, mut allocation: DeviceAllocation) {
+///     allocation.close().unwrap();
+///     stream.fill(&mut allocation, 0).unwrap();
+/// }
+/// ```
+///
+/// The host side of a copy is an ordinary borrow, so it outlives the copy:
+///
+/// ```compile_fail,E0597
+/// # use rextio_cuda_runtime::{DeviceAllocation, Stream};
+/// fn read_into_a_dropped_buffer(stream: &Stream, allocation: &DeviceAllocation) {
+///     let destination: &mut [u8];
+///     {
+///         let mut buffer = vec![0u8; 16];
+///         destination = &mut buffer;
+///     }
+///     stream.copy_from_device(allocation, 0, destination).unwrap();
+/// }
+/// ```
 ///
 /// Deliberately neither `Send` nor `Sync`:
 ///
@@ -61,12 +102,147 @@ impl Stream {
     /// `cuCtxPopCurrent_v2`, `cuCtxPopCurrent_v2:wrong-context`. The stream
     /// stays usable and owned after an error.
     pub fn synchronize(&self) -> Result<(), CudaError> {
-        self.child.run(|api, stream| {
+        // SAFETY: `run` passes this live stream with its context current.
+        self.child
+            .run(|api, stream| unsafe { synchronize(api, stream) })
+    }
+
+    /// Copies `source` into `destination` at byte `offset`
+    /// (`cuMemcpyHtoDAsync_v2` on this stream, then `cuStreamSynchronize`).
+    ///
+    /// Refused before any driver call (result -1):
+    /// `cuMemcpyHtoDAsync_v2:other-context` when `destination` belongs to
+    /// another context, `cuMemcpyHtoDAsync_v2:empty` for an empty `source`,
+    /// `cuMemcpyHtoDAsync_v2:out-of-range` when the bytes would not fit
+    /// between `offset` and [`DeviceAllocation::byte_size`]. Driver errors:
+    /// `cuCtxPushCurrent_v2`, `cuMemcpyHtoDAsync_v2` (nothing was enqueued),
+    /// `cuStreamSynchronize`, `cuCtxPopCurrent_v2`,
+    /// `cuCtxPopCurrent_v2:wrong-context`.
+    pub fn copy_to_device(
+        &self,
+        destination: &mut DeviceAllocation,
+        offset: usize,
+        source: &[u8],
+    ) -> Result<(), CudaError> {
+        let refusals = Refusals {
+            other_context: operation::MEMCPY_TO_DEVICE_OTHER_CONTEXT,
+            empty: operation::MEMCPY_TO_DEVICE_EMPTY,
+            out_of_range: operation::MEMCPY_TO_DEVICE_OUT_OF_RANGE,
+        };
+        let address = self.device_range(destination, offset, source.len(), refusals)?;
+        self.enqueue_and_synchronize(|api, stream| {
             // SAFETY: the symbol has the listed signature and the image lives
-            // while the context does; `stream` is this live stream; the
-            // context is current.
-            let result = unsafe { (api.cuStreamSynchronize())(stream) };
-            CudaError::check(operation::STREAM_SYNCHRONIZE, result)
+            // while the context does; `address` starts `source.len()` bytes
+            // inside this live allocation of the current context; `source` is
+            // valid for that many reads and stays borrowed until the stream
+            // is synchronized.
+            let result = unsafe {
+                (api.cuMemcpyHtoDAsync_v2())(address, source.as_ptr().cast(), source.len(), stream)
+            };
+            CudaError::check(operation::MEMCPY_TO_DEVICE, result)
+        })
+    }
+
+    /// Copies bytes of `source` from byte `offset` into all of `destination`
+    /// (`cuMemcpyDtoHAsync_v2` on this stream, then `cuStreamSynchronize`).
+    ///
+    /// Refused before any driver call (result -1):
+    /// `cuMemcpyDtoHAsync_v2:other-context`, `cuMemcpyDtoHAsync_v2:empty`
+    /// (an empty `destination`), `cuMemcpyDtoHAsync_v2:out-of-range`. Driver
+    /// errors: `cuCtxPushCurrent_v2`, `cuMemcpyDtoHAsync_v2`,
+    /// `cuStreamSynchronize`, `cuCtxPopCurrent_v2`,
+    /// `cuCtxPopCurrent_v2:wrong-context`; `destination`'s bytes are then
+    /// unspecified.
+    pub fn copy_from_device(
+        &self,
+        source: &DeviceAllocation,
+        offset: usize,
+        destination: &mut [u8],
+    ) -> Result<(), CudaError> {
+        let refusals = Refusals {
+            other_context: operation::MEMCPY_FROM_DEVICE_OTHER_CONTEXT,
+            empty: operation::MEMCPY_FROM_DEVICE_EMPTY,
+            out_of_range: operation::MEMCPY_FROM_DEVICE_OUT_OF_RANGE,
+        };
+        let address = self.device_range(source, offset, destination.len(), refusals)?;
+        self.enqueue_and_synchronize(|api, stream| {
+            // SAFETY: the symbol has the listed signature and the image lives
+            // while the context does; `address` starts `destination.len()`
+            // bytes inside this live allocation of the current context;
+            // `destination` is valid for that many writes and stays
+            // exclusively borrowed until the stream is synchronized.
+            let result = unsafe {
+                (api.cuMemcpyDtoHAsync_v2())(
+                    destination.as_mut_ptr().cast(),
+                    address,
+                    destination.len(),
+                    stream,
+                )
+            };
+            CudaError::check(operation::MEMCPY_FROM_DEVICE, result)
+        })
+    }
+
+    /// Sets every byte of `destination` to `byte` (`cuMemsetD8Async` on this
+    /// stream, then `cuStreamSynchronize`).
+    ///
+    /// Refused before any driver call (result -1):
+    /// `cuMemsetD8Async:other-context`. Driver errors: `cuCtxPushCurrent_v2`,
+    /// `cuMemsetD8Async`, `cuStreamSynchronize`, `cuCtxPopCurrent_v2`,
+    /// `cuCtxPopCurrent_v2:wrong-context`.
+    pub fn fill(&self, destination: &mut DeviceAllocation, byte: u8) -> Result<(), CudaError> {
+        if !self.child.shares_context_with(destination.child()) {
+            return Err(CudaError::refusal(operation::MEMSET_OTHER_CONTEXT));
+        }
+        let (address, byte_size) = (destination.device_pointer(), destination.byte_size());
+        self.enqueue_and_synchronize(|api, stream| {
+            // SAFETY: the symbol has the listed signature and the image lives
+            // while the context does; `address` is this live allocation of
+            // the current context, `byte_size` bytes long.
+            let result = unsafe { (api.cuMemsetD8Async())(address, byte, byte_size, stream) };
+            CudaError::check(operation::MEMSET, result)
+        })
+    }
+
+    /// The device address of `length` bytes at `offset` of `allocation`,
+    /// after the checks every copy makes before any driver call, in this
+    /// order: same context, not empty, within the allocation.
+    fn device_range(
+        &self,
+        allocation: &DeviceAllocation,
+        offset: usize,
+        length: usize,
+        refusals: Refusals,
+    ) -> Result<CUdeviceptr, CudaError> {
+        if !self.child.shares_context_with(allocation.child()) {
+            return Err(CudaError::refusal(refusals.other_context));
+        }
+        if length == 0 {
+            return Err(CudaError::refusal(refusals.empty));
+        }
+        let fits = offset
+            .checked_add(length)
+            .is_some_and(|end| end <= allocation.byte_size());
+        let address = CUdeviceptr::try_from(offset)
+            .ok()
+            .and_then(|offset| allocation.device_pointer().checked_add(offset));
+        match address {
+            Some(address) if fits => Ok(address),
+            _ => Err(CudaError::refusal(refusals.out_of_range)),
+        }
+    }
+
+    /// Runs `enqueue` on this stream with the context current, then
+    /// `cuStreamSynchronize` (only when `enqueue` succeeded), all within one
+    /// push and pop.
+    fn enqueue_and_synchronize(
+        &self,
+        enqueue: impl FnOnce(&DriverApi, CUstream) -> Result<(), CudaError>,
+    ) -> Result<(), CudaError> {
+        self.child.run(|api, stream| {
+            enqueue(api, stream)?;
+            // SAFETY: `run` passes this live stream with its context current.
+            unsafe { synchronize(api, stream) }
         })
     }
 
@@ -83,6 +259,25 @@ impl Stream {
     pub fn raw_handle(&self) -> CUstream {
         self.child.handle()
     }
+}
+
+/// The operation names a copy's checks refuse with.
+struct Refusals {
+    other_context: &'static str,
+    empty: &'static str,
+    out_of_range: &'static str,
+}
+
+/// `cuStreamSynchronize`: waits for all work on `stream`.
+///
+/// # Safety
+///
+/// `stream` must be a live stream of the current context.
+unsafe fn synchronize(api: &DriverApi, stream: CUstream) -> Result<(), CudaError> {
+    // SAFETY: the symbol has the listed signature and the image lives while
+    // `api` does; the caller guarantees `stream` is live and current.
+    let result = unsafe { (api.cuStreamSynchronize())(stream) };
+    CudaError::check(operation::STREAM_SYNCHRONIZE, result)
 }
 
 /// `cuStreamDestroy_v2`, the stream's [`Release`](crate::current::Release).

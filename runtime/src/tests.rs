@@ -6,7 +6,7 @@
 //! fresh fake (`fresh_api`), so tests are independent of the thread they run
 //! on.
 
-use core::ffi::{c_int, c_uint, c_void, CStr};
+use core::ffi::{c_int, c_uchar, c_uint, c_void, CStr};
 use core::ptr::{self, NonNull};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -35,7 +35,36 @@ struct FakeDriver {
     /// handle -> owning context
     live_streams: BTreeMap<usize, usize>,
     live_allocations: BTreeMap<usize, usize>,
+    /// allocation address -> its bytes (device memory)
+    memory: BTreeMap<usize, Vec<u8>>,
+    /// stream handle -> work enqueued and not yet run (it runs at
+    /// `cuStreamSynchronize`, as a real stream's may run any time before)
+    pending: BTreeMap<usize, Vec<Pending>>,
 }
+
+/// Work enqueued on a fake stream. The host addresses are used only when
+/// it runs, so a host buffer that did not outlive the synchronize is a use
+/// after free (Miri reports it).
+enum Pending {
+    ToDevice {
+        address: usize,
+        source: *const u8,
+        length: usize,
+    },
+    FromDevice {
+        destination: *mut u8,
+        address: usize,
+        length: usize,
+    },
+    Fill {
+        address: usize,
+        value: u8,
+        length: usize,
+    },
+}
+
+/// What device memory holds before anything writes it.
+const FRESH_DEVICE_BYTE: u8 = 0xEE;
 
 thread_local! {
     static FAKE: RefCell<FakeDriver> = RefCell::new(FakeDriver::default());
@@ -84,6 +113,69 @@ impl FakeDriver {
             .get(&address)
             .cloned()
             .unwrap_or_else(|| format!("unknown{address:#x}"))
+    }
+
+    /// The allocation holding `length` bytes at device `address`, and the
+    /// offset of `address` in it, when it is live and owned by `context`.
+    fn device_range(
+        &self,
+        address: usize,
+        length: usize,
+        context: usize,
+    ) -> Option<(usize, usize)> {
+        let (&base, bytes) = self.memory.range(..=address).next_back()?;
+        let offset = address - base;
+        let owned = self.live_allocations.get(&base) == Some(&context);
+        (owned && offset.checked_add(length)? <= bytes.len()).then_some((base, offset))
+    }
+
+    /// Runs the work pending on `stream`, in order.
+    fn run_pending(&mut self, stream: usize) {
+        for work in self.pending.remove(&stream).unwrap_or_default() {
+            match work {
+                Pending::ToDevice {
+                    address,
+                    source,
+                    length,
+                } => {
+                    let (base, offset) = self.locate(address);
+                    // SAFETY: the runtime promised `source` valid for
+                    // `length` reads until the stream is synchronized.
+                    let source = unsafe { core::slice::from_raw_parts(source, length) };
+                    self.bytes(base)[offset..offset + length].copy_from_slice(source);
+                }
+                Pending::FromDevice {
+                    destination,
+                    address,
+                    length,
+                } => {
+                    let (base, offset) = self.locate(address);
+                    // SAFETY: the runtime promised `destination` valid for
+                    // `length` writes until the stream is synchronized.
+                    let destination =
+                        unsafe { core::slice::from_raw_parts_mut(destination, length) };
+                    destination.copy_from_slice(&self.bytes(base)[offset..offset + length]);
+                }
+                Pending::Fill {
+                    address,
+                    value,
+                    length,
+                } => {
+                    let (base, offset) = self.locate(address);
+                    self.bytes(base)[offset..offset + length].fill(value);
+                }
+            }
+        }
+    }
+
+    /// The allocation and offset of an address checked when enqueued.
+    fn locate(&self, address: usize) -> (usize, usize) {
+        let (&base, _) = self.memory.range(..=address).next_back().expect("checked");
+        (base, address - base)
+    }
+
+    fn bytes(&mut self, base: usize) -> &mut Vec<u8> {
+        self.memory.get_mut(&base).expect("a live allocation")
     }
 
     fn current_label(&self) -> String {
@@ -251,6 +343,9 @@ fn stream_call(name: &'static str, stream: CUstream, destroy: bool) -> CUresult 
             fake.record(name, &format!("{detail} -> not live"));
             return INVALID_HANDLE;
         }
+        if !destroy {
+            fake.run_pending(address);
+        }
         fake.record(name, &detail);
         CUDA_SUCCESS
     })
@@ -279,6 +374,11 @@ unsafe extern "system" fn fake_cu_mem_alloc(
         };
         let created = fake.new_handle("mem");
         fake.live_allocations.insert(created, owner);
+        fake.memory
+            .insert(created, vec![FRESH_DEVICE_BYTE; byte_size]);
+        // Later handles start past this allocation's bytes, so an address
+        // inside it names it alone.
+        fake.next_id += byte_size.div_ceil(0x100).saturating_sub(1);
         let label = fake.label(created);
         fake.record("cuMemAlloc_v2", &format!("{detail} -> {label}"));
         // SAFETY: the runtime passes a valid place for one address.
@@ -298,9 +398,96 @@ unsafe extern "system" fn fake_cu_mem_free(device_pointer: CUdeviceptr) -> CUres
             fake.record("cuMemFree_v2", &format!("{detail} -> not live"));
             return INVALID_HANDLE;
         }
+        fake.memory.remove(&address);
         fake.record("cuMemFree_v2", &detail);
         CUDA_SUCCESS
     })
+}
+
+/// Enqueues `work` on `stream` when the stream is live in the current
+/// context and `length` bytes at `address` lie in one of its allocations.
+/// Logged as `NAME memN+OFFSET LENGTH on streamN in ctxN`.
+fn enqueue(
+    name: &'static str,
+    stream: CUstream,
+    address: CUdeviceptr,
+    length: usize,
+    work: Pending,
+) -> CUresult {
+    with_fake(|fake| {
+        let (stream, address) = (stream.addr(), address as usize);
+        let current = fake.stack.last().copied();
+        let range = current.and_then(|context| fake.device_range(address, length, context));
+        let target = match range {
+            Some((base, offset)) => format!("{}+{offset}", fake.label(base)),
+            None => format!("{address:#x}"),
+        };
+        let detail = format!(
+            "{target} {length} on {} in {}",
+            fake.label(stream),
+            fake.current_label()
+        );
+        if let Some(result) = fake.enter(name, &detail) {
+            return result;
+        }
+        let stream_in_context =
+            current.is_some() && fake.live_streams.get(&stream) == current.as_ref();
+        if !stream_in_context || range.is_none() {
+            fake.record(name, &format!("{detail} -> invalid"));
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        fake.pending.entry(stream).or_default().push(work);
+        fake.record(name, &detail);
+        CUDA_SUCCESS
+    })
+}
+
+unsafe extern "system" fn fake_cu_memcpy_htod(
+    destination: CUdeviceptr,
+    source: *const c_void,
+    byte_count: usize,
+    stream: CUstream,
+) -> CUresult {
+    let work = Pending::ToDevice {
+        address: destination as usize,
+        source: source.cast(),
+        length: byte_count,
+    };
+    enqueue(
+        "cuMemcpyHtoDAsync_v2",
+        stream,
+        destination,
+        byte_count,
+        work,
+    )
+}
+
+unsafe extern "system" fn fake_cu_memcpy_dtoh(
+    destination: *mut c_void,
+    source: CUdeviceptr,
+    byte_count: usize,
+    stream: CUstream,
+) -> CUresult {
+    let work = Pending::FromDevice {
+        destination: destination.cast(),
+        address: source as usize,
+        length: byte_count,
+    };
+    enqueue("cuMemcpyDtoHAsync_v2", stream, source, byte_count, work)
+}
+
+unsafe extern "system" fn fake_cu_memset_d8(
+    destination: CUdeviceptr,
+    value: c_uchar,
+    count: usize,
+    stream: CUstream,
+) -> CUresult {
+    let work = Pending::Fill {
+        address: destination as usize,
+        value,
+        length: count,
+    };
+    enqueue("cuMemsetD8Async", stream, destination, count, work)
 }
 
 /// Every export without a fake of its own above: logged by name, returns
@@ -359,6 +546,21 @@ fn fake_symbol(name: &CStr) -> Option<NonNull<c_void>> {
         }
         b"cuMemFree_v2" => {
             fake_cu_mem_free as unsafe extern "system" fn(CUdeviceptr) -> Status as *mut c_void
+        }
+        b"cuMemcpyHtoDAsync_v2" => {
+            fake_cu_memcpy_htod
+                as unsafe extern "system" fn(CUdeviceptr, *const c_void, usize, CUstream) -> Status
+                as *mut c_void
+        }
+        b"cuMemcpyDtoHAsync_v2" => {
+            fake_cu_memcpy_dtoh
+                as unsafe extern "system" fn(*mut c_void, CUdeviceptr, usize, CUstream) -> Status
+                as *mut c_void
+        }
+        b"cuMemsetD8Async" => {
+            fake_cu_memset_d8
+                as unsafe extern "system" fn(CUdeviceptr, c_uchar, usize, CUstream) -> Status
+                as *mut c_void
         }
         _ => return defaults::default_export::<Logged>(name),
     };
@@ -984,6 +1186,259 @@ fn allocation_drop_frees_exactly_once() {
     expect_log(&[PUSH_CTX2, "cuMemFree_v2 mem3 in ctx2", POP_CTX2]);
 }
 
+// Moving bytes.
+
+/// Work enqueued on any fake stream and not yet run.
+fn pending_work() -> usize {
+    with_fake(|fake| fake.pending.values().map(Vec::len).sum())
+}
+
+/// [`fresh_stream`] and a `byte_size`-byte allocation (`mem4`), with the
+/// log emptied.
+fn fresh_allocation(byte_size: usize) -> (Rc<DriverApi>, Context, Stream, DeviceAllocation) {
+    let (api, context, stream) = fresh_stream();
+    let allocation = context.allocate(byte_size).expect("allocation");
+    take_log();
+    (api, context, stream, allocation)
+}
+
+/// The whole allocation, read back through the stream.
+fn read_all(stream: &Stream, allocation: &DeviceAllocation) -> Vec<u8> {
+    let mut bytes = vec![0; allocation.byte_size()];
+    stream
+        .copy_from_device(allocation, 0, &mut bytes)
+        .expect("read back");
+    take_log();
+    bytes
+}
+
+#[test]
+fn fill_copy_in_and_copy_back_enqueue_synchronize_and_pop() {
+    let (_api, context, stream, mut allocation) = fresh_allocation(64);
+    stream.fill(&mut allocation, 0).unwrap();
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemsetD8Async mem4+0 64 on stream3 in ctx2",
+        "cuStreamSynchronize stream3 in ctx2",
+        POP_CTX2,
+    ]);
+    let pattern: Vec<u8> = (1..=16).collect();
+    stream.copy_to_device(&mut allocation, 8, &pattern).unwrap();
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemcpyHtoDAsync_v2 mem4+8 16 on stream3 in ctx2",
+        "cuStreamSynchronize stream3 in ctx2",
+        POP_CTX2,
+    ]);
+    let mut back = [0xFF_u8; 24];
+    stream.copy_from_device(&allocation, 4, &mut back).unwrap();
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemcpyDtoHAsync_v2 mem4+4 24 on stream3 in ctx2",
+        "cuStreamSynchronize stream3 in ctx2",
+        POP_CTX2,
+    ]);
+    // The fake runs the work only at the synchronize: these bytes prove it ran.
+    let mut expected = vec![0_u8; 4];
+    expected.extend(1..=16_u8);
+    expected.extend([0; 4]);
+    assert_eq!(back[..], expected[..]);
+    assert_eq!(pending_work(), 0);
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+    assert_eq!(context.live_children(), 2);
+}
+
+#[test]
+fn fill_sets_every_byte_and_copies_reach_both_ends() {
+    let (_api, _context, stream, mut allocation) = fresh_allocation(4096);
+    assert_eq!(read_all(&stream, &allocation), [FRESH_DEVICE_BYTE; 4096]);
+    stream.fill(&mut allocation, 0xAB).unwrap();
+    assert_eq!(read_all(&stream, &allocation), [0xAB; 4096]);
+    let pattern: Vec<u8> = (0..4096_usize)
+        .map(|index| (index % 251) as u8 + 1)
+        .collect();
+    stream.copy_to_device(&mut allocation, 0, &pattern).unwrap();
+    assert_eq!(read_all(&stream, &allocation), pattern);
+    stream.copy_to_device(&mut allocation, 4095, &[7]).unwrap();
+    let mut last = [0];
+    stream
+        .copy_from_device(&allocation, 4095, &mut last)
+        .unwrap();
+    assert_eq!(last, [7]);
+}
+
+#[test]
+fn copies_outside_the_allocation_make_no_driver_call() {
+    let (_api, _context, stream, mut allocation) = fresh_allocation(64);
+    let to_device = refusal("cuMemcpyHtoDAsync_v2:out-of-range");
+    let from_device = refusal("cuMemcpyDtoHAsync_v2:out-of-range");
+    for (offset, length) in [
+        (0, 65),
+        (1, 64),
+        (64, 1),
+        (63, 2),
+        (usize::MAX, 1),
+        (1, usize::MAX),
+    ] {
+        // A length past the host's memory cannot be a slice: those ranges
+        // are checked through the same arithmetic by the shorter lengths.
+        let length = length.min(128);
+        let bytes = vec![0_u8; length];
+        let mut back = vec![0_u8; length];
+        assert_eq!(
+            stream.copy_to_device(&mut allocation, offset, &bytes),
+            Err(to_device),
+            "{offset} {length}"
+        );
+        assert_eq!(
+            stream.copy_from_device(&allocation, offset, &mut back),
+            Err(from_device),
+            "{offset} {length}"
+        );
+    }
+    expect_log(&[]);
+    // The last byte is inside.
+    assert_eq!(stream.copy_to_device(&mut allocation, 63, &[1]), Ok(()));
+}
+
+#[test]
+fn empty_copies_make_no_driver_call() {
+    let (_api, _context, stream, mut allocation) = fresh_allocation(64);
+    for offset in [0, 64, usize::MAX] {
+        assert_eq!(
+            stream.copy_to_device(&mut allocation, offset, &[]),
+            Err(refusal("cuMemcpyHtoDAsync_v2:empty"))
+        );
+        assert_eq!(
+            stream.copy_from_device(&allocation, offset, &mut []),
+            Err(refusal("cuMemcpyDtoHAsync_v2:empty"))
+        );
+    }
+    expect_log(&[]);
+}
+
+#[test]
+fn a_stream_and_an_allocation_of_different_contexts_make_no_driver_call() {
+    let api = fresh_api();
+    let first = context(&api);
+    let second = context(&api);
+    let stream = first.create_stream().unwrap();
+    let mut foreign = second.allocate(64).unwrap();
+    take_log();
+    // The context check comes first, whatever else is wrong.
+    assert_eq!(
+        stream.copy_to_device(&mut foreign, 0, &[1; 8]),
+        Err(refusal("cuMemcpyHtoDAsync_v2:other-context"))
+    );
+    assert_eq!(
+        stream.copy_to_device(&mut foreign, 64, &[]),
+        Err(refusal("cuMemcpyHtoDAsync_v2:other-context"))
+    );
+    assert_eq!(
+        stream.copy_from_device(&foreign, 0, &mut [0; 8]),
+        Err(refusal("cuMemcpyDtoHAsync_v2:other-context"))
+    );
+    assert_eq!(
+        stream.copy_from_device(&foreign, 100, &mut [0; 8]),
+        Err(refusal("cuMemcpyDtoHAsync_v2:other-context"))
+    );
+    assert_eq!(
+        stream.fill(&mut foreign, 0),
+        Err(refusal("cuMemsetD8Async:other-context"))
+    );
+    expect_log(&[]);
+}
+
+#[test]
+fn a_failed_enqueue_skips_the_synchronize_and_still_pops() {
+    let (_api, _context, stream, mut allocation) = fresh_allocation(64);
+    fail("cuMemcpyHtoDAsync_v2", 1, INVALID_HANDLE);
+    assert_eq!(
+        stream.copy_to_device(&mut allocation, 0, &[1; 4]),
+        Err(error("cuMemcpyHtoDAsync_v2", INVALID_HANDLE))
+    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemcpyHtoDAsync_v2 mem4+0 4 on stream3 in ctx2 -> error 400",
+        POP_CTX2,
+    ]);
+    fail("cuMemcpyDtoHAsync_v2", 1, 700);
+    assert_eq!(
+        stream.copy_from_device(&allocation, 0, &mut [0; 4]),
+        Err(error("cuMemcpyDtoHAsync_v2", 700))
+    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemcpyDtoHAsync_v2 mem4+0 4 on stream3 in ctx2 -> error 700",
+        POP_CTX2,
+    ]);
+    fail("cuMemsetD8Async", 1, 700);
+    assert_eq!(
+        stream.fill(&mut allocation, 0),
+        Err(error("cuMemsetD8Async", 700))
+    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemsetD8Async mem4+0 64 on stream3 in ctx2 -> error 700",
+        POP_CTX2,
+    ]);
+    assert_eq!(pending_work(), 0);
+    assert_eq!(stack(), [CALLER_CONTEXT]);
+}
+
+#[test]
+fn copy_push_synchronize_and_pop_failures() {
+    let (_api, _context, stream, mut allocation) = fresh_allocation(64);
+
+    // Pushes so far: stream create and allocate; pops: those and the
+    // context create's.
+    fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
+    assert_eq!(
+        stream.copy_to_device(&mut allocation, 0, &[1; 4]),
+        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+    );
+    expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
+
+    fail("cuStreamSynchronize", 1, 700);
+    assert_eq!(
+        stream.copy_to_device(&mut allocation, 0, &[1; 4]),
+        Err(error("cuStreamSynchronize", 700))
+    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemcpyHtoDAsync_v2 mem4+0 4 on stream3 in ctx2",
+        "cuStreamSynchronize stream3 in ctx2 -> error 700",
+        POP_CTX2,
+    ]);
+    // The next synchronize runs what the failed one left.
+    stream.synchronize().unwrap();
+    take_log();
+
+    fail("cuCtxPopCurrent_v2", 6, INVALID_CONTEXT);
+    let mut back = [0; 4];
+    assert_eq!(
+        stream.copy_from_device(&allocation, 0, &mut back),
+        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+    );
+    expect_log(&[
+        PUSH_CTX2,
+        "cuMemcpyDtoHAsync_v2 mem4+0 4 on stream3 in ctx2",
+        "cuStreamSynchronize stream3 in ctx2",
+        "cuCtxPopCurrent_v2 -> error 201",
+    ]);
+    discard_context_left_by_failed_pop();
+    // The copy itself completed before the pop failed.
+    assert_eq!(back, [1; 4]);
+
+    report_foreign_context_on_pop(7);
+    assert_eq!(
+        stream.fill(&mut allocation, 0),
+        Err(refusal("cuCtxPopCurrent_v2:wrong-context"))
+    );
+    take_log();
+    assert_eq!(pending_work(), 0);
+}
+
 // Context release.
 
 #[test]
@@ -1202,6 +1657,9 @@ fn operation_names_are_the_documented_strings() {
         operation::STREAM_DESTROY,
         operation::MEM_ALLOC,
         operation::MEM_FREE,
+        operation::MEMCPY_TO_DEVICE,
+        operation::MEMCPY_FROM_DEVICE,
+        operation::MEMSET,
     ] {
         assert!(
             DRIVER_EXPORT_NAMES.iter().any(|e| e.to_str() == Ok(name)),

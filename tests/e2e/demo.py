@@ -51,8 +51,12 @@ use rextio_cuda_runtime::{Context, CudaError, DriverApi};
 fn smoke(api: Rc<DriverApi>, device: i32) -> Result<(), CudaError> {
     let context = Context::create(api, device)?;
     let stream = context.create_stream()?;
-    let allocation = context.allocate(4096)?;
+    let mut allocation = context.allocate(4096)?;
     stream.synchronize()?;
+    stream.fill(&mut allocation, 0)?;
+    stream.copy_to_device(&mut allocation, 0, &[1; 4096])?;
+    let mut back = vec![0; 4096];
+    stream.copy_from_device(&allocation, 0, &mut back)?;
     allocation.close()?;
     stream.close()?;
     context.close()
@@ -121,7 +125,8 @@ def main() -> int:
         step(
             "4. the lifetime smoke (runtime crate through the reviewed loader)",
             "context, dedicated stream and a 4096-byte allocation are created, synchronized "
-            "and released exactly once, children first, every push matched by a pop",
+            "and released exactly once, children first, every push matched by a pop; "
+            "4096 bytes written to the (simulated) device memory come back intact",
             "that device memory or a stream works on real hardware; no kernel runs",
         )
         smoke = host.run(TWO_DEVICES, [native.smoke, "--device", "0"])

@@ -29,6 +29,9 @@ from typing import Any
 
 import pytest
 
+from rextio_device_cuda._cuda_results import CUDA_RESULTS
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+
 # The tmpfs that covers the host's directory inside the namespace: every
 # file the tests create or change lies below it.
 SIM_TMPFS = "/usr/local"
@@ -38,19 +41,18 @@ SIM_STATE_DIR = f"{SIM_ROOT}/sim"
 SIM_CONFIG = f"{SIM_STATE_DIR}/config"
 SIM_CALL_LOG = f"{SIM_STATE_DIR}/calls.log"
 REVIEWED_IMAGE = f"{SIM_LIB_DIR}/libcuda.so.1"
-# Candidates outside /usr/local that the namespace does not cover: if one
-# existed on this host, the probe would find a real driver first.
-HOST_CANDIDATES = (
-    "/usr/lib/wsl/lib/libcuda.so.1",
-    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-    "/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
-    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
-    "/usr/lib64/libcuda.so.1",
-    "/usr/lib/libcuda.so.1",
-    "/usr/lib/aarch64-linux-gnu/nvidia/libcuda.so.1",
-    "/usr/lib64-nvidia/libcuda.so.1",
-    "/run/opengl-driver/lib/libcuda.so.1",
-    "/.singularity.d/libs/libcuda.so.1",
+# Candidates (of every architecture) outside /usr/local that the namespace
+# does not cover: if one existed on this host, the probe would find a real
+# driver first.
+HOST_CANDIDATES = tuple(
+    sorted(
+        {
+            f"{directory}/{PROVIDER_SPEC.loader.linux_driver_file_name}"
+            for candidates in PROVIDER_SPEC.loader.linux_candidate_dirs
+            for directory in candidates.dirs
+            if not directory.startswith(f"{SIM_TMPFS}/")
+        }
+    )
 )
 # A private mount namespace (nothing mounted inside reaches the host) and a
 # PID namespace whose init is the script: if the test times out, killing
@@ -243,6 +245,15 @@ class SimulatedHost:
         )
 
 
+def fnv1a64(data: bytes) -> str:
+    """The FNV-1a 64 digest the simulated driver logs (``fnv1a64=``) for the
+    bytes a copy moved and an allocation held when freed."""
+    digest = 0xCBF29CE484222325
+    for byte in data:
+        digest = ((digest ^ byte) * 0x100000001B3) % 2**64
+    return f"{digest:016x}"
+
+
 def rename_export(library: Path, export: str, destination: Path) -> Path:
     """Copy of ``library`` whose dynamic string table no longer names ``export``.
 
@@ -281,7 +292,7 @@ def rename_export(library: Path, export: str, destination: Path) -> Path:
 
 # What NVIDIA's driver does on a host without a GPU, and the simulated driver
 # without a configured device: the same expectations run against both.
-NO_DEVICE_RESULT = 100
+NO_DEVICE_RESULT = CUDA_RESULTS["CUDA_ERROR_NO_DEVICE"]
 PREFLIGHT_NOT_READY_EXIT = 1
 
 
@@ -289,28 +300,17 @@ def assert_no_device_probe(run: NamespaceRun, driver_version: int) -> None:
     """The probe loaded the driver, read its version, and cuInit said 100."""
     assert run.returncode == 0, run.stderr
     record = run.record()
-    assert {key: record[key] for key in NO_DEVICE_PROBE_FIELDS} == {
+    expected = {
         "platform_supported": True,
-        "status": "unavailable",
+        "status": PROVIDER_SPEC.probe_report.statuses.unavailable,
         "reason_code": "NO_CUDA_DEVICES",
         "driver_loaded": True,
         "driver_version": driver_version,
         "device_count": 0,
         "cuda_result": NO_DEVICE_RESULT,
         "devices": [],
-    }, record
-
-
-NO_DEVICE_PROBE_FIELDS = (
-    "platform_supported",
-    "status",
-    "reason_code",
-    "driver_loaded",
-    "driver_version",
-    "device_count",
-    "cuda_result",
-    "devices",
-)
+    }
+    assert {key: record[key] for key in expected} == expected, record
 
 
 def assert_no_device_smoke(run: NamespaceRun) -> None:
@@ -318,7 +318,7 @@ def assert_no_device_smoke(run: NamespaceRun) -> None:
     record = run.record()
     assert run.returncode == 1, (run.stdout, run.stderr)
     assert (record["status"], record["reason_code"], record["cuda_result"]) == (
-        "unavailable",
+        PROVIDER_SPEC.smoke.failure_status,
         "CU_INIT_FAILED",
         NO_DEVICE_RESULT,
     ), record

@@ -23,6 +23,7 @@ def test_the_demo_shows_every_step_and_ends_done(
     assert '"device_count":2' in run.stdout
     assert "preflight status: ready (support_claim: False)" in run.stdout
     assert '"status":"smoke-complete"' in run.stdout
+    assert '"round_trip":true' in run.stdout
     assert "     cuCtxDestroy_v2" in run.stdout
     assert "sample built against the packaged rextio-cuda-runtime" in run.stdout
     assert run.stdout.endswith("(and still certifies nothing).\n")

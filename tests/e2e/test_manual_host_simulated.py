@@ -1,7 +1,9 @@
 """The README's manual host, built from the installed wheel alone
 (manual_host.py), run beside the simulated driver in private mount
-namespaces: the contract §7 lifetime sequence, every driver call in order;
-a refused group-writable image; an explicit driver root.
+namespaces: the contract §7 lifetime sequence with the §9.10 round trip,
+every driver call in order and the bytes through device memory; a refused
+past-the-end read that makes no driver call; a driver that loses a byte; a
+refused group-writable image; an explicit driver root.
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from pathlib import Path
 
 import pytest
 from manual_host import COMPLETE, LOADED, build_native, failed, install_project, not_loaded
-from sim_namespace import SIM_TMPFS, DriverLayout, NamespaceRun, SimulatedHost
+from sim_namespace import SIM_TMPFS, DriverLayout, NamespaceRun, SimulatedHost, fnv1a64
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
 # Printed by the simulated driver's constructor: it shows the image was loaded.
 LOAD_MARK = "rextio-sim-image-loaded"
 # Contract §7 on device 0: context (created, then popped), its dedicated
-# stream, a 4096-byte allocation, synchronize, then allocation, stream and
-# context released in that order; every child call between a push and a pop.
+# stream, a 4096-byte allocation, synchronize; the round trip (fill, write,
+# read back, each synchronized before it returns; the read past the end
+# makes no call at all); then allocation, stream and context released in
+# that order; every child call between a push and a pop.
 LIFETIME_CALLS = [
     "cuInit",
     "cuDeviceGet",
@@ -26,6 +30,9 @@ LIFETIME_CALLS = [
     *("cuCtxPushCurrent_v2", "cuStreamCreate", "cuCtxPopCurrent_v2"),
     *("cuCtxPushCurrent_v2", "cuMemAlloc_v2", "cuCtxPopCurrent_v2"),
     *("cuCtxPushCurrent_v2", "cuStreamSynchronize", "cuCtxPopCurrent_v2"),
+    *("cuCtxPushCurrent_v2", "cuMemsetD8Async", "cuStreamSynchronize", "cuCtxPopCurrent_v2"),
+    *("cuCtxPushCurrent_v2", "cuMemcpyHtoDAsync_v2", "cuStreamSynchronize", "cuCtxPopCurrent_v2"),
+    *("cuCtxPushCurrent_v2", "cuMemcpyDtoHAsync_v2", "cuStreamSynchronize", "cuCtxPopCurrent_v2"),
     *("cuCtxPushCurrent_v2", "cuMemFree_v2", "cuCtxPopCurrent_v2"),
     *("cuCtxPushCurrent_v2", "cuStreamDestroy_v2", "cuCtxPopCurrent_v2"),
     "cuCtxDestroy_v2",
@@ -33,6 +40,8 @@ LIFETIME_CALLS = [
 # A directory outside every reviewed root, as NVIDIA's forward-compatibility
 # package installs it, below the namespace's own /usr/local.
 COMPAT_ROOT = f"{SIM_TMPFS}/cuda-12.4/compat"
+# The README program's 4096 bytes.
+WRITTEN = bytes(index % 251 + 1 for index in range(4096))
 
 
 @pytest.fixture(scope="session")
@@ -44,13 +53,27 @@ def _symbols(run: NamespaceRun) -> list[str]:
     return [line.split(" ", 1)[0] for line in run.calls]
 
 
+def _call(run: NamespaceRun, symbol: str) -> str:
+    (line,) = [line for line in run.calls if line.split(" ", 1)[0] == symbol]
+    return line
+
+
 def _assert_lifetime_sequence(run: NamespaceRun) -> None:
     assert (run.returncode, run.stdout) == (0, f"{LOADED}\n{COMPLETE}\n"), run.stderr
     assert _symbols(run) == LIFETIME_CALLS, run.calls
     # Every call succeeded; the allocation was 4096 bytes; nothing leaked.
     assert all(line.split(" -> ", 1)[1].split(" ", 1)[0] == "0" for line in run.calls), run.calls
-    assert "bytes=4096" in run.calls[LIFETIME_CALLS.index("cuMemAlloc_v2")].split(" ")
+    assert "bytes=4096" in _call(run, "cuMemAlloc_v2").split(" ")
     assert run.calls[-1].endswith(" -> 0 leaked_streams=0 leaked_allocations=0"), run.calls
+    # The bytes: the whole allocation zeroed, the 4096 bytes written, held in
+    # device memory until the free, and the same bytes read back.
+    pointer = _call(run, "cuMemAlloc_v2").rsplit(" pointer=", 1)[1]
+    assert f"pointer={pointer} value=0 bytes=4096 " in _call(run, "cuMemsetD8Async")
+    digest = f" -> 0 fnv1a64={fnv1a64(WRITTEN)}"
+    for symbol in ("cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2"):
+        assert _call(run, symbol).startswith(f"{symbol} pointer={pointer} bytes=4096 "), run.calls
+        assert _call(run, symbol).endswith(digest), run.calls
+    assert _call(run, "cuMemFree_v2").endswith(digest), run.calls
 
 
 def test_the_manual_host_runs_the_lifetime_sequence_in_order(
@@ -58,6 +81,20 @@ def test_the_manual_host_runs_the_lifetime_sequence_in_order(
 ) -> None:
     run = sim_host.run(DriverLayout(config=ONE_DEVICE), [manual_host])
     _assert_lifetime_sequence(run)
+
+
+def test_the_manual_host_fails_over_a_driver_that_loses_a_byte(
+    sim_host: SimulatedHost, manual_host: Path
+) -> None:
+    run = sim_host.run(DriverLayout(config=(*ONE_DEVICE, "corrupt_read=4000")), [manual_host])
+    mismatch = "failed: the bytes read back differ from those written"
+    assert (run.returncode, run.stdout) == (1, f"{LOADED}\n{mismatch}\n"), run.stderr
+    # The same calls, all released; device memory kept what was written.
+    assert _symbols(run) == LIFETIME_CALLS, run.calls
+    delivered = bytearray(WRITTEN)
+    delivered[4000] ^= 0xFF
+    assert _call(run, "cuMemcpyDtoHAsync_v2").endswith(f" fnv1a64={fnv1a64(bytes(delivered))}")
+    assert _call(run, "cuMemFree_v2").endswith(f" fnv1a64={fnv1a64(WRITTEN)}")
 
 
 def test_the_manual_host_reports_cu_init_without_a_device(

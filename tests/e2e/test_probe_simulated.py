@@ -57,9 +57,7 @@ def _failure(status: str, reason: str, **fields: Any) -> dict[str, Any]:
     return report
 
 
-LOADER_RULES = frozenset(
-    {"owner", "mode", "writable-directory", "links", "location", "regular-file", "resolution"}
-)
+LOADER_RULES = frozenset(rule.name for rule in PROVIDER_SPEC.loader.rules)
 
 
 def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any], tuple[str, ...]]:

@@ -6,7 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_namespace import DriverLayout, SimulatedHost, assert_no_device_smoke, rename_export
+from sim_namespace import (
+    DriverLayout,
+    SimulatedHost,
+    assert_no_device_smoke,
+    fnv1a64,
+    rename_export,
+)
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
 RESOURCE_ORDER = [
@@ -14,11 +20,24 @@ RESOURCE_ORDER = [
     "cuStreamCreate",
     "cuMemAlloc_v2",
     "cuStreamSynchronize",
+    # The round trip: each step enqueued on the stream, then synchronized.
+    "cuMemsetD8Async",
+    "cuStreamSynchronize",
+    "cuMemcpyHtoDAsync_v2",
+    "cuStreamSynchronize",
+    "cuMemcpyDtoHAsync_v2",
+    "cuStreamSynchronize",
     "cuMemFree_v2",
     "cuStreamDestroy_v2",
     "cuCtxDestroy_v2",
 ]
 RELEASES = ("cuMemFree_v2", "cuStreamDestroy_v2", "cuCtxDestroy_v2")
+ROUND_TRIP_BYTES = 4096
+
+
+def _pattern() -> bytes:
+    """The smoke's round-trip pattern (probe/src/smoke.rs ``pattern_byte``)."""
+    return bytes(index % 251 + 1 for index in range(ROUND_TRIP_BYTES))
 
 
 def _fields(line: str) -> tuple[str, dict[str, str], int, dict[str, str]]:
@@ -50,6 +69,7 @@ def _smoke(
         "allocation_bytes",
         "kernel_executed",
         "certification_ready",
+        "round_trip",
     ]
     assert record["support_claim"] is False
     assert record["kernel_executed"] is False
@@ -109,8 +129,26 @@ def test_smoke_completes_and_releases_everything_once_in_order(sim_host: Simulat
     assert record["reason_code"] is None
     assert record["cuda_result"] == 0
     assert record["device_ordinal"] == 0
+    assert record["round_trip"] is True
     assert _resource_calls(calls) == RESOURCE_ORDER
-    _assert_balanced_and_released_once(calls)
+    order = _assert_balanced_and_released_once(calls)
+    # The bytes: the whole allocation zeroed, the pattern written, the same
+    # pattern read back, and it is what device memory held when freed.
+    pattern = fnv1a64(_pattern())
+    (fill,) = order["cuMemsetD8Async"]
+    (written,) = order["cuMemcpyHtoDAsync_v2"]
+    (read,) = order["cuMemcpyDtoHAsync_v2"]
+    (freed,) = order["cuMemFree_v2"]
+    (allocated,) = order["cuMemAlloc_v2"]
+    pointer = _fields(allocated)[3]["pointer"]
+    stream = _fields(order["cuStreamCreate"][0])[3]["stream"]
+    filled = _fields(fill)[1]
+    assert (filled["pointer"], filled["value"], filled["bytes"]) == (pointer, "0", "4096")
+    assert {_fields(line)[1]["stream"] for line in (fill, written, read)} == {stream}
+    for line in (written, read):
+        assert (_fields(line)[1]["pointer"], _fields(line)[1]["bytes"]) == (pointer, "4096")
+        assert _fields(line)[3] == {"fnv1a64": pattern}, line
+    assert _fields(freed)[3] == {"fnv1a64": pattern}
     # The driver environment is set before cuInit (§6 loader rules apply to the smoke).
     assert calls[0] == (
         "cuInit flags=0 CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_DISABLE_JIT=1 "
@@ -156,6 +194,10 @@ def test_smoke_allocation_failure_still_releases_stream_and_context(
             "STREAM_SYNCHRONIZE_FAILED",
             ["cuMemFree_v2", "cuStreamDestroy_v2", "cuCtxDestroy_v2"],
         ),
+        # A failed step of the round trip: everything is still released.
+        ("cuMemsetD8Async", "DEVICE_COPY_FAILED", [*RELEASES]),
+        ("cuMemcpyHtoDAsync_v2", "DEVICE_COPY_FAILED", [*RELEASES]),
+        ("cuMemcpyDtoHAsync_v2", "DEVICE_COPY_FAILED", [*RELEASES]),
         # A failed release is never retried; the later releases still run.
         ("cuMemFree_v2", "DEVICE_FREE_FAILED", [*RELEASES]),
         ("cuStreamDestroy_v2", "STREAM_DESTROY_FAILED", [*RELEASES]),
@@ -170,6 +212,8 @@ def test_smoke_names_the_failing_step(
     assert (status, record["reason_code"], record["cuda_result"]) == (1, reason, 999)
     assert record["status"] == "unavailable"
     assert record["device_ordinal"] == 0
+    # Only a failed release comes after the bytes came back.
+    assert record["round_trip"] is (failing in RELEASES)
     releases = [symbol for symbol in _resource_calls(calls) if symbol in RELEASES]
     assert releases == still_released
     # Nothing is created after the failing step.
@@ -178,6 +222,22 @@ def test_smoke_names_the_failing_step(
     assert all(
         [line.split(" ", 1)[0] for line in calls].index(symbol) <= failed_at for symbol in created
     )
+
+
+@pytest.mark.parametrize("lost", [0, 1234, ROUND_TRIP_BYTES - 1])
+def test_smoke_detects_a_driver_that_loses_a_byte(sim_host: SimulatedHost, lost: int) -> None:
+    layout = DriverLayout(config=(*ONE_DEVICE, f"corrupt_read={lost}"))
+    status, record, calls = _smoke(sim_host, layout, "--device", "0")
+    assert (status, record["status"]) == (1, "unavailable")
+    assert (record["reason_code"], record["cuda_result"]) == ("DEVICE_ROUND_TRIP_MISMATCH", None)
+    assert record["round_trip"] is False
+    order = _assert_balanced_and_released_once(calls)
+    # The driver delivered the pattern with that one byte inverted.
+    delivered = bytearray(_pattern())
+    delivered[lost] ^= 0xFF
+    (read,) = order["cuMemcpyDtoHAsync_v2"]
+    assert _fields(read)[3] == {"fnv1a64": fnv1a64(bytes(delivered))}
+    assert [symbol for symbol in _resource_calls(calls) if symbol in RELEASES] == [*RELEASES]
 
 
 def test_smoke_fails_cleanly_without_devices_as_with_the_real_driver(

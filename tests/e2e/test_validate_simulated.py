@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ import pytest
 from sim_namespace import DriverLayout, NamespaceTools, NativeBinaries, SimulatedHost
 
 import rextio_device_cuda
+from rextio_device_cuda._explain import OPTION_FLAGS, for_command
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
@@ -67,7 +69,8 @@ def _run(
 
 def _explained(code: str) -> str:
     explanation, remedy = PROVIDER_SPEC.reason_codes[code]
-    return f"{code}: {explanation}\nremedy: {remedy}"
+    # The remedy as validate prints it: naming its own options (--driver-root).
+    return f"{code}: {explanation}\nremedy: {for_command(remedy, OPTION_FLAGS)}"
 
 
 def _evidence(path: Path, stdout: str, local: Path) -> dict[str, Any]:
@@ -115,7 +118,25 @@ def test_validate_succeeds_beside_the_simulated_driver(
     smoke_digest = hashlib.sha256(sim_host.native.smoke.read_bytes()).hexdigest()
     assert evidence["smoke_sha256"] == smoke_digest
     assert evidence["smoke"]["status"] == "smoke-complete"
+    assert evidence["round_trip"] is True
     assert [line.split(" ", 1)[0] for line in run.calls].count("cuCtxDestroy_v2") == 1
+
+
+def test_validate_fails_over_a_driver_that_loses_a_byte(
+    sim_host: SimulatedHost, shipped: dict[str, str], tmp_path: Path
+) -> None:
+    output = tmp_path / "evidence.json"
+    argv: list[str | os.PathLike[str]] = [*VALIDATE, "--sm", "sm_80", "--output", output]
+    run = sim_host.run(
+        DriverLayout(config=(*ONE_DEVICE, "corrupt_read=2048")), argv, extra_env=shipped
+    )
+    assert run.returncode == 1, run.stderr
+    assert "this host is not validated.\n" + _explained("DEVICE_ROUND_TRIP_MISMATCH") in run.stderr
+    evidence = _evidence(output, run.stdout, tmp_path)
+    assert (evidence["validated"], evidence["round_trip"]) == (False, False)
+    assert evidence["reason_code"] == "DEVICE_ROUND_TRIP_MISMATCH"
+    assert evidence["preflight"]["status"] == "ready"
+    assert evidence["smoke"]["round_trip"] is False
 
 
 def test_a_validated_toolkit_root_is_recorded_but_never_named(
@@ -148,6 +169,7 @@ def test_validate_explains_a_missing_driver_on_this_host(
     assert "this host is not validated.\n" + _explained("LIBCUDA_SO_NOT_FOUND") in run.stderr
     evidence = _evidence(output, run.stdout, tmp_path)
     assert evidence["validated"] is False
+    assert evidence["round_trip"] is False
     assert evidence["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
     assert evidence["probe_report"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
     assert evidence["smoke"]["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
@@ -189,17 +211,127 @@ def test_output_replaces_a_link_another_user_planted_never_writing_through_it(
         shutil.rmtree(shared)
 
 
-def test_without_shipped_binaries_validate_says_none_ships(tmp_path: Path) -> None:
+def test_without_shipped_binaries_the_message_names_two_commands_that_complete(
+    sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    # The pure wheel: no _bin/. The message names build-probe into its default
+    # directory and the validate command that uses what it builds.
     site = tmp_path / "site"
     _package_copy(site)
     output = tmp_path / "evidence.json"
-    run = _run(["--sm", "sm_80", "--output", output], {"PYTHONPATH": str(site)})
+    env = {"PYTHONPATH": str(site), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    run = _run(["--sm", "sm_80", "--output", output], env)
     assert run.returncode == 1, run.stderr
-    assert run.stderr.startswith("error: no probe ships for this platform: ")
-    assert "python -m rextio_device_cuda build-probe" in run.stderr
-    assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith("error: no probe ships for this platform: ")
+    version = rextio_device_cuda.__version__
+    directory = tmp_path / "cache" / "rextio-device-cuda" / f"probe-{version}"
+    probe = directory / PROVIDER_SPEC.probe_report.probe
+    smoke = directory / PROVIDER_SPEC.smoke.probe
+    build = ["python", "-m", "rextio_device_cuda", "build-probe", "--into", str(directory)]
+    validate = ["python", "-m", "rextio_device_cuda", "validate", "--sm", "sm_80"]
+    validate += ["--device", "0", "--output", str(output), "--probe", str(probe)]
+    validate += ["--smoke", str(smoke)]
+    assert [shlex.split(line) for line in lines[1:]] == [build, validate]
+    # What build-probe writes there (its own tests build it with cargo).
+    directory.mkdir(parents=True)
+    shutil.copy2(sim_host.native.probe, probe)
+    shutil.copy2(sim_host.native.smoke, smoke)
+    followed = sim_host.run(
+        DriverLayout(config=ONE_DEVICE), [sys.executable, *validate[1:]], extra_env=env
+    )
+    assert followed.returncode == 0, followed.stderr
+    evidence = _evidence(output, followed.stdout, tmp_path)
+    assert evidence["validated"] is True
+    assert evidence["probe_sha256"] == hashlib.sha256(probe.read_bytes()).hexdigest()
+    assert evidence["smoke_sha256"] == hashlib.sha256(smoke.read_bytes()).hexdigest()
+
+
+# The driver only in NVIDIA's forward-compatibility directory, no reviewed root.
+COMPAT = "/usr/local/cuda-12.8/compat"
+IN_COMPAT_ONLY = DriverLayout(
+    config=ONE_DEVICE,
+    install="absent",
+    extra_steps=(
+        f"install -d -m 0755 {COMPAT}",
+        f"install -m 0644 {{image}} {COMPAT}/libcuda.so.570.124.06",
+        f"ln -s libcuda.so.570.124.06 {COMPAT}/libcuda.so.1",
+    ),
+)
+
+
+def test_validate_with_a_driver_root_loads_only_there_probe_preflight_and_smoke(
+    sim_host: SimulatedHost, shipped: dict[str, str], tmp_path: Path
+) -> None:
+    output = tmp_path / "evidence.json"
+    argv: list[str | os.PathLike[str]] = [*VALIDATE, "--sm", "sm_80", "--output", output]
+    plain = sim_host.run(IN_COMPAT_ONLY, argv, extra_env=shipped)
+    assert plain.returncode == 1, plain.stderr
+    # Not found where it looks by itself; the remedy names this command's option.
+    assert json.loads(plain.stdout)["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    remedy = PROVIDER_SPEC.reason_codes["LIBCUDA_SO_NOT_FOUND"][1]
+    assert "driver_root" in remedy
+    assert f"remedy: {remedy.replace('driver_root', '--driver-root')}\n" in plain.stderr
+    run = sim_host.run(IN_COMPAT_ONLY, [*argv, "--driver-root", COMPAT], extra_env=shipped)
+    assert run.returncode == 0, run.stderr
+    evidence = _evidence(output, run.stdout, tmp_path)
+    assert evidence["validated"] is True
+    assert (evidence["probe_report"]["status"], evidence["smoke"]["status"]) == (
+        "probe-complete",
+        "smoke-complete",
+    )
+    assert "cuda-12.8" not in run.stdout
+
+
+def test_the_smoke_takes_the_probes_driver_root_after_the_device(
+    sim_host: SimulatedHost,
+) -> None:
+    smoke = sim_host.native.smoke
+    found = sim_host.run(IN_COMPAT_ONLY, [smoke, "--device", "0", "--driver-root", COMPAT])
+    assert found.returncode == 0, found.stderr
+    assert (found.record()["status"], found.record()["reason_code"]) == ("smoke-complete", None)
+    # Only there: the image at the reviewed path is not tried.
+    elsewhere = sim_host.run(
+        DriverLayout(config=ONE_DEVICE, extra_steps=("install -d -m 0755 /usr/local/empty",)),
+        [smoke, "--device", "0", "--driver-root", "/usr/local/empty"],
+    )
+    assert elsewhere.returncode == 1, elsewhere.stderr
+    assert elsewhere.record()["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    assert elsewhere.calls == ()
+    relative = sim_host.run(IN_COMPAT_ONLY, [smoke, "--device", "0", "--driver-root", "compat"])
+    assert relative.record()["reason_code"] == "DRIVER_ROOT_NOT_ABSOLUTE"
+    assert relative.calls == ()
+    # The device comes first; anything else is refused whole (exit 2).
+    swapped = sim_host.run(IN_COMPAT_ONLY, [smoke, "--driver-root", COMPAT, "--device", "0"])
+    assert (swapped.returncode, swapped.record()["reason_code"]) == (2, "INVALID_ARGUMENTS")
+    assert swapped.calls == ()
+
+
+def test_validate_runs_the_binaries_it_is_given_pinned_to_the_digest_given(
+    sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    _package_copy(site)
+    env = {"PYTHONPATH": str(site)}
+    probe, smoke = sim_host.native.probe, sim_host.native.smoke
+    digest = hashlib.sha256(probe.read_bytes()).hexdigest()
+    output = tmp_path / "evidence.json"
+    argv: list[str | os.PathLike[str]] = [*VALIDATE, "--sm", "sm_80", "--output", output]
+    argv += ["--probe", probe, "--smoke", smoke, "--probe-sha256", digest]
+    run = sim_host.run(DriverLayout(config=ONE_DEVICE), argv, extra_env=env)
+    assert run.returncode == 0, run.stderr
+    evidence = _evidence(output, run.stdout, tmp_path)
+    assert (evidence["validated"], evidence["probe_sha256"]) == (True, digest)
+    assert evidence["preflight"]["observations"]["probe.sha256"] == digest
+    # Another digest: the probe is not run, and nothing is validated.
+    other = [*argv[:-1], "0" * 64]
+    refused = sim_host.run(DriverLayout(config=ONE_DEVICE), other, extra_env=env)
+    assert refused.returncode == 1, refused.stderr
+    record = json.loads(refused.stdout)
+    assert (record["validated"], record["reason_code"]) == (False, "PROBE_DIGEST_MISMATCH")
+    assert record["probe_report"]["reason_code"] == "PROBE_DIGEST_MISMATCH"
 
 
 def test_a_binary_that_is_not_the_recorded_one_is_refused(
@@ -217,14 +349,20 @@ def test_a_binary_that_is_not_the_recorded_one_is_refused(
     assert not output.exists()
 
 
-def test_an_unwritable_output_leaves_no_file(shipped: dict[str, str], tmp_path: Path) -> None:
-    output = tmp_path / "missing-directory" / "evidence.json"
+@pytest.mark.parametrize("name", ["missing-directory/evidence.json", "."])
+def test_an_output_it_cannot_write_is_refused_before_running(
+    name: str, shipped: dict[str, str], tmp_path: Path
+) -> None:
+    output = tmp_path / name
     run = _run(["--sm", "sm_80", "--output", output], shipped)
-    assert run.returncode == 1, run.stderr
-    assert run.stderr.startswith("error: no evidence written: ")
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.splitlines()[-1].startswith("error: argument --output: ")
+    assert [line for line in run.stderr.splitlines() if "error" in line] == [
+        run.stderr.splitlines()[-1]
+    ]
     assert "Traceback" not in run.stderr
+    assert ".tmp" not in run.stderr
     assert run.stdout == ""
-    assert not output.parent.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
 
 
@@ -235,11 +373,29 @@ def test_an_unwritable_output_leaves_no_file(shipped: dict[str, str], tmp_path: 
         ["--sm", "80"],
         ["--sm", "sm_80", "--device", "1024"],
         ["--sm", "sm_80", "--device", "-1"],
-        ["--sm", "sm_80", "--device", "00001"],
+        ["--sm", "sm_80", "--device", "x"],
         ["--sm", "sm_80", "--device"],
         ["--sm", "sm_80", "--frobnicate"],
+        ["--sm", "sm_80", "--toolkit-root", "cuda"],
+        ["--sm", "sm_80", "--driver-root", "/nonexistent"],
+        ["--sm", "sm_80", "--probe", "probe", "--smoke", "/bin/sh"],
+        ["--sm", "sm_80", "--probe", "/bin/sh"],
+        ["--sm", "sm_80", "--probe-sha256", "abc"],
     ],
-    ids=["no-sm", "bad-sm", "device-out-of-range", "negative", "too-long", "no-value", "unknown"],
+    ids=[
+        "no-sm",
+        "bad-sm",
+        "device-out-of-range",
+        "negative",
+        "not-a-number",
+        "no-value",
+        "unknown",
+        "relative-toolkit-root",
+        "missing-driver-root",
+        "relative-probe",
+        "probe-without-smoke",
+        "bad-digest",
+    ],
 )
 def test_validate_usage_errors_exit_2_before_running_anything(
     arguments: list[str], shipped: dict[str, str], tmp_path: Path
@@ -247,8 +403,9 @@ def test_validate_usage_errors_exit_2_before_running_anything(
     output = tmp_path / "evidence.json"
     run = _run([*arguments, "--output", output], shipped)
     assert run.returncode == 2, run.stderr
-    assert run.stderr.startswith("usage: python -m rextio_device_cuda ")
-    assert "\nerror: " in run.stderr
+    assert [line for line in run.stderr.splitlines() if line.startswith("error: ")] == [
+        run.stderr.splitlines()[-1]
+    ]
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()

@@ -75,6 +75,7 @@ def test_smoke_fails_cleanly_at_cu_init_with_the_real_arm64_driver(
         "allocation_bytes": 4096,
         "kernel_executed": False,
         "certification_ready": False,
+        "round_trip": False,
     }
 
 

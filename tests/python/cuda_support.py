@@ -59,13 +59,29 @@ def _architecture_texts() -> dict[str, str]:
     }
 
 
+def _loader_texts() -> dict[str, str]:
+    """The loader-fact placeholders of the spec's reason texts, written out."""
+    loader = SPEC["loader"]
+    return {
+        "{linux_candidate_dirs}": "; ".join(
+            f"on Linux {item['arch']} {', '.join(item['dirs'])}"
+            for item in loader["linux_candidate_dirs"]
+        ),
+        "{loader_rules}": ", ".join(
+            rule["name"] if rule["requires"] is None else f"{rule['name']} ({rule['requires']})"
+            for rule in loader["rules"]
+        ),
+    }
+
+
 # The spec's source as written, and its reason texts with the placeholders filled.
 RAW_REASON_CODES: dict[str, list[str]] = {
     code: list(texts) for code, texts in SPEC["reason_codes"].items()
 }
+_PLACEHOLDERS: dict[str, str] = {**_architecture_texts(), **_loader_texts()}
 for _texts in SPEC["reason_codes"].values():
     for _index, _text in enumerate(_texts):
-        for _name, _value in _architecture_texts().items():
+        for _name, _value in _PLACEHOLDERS.items():
             _text = _text.replace(_name, _value)
         _texts[_index] = _text
 

@@ -20,6 +20,7 @@ import pytest
 from cuda_support import ProbeFactory, ready_options, report, request_for
 from rextio.devices import DevicePreflightStatus
 
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda.probe import (
     CudaDeviceRecord,
     CudaProbeError,
@@ -254,7 +255,7 @@ def _report(**changes: Any) -> CudaProbeReport:
     fields: dict[str, Any] = {
         "target": ProbeTarget(os="linux", arch="x86_64", environment="gnu"),
         "platform_supported": True,
-        "status": "probe-complete",
+        "status": PROVIDER_SPEC.probe_report.statuses.complete,
         "reason_code": None,
         "driver_loaded": True,
         "driver_version": 12080,
@@ -270,13 +271,15 @@ def test_keyword_construction_equals_parsing() -> None:
     # The shape the companion plugins' candidate builders construct.
     constructed = _report(devices=(_device(name="Fixture GPU 0"),))
     assert constructed == parse_probe_report(json.dumps(report()).encode())
-    assert (constructed.schema_version, constructed.probe) == ("1", "rextio-cuda-driver-probe")
+    spec = PROVIDER_SPEC.probe_report
+    assert (constructed.schema_version, constructed.probe) == (spec.schema_version, spec.probe)
     assert constructed.support_claim is False
 
 
 @pytest.mark.parametrize("constant", ["schema_version", "probe", "support_claim"])
 def test_wire_constants_are_not_constructor_fields(constant: str) -> None:
-    value = {"schema_version": "1", "probe": "rextio-cuda-driver-probe", "support_claim": False}
+    spec = PROVIDER_SPEC.probe_report
+    value = {"schema_version": spec.schema_version, "probe": spec.probe, "support_claim": False}
     with pytest.raises(TypeError):
         _report(**{constant: value[constant]})
 

@@ -15,20 +15,46 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tarfile
+import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from cuda_support import SPEC
 from sim_namespace import built_path
 
 PROBE = SPEC["probe_report"]["probe"]
 SMOKE = SPEC["smoke"]["probe"]
 TOP = "rextio-cuda-probe-0.0.0"
-MANIFEST = f"""[package]
+REPOSITORY = Path(__file__).resolve().parents[2]
+# The toolchain the stand-in pins, as the packaged sources do: the repository's.
+TOOLCHAIN = (REPOSITORY / "rust-toolchain.toml").read_text(encoding="utf-8")
+CHANNEL = tomllib.loads(TOOLCHAIN)["toolchain"]["channel"]
+OTHER_USER = 65534
+# A build script that, when the test asks (this variable names a file), says
+# it runs and then never ends: the build is interrupted while rustc's output runs.
+BUILD_STARTED = "REXTIO_TEST_BUILD_STARTED"
+BUILD_SCRIPT = f"""fn main() {{
+    if let Ok(marker) = std::env::var("{BUILD_STARTED}") {{
+        std::fs::write(marker, std::process::id().to_string()).unwrap();
+        loop {{
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }}
+    }}
+}}
+"""
+# A workspace of its own, as the packaged sources are: cargo looks no further up.
+MANIFEST = f"""[workspace]
+
+[package]
 name = "stand-in-probe"
 version = "0.1.0"
 edition = "2021"
@@ -62,13 +88,33 @@ sys.exit(cli.main(["build-probe", *sys.argv[4:]]))
 """
 
 
-def _stand_in(tmp_path: Path, probe_source: str = 'fn main() { println!("probe"); }\n') -> Path:
+@pytest.fixture
+def cache() -> Iterator[Path]:
+    """The user's cache for build-probe: a private directory below the build's
+    target directory (pytest's own lies below /tmp, which others can write, so
+    build-probe would rightly refuse to run cargo there)."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPOSITORY / "target")
+    directory = Path(tempfile.mkdtemp(prefix="build-probe-cache-", dir=target))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory)
+
+
+def _stand_in(
+    tmp_path: Path,
+    probe_source: str = 'fn main() { println!("probe"); }\n',
+    build_script: bool = False,
+) -> Path:
     files = {
         "Cargo.toml": MANIFEST,
         "Cargo.lock": LOCK,
+        "rust-toolchain.toml": TOOLCHAIN,
         "src/probe.rs": probe_source,
         "src/smoke.rs": 'fn main() { println!("smoke"); }\n',
     }
+    if build_script:
+        files["build.rs"] = BUILD_SCRIPT
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for name, text in sorted(files.items()):
@@ -82,16 +128,22 @@ def _stand_in(tmp_path: Path, probe_source: str = 'fn main() { println!("probe")
     return path
 
 
+def _command(
+    archive: Path, *arguments: str | bytes, digest: str | None = None
+) -> list[str | bytes]:
+    recorded = digest or hashlib.sha256(archive.read_bytes()).hexdigest()
+    return [sys.executable, "-I", "-c", CHILD, str(archive), recorded, TOP, *arguments]
+
+
 def _build(
     archive: Path,
     *arguments: str | bytes,
     cwd: Path,
-    env: dict[str, str] | None = None,
+    env: dict[str, str],
     digest: str | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    recorded = digest or hashlib.sha256(archive.read_bytes()).hexdigest()
     return subprocess.run(
-        [sys.executable, "-I", "-c", CHILD, str(archive), recorded, TOP, *arguments],
+        _command(archive, *arguments, digest=digest),
         capture_output=True,
         timeout=600,
         cwd=cwd,
@@ -104,9 +156,15 @@ def _without_cargo_target_dir() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key != "CARGO_TARGET_DIR"}
 
 
-def test_build_probe_builds_both_and_prints_the_lines_to_paste(tmp_path: Path) -> None:
+def _environment(cache: Path) -> dict[str, str]:
+    return {**_without_cargo_target_dir(), "XDG_CACHE_HOME": str(cache)}
+
+
+def test_build_probe_builds_both_and_prints_the_lines_to_paste(
+    tmp_path: Path, cache: Path
+) -> None:
     into = tmp_path / "built"
-    done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path)
+    done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=_environment(cache))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.decode("utf-8").splitlines()
     probe, smoke = into / PROBE, into / SMOKE
@@ -126,15 +184,13 @@ def test_build_probe_builds_both_and_prints_the_lines_to_paste(tmp_path: Path) -
         assert ran.stdout == word
     # The build tree is gone: only the two binaries stay.
     assert sorted(path.name for path in into.iterdir()) == sorted([PROBE, SMOKE])
-    again = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path)
+    again = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=_environment(cache))
     assert again.returncode == 0, again.stderr
     assert again.stdout == done.stdout
 
 
-def test_build_probe_defaults_to_the_users_cache(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    env = {**_without_cargo_target_dir(), "XDG_CACHE_HOME": str(cache)}
-    done = _build(_stand_in(tmp_path), cwd=tmp_path, env=env)
+def test_build_probe_defaults_to_the_users_cache(tmp_path: Path, cache: Path) -> None:
+    done = _build(_stand_in(tmp_path), cwd=tmp_path, env=_environment(cache))
     assert done.returncode == 0, done.stderr
     version = SPEC["distribution"]["version"]
     folder = cache / SPEC["distribution"]["name"] / f"probe-{version}"
@@ -143,9 +199,9 @@ def test_build_probe_defaults_to_the_users_cache(tmp_path: Path) -> None:
     assert sorted(path.name for path in folder.iterdir()) == sorted([PROBE, SMOKE])
 
 
-def test_without_cargo_the_error_says_so(tmp_path: Path) -> None:
+def test_without_cargo_the_error_says_so(tmp_path: Path, cache: Path) -> None:
     into = tmp_path / "built"
-    env = {**_without_cargo_target_dir(), "PATH": str(tmp_path / "empty")}
+    env = {**_environment(cache), "PATH": str(tmp_path / "empty")}
     done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=env)
     assert (done.returncode, done.stdout) == (1, b"")
     assert done.stderr.startswith(b"error: cargo was not found on PATH")
@@ -153,35 +209,41 @@ def test_without_cargo_the_error_says_so(tmp_path: Path) -> None:
     assert not into.exists()
 
 
-def test_a_failed_build_is_reported_and_leaves_nothing(tmp_path: Path) -> None:
+def test_a_failed_build_is_reported_and_leaves_nothing(tmp_path: Path, cache: Path) -> None:
     into = tmp_path / "built"
     broken = _stand_in(tmp_path, probe_source="fn main() { this is not rust }\n")
-    done = _build(broken, "--into", str(into), cwd=tmp_path)
+    done = _build(broken, "--into", str(into), cwd=tmp_path, env=_environment(cache))
     assert (done.returncode, done.stdout) == (1, b"")
     assert b"error: cargo build failed (exit status 101)" in done.stderr
     assert b"Traceback" not in done.stderr
     assert list(into.iterdir()) == []
 
 
-def test_a_source_archive_that_is_not_the_recorded_one_is_refused(tmp_path: Path) -> None:
+def test_a_source_archive_that_is_not_the_recorded_one_is_refused(
+    tmp_path: Path, cache: Path
+) -> None:
     into = tmp_path / "built"
-    done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, digest="0" * 64)
+    archive = _stand_in(tmp_path)
+    env = _environment(cache)
+    done = _build(archive, "--into", str(into), cwd=tmp_path, env=env, digest="0" * 64)
     assert (done.returncode, done.stdout) == (1, b"")
     assert b"does not match its recorded SHA-256" in done.stderr
     assert b"Traceback" not in done.stderr
     assert not into.exists()
 
 
-def test_a_destination_toml_cannot_hold_is_refused_before_building(tmp_path: Path) -> None:
+def test_a_destination_toml_cannot_hold_is_refused_before_building(
+    tmp_path: Path, cache: Path
+) -> None:
     into = os.path.join(os.fsencode(tmp_path), b"built-\xff")
-    done = _build(_stand_in(tmp_path), b"--into", into, cwd=tmp_path)
+    done = _build(_stand_in(tmp_path), b"--into", into, cwd=tmp_path, env=_environment(cache))
     assert (done.returncode, done.stdout) == (2, b"")
     assert b"not UTF-8" in done.stderr
     assert b"Traceback" not in done.stderr
     assert not os.path.exists(into)
 
 
-def test_build_probe_from_the_pure_wheel(tmp_path: Path) -> None:
+def test_build_probe_from_the_pure_wheel(tmp_path: Path, cache: Path) -> None:
     """The packaged probe source, built from the pure wheel installed in a fresh venv.
 
     Needs the probe's source tarball in the wheel (rextio_device_cuda/_data/).
@@ -204,7 +266,7 @@ def test_build_probe_from_the_pure_wheel(tmp_path: Path) -> None:
         text=True,
         timeout=600,
         cwd=tmp_path,
-        env=_without_cargo_target_dir(),
+        env=_environment(cache),
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -216,3 +278,291 @@ def test_build_probe_from_the_pure_wheel(tmp_path: Path) -> None:
     report = subprocess.run([into / PROBE], capture_output=True, timeout=60, check=True, env={})
     assert json.loads(report.stdout)["probe"] == PROBE
     assert sorted(path.name for path in into.iterdir()) == sorted([PROBE, SMOKE])
+
+
+def test_the_build_prints_what_it_builds_before_cargo_and_its_result_after(
+    tmp_path: Path, cache: Path
+) -> None:
+    into = tmp_path / "built"
+    archive = _stand_in(tmp_path)
+    done = _build(archive, "--into", str(into), cwd=tmp_path, env=_environment(cache))
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode("utf-8").splitlines()
+    first = re.fullmatch(
+        r"build-probe: building (\S+) and (\S+) from (.+) with cargo \(Rust (\S+)\) in (.+), "
+        r"into (.+)",
+        lines[0],
+    )
+    assert first is not None, lines[0]
+    # cargo ran in a build directory under the user's cache, now removed.
+    builds = cache / SPEC["distribution"]["name"] / "builds"
+    assert first.groups()[:4] == (PROBE, SMOKE, str(archive), CHANNEL)
+    assert Path(first[5]).parent == builds
+    assert first[5].startswith(f"{builds}/build-")
+    assert first[6] == str(into)
+    assert any(line.strip().startswith("Compiling stand-in-probe") for line in lines[1:-1])
+    assert lines[-1] == f"build-probe: built; wrote {into / PROBE} and {into / SMOKE}"
+    assert sorted(path.name for path in builds.iterdir()) == ["lock"]
+
+
+def test_an_empty_into_is_refused(tmp_path: Path, cache: Path) -> None:
+    done = _build(_stand_in(tmp_path), "--into", "", cwd=tmp_path, env=_environment(cache))
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr == b"error: --into is empty: name the directory to write the binaries to\n"
+    assert list(tmp_path.iterdir()) == [tmp_path / f"{TOP}.tar.gz"]
+
+
+_NO_HOME_CHILD = """
+from rextio_device_cuda import _build_probe
+try:
+    _build_probe.destination(None)
+except _build_probe.BuildProbeUsageError as error:
+    print(error)
+"""
+
+
+def test_without_a_home_the_default_directory_says_so(tmp_path: Path) -> None:
+    """HOME and XDG_CACHE_HOME unset and no passwd entry (in a private mount
+    namespace, an empty /etc/passwd, read alone: nss-systemd would make up
+    root's): the default destination is one clear line."""
+    env = {key: value for key, value in os.environ.items() if key not in ("HOME", "XDG_CACHE_HOME")}
+    empty, files_only = tmp_path / "passwd", tmp_path / "nsswitch.conf"
+    empty.write_bytes(b"")
+    files_only.write_text("passwd: files\n")
+    done = subprocess.run(
+        [
+            _unshare(), "--mount", "--propagation", "private", "--", "sh", "-c",
+            'mount --bind "$1" /etc/passwd && mount --bind "$2" /etc/nsswitch.conf && shift 2 '
+            '&& exec "$@"', "sh", str(empty), str(files_only),
+            sys.executable, "-I", "-c", _NO_HOME_CHILD,
+        ],
+        capture_output=True, text=True, timeout=60, env=env, cwd="/", check=True,
+    )  # fmt: skip
+    assert done.stdout == (
+        "build-probe needs a cache directory and no home directory is known: set "
+        "XDG_CACHE_HOME (or HOME) to an absolute directory of yours\n"
+    )
+
+
+@pytest.mark.parametrize("who", ["others-can-write", "another-users"])
+def test_a_cache_where_others_could_plant_cargo_configuration_is_refused(
+    tmp_path: Path, who: str
+) -> None:
+    """Cargo would read ``.cargo/config.toml`` from every directory above the
+    build: one that others can write (sticky, as /tmp is) or whose owner is
+    someone else, is named and nothing is made below it or run."""
+    offending = tmp_path / "shared"
+    offending.mkdir()
+    if who == "others-can-write":
+        offending.chmod(0o1777)
+        reason = "is writable by other users (mode 1777)"
+    else:
+        offending.chmod(0o755)
+        os.chown(offending, OTHER_USER, OTHER_USER)
+        reason = f"belongs to another user (uid {OTHER_USER})"
+    user_cache = offending / "cache"
+    into = tmp_path / "built"
+    env = {**_without_cargo_target_dir(), "XDG_CACHE_HOME": str(user_cache)}
+    done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=env)
+    assert (done.returncode, done.stdout) == (1, b""), done.stderr
+    message = done.stderr.decode("utf-8")
+    assert message.startswith(f"error: {offending} {reason}, and cargo reads its configuration")
+    assert message.count("\n") == 1
+    assert not into.exists()
+    assert list(offending.iterdir()) == []
+
+
+def _unshare() -> str:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.fail("`unshare` (util-linux) is needed: these tests run in private namespaces")
+    if os.geteuid() != 0:
+        pytest.fail("these tests plant files as another user in a private /tmp: run them as root")
+    return unshare
+
+
+# Inside a private mount namespace whose /tmp is a fresh tmpfs (mode 1777, as
+# /tmp is): another user plants what cargo or rustup would read from /tmp,
+# and makes the directory the victim builds into; then root runs build-probe
+# into it. Prints what ran, what build-probe said, and what it wrote.
+_PLANTED_CHILD = r"""
+import json, os, subprocess, sys
+planted, command, cache = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+real = {
+    tool: subprocess.run(
+        ["rustup", "which", "--toolchain", sys.argv[4], tool],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    for tool in ("cargo", "rustc")
+}
+plant = {
+    # A rustc wrapper: every rustc cargo starts would run it first.
+    "cargo-config": (
+        "mkdir /tmp/.cargo && printf '#!/bin/sh\\ntouch /tmp/steered\\nexec \"$@\"\\n' > /tmp/w"
+        " && chmod 755 /tmp/w && printf '[build]\\nrustc-wrapper = \"/tmp/w\"\\n'"
+        " > /tmp/.cargo/config.toml"
+    ),
+    # A toolchain of theirs: its cargo would run in place of the user's.
+    "rust-toolchain": "mkdir -p /tmp/tc/bin && " + " && ".join(
+        f"printf '#!/bin/sh\\ntouch /tmp/steered\\nexec %s \"$@\"\\n' {path}"
+        f" > /tmp/tc/bin/{tool} && chmod 755 /tmp/tc/bin/{tool}"
+        for tool, path in real.items()
+    ) + " && printf '[toolchain]\\npath = \"/tmp/tc\"\\n' > /tmp/rust-toolchain.toml",
+}[planted]
+subprocess.run(
+    ["sh", "-c", plant + " && mkdir -m 1777 /tmp/victim-probe"],
+    user=65534, group=65534, extra_groups=[], check=True,
+)
+done = subprocess.run(
+    command + ["--into", "/tmp/victim-probe"], capture_output=True, text=True,
+    env={**os.environ, "XDG_CACHE_HOME": cache}, cwd="/tmp/victim-probe",
+)
+ran = [
+    subprocess.run(["/tmp/victim-probe/" + name], capture_output=True, text=True).stdout
+    for name in sys.argv[5:]
+]
+print(json.dumps({
+    "exit": done.returncode, "stderr": done.stderr, "steered": os.path.exists("/tmp/steered"),
+    "left": sorted(os.listdir("/tmp/victim-probe")), "ran": ran,
+}))
+"""
+
+
+@pytest.mark.parametrize("planted", ["cargo-config", "rust-toolchain"])
+def test_what_another_user_plants_in_tmp_never_steers_the_build(
+    tmp_path: Path, cache: Path, planted: str
+) -> None:
+    """The attack of the report: another user's /tmp/.cargo/config.toml (a
+    rustc wrapper) or /tmp/rust-toolchain.toml (a toolchain of theirs), and a
+    sticky --into directory of theirs under /tmp. Nothing of theirs runs; the
+    binaries are built and written there."""
+    archive = _stand_in(cache)  # /tmp is replaced in the namespace: not below it
+    command = _command(archive)
+    done = subprocess.run(
+        [
+            _unshare(), "--mount", "--propagation", "private", "--", "sh", "-c",
+            'mount -t tmpfs -o mode=1777,size=64m rextio-tmp /tmp && exec "$@"', "sh",
+            sys.executable, "-I", "-c", _PLANTED_CHILD, planted, json.dumps(command),
+            str(cache), CHANNEL, PROBE, SMOKE,
+        ],
+        capture_output=True, text=True, timeout=600, cwd="/", env=_without_cargo_target_dir(),
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["steered"] is False, outcome["stderr"]
+    assert outcome["exit"] == 0, outcome["stderr"]
+    assert outcome["left"] == sorted([PROBE, SMOKE])
+    assert outcome["ran"] == ["probe\n", "smoke\n"]
+
+
+# The namespace's init (a fresh PID namespace, /proc its own): starts
+# build-probe in its own process group, as a shell starts a foreground job,
+# with a build script that says it runs and then never ends; once it runs,
+# sends the signal (SIGINT to the whole group, as the terminal's Ctrl-C does).
+# Then, with build-probe gone, it waits until every other process of the
+# namespace has ended (orphans are reparented here and reaped), or reports
+# the ones still running after a minute. A run after a SIGKILL rebuilds.
+_INTERRUPT_CHILD = r"""
+import json, os, signal, subprocess, sys, time
+sent, command, cache, into, builds, marker, stderr_path = (
+    int(sys.argv[1]), json.loads(sys.argv[2]), *sys.argv[3:]
+)
+environment = {**os.environ, "XDG_CACHE_HOME": cache}
+with open(stderr_path, "wb") as stderr:
+    build = subprocess.Popen(
+        command + ["--into", into], stdout=subprocess.DEVNULL, stderr=stderr,
+        env={**environment, "REXTIO_TEST_BUILD_STARTED": marker}, start_new_session=True,
+    )
+    while not os.path.exists(marker):
+        assert build.poll() is None, "build-probe ended before the build script ran"
+        time.sleep(0.05)
+    if sent == signal.SIGINT:
+        os.killpg(build.pid, sent)
+    else:
+        os.kill(build.pid, sent)
+    status = build.wait()
+
+def others():
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    found.append(cmdline.read().replace(b"\0", b" ").decode(errors="replace"))
+            except FileNotFoundError:
+                pass
+    return found
+
+def listed(directory):
+    return sorted(os.listdir(directory)) if os.path.isdir(directory) else None
+
+deadline = time.monotonic() + 60
+while others() and time.monotonic() < deadline:
+    time.sleep(0.05)
+outcome = {
+    "exit": status, "left_running": others(), "into": listed(into), "builds": listed(builds),
+}
+if sent == signal.SIGKILL:
+    again = subprocess.run(command + ["--into", into], capture_output=True, env=environment)
+    outcome |= {
+        "again": again.returncode, "builds_after": listed(builds), "into_after": listed(into),
+    }
+print(json.dumps(outcome))
+"""
+_CARGO_STATUS = re.compile(r" +[A-Z][a-z]+ .*")
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=str)
+def test_an_interrupted_build_leaves_no_cargo_and_no_output(
+    tmp_path: Path, cache: Path, sent: signal.Signals
+) -> None:
+    """Interrupted while a build script runs (rustc's and cargo's children
+    alive), by Ctrl-C, SIGTERM or SIGKILL: nothing of the build runs on,
+    nothing is written into --into, Ctrl-C says one line and exits 130, and
+    the build directory a SIGKILL left is removed by the next run."""
+    archive = _stand_in(tmp_path, build_script=True)
+    into, marker, stderr = tmp_path / "built", tmp_path / "started", tmp_path / "stderr"
+    builds = cache / SPEC["distribution"]["name"] / "builds"
+    done = subprocess.run(
+        [
+            _unshare(), "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
+            "--kill-child", "--", sys.executable, "-I", "-c", _INTERRUPT_CHILD, str(int(sent)),
+            json.dumps(_command(archive)), str(cache), str(into), str(builds), str(marker),
+            str(stderr),
+        ],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=_without_cargo_target_dir(), check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["left_running"] == []
+    assert outcome["into"] == []
+    lines = stderr.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("build-probe: building ")
+    if sent == signal.SIGINT:
+        assert outcome["exit"] == 130
+        # cargo's own progress lines, then one line: no error of cargo's.
+        assert lines[-1] == (
+            "build-probe: interrupted; no cargo is left running and its build was removed"
+        )
+        assert all(_CARGO_STATUS.fullmatch(line) for line in lines[1:-1]), lines
+    else:
+        assert outcome["exit"] == -sent
+        assert all(_CARGO_STATUS.fullmatch(line) for line in lines[1:]), lines
+    if sent == signal.SIGKILL:
+        # The killed run's build directory stayed (stale) until the next run.
+        stale, lock = outcome["builds"]
+        assert (stale.startswith("build-"), lock) == (True, "lock")
+        assert outcome["again"] == 0
+        assert outcome["builds_after"] == ["lock"]
+        assert outcome["into_after"] == sorted([PROBE, SMOKE])
+    else:
+        assert outcome["builds"] == ["lock"]

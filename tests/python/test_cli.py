@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,9 @@ from pathlib import Path
 import pytest
 from cuda_support import SPEC, ProbeFactory, report, run_cli
 
+import rextio_device_cuda
 from rextio_device_cuda import CudaDeviceProvider
+from rextio_device_cuda._explain import OPTION_FLAGS, for_command
 from rextio_device_cuda.cli import _parser, main
 from rextio_device_cuda.runtime_source import packaged_crates
 
@@ -158,22 +162,21 @@ def test_preflight_ready_on_a_second_device(probes: ProbeFactory, tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("arguments", "code", "status"),
+    ("arguments", "code"),
     [
-        (["--device", "0", "--sm", "sm_86"], "CUDA_SM_MISMATCH", 1),
-        (["--device", "abc", "--sm", "sm_80"], "DEVICE_ORDINAL_INVALID", 1),
-        (["--device", "0", "--sm", "sm_95"], "CUDA_ARCHITECTURE_UNSUPPORTED", 1),
-        (["--device", "0", "--sm", "80"], "INVALID_SM", 1),
+        (["--device", "0", "--sm", "sm_86"], "CUDA_SM_MISMATCH"),
+        (["--device", "0", "--sm", "sm_95"], "CUDA_ARCHITECTURE_UNSUPPORTED"),
     ],
 )
 def test_preflight_refusals(
-    arguments: list[str], code: str, status: int, probes: ProbeFactory, tmp_path: Path
+    arguments: list[str], code: str, probes: ProbeFactory, tmp_path: Path
 ) -> None:
     probe = probes.printing(report())
     done = _preflight(probe, *arguments, cwd=tmp_path)
-    assert done.returncode == status
+    assert done.returncode == 1
     assert code in done.stderr
-    assert SPEC["reason_codes"][code][1] in done.stderr
+    # The remedy names this command's options (--sm for sm).
+    assert for_command(SPEC["reason_codes"][code][1], OPTION_FLAGS) in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -220,13 +223,16 @@ def test_runtime_source_command(tmp_path: Path) -> None:
     assert again.returncode == 0
     assert again.stdout.splitlines() == [f"already current: {crate}" for crate in crates]
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
-    assert missing.returncode == 1
-    assert "Traceback" not in missing.stderr
+    assert (missing.returncode, missing.stdout) == (2, "")
+    said = f"error: argument --into: {str(tmp_path / 'missing')!r} does not exist\n"
+    assert missing.stderr.endswith(said)
     regular = tmp_path / "a-file"
     regular.write_text("kept\n")
     into_file = run_cli("runtime-source", "--into", str(regular), cwd=tmp_path)
-    assert (into_file.returncode, into_file.stdout) == (1, "")
-    assert into_file.stderr == "error: the project path is not a directory\n"
+    assert (into_file.returncode, into_file.stdout) == (2, "")
+    assert into_file.stderr.endswith(
+        f"error: argument --into: {str(regular)!r} is not a directory\n"
+    )
     assert regular.read_text() == "kept\n"
 
 
@@ -259,3 +265,284 @@ def test_manifest_prints_the_shipped_json_byte_for_byte(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == b""
     assert done.stdout == expected.encode("utf-8")
+
+
+# -- one argument check, before any work (docs/interfaces.md, the command line) ---------
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one ``error:`` line of an exit-2 answer (argparse's usage lines may precede it)."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert done.stderr.endswith(errors[0] + "\n")
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("changed", "said"),
+    [
+        ({"--sm": "80"}, "argument --sm: must look like sm_80, not '80'"),
+        ({"--sm": "SM_80"}, "argument --sm: must look like sm_80, not 'SM_80'"),
+        ({"--device": "x"}, "argument --device: must be a number from 0 to 1023, not 'x'"),
+        ({"--device": "-1"}, "argument --device: must be a number from 0 to 1023, not '-1'"),
+        ({"--device": "1024"}, "argument --device: must be a number from 0 to 1023"),
+        ({"--probe-sha256": "abc"}, "argument --probe-sha256: must be a SHA-256 in 64 lowercase"),
+        ({"--probe-sha256": "A" * 64}, "argument --probe-sha256: must be a SHA-256 in 64"),
+        ({"--probe": "probes/probe"}, "argument --probe: must be an absolute path"),
+        ({"--probe": ""}, "argument --probe: must not be empty"),
+        ({"--probe": "/nonexistent/probe"}, "argument --probe: '/nonexistent/probe' does not"),
+        ({"--toolkit-root": "cuda"}, "argument --toolkit-root: must be an absolute path"),
+        ({"--driver-root": "compat"}, "argument --driver-root: must be an absolute path"),
+        (
+            {"--driver-root": "/nonexistent"},
+            "argument --driver-root: '/nonexistent' does not exist",
+        ),
+        ({"--capability": "cuda-nope"}, "argument --capability: must be one of"),
+    ],
+    ids=lambda value: str(value)[:40],
+)
+def test_preflight_refuses_unusable_input_with_one_line_and_runs_nothing(
+    changed: dict[str, str], said: str, probes: ProbeFactory, tmp_path: Path
+) -> None:
+    probe = probes.binary(report())
+    values = {
+        "--capability": "cuda-linux-x86_64",
+        "--probe": str(probe),
+        "--device": "0",
+        "--sm": "sm_80",
+        **changed,
+    }
+    arguments = [word for pair in values.items() for word in pair]
+    done = run_cli("preflight", *arguments, cwd=tmp_path)
+    assert _one_error_line(done).startswith(f"error: {said}")
+    assert not probes.marker().exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["build-probe", "--into", ""], "argument --into: must not be empty"),
+        (["pin-probe", ""], "argument PATH: must not be empty"),
+        (["runtime-source", "--into", ""], "argument --into: must not be empty"),
+        (["validate", "--sm", "sm_80", "--output", ""], "argument --output: must not be empty"),
+        (["validate", "--sm", "sm_80", "--device", "x"], "argument --device: must be a number"),
+        (["explain", "CUDA_SM_MISMATCH", "--cuda-result", "x"], "argument --cuda-result: must"),
+    ],
+)
+def test_empty_and_malformed_values_are_refused_in_every_command(
+    arguments: list[str], said: str, tmp_path: Path
+) -> None:
+    done = run_cli(*arguments, cwd=tmp_path)
+    assert _one_error_line(done).startswith(f"error: {said}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_validate_refuses_an_output_it_could_not_write_before_running(tmp_path: Path) -> None:
+    missing = tmp_path / "missing" / "evidence.json"
+    done = run_cli("validate", "--sm", "sm_80", "--output", str(missing), cwd=tmp_path)
+    assert _one_error_line(done) == (
+        f"error: argument --output: the directory of {str(missing)!r} does not exist"
+    )
+    directory = run_cli("validate", "--sm", "sm_80", "--output", str(tmp_path), cwd=tmp_path)
+    assert _one_error_line(directory) == (
+        f"error: argument --output: {str(tmp_path)!r} is a directory; name a file in it"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--probe", "/bin/sh"], "--probe and --smoke go together"),
+        (["--smoke", "/bin/sh"], "--probe and --smoke go together"),
+        (["--probe-sha256", "0" * 64], "--probe-sha256 pins the probe given by --probe"),
+    ],
+)
+def test_validate_options_that_go_together(
+    arguments: list[str], said: str, tmp_path: Path
+) -> None:
+    done = run_cli("validate", "--sm", "sm_80", *arguments, cwd=tmp_path)
+    assert _one_error_line(done).startswith(f"error: {said}")
+
+
+def test_version_prints_the_version(tmp_path: Path) -> None:
+    done = run_cli("--version", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == f"rextio-device-cuda {rextio_device_cuda.__version__}\n"
+
+
+# -- a ready preflight in a few lines ---------------------------------------------------
+
+
+def test_a_ready_preflight_prints_a_few_lines_and_json_the_plan(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    probe = probes.binary(report(driver_version=12040))
+    done = _preflight(probe, "--device", "0", "--sm", "sm_80", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.splitlines() == [
+        "ready: cuda-linux-x86_64",
+        "device: 0 (Fixture GPU 0, sm_80)",
+        "driver: 12.4 (12040)",
+        "probe: not pinned (--probe-sha256 DIGEST runs it only with that digest)",
+        "(--json prints the whole plan)",
+    ]
+    digest = hashlib.sha256(probe.read_bytes()).hexdigest()
+    pinned = _preflight(
+        probe, "--device", "0", "--sm", "sm_80", "--probe-sha256", digest, cwd=tmp_path
+    )
+    assert pinned.returncode == 0, pinned.stderr
+    assert f"probe: pinned to SHA-256 {digest}" in pinned.stdout.splitlines()
+    as_json = _preflight(probe, "--device", "0", "--sm", "sm_80", "--json", cwd=tmp_path)
+    assert json.loads(as_json.stdout)["preflight"]["status"] == "ready"
+
+
+def test_a_refusal_names_the_option_of_the_command_that_prints_it(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    # CUDA_DEVICE_NOT_FOUND's remedy names device_ordinal (rextio.toml's key);
+    # the preflight command's reader types --device.
+    probe = probes.printing(report())
+    done = _preflight(probe, "--device", "3", "--sm", "sm_80", cwd=tmp_path)
+    assert done.returncode == 1
+    remedy = SPEC["reason_codes"]["CUDA_DEVICE_NOT_FOUND"][1]
+    assert "device_ordinal" in remedy
+    assert f"remedy: {remedy.replace('device_ordinal', '--device')}\n" in done.stderr
+    record = json.loads(
+        _preflight(probe, "--device", "3", "--sm", "sm_80", "--json", cwd=tmp_path).stdout
+    )
+    assert record["remedy"] == remedy.replace("device_ordinal", "--device")
+    # explain stands for no command's options: the key as rextio.toml spells it.
+    assert f"remedy: {remedy}\n" in run_cli("explain", "CUDA_DEVICE_NOT_FOUND", cwd=tmp_path).stdout
+
+
+def test_pin_probe_names_its_path_argument_in_the_remedy(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    probe = probes.printing(report())
+    probe.chmod(0o644)
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
+    assert done.returncode == 1
+    remedy = SPEC["reason_codes"]["PROBE_NOT_EXECUTABLE"][1]
+    assert "probe_executable" in remedy
+    assert f"remedy: {remedy.replace('probe_executable', 'PATH')}\n" in done.stderr
+
+
+# -- explain: any case, and the nearest code ---------------------------------------------
+
+
+def test_explain_takes_any_case_and_suggests_the_nearest_code(tmp_path: Path) -> None:
+    lower = run_cli("explain", "cuda_sm_mismatch", cwd=tmp_path)
+    assert lower.returncode == 0, lower.stderr
+    assert lower.stdout == run_cli("explain", "CUDA_SM_MISMATCH", cwd=tmp_path).stdout
+    assert lower.stdout.startswith("CUDA_SM_MISMATCH: ")
+    typo = run_cli("explain", "cuda_sm_mismatsh", cwd=tmp_path)
+    assert _one_error_line(typo) == (
+        "error: unknown reason code 'cuda_sm_mismatsh'; did you mean CUDA_SM_MISMATCH?"
+    )
+    nothing_near = run_cli("explain", "zz", cwd=tmp_path)
+    assert _one_error_line(nothing_near) == (
+        "error: unknown reason code 'zz'; python -m rextio_device_cuda explain --list lists them"
+    )
+
+
+# -- never a traceback: no home, stdout closed or full --------------------------------------
+
+# A private mount namespace where /etc/passwd is empty and read alone (no
+# nss-systemd to make up root's entry): this uid has no entry, and neither HOME
+# nor XDG_CACHE_HOME is set. Nothing mounted there reaches the host.
+_NO_HOME = (
+    'mount --bind "$1/passwd" /etc/passwd && mount --bind "$1/nsswitch.conf" '
+    '/etc/nsswitch.conf && shift && exec env -u HOME -u XDG_CACHE_HOME "$@"'
+)
+_IN_PRIVATE_MOUNTS = [
+    shutil.which("unshare") or "unshare",
+    *("--mount", "--propagation", "private", "sh", "-c", _NO_HOME, "sh"),
+]
+_HOME = "import pathlib; pathlib.Path.home()"
+
+
+def _without_a_home(*arguments: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    etc = cwd / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "passwd").write_text("")
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\n")
+    return subprocess.run(
+        [*_IN_PRIVATE_MOUNTS, str(etc), sys.executable, "-m", "rextio_device_cuda", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_no_home_directory_needs_only_build_probes_default(tmp_path: Path) -> None:
+    # The namespace really has no home for this uid.
+    probe = _without_a_home("explain", "CUDA_SM_MISMATCH", cwd=tmp_path)
+    assert probe.returncode == 0, probe.stderr
+    check = subprocess.run(
+        [*_IN_PRIVATE_MOUNTS, str(tmp_path / "etc"), sys.executable, "-c", _HOME],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Could not determine home directory" in check.stderr
+    for arguments in (["--help"], ["build-probe", "--help"], ["explain", "--list"], ["manifest"]):
+        done = _without_a_home(*arguments, cwd=tmp_path)
+        assert (done.returncode, done.stderr) == (0, ""), (arguments, done.stderr)
+    build = _without_a_home("build-probe", cwd=tmp_path)
+    assert _one_error_line(build) == (
+        "error: build-probe needs a cache directory and no home directory is known: "
+        "set XDG_CACHE_HOME (or HOME) to an absolute directory of yours"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["etc"]
+
+
+_WITH_STDOUT_CLOSED = [shutil.which("sh") or "sh", "-c", 'exec "$@" >&-', "sh"]
+# probe: the installed wheel is this host's platform wheel, which ships one.
+_COMMANDS_THAT_PRINT = [
+    ["manifest"],
+    ["explain", "--list"],
+    ["explain", "CUDA_SM_MISMATCH"],
+    ["probe"],
+]
+
+
+@pytest.mark.parametrize("arguments", [*_COMMANDS_THAT_PRINT, ["--version"]])
+def test_a_closed_stdout_is_one_line_and_exit_1(arguments: list[str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*_WITH_STDOUT_CLOSED, sys.executable, "-m", "rextio_device_cuda", *arguments],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (
+        1,
+        "error: cannot write to standard output: standard output is closed\n",
+    )
+
+
+@pytest.mark.parametrize("arguments", [*_COMMANDS_THAT_PRINT, ["--version"], ["--help"]])
+def test_a_full_stdout_is_one_line_and_exit_1(arguments: list[str], tmp_path: Path) -> None:
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "rextio_device_cuda", *arguments],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
+    assert (done.returncode, done.stderr) == (
+        1,
+        "error: cannot write to standard output: No space left on device\n",
+    )

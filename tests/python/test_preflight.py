@@ -37,7 +37,7 @@ from rextio.devices import (
     resolve_device_plan,
 )
 
-from rextio_device_cuda import CudaDeviceProvider, CudaProviderConfig
+from rextio_device_cuda import CudaDeviceProvider, CudaProviderConfig, _preflight_checks
 from rextio_device_cuda.probe import (
     CudaProbeReport,
     CudaToolkitReport,
@@ -729,6 +729,8 @@ PROBE_AND_SMOKE_CODES = {
     "STREAM_CREATE_FAILED",
     "DEVICE_ALLOCATION_FAILED",
     "STREAM_SYNCHRONIZE_FAILED",
+    "DEVICE_COPY_FAILED",
+    "DEVICE_ROUND_TRIP_MISMATCH",
     "DEVICE_FREE_FAILED",
     "STREAM_DESTROY_FAILED",
     "CONTEXT_DESTROY_FAILED",
@@ -768,7 +770,7 @@ def test_reason_code(
         provider.build_contribution(request)
     # A refusal decided by what the probe, driver or toolkit reported says what that was.
     _, refusal = provider._preflight_outcome(request)
-    assert refusal is not None
+    assert isinstance(refusal, _preflight_checks.Refusal)
     assert refusal.reason_code == case.code
     if case.code in OBSERVED_CODES:
         assert refusal.facts, case.code

@@ -326,15 +326,19 @@ def test_preflight_with_the_right_pin_observes_it(probes: ProbeFactory, tmp_path
 
 
 @pytest.mark.parametrize(
-    ("pin", "code"),
-    [("0" * 64, "PROBE_DIGEST_MISMATCH"), ("0" * 63, "PROBE_SHA256_INVALID")],
+    ("pin", "code", "status"),
+    [
+        ("0" * 64, "PROBE_DIGEST_MISMATCH", 1),
+        # Not a digest at all: the command's own argument check (exit 2).
+        ("0" * 63, "argument --probe-sha256: must be a SHA-256", 2),
+    ],
 )
 def test_preflight_with_a_wrong_pin_is_refused_unrun(
-    pin: str, code: str, probes: ProbeFactory, tmp_path: Path
+    pin: str, code: str, status: int, probes: ProbeFactory, tmp_path: Path
 ) -> None:
     probe = probes.binary(report())
     done = _preflight(probe, pin, tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == status
     assert code in done.stderr
     assert "Traceback" not in done.stderr
     assert not probes.marker().exists()

@@ -33,6 +33,7 @@ from cuda_support import (
 )
 
 from rextio_device_cuda import CudaDeviceProvider
+from rextio_device_cuda._explain import OPTION_FLAGS, for_command
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda.cli import main
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
@@ -120,7 +121,8 @@ def _check_all_three(
     assert f" Observed: {observed}. " in line, line
     assert f"{code}: " in line
     assert f"\nobserved: {observed}\n" in text, text
-    assert SPEC["reason_codes"][code][1] in text
+    # The command's remedy names its own options (--toolkit-root for toolkit_root).
+    assert for_command(SPEC["reason_codes"][code][1], OPTION_FLAGS) in text
     for shown in (line, text, json.dumps(record)):
         assert str(hidden) not in shown
     assert "/" not in observed
@@ -256,15 +258,40 @@ def test_a_probe_without_an_execute_bit(
     )
 
 
+def _check_log_and_argument_error(
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    code: str,
+    facts: str,
+    said: str,
+    probe: str,
+    *extra: str,
+) -> None:
+    """A path that does not exist or is not what it must be: the provider (as
+    rextio.toml reaches it) refuses it with its code and facts; the command
+    refuses the same argument itself, before any work (one error line, exit 2)."""
+    codes, line = _log_line(caplog, _options_of(probe, extra))
+    assert codes == (code,)
+    assert f"{code}: " in line
+    assert f" Observed: {facts}. " in line, line
+    arguments = ["preflight", "--capability", CAPABILITY, "--probe", probe]
+    arguments += ["--device", "0", "--sm", "sm_80", *extra]
+    capsys.readouterr()
+    assert main(arguments) == 2
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err.endswith(f"\nerror: {said}\n"), printed.err
+
+
 def test_a_directory_for_the_probe(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _check_all_three(
+    _check_log_and_argument_error(
         caplog,
         capsys,
-        tmp_path,
         "PROBE_NOT_EXECUTABLE",
         "the probe is a directory, not a regular file",
+        f"argument --probe: {str(tmp_path)!r} is a directory, not a file",
         str(tmp_path),
     )
 
@@ -272,13 +299,14 @@ def test_a_directory_for_the_probe(
 def test_a_missing_probe(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _check_all_three(
+    missing = str(tmp_path / "missing")
+    _check_log_and_argument_error(
         caplog,
         capsys,
-        tmp_path,
         "PROBE_NOT_FOUND",
         "resolving the configured probe path failed with ENOENT (No such file or directory)",
-        str(tmp_path / "missing"),
+        f"argument --probe: {missing!r} does not exist",
+        missing,
     )
 
 
@@ -439,19 +467,47 @@ def _write_version(root: Path, text: str) -> Path:
     return root
 
 
+@pytest.mark.parametrize(
+    ("tree", "facts", "said"),
+    [
+        (
+            lambda tmp, make: tmp / "no-toolkit",
+            "resolving the configured toolkit root failed with ENOENT (No such file or directory)",
+            "does not exist",
+        ),
+        (
+            lambda tmp, make: make() / "version.json",
+            "the configured toolkit root is not a directory",
+            "is not a directory",
+        ),
+    ],
+    ids=["missing-root", "file-root"],
+)
+def test_a_toolkit_root_that_is_no_directory(
+    tree: Callable[[Path, Callable[..., Path]], Path],
+    facts: str,
+    said: str,
+    make_toolkit: Callable[..., Path],
+    probes: ProbeFactory,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = str(tree(tmp_path, make_toolkit))
+    probe = str(probes.printing(report()))
+    _check_log_and_argument_error(
+        caplog,
+        capsys,
+        "TOOLKIT_NOT_FOUND",
+        facts,
+        f"argument --toolkit-root: {root!r} {said}",
+        probe,
+        "--toolkit-root",
+        root,
+    )
+
+
 TOOLKIT_TREES: list[tuple[str, Callable[[Path, Callable[..., Path]], Path], str, str]] = [
-    (
-        "missing-root",
-        lambda tmp, make: tmp / "no-toolkit",
-        "TOOLKIT_NOT_FOUND",
-        "resolving the configured toolkit root failed with ENOENT (No such file or directory)",
-    ),
-    (
-        "file-root",
-        lambda tmp, make: make() / "version.json",
-        "TOOLKIT_NOT_FOUND",
-        "the configured toolkit root is not a directory",
-    ),
     (
         "no-version-json",
         lambda tmp, make: _unlinked(make() / "version.json"),

@@ -264,6 +264,7 @@ def test_a_probe_record_without_a_rule_still_parses_as_0_1_0s_did(
         ("/usr/lib/libcuda.so.1", "PROBE_SCHEMA_INVALID"),
         ("Mode", "PROBE_SCHEMA_INVALID"),
         (7, "PROBE_SCHEMA_INVALID"),
+        (None, "PROBE_SCHEMA_INVALID"),
     ],
 )
 def test_a_refusing_rule_that_is_not_a_rule_name_breaks_the_schema(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import select
 import shutil
 import stat
@@ -41,6 +42,7 @@ REWRITE_ROUNDS = 200
 BOUND_SECONDS = 60
 BOUND: int = SPEC["probe_runner"]["max_pinned_probe_bytes"]
 WRONG_PIN = "0" * 64
+FUZZ_ROUNDS = 500
 
 
 def _digest(path: Path) -> str:
@@ -539,9 +541,9 @@ def test_a_malformed_elf_is_refused_unrun(data: bytes, probes: ProbeFactory) -> 
 
 
 def test_the_system_loader_and_a_static_probe_pass(tmp_path: Path) -> None:
-    from rextio_device_cuda._pinned_loader import untrusted_reason
+    from rextio_device_cuda._root_owned import review
 
-    assert untrusted_reason(SYSTEM_INTERPRETER) is None
+    assert review(SYSTEM_INTERPRETER) is None
     kinds = (("dynamic", ()), ("static", ("-static",)), ("static-pie", ("-static-pie",)))
     for name, flags in kinds:
         probe = _compile(tmp_path, name, *flags)
@@ -555,6 +557,285 @@ def test_the_shipped_probe_passes() -> None:
 
     shipped = shipped_binary(SPEC["probe_report"]["probe"])
     assert probe_file_sha256(str(shipped.path)) == shipped.sha256
+
+
+# -- what ld.so reads beyond the interpreter (found by an adversarial review) ---------
+#
+# Each ELF here was accepted by the check of 0.2.0's first cut, which looked
+# only for DT_RPATH/DT_RUNPATH and for a '/' in DT_NEEDED, read the dynamic
+# section by the first mapping that held it, and followed PT_INTERP's links
+# by their text.
+
+_AUDIT_C = r"""
+#include <fcntl.h>
+#include <unistd.h>
+unsigned int la_version(unsigned int version) {
+    int fd = open(MARKER, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { (void)write(fd, "audited\n", 8); close(fd); }
+    return version;
+}
+"""
+
+
+def test_an_audit_library_in_a_world_writable_directory_is_refused_unrun(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    marker = tmp_path / "audited"
+    library = _compile(
+        shared, "libaud.so", "-shared", "-fPIC", f'-DMARKER="{marker}"', source=_AUDIT_C
+    )
+    shared.chmod(0o1777)
+    probe = _compile(tmp_path, "probe", f"-Wl,--audit={library}")
+    # ld.so runs the audit library named by DT_AUDIT (anyone could replace it).
+    assert subprocess.run([str(probe)], capture_output=True, check=True).stdout == b"{}\n"
+    assert marker.read_text() == "audited\n"
+    marker.unlink()
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "DT_AUDIT" in facts
+    # pin-probe prints no digest for it.
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "PROBE_PIN_LOADER_UNTRUSTED" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "soname",
+    [
+        "${ORIGIN}tmp${ORIGIN}libx.so",
+        "$ORIGIN.libx.so",
+        "${LIB}libx.so",
+        "$LIB.libx.so",
+        "${PLATFORM}libx.so",
+        "$PLATFORM.libx.so",
+    ],
+)
+def test_a_needed_library_with_a_dynamic_string_token_is_refused_unrun(
+    soname: str, tmp_path: Path
+) -> None:
+    # No '/' in the name, but ld.so expands the token into a path (from a
+    # memfd, $ORIGIN is '/'): the library would come from anywhere.
+    library = _compile(
+        tmp_path / "lib",
+        "libx.so",
+        "-shared",
+        "-fPIC",
+        f"-Wl,-soname,{soname}",
+        source="int extra(void) { return 1; }\n",
+    )
+    uses_it = (
+        "#include <stdio.h>\nint extra(void);\n"
+        'int main(void) { puts("{}"); return extra() - 1; }\n'
+    )
+    probe = _compile(tmp_path, "probe", str(library), source=uses_it)
+    assert _needed(probe) == [soname.encode(), b"libc.so.6"]
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "$ token" in facts
+
+
+def _needed(binary: Path) -> list[bytes]:
+    """DT_NEEDED of ``binary`` as readelf prints it."""
+    readelf = shutil.which("readelf")
+    assert readelf is not None, "binutils' readelf is needed"
+    lines = subprocess.run(
+        [readelf, "-dW", str(binary)], capture_output=True, check=True
+    ).stdout.splitlines()
+    return [line.split(b"[", 1)[1].rsplit(b"]", 1)[0] for line in lines if b"(NEEDED)" in line]
+
+
+_PAGE = 4096
+_PT_LOAD, _PT_DYNAMIC, _PT_NOTE = 1, 2, 4
+_DT_STRTAB, _DT_DEBUG, _DT_RUNPATH = 5, 21, 29
+_PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")
+_DYNAMIC_ENTRY = struct.Struct("<qQ")
+
+
+def _with_a_later_mapping_of_a_dynamic_copy(binary: Path, runpath: bytes) -> bytes:
+    """``binary`` (ELF64, little-endian) with one PT_NOTE turned into a
+    PT_LOAD, after the others, that maps over the dynamic section's pages a
+    copy of them whose DT_DEBUG has become a DT_RUNPATH of ``runpath`` (a
+    string already in the string table). The file's own dynamic section,
+    where the first mapping puts it, is unchanged."""
+    data = bytearray(binary.read_bytes())
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    assert phentsize == _PROGRAM_HEADER.size
+    headers = [_PROGRAM_HEADER.unpack_from(data, phoff + i * phentsize) for i in range(phnum)]
+    loads = [header for header in headers if header[0] == _PT_LOAD]
+    dynamic = next(header for header in headers if header[0] == _PT_DYNAMIC)
+    note = max(index for index, header in enumerate(headers) if header[0] == _PT_NOTE)
+
+    def offset_of(address: int) -> int:
+        load = next(h for h in loads if h[3] <= address < h[3] + h[5])
+        return int(load[2] + address - load[3])
+
+    _, _, dynamic_offset, dynamic_address, _, dynamic_size, _, _ = dynamic
+    entries = [
+        _DYNAMIC_ENTRY.unpack_from(data, dynamic_offset + i * _DYNAMIC_ENTRY.size)
+        for i in range(dynamic_size // _DYNAMIC_ENTRY.size)
+    ]
+    strings = offset_of(dict(entries)[_DT_STRTAB])
+    runpath_index = data.index(runpath + b"\0", strings) - strings
+    start = dynamic_address - dynamic_address % _PAGE
+    end = -(-(dynamic_address + dynamic_size) // _PAGE) * _PAGE
+    holder = next(h for h in loads if h[3] <= dynamic_address < h[3] + h[5])
+    first = holder[2] - (holder[3] - start)
+    copy = bytearray(data[first : first + end - start].ljust(end - start, b"\0"))
+    # What the holder leaves to zero-fill (its bss) stays zero in the copy.
+    file_end = min(holder[3] + holder[4] - start, len(copy))
+    copy[file_end:] = bytes(len(copy) - file_end)
+    debug = next(i for i, (tag, _) in enumerate(entries) if tag == _DT_DEBUG)
+    _DYNAMIC_ENTRY.pack_into(
+        copy,
+        dynamic_address - start + debug * _DYNAMIC_ENTRY.size,
+        _DT_RUNPATH,
+        runpath_index,
+    )
+    data.extend(bytes(-len(data) % _PAGE))
+    copy_offset = len(data)
+    data.extend(copy)
+    _PROGRAM_HEADER.pack_into(
+        data,
+        phoff + note * phentsize,
+        _PT_LOAD,
+        6,  # PF_R | PF_W
+        copy_offset,
+        start,
+        start,
+        len(copy),
+        len(copy),
+        _PAGE,
+    )
+    return bytes(data)
+
+
+def test_a_later_mapping_of_a_dynamic_section_with_a_runpath_is_refused_unrun(
+    tmp_path: Path,
+) -> None:
+    plain = _compile(tmp_path, "plain")
+    probe = tmp_path / "probe"
+    probe.write_bytes(_with_a_later_mapping_of_a_dynamic_copy(plain, b"GLIBC_2.2.5"))
+    probe.chmod(0o755)
+    # The kernel maps the copy last, and ld.so reads the DT_RUNPATH in it:
+    # a relative directory, looked up from wherever the probe runs.
+    ran = subprocess.run(
+        [str(probe)], capture_output=True, check=True, cwd=tmp_path, env={"LD_DEBUG": "libs"}
+    )
+    assert ran.stdout == b"{}\n"
+    assert b"RUNPATH from file" in ran.stderr
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "overlap" in facts
+
+
+@pytest.fixture
+def other_mount_namespace() -> Iterator[int]:
+    """The pid of a root-owned process in a private mount namespace of its own."""
+    unshare, sleep = shutil.which("unshare"), shutil.which("sleep")
+    assert unshare is not None, "util-linux's unshare is needed"
+    assert sleep is not None, "coreutils' sleep is needed"
+    process = subprocess.Popen(
+        [unshare, "-m", "--propagation", "private", sleep, "600"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        # unshare execs sleep once the namespace exists: wait for that exec.
+        deadline = time.monotonic() + BOUND_SECONDS
+        while Path(f"/proc/{process.pid}/comm").read_text().strip() != "sleep":
+            assert time.monotonic() < deadline, "unshare never started sleep"
+            time.sleep(0.01)
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_an_interpreter_through_another_processes_root_is_refused_unrun(
+    tmp_path: Path, other_mount_namespace: int
+) -> None:
+    # /proc/PID/root reads as "/", but the kernel follows the link itself,
+    # into that process's mount namespace, where anything may lie there.
+    namespace = os.readlink(f"/proc/{other_mount_namespace}/ns/mnt")
+    assert namespace != os.readlink("/proc/self/ns/mnt")
+    interpreter = f"/proc/{other_mount_namespace}/root{SYSTEM_INTERPRETER}"
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
+    assert subprocess.run([str(probe)], capture_output=True, check=True).stdout == b"{}\n"
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "/proc" in facts
+
+
+@pytest.mark.parametrize(
+    "interpreter",
+    [
+        "//lib64/ld-linux-x86-64.so.2",
+        "/lib64/./ld-linux-x86-64.so.2",
+        "/lib64/../lib64/ld-linux-x86-64.so.2",
+        "/proc/self/root/lib64/ld-linux-x86-64.so.2",
+        "/dev/fd/../../lib64/ld-linux-x86-64.so.2",
+        "lib64/ld-linux-x86-64.so.2",
+    ],
+)
+def test_an_interpreter_named_by_no_plain_canonical_path_is_refused(
+    interpreter: str, tmp_path: Path
+) -> None:
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={interpreter}")
+    code, _ = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+
+
+def test_a_link_into_proc_on_the_interpreters_path_is_refused(
+    tmp_path: Path, root_only_directory: Path
+) -> None:
+    link = root_only_directory / "root"
+    link.symlink_to("/proc/self/root")
+    probe = _compile(tmp_path, "probe", f"-Wl,--dynamic-linker={link}{SYSTEM_INTERPRETER}")
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "rule `location`" in facts
+
+
+def test_a_dynamic_tag_no_ordinary_program_carries_is_refused(tmp_path: Path) -> None:
+    probe = _compile(tmp_path, "probe", "-Wl,-soname,libprobe.so")
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED"
+    assert facts is not None
+    assert "DT_SONAME" in facts
+
+
+def test_mutated_headers_are_refused_or_accepted_never_a_traceback(tmp_path: Path) -> None:
+    from rextio_device_cuda import _pinned_loader
+
+    plain = _compile(tmp_path, "plain").read_bytes()
+    generator = random.Random(27)
+    outcomes: set[str] = set()
+    for _ in range(FUZZ_ROUNDS):
+        mutated = bytearray(plain)
+        for _ in range(generator.randint(1, 8)):
+            # The headers and the dynamic section's neighbourhood, where the check reads.
+            mutated[generator.randrange(min(len(plain), 0x4000))] = generator.randrange(256)
+        path = tmp_path / "mutated"
+        path.write_bytes(bytes(mutated))
+        descriptor = os.open(path, os.O_RDONLY)
+        try:
+            _pinned_loader.check_loader(descriptor)
+            outcomes.add("accepted")
+        except CudaProbeError as error:
+            outcomes.add(error.reason_code)
+        finally:
+            os.close(descriptor)
+    assert outcomes == {"accepted", "PROBE_PIN_LOADER_UNTRUSTED"}
 
 
 # -- messages that say what is true ----------------------------------------------------

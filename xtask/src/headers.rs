@@ -304,7 +304,7 @@ pub fn with_full_api(inputs: &Inputs, cuda_h: &str) -> Result<(Inputs, usize)> {
         for (index, param) in params.iter().enumerate() {
             let mut c_type = param_type(param);
             if scalar(&c_type.base).is_none() {
-                // Named as the list can name it (`unsigned char` as `cu_unsigned_char`).
+                // Named as the list can name it (`unsigned short` as `cu_unsigned_short`).
                 if c_type.base.starts_with(|c: char| c.is_ascii_lowercase()) {
                     c_type.base = format!("cu_{}", c_type.base.replace(' ', "_"));
                 }
@@ -344,7 +344,7 @@ mod tests {
             CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize); // trailing\n\
             __CUDA_DEPRECATED CUresult CUDAAPI cuOld(void);\n\
             CUresult CUDAAPI cuCopy(const CUDA_MEMCPY2D *pCopy, unsigned numChannels,\n\
-                unsigned char *bytes);\n";
+                unsigned short *words);\n";
         let found = declarations(header);
         let names: Vec<(&str, &str)> = found
             .iter()
@@ -384,7 +384,7 @@ mod tests {
             [
                 "const CUDA_MEMCPY2D *",
                 "unsigned int",
-                "cu_unsigned_char *"
+                "cu_unsigned_short *"
             ]
         );
         let new_types = full
@@ -393,7 +393,7 @@ mod tests {
             .filter(|name| !real.types.contains_key(*name));
         assert_eq!(
             new_types.collect::<Vec<_>>(),
-            ["CUDA_MEMCPY2D", "cu_unsigned_char"]
+            ["CUDA_MEMCPY2D", "cu_unsigned_short"]
         );
     }
 

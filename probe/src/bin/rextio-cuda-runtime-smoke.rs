@@ -1,5 +1,5 @@
-//! `rextio-cuda-runtime-smoke --device N`: prints one JSON record; exits 0 on
-//! success, 1 on failure, 2 for bad arguments.
+//! `rextio-cuda-runtime-smoke --device N [--driver-root DIR]`: prints one
+//! JSON record; exits 0 on success, 1 on failure, 2 for bad arguments.
 //!
 //! The driver is loaded only in a worker process (see `containment`); a
 //! driver that crashes the worker ends the smoke the same way.
@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     // Before the driver loads: whatever it prints goes to stderr.
     let mut out = ReportOut::divert_stdout();
     let arguments: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let Some(ordinal) = smoke::parse_arguments(&arguments) else {
+    let Some(parsed) = smoke::parse_arguments(&arguments) else {
         let (record, status) = smoke::invalid_arguments();
         let _ = out.write_line(&record.to_json());
         return ExitCode::from(status);
@@ -30,7 +30,8 @@ fn main() -> ExitCode {
         // Only this process writes the record: nothing the driver starts
         // keeps the reader's stdout.
         out.close();
-        let (record, status) = smoke::run(ordinal, &environment);
+        let (record, status) =
+            smoke::run(parsed.ordinal, parsed.driver_root.as_deref(), &environment);
         WorkerRecord {
             line: record.to_json(),
             exit_status: status,
@@ -38,7 +39,7 @@ fn main() -> ExitCode {
     });
     // Nothing the driver started is left, or the record says so.
     let (line, worker_end) = if contained.survivors {
-        let record = smoke::survivors_record(ordinal).to_json();
+        let record = smoke::survivors_record(parsed.ordinal).to_json();
         let failed = match contained.worker_end {
             WorkerEnd::Exited(_) => WorkerEnd::Exited(i32::from(smoke::EXIT_FAILED)),
             other => other,

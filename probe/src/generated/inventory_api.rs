@@ -2,7 +2,7 @@
 //! The probe's symbol table, from `templates/driver-symbols.json`.
 #![allow(unused_imports)]
 
-use core::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+use core::ffi::{c_char, c_int, c_longlong, c_uchar, c_uint, c_ulonglong, c_void};
 use rextio_cuda_runtime::*;
 
 driver_table! {

@@ -20,6 +20,9 @@
 //! - `fork_storm=1` makes the library's constructor start a thread that keeps
 //!   forking `setsid` children for as long as the process lives (see
 //!   `storm.rs`)
+//! - `corrupt_read=N` makes every `cuMemcpyDtoHAsync_v2` deliver byte N of
+//!   its copy inverted (a driver that loses a byte); device memory keeps
+//!   the right one
 //!
 //! Blank lines and lines starting with `#` are ignored; a missing file means
 //! all defaults (no devices). As NVIDIA's driver does, `cuDriverGetVersion`
@@ -40,6 +43,15 @@
 //! (`CUDA_ERROR_CONTEXT_IS_DESTROYED`).
 //! Destroying a context that still owns streams or allocations succeeds (as
 //! CUDA does) but the log line records them as `leaked_*`.
+//!
+//! Device memory is real: each allocation holds its bytes (0xEE until
+//! written). `cuMemcpyHtoDAsync_v2`, `cuMemcpyDtoHAsync_v2` and
+//! `cuMemsetD8Async` move them when called, as NVIDIA's driver does for
+//! pageable host memory, on a live stream of the current context and only
+//! within one of its allocations. The copies log the FNV-1a 64 digest of
+//! the bytes they moved (`fnv1a64=...`, for DtoH what the host received),
+//! and `cuMemFree_v2` that of the allocation's final bytes, so a test can
+//! check the bytes from the log alone.
 //!
 //! Every listed symbol this file does not define by hand (a method of
 //! `impl Exports for Sim`) is exported by `sim_exports!`, fed the list by the
@@ -80,7 +92,7 @@ fn leave_daemon(stage: &str) {
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 #[allow(unused_imports)]
-use std::ffi::{c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+use std::ffi::{c_char, c_int, c_longlong, c_uchar, c_uint, c_ulonglong, c_void};
 
 #[allow(unused_imports)]
 use rextio_cuda_runtime::*;
@@ -116,6 +128,7 @@ struct Config {
     print_at_load: Option<String>,
     daemons: BTreeSet<String>,
     fork_storm: bool,
+    corrupt_read: Option<usize>,
 }
 
 impl Config {
@@ -145,6 +158,7 @@ impl Config {
                     config.daemons.insert(value.trim().to_owned());
                 }
                 "fork_storm" => config.fork_storm = value.trim() == "1",
+                "corrupt_read" => config.corrupt_read = value.trim().parse().ok(),
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -312,6 +326,8 @@ struct State {
     streams: BTreeMap<usize, usize>,
     /// device pointer -> owning context
     allocations: BTreeMap<u64, usize>,
+    /// device pointer -> the allocation's bytes
+    memory: BTreeMap<u64, Vec<u8>>,
 }
 
 impl State {
@@ -319,6 +335,48 @@ impl State {
         self.next_serial += 1;
         self.next_serial
     }
+
+    /// The bytes of `length` at device `address`, when they lie in one
+    /// allocation owned by `context`.
+    fn device_bytes(
+        &mut self,
+        address: CUdeviceptr,
+        length: usize,
+        context: usize,
+    ) -> Result<&mut [u8], CUresult> {
+        let (&base, bytes) = self
+            .memory
+            .range_mut(..=address)
+            .next_back()
+            .ok_or(CUDA_ERROR_INVALID_VALUE)?;
+        let start = usize::try_from(address - base).map_err(|_| CUDA_ERROR_INVALID_VALUE)?;
+        let end = start.checked_add(length).ok_or(CUDA_ERROR_INVALID_VALUE)?;
+        if self.allocations.get(&base) != Some(&context) || end > bytes.len() {
+            return Err(CUDA_ERROR_INVALID_VALUE);
+        }
+        Ok(&mut bytes[start..end])
+    }
+
+    /// `stream` is live and belongs to `context`: 400 for an unknown
+    /// stream, 201 for another context's.
+    fn require_stream_of(&self, stream: usize, context: usize) -> Result<(), CUresult> {
+        match self.streams.get(&stream) {
+            Some(owner) if *owner == context => Ok(()),
+            Some(_) => Err(CUDA_ERROR_INVALID_CONTEXT),
+            None => Err(CUDA_ERROR_INVALID_HANDLE),
+        }
+    }
+}
+
+/// What device memory holds before anything writes it.
+const FRESH_DEVICE_BYTE: u8 = 0xEE;
+
+/// The FNV-1a 64 digest of `bytes`, as the log writes it.
+fn fnv1a64(bytes: &[u8]) -> String {
+    let digest = bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!(" fnv1a64={digest:016x}")
 }
 
 fn config() -> &'static Config {
@@ -762,7 +820,13 @@ impl Exports for Sim {
             let serial =
                 u64::try_from(state.next_serial()).unwrap_or(u64::MAX / DEVICE_POINTER_STRIDE);
             let pointer = DEVICE_POINTER_BASE + serial * DEVICE_POINTER_STRIDE;
+            // Later handles start past this allocation's bytes.
+            let strides = byte_size.div_ceil(DEVICE_POINTER_STRIDE as usize);
+            state.next_serial += strides.saturating_sub(1);
             state.allocations.insert(pointer, owner);
+            state
+                .memory
+                .insert(pointer, vec![FRESH_DEVICE_BYTE; byte_size]);
             // SAFETY: non-null and valid for a write per this function's contract.
             unsafe { device_pointer.write(pointer) };
             Ok(format!(" pointer={pointer:#x}"))
@@ -777,10 +841,95 @@ impl Exports for Sim {
             .current();
         call.run(|| {
             require_current_context()?;
-            match state().allocations.remove(&device_pointer) {
-                Some(_) => Ok(String::new()),
+            let mut state = state();
+            match state.allocations.remove(&device_pointer) {
+                Some(_) => {
+                    let bytes = state.memory.remove(&device_pointer).unwrap_or_default();
+                    Ok(fnv1a64(&bytes))
+                }
                 None => Err(CUDA_ERROR_INVALID_VALUE),
             }
+        })
+    }
+
+    /// # Safety
+    /// `source` must be null or valid for `byte_count` reads.
+    unsafe fn cuMemcpyHtoDAsync_v2(
+        destination: CUdeviceptr,
+        source: *const c_void,
+        byte_count: usize,
+        stream: CUstream,
+    ) -> CUresult {
+        let call = Call::new("cuMemcpyHtoDAsync_v2")
+            .handle("pointer", destination)
+            .arg("bytes", byte_count)
+            .handle("stream", stream as usize)
+            .current();
+        call.run(|| {
+            let owner = require_current_context()?;
+            require_non_null(source.cast_mut())?;
+            let mut state = state();
+            state.require_stream_of(stream as usize, owner)?;
+            let device = state.device_bytes(destination, byte_count, owner)?;
+            // SAFETY: non-null and valid for `byte_count` reads per this
+            // function's contract; device memory is this library's own.
+            let source = unsafe { core::slice::from_raw_parts(source.cast::<u8>(), byte_count) };
+            device.copy_from_slice(source);
+            Ok(fnv1a64(source))
+        })
+    }
+
+    /// # Safety
+    /// `destination` must be null or valid for `byte_count` writes.
+    unsafe fn cuMemcpyDtoHAsync_v2(
+        destination: *mut c_void,
+        source: CUdeviceptr,
+        byte_count: usize,
+        stream: CUstream,
+    ) -> CUresult {
+        let call = Call::new("cuMemcpyDtoHAsync_v2")
+            .handle("pointer", source)
+            .arg("bytes", byte_count)
+            .handle("stream", stream as usize)
+            .current();
+        call.run(|| {
+            let owner = require_current_context()?;
+            require_non_null(destination)?;
+            let mut state = state();
+            state.require_stream_of(stream as usize, owner)?;
+            let device = state.device_bytes(source, byte_count, owner)?;
+            // SAFETY: non-null and valid for `byte_count` writes per this
+            // function's contract; device memory is this library's own.
+            let host =
+                unsafe { core::slice::from_raw_parts_mut(destination.cast::<u8>(), byte_count) };
+            host.copy_from_slice(device);
+            if let Some(byte) = config().corrupt_read.and_then(|index| host.get_mut(index)) {
+                *byte = !*byte;
+            }
+            Ok(fnv1a64(host))
+        })
+    }
+
+    /// # Safety
+    /// Called like the real `cuMemsetD8Async`; no host memory is touched.
+    unsafe fn cuMemsetD8Async(
+        destination: CUdeviceptr,
+        value: c_uchar,
+        count: usize,
+        stream: CUstream,
+    ) -> CUresult {
+        let call = Call::new("cuMemsetD8Async")
+            .handle("pointer", destination)
+            .arg("value", value)
+            .arg("bytes", count)
+            .handle("stream", stream as usize)
+            .current();
+        call.run(|| {
+            let owner = require_current_context()?;
+            let mut state = state();
+            state.require_stream_of(stream as usize, owner)?;
+            state.device_bytes(destination, count, owner)?.fill(value);
+            Ok(String::new())
         })
     }
 }
@@ -800,6 +949,43 @@ mod tests {
         assert_eq!((config.devices[0].major, config.devices[0].minor), (8, 6));
         assert_eq!(config.failures.get("cuInit"), Some(&100));
         assert_eq!(config.device_count, Some(3));
+        assert_eq!(config.corrupt_read, None);
+        assert_eq!(Config::parse("corrupt_read=17\n").corrupt_read, Some(17));
+    }
+
+    #[test]
+    fn device_bytes_lie_in_one_allocation_of_the_context() {
+        let mut state = State::default();
+        let (first, second) = (DEVICE_POINTER_BASE, DEVICE_POINTER_BASE + 0x10);
+        state.allocations.insert(first, 7);
+        state.memory.insert(first, vec![FRESH_DEVICE_BYTE; 16]);
+        state.allocations.insert(second, 8);
+        state.memory.insert(second, vec![FRESH_DEVICE_BYTE; 16]);
+        state.device_bytes(first + 4, 12, 7).unwrap().fill(1);
+        assert_eq!(state.memory[&first][3..5], [FRESH_DEVICE_BYTE, 1]);
+        assert_eq!(
+            state.device_bytes(first + 4, 13, 7),
+            Err(CUDA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(
+            state.device_bytes(second, 1, 7),
+            Err(CUDA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(
+            state.device_bytes(first - 1, 1, 7),
+            Err(CUDA_ERROR_INVALID_VALUE)
+        );
+        assert_eq!(
+            state.device_bytes(second + 15, 1, 8).unwrap(),
+            [FRESH_DEVICE_BYTE]
+        );
+    }
+
+    #[test]
+    fn fnv1a64_matches_the_published_vectors() {
+        assert_eq!(fnv1a64(b""), " fnv1a64=cbf29ce484222325");
+        assert_eq!(fnv1a64(b"a"), " fnv1a64=af63dc4c8601ec8c");
+        assert_eq!(fnv1a64(b"foobar"), " fnv1a64=85944171f73967e8");
     }
 
     #[test]

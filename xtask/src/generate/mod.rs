@@ -29,7 +29,7 @@ use crate::Result;
 use inputs::{
     Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, LOADER_DIR, RUNTIME_DIR, RUNTIME_RESULTS_PATH,
 };
-pub use inputs::{INVENTORY_API_PATH, PROBE_SPEC_PATH};
+pub use inputs::{INVENTORY_API_PATH, LOADER_SPEC_PATH, PROBE_SPEC_PATH};
 use package::{package_crate, package_probe_source, PackagedCrate};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -67,11 +67,13 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let inventory_api = tables::inventory_table(&symbols);
     let probe_spec = rust::probe_spec(&spec);
     let result_names = cuda_results.rust_module();
+    let loader_spec = rust::loader_spec(&spec);
     let generated_in_crates = [
         (DRIVER_API_PATH, driver_api.as_slice()),
         (RUNTIME_RESULTS_PATH, result_names.as_slice()),
         (INVENTORY_API_PATH, inventory_api.as_slice()),
         (PROBE_SPEC_PATH, probe_spec.as_slice()),
+        (LOADER_SPEC_PATH, loader_spec.as_slice()),
     ];
     let runtime = package_crate(inputs, RUNTIME_DIR, &generated_in_crates)?;
     check_runtime_package_names(&runtime, &spec.runtime_package)?;
@@ -90,6 +92,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),
         output(PROBE_SPEC_PATH, probe_spec),
+        output(LOADER_SPEC_PATH, loader_spec),
         output(PYTHON_MODULE_PATH, python::module(&archives)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),

@@ -137,6 +137,7 @@ records! {
         pub probe_runner: ProbeRunnerSpec,
         pub toolkit: ToolkitSpec,
         pub smoke: SmokeSpec,
+        pub loader: LoaderSpec,
         pub runtime_package: RuntimePackageSpec,
         /// Refused with status `incompatible`; every other code `unavailable`.
         pub incompatible_reason_codes: Vec<String>,
@@ -336,6 +337,7 @@ records! {
         pub schema_version: String,
         pub probe: String,
         pub statuses: ProbeStatusesSpec,
+        pub fields: ProbeReportFieldsSpec,
         pub max_output_bytes: u32,
         pub max_devices: u32,
         pub max_device_ordinal: u32,
@@ -361,6 +363,49 @@ records! {
         pub unavailable: String,
         pub unsupported: String,
         pub error: String,
+    }
+
+    /// The probe report's records: their keys, in the order the probe writes them.
+    pub struct ProbeReportFieldsSpec {
+        pub report: Vec<ReportFieldSpec>,
+        pub target: Vec<ReportFieldSpec>,
+        pub device: Vec<ReportFieldSpec>,
+    }
+
+    /// One key of a probe report record and the kind of its value.
+    pub struct ReportFieldSpec {
+        pub key: String,
+        pub kind: ReportFieldKind,
+    }
+
+    /// The reviewed loader's facts; the loader crate holds them generated.
+    pub struct LoaderSpec {
+        /// The codes a `LoadError` carries; the probe reports each.
+        pub reason_codes: Vec<String>,
+        /// The driver image's file name in every Linux candidate directory.
+        pub linux_driver_file_name: String,
+        /// Per architecture, the directories searched, in search order.
+        pub linux_candidate_dirs: Vec<CandidateDirsSpec>,
+        /// A candidate's resolved path must lie strictly below one of these.
+        pub reviewed_roots: Vec<String>,
+        /// Directories above it need only be root's; it and below, also
+        /// writable only by their owner.
+        pub ancestor_check_floor: String,
+        /// The rules that refuse an image, in the order the remedy explains them.
+        pub rules: Vec<LoaderRuleSpec>,
+    }
+
+    /// The Linux candidate directories of one architecture (`target_arch`).
+    pub struct CandidateDirsSpec {
+        pub arch: String,
+        pub dirs: Vec<String>,
+    }
+
+    /// A loader rule: its name, as stderr names it, and what it requires.
+    pub struct LoaderRuleSpec {
+        pub name: String,
+        /// None: the name says it.
+        pub requires: Option<String>,
     }
 
     /// The raw-driver requirement the CLI's `preflight` and `validate` compose.
@@ -406,6 +451,60 @@ records! {
         pub crate_name: String,
         pub version: String,
         pub install_dir: String,
+    }
+}
+
+/// The kind of a probe report value, which decides its Rust type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportFieldKind {
+    /// A string the probe picks from a fixed set (a status, a code, a name).
+    Name,
+    /// A [`ReportFieldKind::Name`] or null.
+    OptionalName,
+    /// A string from the driver (a device name) or made from its values.
+    Text,
+    Bool,
+    /// A 32-bit signed integer, as the driver's API gives it.
+    Int,
+    /// An [`ReportFieldKind::Int`] or null.
+    OptionalInt,
+    /// A device ordinal (from 0).
+    Ordinal,
+    /// The `target` record.
+    Target,
+    /// The list of `device` records.
+    Devices,
+    /// A [`ReportFieldKind::Name`], or the key left out (never null): a key
+    /// added after 0.1.0, so that every other report keeps 0.1.0's keys.
+    NameIfSet,
+}
+
+impl ReportFieldKind {
+    /// As the spec spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Name => "name",
+            Self::OptionalName => "optional_name",
+            Self::Text => "text",
+            Self::Bool => "bool",
+            Self::Int => "int",
+            Self::OptionalInt => "optional_int",
+            Self::Ordinal => "ordinal",
+            Self::Target => "target",
+            Self::Devices => "devices",
+            Self::NameIfSet => "name_if_set",
+        }
+    }
+}
+
+impl ToPython for ReportFieldKind {
+    fn annotation() -> String {
+        "str".to_string()
+    }
+
+    fn to_python(&self) -> PythonValue {
+        PythonValue::Str(self.name().to_string())
     }
 }
 
@@ -839,6 +938,135 @@ fn check_probe_report(spec: &ProviderSpec) -> Result<()> {
     )
 }
 
+/// A lowercase identifier (`[a-z][a-z0-9_]*`): generated Rust and Python
+/// spell it as it is.
+fn is_identifier(text: &str) -> bool {
+    let mut chars = text.chars();
+    let first = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+    first && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The probe report's records: each key an identifier, listed once; only
+/// `report` holds the other records; a key left out when unset comes after
+/// every key that is always written (0.1.0's keys keep their order).
+fn check_report_fields(spec: &ProviderSpec) -> Result<()> {
+    let fields = &spec.probe_report.fields;
+    let records = [
+        ("report", &fields.report, true),
+        ("target", &fields.target, false),
+        ("device", &fields.device, false),
+    ];
+    for (record, list, holds_records) in records {
+        let path = format!("probe_report.fields.{record}");
+        ensure(!list.is_empty(), &path, "must not be empty")?;
+        let mut seen = BTreeSet::new();
+        let mut after_unset = false;
+        for (index, field) in list.iter().enumerate() {
+            let at = format!("{path}[{index}]");
+            let key = &field.key;
+            let if_set = field.kind == ReportFieldKind::NameIfSet;
+            let problem = format!(
+                "`{key}` is always written, so must come before the keys left out when unset"
+            );
+            ensure(if_set || !after_unset, &format!("{at}.kind"), problem)?;
+            after_unset |= if_set;
+            let problem = format!("`{key}` is not a lowercase identifier");
+            ensure(is_identifier(key), &format!("{at}.key"), problem)?;
+            let problem = format!("`{key}` is listed twice");
+            ensure(seen.insert(key), &format!("{at}.key"), problem)?;
+            let nested = matches!(
+                field.kind,
+                ReportFieldKind::Target | ReportFieldKind::Devices
+            );
+            let problem = format!("`{}` holds a record; only `report` may", field.kind.name());
+            ensure(holds_records || !nested, &format!("{at}.kind"), problem)?;
+        }
+    }
+    Ok(())
+}
+
+/// An absolute directory written plainly: `/`, then non-empty components
+/// other than `.` and `..`, no trailing `/`.
+fn is_absolute_dir(text: &str) -> bool {
+    match text.strip_prefix('/') {
+        Some(rest) => rest
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != ".."),
+        None => false,
+    }
+}
+
+/// A list of absolute directories at `path`: not empty, each once.
+fn check_dirs(path: &str, dirs: &[String]) -> Result<()> {
+    ensure(!dirs.is_empty(), path, "must not be empty")?;
+    let mut seen = BTreeSet::new();
+    for (index, dir) in dirs.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        let problem = format!("`{dir}` is not a plain absolute directory");
+        ensure(is_absolute_dir(dir), &at, problem)?;
+        ensure(seen.insert(dir), &at, format!("`{dir}` is listed twice"))?;
+    }
+    Ok(())
+}
+
+/// The loader's facts: its codes are the probe's (the probe reports what
+/// the loader says), directories are absolute, architectures and rules are
+/// names the generated Rust spells (`LINUX_X86_64_CANDIDATE_DIRS`,
+/// `rules::WRITABLE_DIRECTORY`), each once.
+fn check_loader(spec: &ProviderSpec) -> Result<()> {
+    let loader = &spec.loader;
+    check_code_list(spec, "loader.reason_codes", &loader.reason_codes)?;
+    for (index, code) in loader.reason_codes.iter().enumerate() {
+        let problem = format!("`{code}` is not one of `probe_report.reason_codes`");
+        let reported = spec.probe_report.reason_codes.contains(code);
+        ensure(reported, &format!("loader.reason_codes[{index}]"), problem)?;
+    }
+    let name = &loader.linux_driver_file_name;
+    let plain = !name.is_empty() && !name.contains('/') && name != "." && name != "..";
+    let problem = format!("`{name}` is not a plain file name");
+    ensure(plain, "loader.linux_driver_file_name", problem)?;
+    let candidates = &loader.linux_candidate_dirs;
+    let path = "loader.linux_candidate_dirs";
+    ensure(!candidates.is_empty(), path, "must not be empty")?;
+    let mut archs = BTreeSet::new();
+    for (index, candidate) in candidates.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        let arch = &candidate.arch;
+        let problem = format!("`{arch}` is not a lowercase identifier");
+        ensure(is_identifier(arch), &format!("{at}.arch"), problem)?;
+        let problem = format!("`{arch}` is listed twice");
+        ensure(archs.insert(arch), &format!("{at}.arch"), problem)?;
+        check_dirs(&format!("{at}.dirs"), &candidate.dirs)?;
+    }
+    check_dirs("loader.reviewed_roots", &loader.reviewed_roots)?;
+    let floor = &loader.ancestor_check_floor;
+    let problem = format!("`{floor}` is not a plain absolute directory");
+    ensure(
+        is_absolute_dir(floor),
+        "loader.ancestor_check_floor",
+        problem,
+    )?;
+    let path = "loader.rules";
+    ensure(!loader.rules.is_empty(), path, "must not be empty")?;
+    let mut names = BTreeSet::new();
+    for (index, rule) in loader.rules.iter().enumerate() {
+        let at = format!("{path}[{index}]");
+        let name = &rule.name;
+        let words = name
+            .split('-')
+            .all(|word| is_identifier(word) && !word.contains('_'));
+        let problem = format!("`{name}` is not lowercase words joined by `-`");
+        ensure(words, &format!("{at}.name"), problem)?;
+        let problem = format!("`{name}` is listed twice");
+        ensure(names.insert(name), &format!("{at}.name"), problem)?;
+        if let Some(requires) = &rule.requires {
+            let empty = requires.trim().is_empty();
+            ensure(!empty, &format!("{at}.requires"), "must not be empty")?;
+        }
+    }
+    Ok(())
+}
+
 /// The configuration bounds: floors above zero and below their ceilings,
 /// device ordinals the probe reports.
 fn check_policy(spec: &ProviderSpec) -> Result<()> {
@@ -909,7 +1137,9 @@ pub fn check(spec: &ProviderSpec) -> Result<()> {
     check_option_allowlists(spec)?;
     check_lanes(spec)?;
     check_probe_report(spec)?;
+    check_report_fields(spec)?;
     check_smoke(spec)?;
+    check_loader(spec)?;
     check_policy(spec)?;
     check_probe_runner(spec)?;
     check_runtime_package(spec)
@@ -927,7 +1157,8 @@ pub fn parse(bytes: &[u8]) -> Result<ProviderSpec> {
     let manifest = &mut spec.manifest;
     manifest.display_name = format!("{} {version}", manifest.display_name);
     manifest.provider_version = version;
-    let placeholders = reason_placeholders(&spec.manifest.architectures);
+    let mut placeholders = reason_placeholders(&spec.manifest.architectures);
+    placeholders.extend(loader_placeholders(&spec.loader));
     for (code, texts) in &mut spec.reason_codes {
         texts.0 = fill_placeholders(code, &texts.0, &placeholders)?;
         texts.1 = fill_placeholders(code, &texts.1, &placeholders)?;
@@ -950,6 +1181,30 @@ fn fill_placeholders(code: &str, text: &str, placeholders: &[(&str, String)]) ->
         refuse(&format!("reason_codes.{code}"), problem)?;
     }
     Ok(filled)
+}
+
+/// Reason texts name the loader's facts through placeholders, so each stays
+/// written once in `loader`: `{linux_candidate_dirs}` (per architecture,
+/// the directories searched, in order) and `{loader_rules}` (each rule and
+/// what it requires).
+fn loader_placeholders(loader: &LoaderSpec) -> Vec<(&'static str, String)> {
+    let candidates: Vec<String> = loader
+        .linux_candidate_dirs
+        .iter()
+        .map(|candidate| format!("on Linux {} {}", candidate.arch, candidate.dirs.join(", ")))
+        .collect();
+    let rules: Vec<String> = loader
+        .rules
+        .iter()
+        .map(|rule| match &rule.requires {
+            Some(requires) => format!("{} ({requires})", rule.name),
+            None => rule.name.clone(),
+        })
+        .collect();
+    vec![
+        ("{linux_candidate_dirs}", candidates.join("; ")),
+        ("{loader_rules}", rules.join(", ")),
+    ]
 }
 
 /// Reason texts name the SM facts through placeholders, so each fact stays

@@ -18,6 +18,7 @@ pub fn scalar(c_spelling: &str) -> Option<&'static str> {
     Some(match c_spelling {
         "void" => "c_void",
         "char" => "c_char",
+        "unsigned char" => "c_uchar",
         "int" => "c_int",
         "unsigned int" => "c_uint",
         "long long" => "c_longlong",

@@ -320,6 +320,7 @@ fn the_c_types_of_cuda_h_are_accepted() {
             "size_t",
             "unsigned long long",
             "CUdeviceptr",
+            "unsigned char",
             "CUmodule *",
             "CUfunction",
             "CUevent",
@@ -361,12 +362,13 @@ fn the_c_types_of_cuda_h_are_accepted() {
         "e: usize",
         "f: c_ulonglong",
         "g: CUdeviceptr",
-        "h: *mut CUmodule",
-        "i: CUfunction",
-        "j: CUevent",
-        "k: *mut CUgraph",
-        "l: CUdevice_attribute",
-        "m: *mut *const c_char",
+        "h: c_uchar",
+        "i: *mut CUmodule",
+        "j: CUfunction",
+        "k: CUevent",
+        "l: *mut CUgraph",
+        "m: CUdevice_attribute",
+        "n: *mut *const c_char",
         "pub type CUdevice_attribute = i32;",
         "pub type CUmodule = *mut CUmod_st;",
         &accessor,
@@ -385,7 +387,8 @@ fn the_c_types_of_cuda_h_are_accepted() {
     for c in [
         "const void * b",
         "void ** c",
-        "const char ** m",
+        "const char ** n",
+        "unsigned char h",
         "sizeof(CUdevice_attribute) * CHAR_BIT == 32",
         "__builtin_types_compatible_p(CUmodule, struct CUmod_st *)",
     ] {
@@ -598,6 +601,7 @@ fn loader_and_probe_tarballs_are_complete() {
         "LICENSE",
         "src/lib.rs",
         "src/reviewed.rs",
+        "src/generated.rs",
         "tests/driver_stays_mapped.rs",
     ] {
         let path = format!("rextio-cuda-loader-0.1.0/{file}");
@@ -619,6 +623,7 @@ fn loader_and_probe_tarballs_are_complete() {
         "rextio-cuda-probe/src/generated/inventory_api.rs",
         "rextio-cuda-runtime/src/driver_api.rs",
         "rextio-cuda-loader/src/lib.rs",
+        "rextio-cuda-loader/src/generated.rs",
     ] {
         let path = format!("rextio-cuda-probe-0.1.0/{file}");
         assert!(probe.contains(&path), "{file} is packaged");
@@ -803,7 +808,7 @@ fn spec_codes_that_a_check_raises_need_an_explanation_and_a_remedy() {
     assert_refused(
         "\"STREAM_DESTROY_FAILED\": [",
         "\"STREAM_DESTROY_FAILS\": [",
-        "smoke.reason_codes[9]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
+        "smoke.reason_codes[11]: `STREAM_DESTROY_FAILED` is not a key of `reason_codes`",
     );
     // A framework lane's codes.
     assert_refused(
@@ -1174,4 +1179,112 @@ fn spec_lane_kinds_decide_their_keys() {
         error.contains("lanes.raw-driver.raw_driver.x: unknown field"),
         "{error}"
     );
+}
+
+#[test]
+fn spec_loader_facts_are_checked_with_their_path() {
+    assert_spec_refused(
+        |spec| spec["loader"]["reason_codes"][0] = "PROBE_TIMEOUT".into(),
+        "loader.reason_codes[0]: `PROBE_TIMEOUT` is not one of `probe_report.reason_codes`",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["linux_candidate_dirs"][1]["dirs"][2] = "usr/lib".into(),
+        "loader.linux_candidate_dirs[1].dirs[2]: `usr/lib` is not a plain absolute directory",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["linux_candidate_dirs"][1]["arch"] = "x86_64".into(),
+        "loader.linux_candidate_dirs[1].arch: `x86_64` is listed twice",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["reviewed_roots"][1] = "/usr/lib/../lib64".into(),
+        "loader.reviewed_roots[1]: `/usr/lib/../lib64` is not a plain absolute directory",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["ancestor_check_floor"] = "/usr/".into(),
+        "loader.ancestor_check_floor: `/usr/` is not a plain absolute directory",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["rules"][1]["name"] = "owner".into(),
+        "loader.rules[1].name: `owner` is listed twice",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["rules"][1]["name"] = "Mode".into(),
+        "loader.rules[1].name: `Mode` is not lowercase words joined by `-`",
+    );
+    assert_spec_refused(
+        |spec| spec["loader"]["linux_driver_file_name"] = "lib/libcuda.so.1".into(),
+        "loader.linux_driver_file_name: `lib/libcuda.so.1` is not a plain file name",
+    );
+}
+
+#[test]
+fn the_loader_facts_fill_the_texts_that_name_them() {
+    let inputs = with_spec(|spec| {
+        spec["loader"]["linux_candidate_dirs"][0]["dirs"] = serde_json::json!(["/opt/a", "/opt/b"]);
+        spec["loader"]["rules"][0]["requires"] = "it is root's".into();
+    });
+    let parsed = spec::parse(inputs.get(PROVIDER_SPEC_PATH).unwrap()).unwrap();
+    let (not_found, _) = &parsed.reason_codes["LIBCUDA_SO_NOT_FOUND"];
+    let searched = "in this order: on Linux x86_64 /opt/a, /opt/b; on Linux aarch64 /usr/local/";
+    assert!(not_found.contains(searched), "{not_found}");
+    let (_, load_failed) = &parsed.reason_codes["LIBCUDA_SO_LOAD_FAILED"];
+    let rules = "The rules: owner (it is root's), mode (the image has no group/other write bit), ";
+    assert!(load_failed.contains(rules), "{load_failed}");
+    assert!(load_failed.contains(", regular-file, resolution (no dangling link or loop)."));
+    let outputs = render(&inputs).unwrap();
+    let loader = String::from_utf8(find(&outputs, LOADER_SPEC_PATH).to_vec()).unwrap();
+    let listed = "pub const LINUX_X86_64_CANDIDATE_DIRS: &[&str] = &[\n        \"/opt/a\",\n        \"/opt/b\",\n    ];";
+    assert!(loader.contains(listed), "{loader}");
+}
+
+#[test]
+fn spec_report_fields_are_checked_with_their_path() {
+    assert_spec_refused(
+        |spec| spec["probe_report"]["fields"]["device"][1]["key"] = "ordinal".into(),
+        "probe_report.fields.device[1].key: `ordinal` is listed twice",
+    );
+    assert_spec_refused(
+        |spec| spec["probe_report"]["fields"]["target"][0]["key"] = "OS".into(),
+        "probe_report.fields.target[0].key: `OS` is not a lowercase identifier",
+    );
+    assert_spec_refused(
+        |spec| spec["probe_report"]["fields"]["device"][0]["kind"] = "target".into(),
+        "probe_report.fields.device[0].kind: `target` holds a record; only `report` may",
+    );
+    assert_spec_refused(
+        |spec| spec["probe_report"]["fields"]["report"][0]["kind"] = "float".into(),
+        "probe_report.fields.report[0].kind: unknown variant `float`",
+    );
+    assert_spec_refused(
+        |spec| spec["probe_report"]["fields"]["device"][0]["kind"] = "name_if_set".into(),
+        "probe_report.fields.device[1].kind: `name` is always written, so must come \
+         before the keys left out when unset",
+    );
+}
+
+#[test]
+fn a_key_left_out_when_unset_is_skipped_by_serde() {
+    let outputs = render(&with_spec(|_| {})).unwrap();
+    let probe = String::from_utf8(find(&outputs, PROBE_SPEC_PATH).to_vec()).unwrap();
+    let rule = "    pub devices: Vec<DeviceRow>,\n    \
+                #[serde(skip_serializing_if = \"Option::is_none\")]\n    \
+                pub refusing_rule: Option<&'static str>,\n}";
+    assert!(probe.contains(rule), "{probe}");
+}
+
+#[test]
+fn the_probe_report_structs_follow_the_spec_fields_in_order() {
+    let inputs = with_spec(|spec| {
+        let fields = spec["probe_report"]["fields"]["target"]
+            .as_array_mut()
+            .unwrap();
+        fields.reverse();
+    });
+    let outputs = render(&inputs).unwrap();
+    let probe = String::from_utf8(find(&outputs, PROBE_SPEC_PATH).to_vec()).unwrap();
+    let target = "pub struct Target {\n    pub environment: &'static str,\n    \
+                  pub arch: &'static str,\n    pub os: &'static str,\n}";
+    assert!(probe.contains(target), "{probe}");
+    let python = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
+    assert!(python.contains("ReportFieldSpec(key=\"environment\", kind=\"name\")"));
 }
