@@ -568,6 +568,17 @@ def _incomplete_facts(selection: Selection, report: CudaProbeReport) -> str:
         if not os.path.isdir(selection.driver_root):
             return "the configured driver_root is not a directory"
         return "the configured driver_root holds no libcuda.so.1"
+    target = report.target
+    searched_arches = {candidates.arch for candidates in PROVIDER_SPEC.loader.linux_candidate_dirs}
+    if (
+        report.reason_code == _codes.LIBCUDA_SO_NOT_FOUND
+        and target.os == "linux"
+        and target.arch in searched_arches
+    ):
+        # Only on a refusal: the texts are imported when one is shown.
+        from rextio_device_cuda._refusal_text import searched_facts
+
+        return searched_facts(target.arch)
     version = report.driver_version
     loaded = (
         f"the probe loaded driver {_release(_driver_release(version))} ({version})"

@@ -309,3 +309,22 @@ def test_a_driver_root_without_a_driver_says_which(
     assert codes == ("LIBCUDA_SO_NOT_FOUND",)
     assert f" Observed: {facts}. " in lines[0], lines
     assert str(tmp_path) not in lines[0]
+
+
+def test_no_driver_found_names_only_this_architectures_directories(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    codes, lines = _logged(probes, caplog, unavailable_report("LIBCUDA_SO_NOT_FOUND"))
+    assert codes == ("LIBCUDA_SO_NOT_FOUND",)
+    [line] = lines
+    searched = {entry["arch"]: entry["dirs"] for entry in SPEC["loader"]["linux_candidate_dirs"]}
+    x86_64 = ", ".join(searched["x86_64"])
+    assert line == (
+        "rextio-device-cuda preflight refused: LIBCUDA_SO_NOT_FOUND: "
+        f"No libcuda.so.1 exists where the probe looked: {x86_64}. "
+        "Observed: the probe searched its x86_64 directories. "
+        "Run `python -m rextio_device_cuda explain LIBCUDA_SO_NOT_FOUND`."
+    )
+    # 0.1.0's line listed every architecture's directories (about 900 characters).
+    assert "aarch64" not in line
+    assert len(line) <= 420, len(line)
