@@ -19,6 +19,8 @@ from sim_namespace import (
     preflight_argv,
 )
 
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+
 RESOLVE_SCRIPT = """
 import json
 import sys
@@ -217,11 +219,17 @@ def test_a_refused_driver_image_is_named_by_the_rule_the_probe_recorded(
     assert "/usr/" not in refusal["observed"]
 
 
-def test_a_driver_root_that_does_not_exist_is_said_to_be_missing(
+def test_no_driver_names_the_directories_of_the_probes_own_architecture(
     sim_host: SimulatedHost,
 ) -> None:
-    argv = [*preflight_argv(sys.executable, sim_host.native.probe), "--driver-root", "/opt/none"]
-    run = sim_host.run(DriverLayout(config=TWO_DEVICES), argv)
+    # (A --driver-root that does not exist is the command's argument error.)
+    run = sim_host.run(
+        DriverLayout(install="absent"), preflight_argv(sys.executable, sim_host.native.probe)
+    )
     refusal = json.loads(run.stdout)
     assert refusal["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
-    assert refusal["observed"] == "the configured driver_root does not exist"
+    assert refusal["observed"] == "the probe searched its x86_64 directories"
+    searched = {entry.arch: entry.dirs for entry in PROVIDER_SPEC.loader.linux_candidate_dirs}
+    assert refusal["explanation"] == (
+        f"No libcuda.so.1 exists where the probe looked: {', '.join(searched['x86_64'])}."
+    )
