@@ -53,7 +53,7 @@ fn render_error(inputs: &Inputs) -> String {
 fn generated_rust_parses_and_is_formatted() {
     let outputs = render(&real_inputs()).unwrap();
     let rust = outputs.iter().filter(|item| item.path.ends_with(".rs"));
-    assert_eq!(rust.clone().count(), 4);
+    assert_eq!(rust.clone().count(), 5);
     for item in rust {
         let text = std::str::from_utf8(&item.bytes).unwrap();
         assert!(
