@@ -14,25 +14,41 @@ pub use crate::generated::reason_codes;
 
 /// Why no symbol table could be produced. Nothing was loaded unless
 /// [`LoadError::driver_loaded`] says so.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` prints what `Display` does (the reason code, then the sentence),
+/// so `?` in a `main` that returns `Box<dyn Error>` says what happened.
+#[derive(Clone, PartialEq, Eq)]
 pub enum LoadError {
     /// The driver root is relative; nothing was looked at.
     DriverRootNotAbsolute,
     /// A driver root was given on Windows, where only System32's
     /// `nvcuda.dll` is ever loaded; nothing was looked at.
     DriverRootOnlyOnLinux,
-    /// No `libcuda.so.1` exists at any candidate path (or the driver root
-    /// does not exist).
-    DriverNotFound,
-    /// Some candidate existed, but none passed review and opened: why, for
-    /// each candidate that existed, in search order.
-    DriverLoadFailed { refusals: Vec<Refusal> },
+    /// No `libcuda.so.1` exists in any directory the loader searched.
+    DriverNotFound {
+        /// The directories searched, in order (each for `libcuda.so.1`).
+        searched: Vec<PathBuf>,
+    },
+    /// The driver root does not exist or cannot be resolved; nothing was
+    /// looked at. Its code is `LIBCUDA_SO_NOT_FOUND`, like `DriverNotFound`.
+    DriverRootNotFound {
+        /// The driver root as given.
+        driver_root: PathBuf,
+    },
+    /// Some candidate existed, but none passed review and opened.
+    DriverLoadFailed {
+        /// Why, for each candidate that existed, in search order.
+        refusals: Vec<Refusal>,
+    },
     /// `nvcuda.dll` could not be loaded from System32.
     NvcudaNotFound,
     /// This target has no reviewed driver location.
     UnsupportedTarget,
     /// The image opened but lacks a required export.
-    SymbolMissing { export_name: &'static str },
+    SymbolMissing {
+        /// The export's name, e.g. `cuCtxCreate_v2`.
+        export_name: &'static str,
+    },
 }
 
 impl LoadError {
@@ -40,7 +56,9 @@ impl LoadError {
     pub fn reason_code(&self) -> &'static str {
         match self {
             Self::DriverRootNotAbsolute => reason_codes::DRIVER_ROOT_NOT_ABSOLUTE,
-            Self::DriverNotFound => reason_codes::LIBCUDA_SO_NOT_FOUND,
+            Self::DriverNotFound { .. } | Self::DriverRootNotFound { .. } => {
+                reason_codes::LIBCUDA_SO_NOT_FOUND
+            }
             Self::DriverLoadFailed { .. } => reason_codes::LIBCUDA_SO_LOAD_FAILED,
             Self::NvcudaNotFound => reason_codes::NVCUDA_DLL_NOT_FOUND,
             Self::DriverRootOnlyOnLinux | Self::UnsupportedTarget => {
@@ -93,9 +111,15 @@ impl fmt::Display for LoadError {
             Self::DriverRootOnlyOnLinux => formatter.write_str(
                 "a driver root is a Linux option; on Windows only System32's nvcuda.dll is loaded",
             ),
-            Self::DriverNotFound => {
-                formatter.write_str("no libcuda.so.1 exists where the reviewed loader looks")
+            Self::DriverNotFound { searched } => {
+                formatter.write_str("no libcuda.so.1 in ")?;
+                write_directories(formatter, searched)
             }
+            Self::DriverRootNotFound { driver_root } => write!(
+                formatter,
+                "the driver root {} does not exist or cannot be resolved",
+                driver_root.display()
+            ),
             Self::DriverLoadFailed { refusals } => {
                 formatter.write_str("a libcuda.so.1 exists, but none passed review and loaded")?;
                 for refusal in refusals {
@@ -117,6 +141,29 @@ impl fmt::Display for LoadError {
     }
 }
 
+/// `a, b and c`, in order; `no directory` for none.
+fn write_directories(formatter: &mut fmt::Formatter<'_>, directories: &[PathBuf]) -> fmt::Result {
+    let Some((last, first)) = directories.split_last() else {
+        return formatter.write_str("no directory");
+    };
+    for (index, directory) in first.iter().enumerate() {
+        let separator = if index == 0 { "" } else { ", " };
+        write!(formatter, "{separator}{}", directory.display())?;
+    }
+    let joint = match first.len() {
+        0 => "",
+        1 => " or ",
+        _ => ", or ",
+    };
+    write!(formatter, "{joint}{}", last.display())
+}
+
+impl fmt::Debug for LoadError {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, formatter)
+    }
+}
+
 impl std::error::Error for LoadError {}
 
 /// One existing candidate that was not loaded, and why.
@@ -124,6 +171,7 @@ impl std::error::Error for LoadError {}
 pub struct Refusal {
     /// The candidate path as searched (before any link was followed).
     pub candidate: PathBuf,
+    /// Why it was not loaded.
     pub cause: RefusalCause,
 }
 

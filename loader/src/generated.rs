@@ -7,7 +7,7 @@ pub mod reason_codes {
     pub const DRIVER_ROOT_NOT_ABSOLUTE: &str = "DRIVER_ROOT_NOT_ABSOLUTE";
     /// A libcuda.so.1 exists, but none passed the loader's rules and loaded.
     pub const LIBCUDA_SO_LOAD_FAILED: &str = "LIBCUDA_SO_LOAD_FAILED";
-    /// No libcuda.so.1 exists where the probe looked: with driver_root set, only in that directory; otherwise in each directory it searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, /run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/nvidia, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /run/opengl-driver/lib, /.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the environment).
+    /// No libcuda.so.1 exists where the probe looked. With driver_root set, it looks only in that directory; otherwise in each directory it searches, in this order: on Linux x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, /run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 /usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/nvidia, /usr/lib/aarch64-linux-gnu/tegra, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /run/opengl-driver/lib, /.singularity.d/libs (never PATH, LD_LIBRARY_PATH or the environment).
     pub const LIBCUDA_SO_NOT_FOUND: &str = "LIBCUDA_SO_NOT_FOUND";
     /// nvcuda.dll could not be loaded from System32.
     pub const NVCUDA_DLL_NOT_FOUND: &str = "NVCUDA_DLL_NOT_FOUND";

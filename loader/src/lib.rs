@@ -29,6 +29,12 @@
 //! context.close()?;
 //! # Ok::<(), rextio_cuda_runtime::CudaError>(())
 //! ```
+//!
+//! [`LoadError`] and the runtime's `CudaError` print their `Display` text as
+//! `Debug` too, so a host's `fn main() -> Result<(), Box<dyn Error>>` that
+//! uses `?` on both reports the reason code (or the operation), the result
+//! and where the loader looked.
+#![warn(missing_docs)]
 
 mod error;
 /// Written by `cargo xtask generate` from the provider spec; never edited by hand.
@@ -192,7 +198,9 @@ mod tests {
         let missing = Path::new("/nonexistent/rextio-loader-test/driver-root");
         let error = load_reviewed(Some(missing)).unwrap_err();
         let expected = if target_is_supported() {
-            LoadError::DriverNotFound
+            LoadError::DriverRootNotFound {
+                driver_root: missing.to_path_buf(),
+            }
         } else {
             LoadError::UnsupportedTarget
         };
@@ -204,7 +212,18 @@ mod tests {
         let cases = [
             (LoadError::DriverRootNotAbsolute, "DRIVER_ROOT_NOT_ABSOLUTE"),
             (LoadError::DriverRootOnlyOnLinux, "UNSUPPORTED_TARGET"),
-            (LoadError::DriverNotFound, "LIBCUDA_SO_NOT_FOUND"),
+            (
+                LoadError::DriverNotFound {
+                    searched: vec!["/usr/lib64".into()],
+                },
+                "LIBCUDA_SO_NOT_FOUND",
+            ),
+            (
+                LoadError::DriverRootNotFound {
+                    driver_root: "/opt/driver".into(),
+                },
+                "LIBCUDA_SO_NOT_FOUND",
+            ),
             (
                 LoadError::DriverLoadFailed {
                     refusals: Vec::new(),
@@ -235,6 +254,42 @@ mod tests {
             missing.to_string(),
             "REQUIRED_SYMBOL_MISSING: the CUDA driver image lacks the required export \
              `cuCtxCreate_v2`"
+        );
+    }
+
+    /// `?` in `fn main() -> Result<(), Box<dyn Error>>` prints `Debug`: the
+    /// code, the sentence and where the loader looked, as `Display` does.
+    #[test]
+    fn debug_under_question_mark_reads_like_display() {
+        fn host(error: LoadError) -> Result<(), Box<dyn std::error::Error>> {
+            Err(error)?;
+            Ok(())
+        }
+        let not_found = LoadError::DriverNotFound {
+            searched: vec![
+                "/usr/lib/wsl/lib".into(),
+                "/usr/lib64".into(),
+                "/usr/lib".into(),
+            ],
+        };
+        assert_eq!(
+            format!("{:?}", host(not_found.clone()).unwrap_err()),
+            "LIBCUDA_SO_NOT_FOUND: no libcuda.so.1 in /usr/lib/wsl/lib, /usr/lib64, or /usr/lib"
+        );
+        assert_eq!(format!("{not_found:?}"), not_found.to_string());
+        let root = LoadError::DriverRootNotFound {
+            driver_root: "/opt/missing".into(),
+        };
+        assert_eq!(
+            format!("{:?}", host(root).unwrap_err()),
+            "LIBCUDA_SO_NOT_FOUND: the driver root /opt/missing does not exist or cannot be resolved"
+        );
+        let missing = LoadError::SymbolMissing {
+            export_name: "cuInit",
+        };
+        assert_eq!(
+            format!("{:?}", host(missing).unwrap_err()),
+            "REQUIRED_SYMBOL_MISSING: the CUDA driver image lacks the required export `cuInit`"
         );
     }
 

@@ -23,7 +23,9 @@ const CANDIDATE_DIRS: &[&str] = reviewed::LINUX_AARCH64_CANDIDATE_DIRS;
 pub fn open(driver_root: Option<&Path>) -> Result<Image, LoadError> {
     let search = match driver_root {
         None => Search::production(CANDIDATE_DIRS),
-        Some(dir) => Search::driver_root(dir).map_err(|_| LoadError::DriverNotFound)?,
+        Some(dir) => Search::driver_root(dir).map_err(|_| LoadError::DriverRootNotFound {
+            driver_root: dir.to_path_buf(),
+        })?,
     };
     open_from(&search)
 }

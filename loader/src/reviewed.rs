@@ -70,8 +70,11 @@ const ROOT_UID: u32 = 0;
 /// the reviewed roots and the floor of the write-bit check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Search {
+    /// The candidate files (`DIR/libcuda.so.1`), tried in order.
     pub candidates: Vec<PathBuf>,
+    /// The reviewed roots: an image must resolve strictly below one.
     pub roots: Vec<PathBuf>,
+    /// The directory from which down the write-bit check walks (`/usr`).
     pub floor: PathBuf,
 }
 
@@ -457,7 +460,8 @@ fn read_link(link: &OwnedFd) -> io::Result<PathBuf> {
 ///
 /// # Errors
 ///
-/// [`LoadError::DriverNotFound`] when no candidate exists;
+/// [`LoadError::DriverNotFound`] (naming the directories searched) when no
+/// candidate exists;
 /// [`LoadError::DriverLoadFailed`] with why each existing one was not
 /// loaded otherwise.
 pub fn open_first_accepted<Image>(
@@ -482,7 +486,10 @@ pub fn open_first_accepted<Image>(
         });
     }
     if refusals.is_empty() {
-        Err(LoadError::DriverNotFound)
+        // Each candidate is `DIR/libcuda.so.1`: the error names the DIRs.
+        let directory = |candidate: &PathBuf| candidate.parent().map(Path::to_path_buf);
+        let searched = candidates.iter().filter_map(directory).collect();
+        Err(LoadError::DriverNotFound { searched })
     } else {
         Err(LoadError::DriverLoadFailed { refusals })
     }
@@ -976,9 +983,21 @@ mod tests {
             sandbox.floor.join("lib/nvidia/libcuda.so.1"),
         ];
         let open_any = |image: &ReviewedImage| Some(image.path().to_path_buf());
+        let not_found =
+            open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any);
+        let searched = vec![
+            sandbox.floor.join("lib/wsl"),
+            sandbox.floor.join("lib/nvidia"),
+        ];
+        assert_eq!(not_found, Err(LoadError::DriverNotFound { searched }));
+        // The text says where the loader looked, in order.
         assert_eq!(
-            open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any),
-            Err(LoadError::DriverNotFound)
+            format!("{:?}", not_found.unwrap_err()),
+            format!(
+                "LIBCUDA_SO_NOT_FOUND: no libcuda.so.1 in {} or {}",
+                sandbox.floor.join("lib/wsl").display(),
+                sandbox.floor.join("lib/nvidia").display()
+            )
         );
         sandbox.image("lib/nvidia/libcuda.so.1", 0o666);
         let refused = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any);

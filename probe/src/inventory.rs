@@ -90,7 +90,10 @@ pub fn probe(_environment: &DriverEnvironment, driver_root: Option<&Path>) -> Pr
         Ok(api) => inventory(&api, target),
         Err(error) => {
             explain_on_stderr(&error);
-            ProbeReport::failed(target, load_failure(&error))
+            ProbeReport {
+                refusing_rule: error.refusing_rules().first().copied(),
+                ..ProbeReport::failed(target, load_failure(&error))
+            }
         }
     }
 }
@@ -736,7 +739,9 @@ mod tests {
     fn loader_failures_map_to_their_report_fields() {
         let cases = [
             (
-                LoadError::DriverNotFound,
+                LoadError::DriverNotFound {
+                    searched: Vec::new(),
+                },
                 "LIBCUDA_SO_NOT_FOUND",
                 PROBE_UNAVAILABLE_STATUS,
                 true,

@@ -99,6 +99,7 @@ impl ProbeReport {
             device_count: None,
             cuda_result: None,
             devices: Vec::new(),
+            refusing_rule: None,
         }
     }
 
@@ -170,6 +171,32 @@ mod tests {
                 r#""driver_loaded":false,"driver_version":null,"device_count":null,"cuda_result":null,"devices":[]}"#
             )
         );
+    }
+
+    #[test]
+    fn a_refused_image_names_its_rule_last_and_only_then() {
+        let failure = Failure {
+            status: PROBE_UNAVAILABLE_STATUS,
+            reason_code: "LIBCUDA_SO_LOAD_FAILED",
+            platform_supported: true,
+            driver_loaded: false,
+            driver_version: None,
+            device_count: None,
+            cuda_result: None,
+        };
+        let report = ProbeReport {
+            refusing_rule: Some("mode"),
+            ..ProbeReport::failed(linux(), failure)
+        };
+        assert!(
+            report
+                .to_json()
+                .ends_with(r#""cuda_result":null,"devices":[],"refusing_rule":"mode"}"#),
+            "{}",
+            report.to_json()
+        );
+        let plain = ProbeReport::failed(linux(), failure);
+        assert!(!plain.to_json().contains("refusing_rule"));
     }
 
     #[test]

@@ -56,7 +56,7 @@ def explain_lines(
     ``flags``: the printing command's option for each device option key, so
     that the remedy names what the reader types (``OPTION_FLAGS``).
     """
-    text = _refusal_text.explanation(code, cuda_result)
+    text = _refusal_text.explanation(code, cuda_result, facts)
     if text is None:
         lines = [f"{code}: not a reason code of {_PROVIDER_ID}"]
     else:
@@ -92,7 +92,7 @@ def refusal_record(
     flags: Mapping[str, str] | None = None,
 ) -> dict[str, object]:
     """A refusal as ``preflight --json`` prints it (path-free; never a support claim)."""
-    text = _refusal_text.explanation(code, cuda_result)
+    text = _refusal_text.explanation(code, cuda_result, facts)
     remedy = None if text is None else text[1] if flags is None else for_command(text[1], flags)
     return {
         "status": status,

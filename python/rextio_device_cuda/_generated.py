@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "ba218a5caf45a118f90cc952f79ccbba98816e48ad8d3448a38c4fda5160a786"
+RUNTIME_SOURCE_SHA256: Final = "6ea0c56d13d9bc7baa51eba2c41f841ff294adb400272a7133d0c9df62cdbdc0"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
-LOADER_SOURCE_SHA256: Final = "12aecb3230a56b9e884e4cc4874707b9c4561a35bc3fb909e35e371209cdbede"
+LOADER_SOURCE_SHA256: Final = "7124f8458c4612ad9cc107bc6ad4838fb6d26d420ef2a5c1d1ce821b04902e96"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "6d8a7ccf16c1dd49e6aa2b9fbf989a5db07a71e65095f3d3a796528d2ffe5371"
+PROBE_SOURCE_SHA256: Final = "648ce73783e0d414ebbf4dd82df6cf90f4697c730d9289ddbdc938b84b8a8a3d"

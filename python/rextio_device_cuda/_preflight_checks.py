@@ -7,6 +7,7 @@ unexpected failure of an injected runner or inspector becomes a reason code.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -234,7 +235,8 @@ def _capability(request: DevicePreflightRequest) -> CapabilitySpec:
 # -- steps 5-6: options --------------------------------------------------------
 
 
-def _options(request: DevicePreflightRequest, lane: LaneSpec) -> dict[str, str]:
+def _options(request: DevicePreflightRequest, capability: CapabilitySpec) -> dict[str, str]:
+    lane = _lane(capability)
     try:
         keys = request.options.keys
         values = {key: request.options.get(key) for key in keys} if isinstance(keys, tuple) else {}
@@ -244,8 +246,14 @@ def _options(request: DevicePreflightRequest, lane: LaneSpec) -> dict[str, str]:
         isinstance(key, str) and isinstance(values[key], str) for key in keys
     ):
         raise _refused(_codes.PROVIDER_OPTIONS_INVALID)
-    if any(key not in lane.option_allowlist for key in keys):
-        raise _refused(_codes.PROVIDER_OPTION_UNKNOWN)
+    unknown = [key for key in keys if key not in lane.option_allowlist]
+    if unknown:
+        # The key is the user's own (Core allows only bounded lowercase
+        # identifiers); its value is never shown.
+        raise _refused(
+            _codes.PROVIDER_OPTION_UNKNOWN,
+            _shown(f"{unknown[0]} is not an option of {capability.id}"),
+        )
     pin = values.get(_OPTION.probe_sha256)
     if pin is not None and not is_probe_sha256(pin):
         raise _refused(_codes.PROBE_SHA256_INVALID)
@@ -398,7 +406,7 @@ def _selection(
     capability: CapabilitySpec,
 ) -> Selection:
     lane = _lane(capability)
-    options = _options(request, lane)
+    options = _options(request, capability)
     if isinstance(lane, FrameworkLaneSpec) and config.toolkit_root is not None:
         raise _refused(lane.reason_codes.toolkit_root_unsupported)
     requirement = (
@@ -505,18 +513,14 @@ def _check_report(
     if report.status != PROVIDER_SPEC.probe_report.statuses.complete:
         # Step 16: the report's own code passes through, whatever schema-valid
         # code it is (another or a newer probe may say more than ours does).
-        loaded = (
-            f"the probe loaded driver {_release(_driver_release(version))} ({version})"
-            if version is not None
-            else "the probe loaded a driver"
-            if report.driver_loaded
-            else "the probe loaded no driver"
-        )
-        if report.device_count is not None:
-            loaded += f"; the driver counted {report.device_count} devices"
         # The probe only ever reports the driver unavailable.
         code = report.reason_code or _codes.PROBE_NOT_READY
-        raise _RefusedError(code, DevicePreflightStatus.UNAVAILABLE, loaded, report.cuda_result)
+        raise _RefusedError(
+            code,
+            DevicePreflightStatus.UNAVAILABLE,
+            _incomplete_facts(selection, report),
+            report.cuda_result,
+        )
     if version is None:
         raise _refused(_codes.DRIVER_VERSION_UNAVAILABLE)
     driver = _driver_release(version)
@@ -545,6 +549,47 @@ def _check_report(
             _codes.CUDA_SM_MISMATCH,
             f"{_device_text(selection.ordinal, report)}; {selection.sm} was selected",
         )
+
+
+def _incomplete_facts(selection: Selection, report: CudaProbeReport) -> str:
+    """What an incomplete report says happened: the rule that refused the
+    driver image, a driver root that is missing or empty, or how far the
+    driver got."""
+    if report.reason_code == _codes.LIBCUDA_SO_LOAD_FAILED and report.refusing_rule is not None:
+        return (
+            f"the loader's rule `{report.refusing_rule}` refused the libcuda.so.1 "
+            "the probe found"
+        )
+    if report.reason_code == _codes.LIBCUDA_SO_NOT_FOUND and selection.driver_root is not None:
+        # Only the probe's answer decided the refusal; this says which of the
+        # two plain causes it was (the root was checked absolute before).
+        if not os.path.exists(selection.driver_root):
+            return "the configured driver_root does not exist"
+        if not os.path.isdir(selection.driver_root):
+            return "the configured driver_root is not a directory"
+        return "the configured driver_root holds no libcuda.so.1"
+    target = report.target
+    searched_arches = {candidates.arch for candidates in PROVIDER_SPEC.loader.linux_candidate_dirs}
+    if (
+        report.reason_code == _codes.LIBCUDA_SO_NOT_FOUND
+        and target.os == "linux"
+        and target.arch in searched_arches
+    ):
+        # Only on a refusal: the texts are imported when one is shown.
+        from rextio_device_cuda._refusal_text import searched_facts
+
+        return searched_facts(target.arch)
+    version = report.driver_version
+    loaded = (
+        f"the probe loaded driver {_release(_driver_release(version))} ({version})"
+        if version is not None
+        else "the probe loaded a driver"
+        if report.driver_loaded
+        else "the probe loaded no driver"
+    )
+    if report.device_count is not None:
+        loaded += f"; the driver counted {report.device_count} devices"
+    return loaded
 
 
 def _toolkit_report(

@@ -726,6 +726,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 ReportFieldSpec(key="device_count", kind="optional_int"),
                 ReportFieldSpec(key="cuda_result", kind="optional_int"),
                 ReportFieldSpec(key="devices", kind="devices"),
+                ReportFieldSpec(key="refusing_rule", kind="name_if_set"),
             ),
             target=(
                 ReportFieldSpec(key="os", kind="name"),
@@ -1106,9 +1107,9 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
             "load (a wrong architecture or a missing library beside it).",
         ),
         "LIBCUDA_SO_NOT_FOUND": (
-            "No libcuda.so.1 exists where the probe looked: with driver_root set, only in that "
-            "directory; otherwise in each directory it searches, in this order: on Linux x86_64 "
-            "/usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
+            "No libcuda.so.1 exists where the probe looked. With driver_root set, it looks only "
+            "in that directory; otherwise in each directory it searches, in this order: on Linux "
+            "x86_64 /usr/lib/wsl/lib, /usr/local/nvidia/lib64, /usr/local/nvidia/lib, "
             "/usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, /usr/lib64-nvidia, "
             "/run/opengl-driver/lib, /.singularity.d/libs; on Linux aarch64 "
             "/usr/local/nvidia/lib64, /usr/local/nvidia/lib, /usr/lib/aarch64-linux-gnu/nvidia, "

@@ -41,11 +41,34 @@ def takes_cuda_result(code: str) -> bool:
     return code in RESULT_CODES
 
 
-def explanation(code: str, cuda_result: int | None = None) -> tuple[str, str] | None:
-    """(explanation, remedy) of a code, naming the CUDA result where one applies."""
+def searched_facts(arch: str) -> str:
+    """The observed facts of a ``LIBCUDA_SO_NOT_FOUND`` without driver_root
+    (path-free: the directories go in the explanation beside them)."""
+    return f"the probe searched its {arch} directories"
+
+
+def _not_found_explanation(text: tuple[str, str], facts: str) -> tuple[str, str]:
+    # Beside facts that say where the probe looked, the explanation's first
+    # sentence and that architecture's directories; `explain` (no facts)
+    # keeps every architecture's.
+    first = text[0].split(". ", 1)[0].rstrip(".")
+    for candidates in PROVIDER_SPEC.loader.linux_candidate_dirs:
+        if facts == searched_facts(candidates.arch):
+            searched = ", ".join(candidates.dirs)
+            return f"{first}: {searched}.", text[1]
+    return f"{first}.", text[1]
+
+
+def explanation(
+    code: str, cuda_result: int | None = None, facts: str | None = None
+) -> tuple[str, str] | None:
+    """(explanation, remedy) of a code, naming the CUDA result where one applies;
+    for ``LIBCUDA_SO_NOT_FOUND`` with facts, only where this probe looked."""
     text = _codes.reason_text(code)
     if text is None:
         return None
+    if facts and code == _codes.LIBCUDA_SO_NOT_FOUND:
+        return _not_found_explanation(text, facts)
     if cuda_result is None or cuda_result == 0 or not takes_cuda_result(code):
         return text
     meaning = f"{text[0]} The driver returned {result_text(cuda_result)}."
@@ -78,7 +101,7 @@ class RefusalLine:
     def __str__(self) -> str:
         code, facts, cuda_result = self.reason_code, self.facts, self.cuda_result
         observed = f" Observed: {facts}." if facts else ""
-        text = explanation(code, cuda_result)
+        text = explanation(code, cuda_result, facts)
         if text is None:
             # A code another probe reported: passed through, but not ours to explain.
             return (

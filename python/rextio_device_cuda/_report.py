@@ -33,6 +33,8 @@ _MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars
 _DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
 _MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
 _MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
+# A loader rule's name (``mode``, ``writable-directory``): never a path.
+_RULE_NAME: Final = re.compile(r"[a-z][a-z-]{0,31}", re.ASCII)
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
 _CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -137,7 +139,10 @@ class CudaProbeReport:
 
     ``schema_version``, ``probe`` and ``support_claim`` are constants of the
     JSON wire format (the parser checks them), not constructor fields: the
-    fields and their order are 0.1.0's.
+    fields and their order are 0.1.0's; ``refusing_rule`` came after them in
+    0.2.0: the loader rule that refused the first driver image found (a rule
+    name such as ``mode``, on an incomplete report only), absent from the
+    JSON when None, as every report of a 0.1.0 probe is.
     """
 
     schema_version: ClassVar[str] = _REPORT.schema_version
@@ -153,6 +158,7 @@ class CudaProbeReport:
     device_count: int | None
     cuda_result: int | None
     devices: tuple[CudaDeviceRecord, ...]
+    refusing_rule: str | None = None
 
     def __post_init__(self) -> None:
         """Validate every field, then the cross-field rules of schema 1."""
@@ -181,6 +187,14 @@ class CudaProbeReport:
             all(row.ordinal == index for index, row in enumerate(devices)),
             "device ordinal differs from its index",
         )
+        _require(
+            self.refusing_rule is None
+            or (
+                isinstance(self.refusing_rule, str)
+                and _RULE_NAME.fullmatch(self.refusing_rule) is not None
+            ),
+            "refusing_rule",
+        )
         if self.status == _COMPLETE:
             self._check_complete()
         else:
@@ -198,7 +212,8 @@ class CudaProbeReport:
             and self.device_count is not None
             and self.device_count >= 1
             and self.device_count == len(self.devices)
-            and self.cuda_result == 0,
+            and self.cuda_result == 0
+            and self.refusing_rule is None,
             "a complete report is inconsistent",
         )
 
@@ -235,10 +250,12 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
-def _exact_object(value: object, keys: frozenset[str], label: str) -> dict[str, Any]:
+def _exact_object(
+    value: object, keys: frozenset[str], label: str, may_lack: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise schema_error(f"{label} is not an object")
-    _require(value.keys() == keys, f"{label} keys differ from schema 1")
+    _require(value.keys() | may_lack == keys, f"{label} keys differ from schema 1")
     return value
 
 
@@ -275,6 +292,9 @@ def _decode(payload: bytes | str) -> object:
 # keys that are not constructor fields.
 _FIELDS: Final = _REPORT.fields
 _ROOT_KEYS: Final = frozenset(field.key for field in _FIELDS.report)
+_KEYS_IF_SET: Final = frozenset(
+    field.key for field in _FIELDS.report if field.kind == "name_if_set"
+)
 _TARGET_KEYS: Final = frozenset(field.key for field in _FIELDS.target)
 _DEVICE_KEYS: Final = frozenset(field.key for field in _FIELDS.device)
 _WIRE_CONSTANTS: Final[dict[str, object]] = {
@@ -282,7 +302,8 @@ _WIRE_CONSTANTS: Final[dict[str, object]] = {
     "probe": CudaProbeReport.probe,
     "support_claim": CudaProbeReport.support_claim,
 }
-# The keys passed on as they are (the records check their values).
+# The keys passed on as they are (the records check their values); a key
+# of kind name_if_set is left out when unset, as every 0.1.0 report has it.
 _PLAIN_KEYS: Final = _ROOT_KEYS - _WIRE_CONSTANTS.keys() - {"target", "devices"}
 # One decoder for every parse; it keeps no state between documents.
 _DECODER: Final = json.JSONDecoder(
@@ -293,7 +314,9 @@ _DECODER: Final = json.JSONDecoder(
 def report_from_json(value: object) -> CudaProbeReport:
     """Build a report from decoded JSON, enforcing the exact key sets; the
     records check their values."""
-    root = _exact_object(value, _ROOT_KEYS, "report")
+    root = _exact_object(value, _ROOT_KEYS, "report", may_lack=_KEYS_IF_SET)
+    # The probe leaves such a key out rather than writing null.
+    _require(all(root[key] is not None for key in _KEYS_IF_SET & root.keys()), "null key")
     target = _exact_object(root["target"], _TARGET_KEYS, "target")
     for key, constant in _WIRE_CONSTANTS.items():
         found = root[key]
@@ -306,7 +329,7 @@ def report_from_json(value: object) -> CudaProbeReport:
         devices=tuple(
             CudaDeviceRecord(**_exact_object(row, _DEVICE_KEYS, "device")) for row in devices
         ),
-        **{key: root[key] for key in _PLAIN_KEYS},
+        **{key: root[key] for key in _PLAIN_KEYS & root.keys()},
     )
 
 

@@ -55,23 +55,41 @@ pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 /// (`operation` names a failed call by it).
 #[allow(non_upper_case_globals)]
 pub mod export_name {
+    /// The export `cuInit`.
     pub const cuInit: &str = "cuInit";
+    /// The export `cuDriverGetVersion`.
     pub const cuDriverGetVersion: &str = "cuDriverGetVersion";
+    /// The export `cuDeviceGetCount`.
     pub const cuDeviceGetCount: &str = "cuDeviceGetCount";
+    /// The export `cuDeviceGet`.
     pub const cuDeviceGet: &str = "cuDeviceGet";
+    /// The export `cuDeviceGetName`.
     pub const cuDeviceGetName: &str = "cuDeviceGetName";
+    /// The export `cuDeviceComputeCapability`.
     pub const cuDeviceComputeCapability: &str = "cuDeviceComputeCapability";
+    /// The export `cuCtxCreate_v2`.
     pub const cuCtxCreate_v2: &str = "cuCtxCreate_v2";
+    /// The export `cuCtxDestroy_v2`.
     pub const cuCtxDestroy_v2: &str = "cuCtxDestroy_v2";
+    /// The export `cuCtxPushCurrent_v2`.
     pub const cuCtxPushCurrent_v2: &str = "cuCtxPushCurrent_v2";
+    /// The export `cuCtxPopCurrent_v2`.
     pub const cuCtxPopCurrent_v2: &str = "cuCtxPopCurrent_v2";
+    /// The export `cuStreamCreate`.
     pub const cuStreamCreate: &str = "cuStreamCreate";
+    /// The export `cuStreamDestroy_v2`.
     pub const cuStreamDestroy_v2: &str = "cuStreamDestroy_v2";
+    /// The export `cuStreamSynchronize`.
     pub const cuStreamSynchronize: &str = "cuStreamSynchronize";
+    /// The export `cuMemAlloc_v2`.
     pub const cuMemAlloc_v2: &str = "cuMemAlloc_v2";
+    /// The export `cuMemFree_v2`.
     pub const cuMemFree_v2: &str = "cuMemFree_v2";
+    /// The export `cuMemcpyHtoDAsync_v2`.
     pub const cuMemcpyHtoDAsync_v2: &str = "cuMemcpyHtoDAsync_v2";
+    /// The export `cuMemcpyDtoHAsync_v2`.
     pub const cuMemcpyDtoHAsync_v2: &str = "cuMemcpyDtoHAsync_v2";
+    /// The export `cuMemsetD8Async`.
     pub const cuMemsetD8Async: &str = "cuMemsetD8Async";
 }
 

@@ -54,8 +54,10 @@
 //!     context.close()
 //! }
 //! ```
+#![warn(missing_docs)]
 
 mod context;
+mod cuda_results;
 mod current;
 mod driver_api;
 mod error;

@@ -1587,17 +1587,49 @@ fn cuda_error_carries_only_the_operation_and_the_result() {
     assert!(!driver.is_runtime_refusal());
     assert_eq!(
         driver.to_string(),
-        "cuMemAlloc_v2 failed with CUDA result 2"
+        "cuMemAlloc_v2 failed with CUDA result 2 (CUDA_ERROR_OUT_OF_MEMORY)"
     );
     let refused = refusal("cuMemAlloc_v2:zero-bytes");
     assert!(refused.is_runtime_refusal());
     assert_eq!(refused.result(), CudaError::RUNTIME_REFUSAL);
+    assert_eq!(refused.result_name(), None);
     assert_eq!(
         refused.to_string(),
-        "cuMemAlloc_v2:zero-bytes failed with CUDA result -1"
+        "cuMemAlloc_v2:zero-bytes failed with CUDA result -1 \
+         (refused by the runtime, no driver call failed)"
     );
     let boxed: Box<dyn std::error::Error> = Box::new(refused);
     assert!(boxed.source().is_none());
+}
+
+/// `?` in `fn main() -> Result<(), Box<dyn Error>>` prints the error's
+/// `Debug`: it reads as `Display` does, with the result's cuda.h name.
+#[test]
+fn cuda_error_debug_under_question_mark_names_the_result() {
+    fn host() -> Result<(), Box<dyn std::error::Error>> {
+        Err(error("cuInit", 100))?;
+        Ok(())
+    }
+    let shown = format!("{:?}", host().unwrap_err());
+    assert_eq!(
+        shown,
+        "cuInit failed with CUDA result 100 (CUDA_ERROR_NO_DEVICE)"
+    );
+    let unknown = error("cuInit", 12345);
+    assert_eq!(unknown.result_name(), None);
+    assert_eq!(
+        format!("{unknown:?}"),
+        "cuInit failed with CUDA result 12345 (a value cuda.h does not define)"
+    );
+    let operating_system = error("cuInit", 304);
+    assert_eq!(
+        operating_system.result_name(),
+        Some("CUDA_ERROR_OPERATING_SYSTEM")
+    );
+    assert_eq!(
+        format!("{operating_system:?}"),
+        operating_system.to_string()
+    );
 }
 
 #[test]

@@ -99,6 +99,9 @@ def _project(
     files = readme_files(SECTION)
     assert sorted(files) == [
         "app/kernels.py",
+        "core-incompatible.txt",
+        "explain.sh",
+        "generate.sh",
         "install.sh",
         "probe.sh",
         "rextio.toml",
@@ -226,6 +229,12 @@ def _fresh_venv(tmp_path: Path) -> Path:
     return venv
 
 
+def _in_directory(name: str) -> list[str]:
+    """argv that runs the README's commands ``name`` in the directory given
+    after it (a namespace run has no working-directory argument)."""
+    return ["/bin/sh", "-e", "-c", f'cd "$0"\n{readme_files(SECTION)[name]}']
+
+
 def _readme_commands(name: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["/bin/sh", "-e", "-c", readme_files(SECTION)[name]],
@@ -241,10 +250,20 @@ def _readme_commands(name: str, env: dict[str, str], cwd: Path) -> subprocess.Co
 def test_a_fresh_venv_without_rust_reaches_a_ready_pinned_preflight(
     sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
+    # The README's route is CPython 3.11 (rextio-torch 0.1.3 requires <3.12).
+    assert sys.version_info[:2] == (3, 11)
     venv = _fresh_venv(tmp_path)
     env = _offline_env(venv, tmp_path)
+    # As written: run in the repository, where `cargo xtask dist` left
+    # target/dist; the provider comes only from there. The wheelhouse
+    # stands in for PyPI (Core and the plugin).
+    dist = built_path("dist_dir")
+    repository = dist.parents[1]
+    assert repository / "target" / "dist" == dist
+    env["PIP_FIND_LINKS"] = str(built_path("wheelhouse"))
+    assert not list(built_path("wheelhouse").glob("rextio_device_cuda-*"))
 
-    installed = _readme_commands("install.sh", env, tmp_path)
+    installed = _readme_commands("install.sh", env, repository)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     printed = _readme_commands("probe.sh", env, tmp_path)
     assert printed.returncode == 0, printed.stderr
@@ -257,9 +276,10 @@ def test_a_fresh_venv_without_rust_reaches_a_ready_pinned_preflight(
     assert digest == hashlib.sha256(probe.read_bytes()).hexdigest()
     project = _project(tmp_path / "project", pin)
 
+    # `rextio generate .` as the README shows it, in the project's directory.
     run = sim_host.run(
         DriverLayout(config=ONE_A100),
-        [venv / "bin" / "rextio", "generate", "--format", "json", project],
+        [*_in_directory("generate.sh"), project],
         extra_env={"PATH": env["PATH"], "HOME": env["HOME"]},
     )
 
@@ -296,3 +316,67 @@ def test_the_pure_wheel_says_no_probe_ships_and_how_to_build_one(tmp_path: Path)
     assert "no probe ships for this platform" in printed.stderr
     assert "python -m rextio_device_cuda build-probe" in printed.stderr
     assert "Traceback" not in printed.stderr
+
+
+def test_the_readme_explain_commands_run_in_a_fresh_venv(tmp_path: Path) -> None:
+    venv = _fresh_venv(tmp_path)
+    env = _offline_env(venv, tmp_path)
+    dist = built_path("dist_dir")
+    installed = _readme_commands("install.sh", env, dist.parents[1])
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    explained = _readme_commands("explain.sh", env, tmp_path)
+
+    assert explained.returncode == 0, explained.stdout + explained.stderr
+    assert "DEVICE_ORDINAL_INVALID" in explained.stdout
+    assert "CUDA_ERROR_OPERATING_SYSTEM" in explained.stdout
+    assert "Traceback" not in explained.stderr
+
+
+@pytest.mark.parametrize("sm", ["80", "sm_99"])
+def test_an_sm_outside_the_vocabulary_gets_cores_line_as_the_readme_quotes_it(
+    sm: str, sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    # Core checks the requirement's architectures against the manifest's
+    # before any provider call, so the provider cannot speak first; the
+    # README says what Core's line means here.
+    [quoted] = readme_files(SECTION)["core-incompatible.txt"].splitlines()
+    project = _project(tmp_path / "project", _installed_pin(), sm=sm)
+
+    run = sim_host.run(DriverLayout(config=ONE_A100), [_rextio(), "generate", "-v", project])
+
+    assert run.returncode != 0, run.stdout
+    assert quoted in run.stdout + run.stderr, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert "preflight refused" not in run.stderr
+    # No provider call ran the probe.
+    assert run.calls == ()
+    assert not (project / ".rextio").exists()
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "key"),
+    [
+        ('device_ordinal = "0"', 'device_ordnal = "0"', "device_ordnal"),
+        ('sm = "sm_80"', 'sm = "sm_80"\ntoolkit_root = "/opt/cuda-12.8"', "toolkit_root"),
+    ],
+    ids=["typo", "toolkit-root-on-libtorch"],
+)
+def test_an_unknown_option_in_rextio_toml_is_named_by_its_key(
+    before: str, after: str, key: str, sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    # Core passes [target.device_options] through as they are; the provider
+    # names the key it does not take, never the value.
+    project = _project(tmp_path / "project", _installed_pin())
+    config = (project / "rextio.toml").read_text(encoding="utf-8")
+    assert config.count(before) == 1
+    (project / "rextio.toml").write_text(config.replace(before, after), encoding="utf-8")
+
+    run = sim_host.run(DriverLayout(config=ONE_A100), [_rextio(), "generate", project])
+
+    assert run.returncode != 0, run.stdout
+    assert "rextio-device-cuda preflight refused: PROVIDER_OPTION_UNKNOWN: " in run.stderr
+    observed = f"Observed: {key} is not an option of cuda-libtorch-linux-x86_64."
+    assert observed in run.stderr, run.stderr
+    assert "/opt/cuda-12.8" not in run.stdout + run.stderr
+    assert run.calls == ()

@@ -198,8 +198,10 @@ COMPAT = "/usr/local/cuda-12.8/compat"
 
 def _refused_by(run: NamespaceRun, rule: str) -> None:
     _refused(run)
-    # stderr names the rule that refused the image, for a person.
+    # stderr names the rule that refused the image, for a person; the
+    # record names it too (a rule, never a path) for the provider's line.
     assert f"rule `{rule}`" in run.stderr, run.stderr
+    assert run.record()["refusing_rule"] == rule, run.stdout
 
 
 def _complete(run: NamespaceRun) -> None:

@@ -57,6 +57,9 @@ def _failure(status: str, reason: str, **fields: Any) -> dict[str, Any]:
     return report
 
 
+LOADER_RULES = frozenset(rule.name for rule in PROVIDER_SPEC.loader.rules)
+
+
 def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any], tuple[str, ...]]:
     run = sim_host.run(layout, [sim_host.native.probe])
     assert run.returncode == 0, run.stderr
@@ -67,7 +70,11 @@ def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any
     parse_probe_report(run.stdout)
     reason = record["reason_code"]
     assert reason is None or reason in PROVIDER_SPEC.probe_report.reason_codes, reason
-    assert list(record) == list(_failure("unavailable", "X")), "keys must keep contract order"
+    # refusing_rule comes last, and only when the loader refused an image.
+    keys = list(_failure("unavailable", "X"))
+    if "refusing_rule" in record:
+        keys.append("refusing_rule")
+    assert list(record) == keys, "keys must keep contract order"
     return record, run.calls
 
 
@@ -303,6 +310,8 @@ def test_probe_sanitizes_hostile_device_names(sim_host: SimulatedHost) -> None:
 )
 def test_loader_refuses_unsafe_images(sim_host: SimulatedHost, layout: DriverLayout) -> None:
     record, calls = _probe(sim_host, layout)
+    # The record names the rule that refused the image (a rule, never a path).
+    assert record.pop("refusing_rule") in LOADER_RULES
     assert record == _failure("unavailable", "LIBCUDA_SO_LOAD_FAILED", driver_loaded=False)
     # The refused image was never opened: none of its code ran.
     assert calls == ()

@@ -19,6 +19,8 @@ from sim_namespace import (
     preflight_argv,
 )
 
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+
 RESOLVE_SCRIPT = """
 import json
 import sys
@@ -200,3 +202,34 @@ def test_preflight_names_the_driver_s_result_and_its_remedy(
     assert words in refusal["remedy"]
     assert refusal["observed"] == "the probe loaded driver 12.8 (12080)"
     assert str(sim_host.native.probe.resolve()) not in run.stdout + run.stderr
+
+
+def test_a_refused_driver_image_is_named_by_the_rule_the_probe_recorded(
+    sim_host: SimulatedHost,
+) -> None:
+    # The reviewed path holds the driver, but group- and other-writable.
+    layout = DriverLayout(config=("driver_version=12080",), image_mode=0o666)
+    run = sim_host.run(layout, preflight_argv(sys.executable, sim_host.native.probe))
+    refusal = json.loads(run.stdout)
+    assert refusal["reason_code"] == "LIBCUDA_SO_LOAD_FAILED"
+    assert refusal["observed"] == (
+        "the loader's rule `mode` refused the libcuda.so.1 the probe found"
+    )
+    assert run.calls == ()
+    assert "/usr/" not in refusal["observed"]
+
+
+def test_no_driver_names_the_directories_of_the_probes_own_architecture(
+    sim_host: SimulatedHost,
+) -> None:
+    # (A --driver-root that does not exist is the command's argument error.)
+    run = sim_host.run(
+        DriverLayout(install="absent"), preflight_argv(sys.executable, sim_host.native.probe)
+    )
+    refusal = json.loads(run.stdout)
+    assert refusal["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    assert refusal["observed"] == "the probe searched its x86_64 directories"
+    searched = {entry.arch: entry.dirs for entry in PROVIDER_SPEC.loader.linux_candidate_dirs}
+    assert refusal["explanation"] == (
+        f"No libcuda.so.1 exists where the probe looked: {', '.join(searched['x86_64'])}."
+    )

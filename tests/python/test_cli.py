@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_support import SPEC, ProbeFactory, report, run_cli
+from cuda_support import SPEC, ProbeFactory, report, run_cli, unavailable_report
 
 import rextio_device_cuda
 from rextio_device_cuda import CudaDeviceProvider
@@ -178,6 +178,28 @@ def test_preflight_refusals(
     # The remedy names this command's options (--sm for sm).
     assert for_command(SPEC["reason_codes"][code][1], OPTION_FLAGS) in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_no_driver_found_prints_this_architectures_directories_and_explain_every_one(
+    probes: ProbeFactory, tmp_path: Path
+) -> None:
+    searched = {entry["arch"]: entry["dirs"] for entry in SPEC["loader"]["linux_candidate_dirs"]}
+    aarch64_only = [path for path in searched["aarch64"] if path not in searched["x86_64"]]
+    probe = probes.printing(unavailable_report("LIBCUDA_SO_NOT_FOUND"))
+    done = _preflight(probe, "--device", "0", "--sm", "sm_80", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[:3] == [
+        "not ready (unavailable)",
+        "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists where the probe looked: "
+        f"{', '.join(searched['x86_64'])}.",
+        "observed: the probe searched its x86_64 directories",
+    ], lines
+    assert "aarch64" not in done.stderr
+    # explain has no probe to ask: it names every architecture's directories.
+    explained = run_cli("explain", "LIBCUDA_SO_NOT_FOUND", cwd=tmp_path).stdout
+    assert all(path in explained for path in aarch64_only), explained
+    assert ", ".join(searched["x86_64"]) in explained
 
 
 def test_framework_preflight_rejects_toolkit_root(probes: ProbeFactory, tmp_path: Path) -> None:

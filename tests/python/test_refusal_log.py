@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from cuda_support import (
@@ -202,3 +203,128 @@ def test_a_ready_preflight_logs_nothing(
         result = CudaDeviceProvider().preflight(request_for(CAPABILITY, ready_options(probe)))
     assert result.status.value == "ready"
     assert _refused_lines(caplog) == []
+
+
+# -- refusal lines that fit a terminal (docs/interfaces.md, the command line) --
+
+
+def test_an_unknown_option_is_named_by_its_key_never_its_value(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A typo of device_ordinal; its value must not appear.
+    codes, lines = _logged(
+        probes, caplog, report(), device_ordnal="secret-value-7f3a"
+    )
+    assert codes == ("PROVIDER_OPTION_UNKNOWN",)
+    [line] = lines
+    assert (
+        " Observed: device_ordnal is not an option of cuda-linux-x86_64. " in line
+    ), line
+    assert "secret-value-7f3a" not in caplog.text
+
+
+def test_toolkit_root_on_the_libtorch_lane_is_named_as_the_unknown_key(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    probe = probes.printing(report())
+    capability = "cuda-libtorch-linux-x86_64"
+    options = ready_options(probe, toolkit_root="/opt/cuda-secret")
+    with caplog.at_level(logging.WARNING, logger="rextio_device_cuda"):
+        result = CudaDeviceProvider().preflight(request_for(capability, options))
+    assert result.reason_codes == ("PROVIDER_OPTION_UNKNOWN",)
+    [line] = _refused_lines(caplog)
+    assert f" Observed: toolkit_root is not an option of {capability}. " in line, line
+    assert "/opt/cuda-secret" not in caplog.text
+
+
+def test_load_failed_names_the_refusing_rule_from_the_probe_record(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = {**unavailable_report("LIBCUDA_SO_LOAD_FAILED"), "refusing_rule": "mode"}
+    codes, lines = _logged(probes, caplog, refused)
+    assert codes == ("LIBCUDA_SO_LOAD_FAILED",)
+    [line] = lines
+    assert (
+        " Observed: the loader's rule `mode` refused the libcuda.so.1 the probe found. "
+        in line
+    ), line
+
+
+def test_a_probe_record_without_a_rule_still_parses_as_0_1_0s_did(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    codes, lines = _logged(probes, caplog, unavailable_report("LIBCUDA_SO_LOAD_FAILED"))
+    assert codes == ("LIBCUDA_SO_LOAD_FAILED",)
+    assert " Observed: the probe loaded no driver. " in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("rule", "code"),
+    [
+        ("/usr/lib/libcuda.so.1", "PROBE_SCHEMA_INVALID"),
+        ("Mode", "PROBE_SCHEMA_INVALID"),
+        (7, "PROBE_SCHEMA_INVALID"),
+        (None, "PROBE_SCHEMA_INVALID"),
+    ],
+)
+def test_a_refusing_rule_that_is_not_a_rule_name_breaks_the_schema(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture, rule: object, code: str
+) -> None:
+    refused = {**unavailable_report("LIBCUDA_SO_LOAD_FAILED"), "refusing_rule": rule}
+    codes, lines = _logged(probes, caplog, refused)
+    assert codes == (code,)
+    assert "/usr/lib/libcuda.so.1" not in lines[0]
+
+
+def test_a_complete_report_with_a_refusing_rule_breaks_the_schema(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    codes, _ = _logged(probes, caplog, {**report(), "refusing_rule": "mode"})
+    assert codes == ("PROBE_SCHEMA_INVALID",)
+
+
+@pytest.mark.parametrize(
+    ("make", "facts"),
+    [
+        (None, "the configured driver_root does not exist"),
+        ("file", "the configured driver_root is not a directory"),
+        ("dir", "the configured driver_root holds no libcuda.so.1"),
+    ],
+)
+def test_a_driver_root_without_a_driver_says_which(
+    probes: ProbeFactory,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    make: str | None,
+    facts: str,
+) -> None:
+    root = tmp_path / "driver-root"
+    if make == "file":
+        root.write_text("", encoding="utf-8")
+    elif make == "dir":
+        root.mkdir()
+    codes, lines = _logged(
+        probes, caplog, unavailable_report("LIBCUDA_SO_NOT_FOUND"), driver_root=str(root)
+    )
+    assert codes == ("LIBCUDA_SO_NOT_FOUND",)
+    assert f" Observed: {facts}. " in lines[0], lines
+    assert str(tmp_path) not in lines[0]
+
+
+def test_no_driver_found_names_only_this_architectures_directories(
+    probes: ProbeFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    codes, lines = _logged(probes, caplog, unavailable_report("LIBCUDA_SO_NOT_FOUND"))
+    assert codes == ("LIBCUDA_SO_NOT_FOUND",)
+    [line] = lines
+    searched = {entry["arch"]: entry["dirs"] for entry in SPEC["loader"]["linux_candidate_dirs"]}
+    x86_64 = ", ".join(searched["x86_64"])
+    assert line == (
+        "rextio-device-cuda preflight refused: LIBCUDA_SO_NOT_FOUND: "
+        f"No libcuda.so.1 exists where the probe looked: {x86_64}. "
+        "Observed: the probe searched its x86_64 directories. "
+        "Run `python -m rextio_device_cuda explain LIBCUDA_SO_NOT_FOUND`."
+    )
+    # 0.1.0's line listed every architecture's directories (about 900 characters).
+    assert "aarch64" not in line
+    assert len(line) <= 420, len(line)

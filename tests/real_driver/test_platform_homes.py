@@ -114,6 +114,11 @@ def test_the_same_second_link_on_a_writable_mount_is_refused(
     record = json.loads(run.probe_stdout)
     assert (record["reason_code"], record["driver_loaded"]) == ("LIBCUDA_SO_LOAD_FAILED", False)
     assert "rule `links`" in run.probe_stderr, run.probe_stderr
-    assert json.loads(run.preflight_stdout)["reason_code"] == "LIBCUDA_SO_LOAD_FAILED"
+    assert record["refusing_rule"] == "links"
+    refusal = json.loads(run.preflight_stdout)
+    assert refusal["reason_code"] == "LIBCUDA_SO_LOAD_FAILED"
+    assert refusal["observed"] == (
+        "the loader's rule `links` refused the libcuda.so.1 the probe found"
+    )
     # Nothing of the driver ran.
     assert "nvidiactl" not in run.dev

@@ -72,6 +72,8 @@ pub struct ProbeReport {
     pub device_count: Option<i32>,
     pub cuda_result: Option<i32>,
     pub devices: Vec<DeviceRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusing_rule: Option<&'static str>,
 }
 
 /// The host the probe was built for (`probe_report.fields.target` of `templates/provider-spec.json`).

@@ -34,12 +34,14 @@ pub const WORKSPACE_LOCK_PATH: &str = "Cargo.lock";
 pub const TOOLCHAIN_PATH: &str = "rust-toolchain.toml";
 /// Written by the generator, so never read as an input.
 pub const DRIVER_API_PATH: &str = "runtime/src/driver_api.rs";
+pub const RUNTIME_RESULTS_PATH: &str = "runtime/src/cuda_results.rs";
 pub const INVENTORY_API_PATH: &str = "probe/src/generated/inventory_api.rs";
 pub const PROBE_SPEC_PATH: &str = "probe/src/generated/spec.rs";
 pub const LOADER_SPEC_PATH: &str = "loader/src/generated.rs";
 /// The files the generator writes inside a packaged crate.
 pub const GENERATED_IN_CRATES: &[&str] = &[
     DRIVER_API_PATH,
+    RUNTIME_RESULTS_PATH,
     INVENTORY_API_PATH,
     PROBE_SPEC_PATH,
     LOADER_SPEC_PATH,

@@ -26,7 +26,9 @@ use std::path::Path;
 
 use crate::paths::repo_root;
 use crate::Result;
-use inputs::{Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, LOADER_DIR, RUNTIME_DIR};
+use inputs::{
+    Inputs, DRIVER_API_PATH, DRIVER_SYMBOLS_PATH, LOADER_DIR, RUNTIME_DIR, RUNTIME_RESULTS_PATH,
+};
 pub use inputs::{INVENTORY_API_PATH, LOADER_SPEC_PATH, PROBE_SPEC_PATH};
 use package::{package_crate, package_probe_source, PackagedCrate};
 use serde_json::json;
@@ -63,9 +65,11 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let driver_api = tables::runtime_table(&symbols);
     let inventory_api = tables::inventory_table(&symbols);
     let probe_spec = rust::probe_spec(&spec);
+    let result_names = cuda_results.rust_module();
     let loader_spec = rust::loader_spec(&spec);
     let generated_in_crates = [
         (DRIVER_API_PATH, driver_api.as_slice()),
+        (RUNTIME_RESULTS_PATH, result_names.as_slice()),
         (INVENTORY_API_PATH, inventory_api.as_slice()),
         (PROBE_SPEC_PATH, probe_spec.as_slice()),
         (LOADER_SPEC_PATH, loader_spec.as_slice()),
@@ -82,6 +86,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     };
     let mut outputs = vec![
         output(DRIVER_API_PATH, driver_api),
+        output(RUNTIME_RESULTS_PATH, result_names),
         output(INVENTORY_API_PATH, inventory_api),
         output(abi_check::ABI_CHECK_PATH, abi_check::render(&symbols)),
         output(results::RESULTS_CHECK_PATH, cuda_results.check_source()),

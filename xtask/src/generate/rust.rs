@@ -204,7 +204,7 @@ fn code_constants(out: &mut String, spec: &ProviderSpec, codes: &BTreeSet<&Strin
 fn report_field_type(kind: ReportFieldKind) -> &'static str {
     match kind {
         ReportFieldKind::Name => "&'static str",
-        ReportFieldKind::OptionalName => "Option<&'static str>",
+        ReportFieldKind::OptionalName | ReportFieldKind::NameIfSet => "Option<&'static str>",
         ReportFieldKind::Text => "String",
         ReportFieldKind::Bool => "bool",
         ReportFieldKind::Int => "i32",
@@ -239,6 +239,9 @@ fn report_struct(
     );
     for field in fields {
         let rust_type = report_field_type(field.kind);
+        if field.kind == ReportFieldKind::NameIfSet {
+            out.push_str("    #[serde(skip_serializing_if = \"Option::is_none\")]\n");
+        }
         let _ = writeln!(out, "    pub {}: {rust_type},", field.key);
     }
     out.push_str("}\n");

@@ -475,6 +475,9 @@ pub enum ReportFieldKind {
     Target,
     /// The list of `device` records.
     Devices,
+    /// A [`ReportFieldKind::Name`], or the key left out (never null): a key
+    /// added after 0.1.0, so that every other report keeps 0.1.0's keys.
+    NameIfSet,
 }
 
 impl ReportFieldKind {
@@ -490,6 +493,7 @@ impl ReportFieldKind {
             Self::Ordinal => "ordinal",
             Self::Target => "target",
             Self::Devices => "devices",
+            Self::NameIfSet => "name_if_set",
         }
     }
 }
@@ -943,7 +947,8 @@ fn is_identifier(text: &str) -> bool {
 }
 
 /// The probe report's records: each key an identifier, listed once; only
-/// `report` holds the other records.
+/// `report` holds the other records; a key left out when unset comes after
+/// every key that is always written (0.1.0's keys keep their order).
 fn check_report_fields(spec: &ProviderSpec) -> Result<()> {
     let fields = &spec.probe_report.fields;
     let records = [
@@ -955,9 +960,16 @@ fn check_report_fields(spec: &ProviderSpec) -> Result<()> {
         let path = format!("probe_report.fields.{record}");
         ensure(!list.is_empty(), &path, "must not be empty")?;
         let mut seen = BTreeSet::new();
+        let mut after_unset = false;
         for (index, field) in list.iter().enumerate() {
             let at = format!("{path}[{index}]");
             let key = &field.key;
+            let if_set = field.kind == ReportFieldKind::NameIfSet;
+            let problem = format!(
+                "`{key}` is always written, so must come before the keys left out when unset"
+            );
+            ensure(if_set || !after_unset, &format!("{at}.kind"), problem)?;
+            after_unset |= if_set;
             let problem = format!("`{key}` is not a lowercase identifier");
             ensure(is_identifier(key), &format!("{at}.key"), problem)?;
             let problem = format!("`{key}` is listed twice");

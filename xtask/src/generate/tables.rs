@@ -85,7 +85,10 @@ pub fn runtime_table(symbols: &SymbolList) -> Vec<u8> {
     );
     for symbol in &symbols.symbols {
         let export = &symbol.export;
-        let _ = writeln!(out, "    pub const {export}: &str = {export:?};");
+        let _ = writeln!(
+            out,
+            "    /// The export `{export}`.\n    pub const {export}: &str = {export:?};"
+        );
     }
     out.push_str("}\n");
     let exports = lines(symbols, Symbol::tier);

@@ -53,7 +53,7 @@ fn render_error(inputs: &Inputs) -> String {
 fn generated_rust_parses_and_is_formatted() {
     let outputs = render(&real_inputs()).unwrap();
     let rust = outputs.iter().filter(|item| item.path.ends_with(".rs"));
-    assert_eq!(rust.clone().count(), 4);
+    assert_eq!(rust.clone().count(), 5);
     for item in rust {
         let text = std::str::from_utf8(&item.bytes).unwrap();
         assert!(
@@ -1255,6 +1255,21 @@ fn spec_report_fields_are_checked_with_their_path() {
         |spec| spec["probe_report"]["fields"]["report"][0]["kind"] = "float".into(),
         "probe_report.fields.report[0].kind: unknown variant `float`",
     );
+    assert_spec_refused(
+        |spec| spec["probe_report"]["fields"]["device"][0]["kind"] = "name_if_set".into(),
+        "probe_report.fields.device[1].kind: `name` is always written, so must come \
+         before the keys left out when unset",
+    );
+}
+
+#[test]
+fn a_key_left_out_when_unset_is_skipped_by_serde() {
+    let outputs = render(&with_spec(|_| {})).unwrap();
+    let probe = String::from_utf8(find(&outputs, PROBE_SPEC_PATH).to_vec()).unwrap();
+    let rule = "    pub devices: Vec<DeviceRow>,\n    \
+                #[serde(skip_serializing_if = \"Option::is_none\")]\n    \
+                pub refusing_rule: Option<&'static str>,\n}";
+    assert!(probe.contains(rule), "{probe}");
 }
 
 #[test]
