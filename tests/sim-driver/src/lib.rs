@@ -20,6 +20,9 @@
 //! - `fork_storm=1` makes the library's constructor start a thread that keeps
 //!   forking `setsid` children for as long as the process lives (see
 //!   `storm.rs`)
+//! - `hang_at_load=1` makes the library's constructor (after any
+//!   `daemon=load`) append `hang pid=PID` to [`HANG_LOG_PATH`] and then sleep
+//!   forever: a driver that hangs while loading (Linux only)
 //!
 //! Blank lines and lines starting with `#` are ignored; a missing file means
 //! all defaults (no devices). As NVIDIA's driver does, `cuDriverGetVersion`
@@ -116,6 +119,7 @@ struct Config {
     print_at_load: Option<String>,
     daemons: BTreeSet<String>,
     fork_storm: bool,
+    hang_at_load: bool,
 }
 
 impl Config {
@@ -145,6 +149,7 @@ impl Config {
                     config.daemons.insert(value.trim().to_owned());
                 }
                 "fork_storm" => config.fork_storm = value.trim() == "1",
+                "hang_at_load" => config.hang_at_load = value.trim() == "1",
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -162,6 +167,10 @@ impl Config {
 /// Runs when the dynamic linker loads this library, as a C constructor does.
 extern "C" fn at_load() {
     leave_daemon("load");
+    if config().hang_at_load {
+        #[cfg(target_os = "linux")]
+        hang_forever();
+    }
     if config().fork_storm {
         #[cfg(target_os = "linux")]
         storm::start();
@@ -170,6 +179,26 @@ extern "C" fn at_load() {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
         let _ = stdout.flush();
+    }
+}
+
+/// Where `hang_at_load=1` logs the pid of the process that hangs.
+pub const HANG_LOG_PATH: &str = "/usr/local/nvidia/sim/hang.log";
+
+/// `hang_at_load=1`: logs this process's pid, then sleeps forever (only a
+/// signal ends it).
+#[cfg(target_os = "linux")]
+fn hang_forever() -> ! {
+    if let Ok(mut log) = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(HANG_LOG_PATH)
+    {
+        let _ = writeln!(log, "hang pid={}", std::process::id());
+    }
+    loop {
+        // SAFETY: pause takes nothing and only waits for a signal.
+        unsafe { libc::pause() };
     }
 }
 
