@@ -18,8 +18,8 @@
 //! 4. once the line is read, give the worker [`WORKER_EXIT_GRACE`] to exit
 //!    by itself (a driver that crashes at exit still makes the binary exit
 //!    as it did), then kill it: no driver thread is left that could fork.
-//!    A worker that has not written its line by [`WORKER_DEADLINE`] is
-//!    killed then, line or not: the binary bounds itself even when no host
+//!    A worker without its line by [`WORKER_DEADLINE`] is killed then (and
+//!    the grace ends there too): the binary bounds itself even when no host
 //!    is left to kill it;
 //! 5. sweep: kill every descendant, found by its chain of parents in
 //!    `/proc`, and reap every child, round after round, until none is left
