@@ -45,21 +45,24 @@ import ctypes, json, os, select, signal, subprocess, sys, time
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 BOUND = {WELL_PAST_THE_BOUND_SECONDS}
 
-def logged_pid(path, prefix):
+def parent_of(pid):
+    return int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+
+def logged_pid(path, prefix, parent=None):
+    # The first pid logged in path (whose parent is parent, when given).
     deadline = time.monotonic() + BOUND
     while time.monotonic() < deadline:
         try:
             for line in open(path).read().splitlines():
                 if line.startswith(prefix):
-                    return int(line.split()[1].removeprefix("pid="))
+                    pid = int(line.split()[1].removeprefix("pid="))
+                    if parent is None or parent_of(pid) == parent:
+                        return pid
         except OSError:
             pass
         time.sleep(0.01)
     print(json.dumps({{"error": "nothing logged in " + path}}))
     sys.exit(0)
-
-def parent_of(pid):
-    return int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
 
 def status_of(pid):
     # The exit status of a child of this process (a re-parented one too).
@@ -136,73 +139,53 @@ def test_a_killed_host_leaves_no_binary_and_no_worker(
     assert outcome["binary_status"] == -signal.SIGTERM, outcome
 
 
-# The binary run directly by the harness, which stays alive: the worker's
-# own deadline ends the hanging driver.
-DEADLINE = (
+# Two copies of the binary at once (one wait for both bounds): one run by
+# the harness, which stays alive, so the worker's own deadline ends the
+# hanging driver; one started by a parent that exits at once, before or
+# after the binary sets its parent-death signal, so it ends by that signal,
+# by its check against the race, or by its deadline.
+OWN_BOUND = (
     COMMON
     + f"""
+starter = subprocess.Popen(["/bin/sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh",
+                            *sys.argv[1:]], stdout=subprocess.PIPE)
+orphan = int(starter.stdout.read().decode().strip())
+orphan_pidfd = os.pidfd_open(orphan)
+starter.wait()
 binary = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-worker = logged_pid("{SIM_STATE_DIR}/hang.log", "hang ")
-daemon = logged_pid("{SIM_STATE_DIR}/daemons.log", "daemon ")
+worker = logged_pid("{SIM_STATE_DIR}/hang.log", "hang ", binary.pid)
+daemon = logged_pid("{SIM_STATE_DIR}/daemons.log", "daemon ", binary.pid)
 pidfds = {{name: os.pidfd_open(pid) for name, pid in
           (("binary", binary.pid), ("worker", worker), ("daemon", daemon))}}
+pidfds["orphan"] = orphan_pidfd
 result = ended(pidfds)
 status = stdout = stderr = None
 if all(result.values()):  # else a survivor may hold the pipes open
     status = binary.wait()
     stdout, stderr = binary.stdout.read().decode(), binary.stderr.read().decode()
-print(json.dumps({{"ended": result, "status": status, "stdout": stdout, "stderr": stderr}}))
+orphan_status = status_of(orphan) if result["orphan"] else None
+print(json.dumps({{"ended": result, "status": status, "stdout": stdout, "stderr": stderr,
+                  "orphan_status": orphan_status}}))
 """
 )
 
 
 @pytest.mark.process_stress
 @pytest.mark.parametrize("binary", ["probe", "smoke"])
-def test_a_hanging_driver_is_stopped_by_the_binarys_own_deadline(
+def test_a_hanging_driver_ends_within_the_binarys_own_bound(
     sim_host: SimulatedHost, binary: str
 ) -> None:
-    argv = [sys.executable, "-I", "-c", DEADLINE, *_binary_argv(sim_host, binary)]
+    argv = [sys.executable, "-I", "-c", OWN_BOUND, *_binary_argv(sim_host, binary)]
     run = sim_host.run(HANGING, argv)
     outcome = _outcome(run.stdout)
-    assert outcome.get("ended") == {"binary": True, "worker": True, "daemon": True}, (
-        outcome,
-        run.stderr,
-    )
-    # No record (the worker wrote none), exit 1, and stderr says why.
+    ended = {"binary": True, "worker": True, "daemon": True, "orphan": True}
+    assert outcome.get("ended") == ended, (outcome, run.stderr)
+    # The deadline: no record (the worker wrote none), exit 1, stderr says why.
     assert (outcome["status"], outcome["stdout"]) == (1, ""), outcome
     assert "wrote no record within 60 s" in outcome["stderr"], outcome
-
-
-# The binary started by a parent that exits at once, before or after the
-# binary sets its parent-death signal: either way the binary ends (by that
-# signal, by its check against the race, or by its deadline).
-ORPHANED = (
-    COMMON
-    + """
-starter = subprocess.Popen(["/bin/sh", "-c", '"$@" >/dev/null 2>&1 & echo $!', "sh",
-                            *sys.argv[1:]], stdout=subprocess.PIPE)
-binary = int(starter.stdout.read().decode().strip())
-pidfd = os.pidfd_open(binary)
-starter.wait()
-result = ended({"binary": pidfd})
-status = status_of(binary) if result["binary"] else None
-print(json.dumps({"ended": result, "status": status}))
-"""
-)
-
-
-@pytest.mark.process_stress
-@pytest.mark.parametrize("binary", ["probe", "smoke"])
-def test_a_binary_whose_parent_died_at_once_ends_within_its_bound(
-    sim_host: SimulatedHost, binary: str
-) -> None:
-    argv = [sys.executable, "-I", "-c", ORPHANED, *_binary_argv(sim_host, binary)]
-    run = sim_host.run(HANGING, argv)
-    outcome = _outcome(run.stdout)
-    assert outcome.get("ended") == {"binary": True}, (outcome, run.stderr)
-    # SIGTERM: the parent-death signal or the check against the race; 1: the
-    # deadline (the parent died before the binary's first instruction).
-    assert outcome["status"] in (-signal.SIGTERM, 1), outcome
+    # The orphan: SIGTERM (the parent-death signal or the check against the
+    # race), or 1 (the deadline: its parent died before its first instruction).
+    assert outcome["orphan_status"] in (-signal.SIGTERM, 1), outcome
 
 
 # A hostile, unpinned probe: its child moves to a process group of its own
