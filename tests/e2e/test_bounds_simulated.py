@@ -46,20 +46,24 @@ ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 BOUND = {WELL_PAST_THE_BOUND_SECONDS}
 
 def parent_of(pid):
-    return int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+    try:
+        return int(open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None  # gone
 
 def logged_pid(path, prefix, parent=None):
     # The first pid logged in path (whose parent is parent, when given).
     deadline = time.monotonic() + BOUND
     while time.monotonic() < deadline:
         try:
-            for line in open(path).read().splitlines():
-                if line.startswith(prefix):
-                    pid = int(line.split()[1].removeprefix("pid="))
-                    if parent is None or parent_of(pid) == parent:
-                        return pid
+            lines = open(path).read().split("\\n")[:-1]  # whole lines only
         except OSError:
-            pass
+            lines = []
+        for line in lines:
+            if line.startswith(prefix):
+                pid = int(line.split()[1].removeprefix("pid="))
+                if parent is None or parent_of(pid) == parent:
+                    return pid
         time.sleep(0.01)
     print(json.dumps({{"error": "nothing logged in " + path}}))
     sys.exit(0)

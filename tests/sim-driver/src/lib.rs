@@ -194,7 +194,8 @@ fn hang_forever() -> ! {
         .append(true)
         .open(HANG_LOG_PATH)
     {
-        let _ = writeln!(log, "hang pid={}", std::process::id());
+        // One write: a reader never sees half a line.
+        let _ = log.write_all(format!("hang pid={}\n", std::process::id()).as_bytes());
     }
     loop {
         // SAFETY: pause takes nothing and only waits for a signal.
