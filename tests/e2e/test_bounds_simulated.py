@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_namespace import SIM_STATE_DIR, DriverLayout, SimulatedHost
+from sim_namespace import SIM_STATE_DIR, DriverLayout, NamespaceRun, SimulatedHost
 
 DEVICES = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
 HANGING = DriverLayout(config=(*DEVICES, "daemon=load", "hang_at_load=1"))
@@ -112,8 +112,10 @@ print(json.dumps({{"host_status": host_status, "ended": result,
 )
 
 
-def _outcome(stdout: str) -> dict[str, Any]:
-    value = json.loads(stdout.strip().splitlines()[-1])
+def _outcome(run: NamespaceRun) -> dict[str, Any]:
+    lines = run.stdout.strip().splitlines()
+    assert lines, (run.returncode, run.stderr)
+    value = json.loads(lines[-1])
     assert isinstance(value, dict)
     return value
 
@@ -135,7 +137,7 @@ def test_a_killed_host_leaves_no_binary_and_no_worker(
 ) -> None:
     argv = [sys.executable, "-I", "-c", HOST_KILLED, how, *_binary_argv(sim_host, binary)]
     run = sim_host.run(HANGING, argv)
-    outcome = _outcome(run.stdout)
+    outcome = _outcome(run)
     assert outcome.get("host_status") == host_status, (outcome, run.stderr)
     # The binary, its driver worker and the driver's daemon all ended, and
     # the binary by its parent-death signal (not by its own deadline).
@@ -181,7 +183,7 @@ def test_a_hanging_driver_ends_within_the_binarys_own_bound(
 ) -> None:
     argv = [sys.executable, "-I", "-c", OWN_BOUND, *_binary_argv(sim_host, binary)]
     run = sim_host.run(HANGING, argv)
-    outcome = _outcome(run.stdout)
+    outcome = _outcome(run)
     ended = {"binary": True, "worker": True, "daemon": True, "orphan": True}
     assert outcome.get("ended") == ended, (outcome, run.stderr)
     # The deadline: no record (the worker wrote none), exit 1, stderr says why.
@@ -259,7 +261,7 @@ def test_the_session_sweep_ends_a_zombie_leaders_running_thread(
     argv = [sys.executable, "-I", "-c", ZOMBIE_HOST, str(probe)]
     run = sim_host.run(DriverLayout(install="absent"), argv)
     assert run.returncode == 0, run.stderr
-    outcome = _outcome(run.stdout)
+    outcome = _outcome(run)
     # The probe ran to its end after the child's leader became a zombie with
     # a running thread, and the runner's sweep left no thread of it.
     assert outcome["output"] == "{}\n", outcome
