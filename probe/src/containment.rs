@@ -5,15 +5,23 @@
 //! again to leave the process group and session the host kills. So the
 //! probe and the smoke:
 //!
-//! 1. make themselves a child subreaper before anything loads: every
+//! 1. first thing, bind themselves to their parent: the parent's death
+//!    sends them SIGTERM (`PR_SET_PDEATHSIG`), checked against the race of
+//!    a parent that died just before; SIGTERM, from there or anyone, makes
+//!    them stop the worker, sweep (5.) and end by SIGTERM;
+//! 2. make themselves a child subreaper before anything loads: every
 //!    orphaned descendant is re-parented to them, not to init;
-//! 2. run the driver work in a child process, the *worker*, which writes the
+//! 3. run the driver work in a child process, the *worker*, which writes the
 //!    one record line into a pipe and exits. The driver is loaded only in
-//!    the worker, so its threads live only there;
-//! 3. once the line is read, give the worker [`WORKER_EXIT_GRACE`] to exit
+//!    the worker, so its threads live only there; it dies with the binary
+//!    (`PR_SET_PDEATHSIG`, SIGKILL);
+//! 4. once the line is read, give the worker [`WORKER_EXIT_GRACE`] to exit
 //!    by itself (a driver that crashes at exit still makes the binary exit
-//!    as it did), then kill it: no driver thread is left that could fork;
-//! 4. sweep: kill every descendant, found by its chain of parents in
+//!    as it did), then kill it: no driver thread is left that could fork.
+//!    A worker without its line by [`WORKER_DEADLINE`] is killed then (and
+//!    the grace ends there too): the binary bounds itself even when no host
+//!    is left to kill it;
+//! 5. sweep: kill every descendant, found by its chain of parents in
 //!    `/proc`, and reap every child, round after round, until none is left
 //!    or [`SWEEP_DEADLINE`] has passed. A killed process forks no more, and
 //!    with the driver stopped nothing else starts them, so the rounds end.
@@ -24,11 +32,20 @@
 //! signal, so each one is opened as a pidfd first, confirmed through its
 //! parent to still be a descendant, and only the pidfd is signalled.
 //!
+//! So whatever ends the host (SIGTERM, `timeout`, SIGKILL, the OOM killer),
+//! the binary and its worker end within [`WORKER_DEADLINE`] +
+//! [`SWEEP_DEADLINE`] of the worker's start, and at once (within
+//! [`SWEEP_DEADLINE`]) when the parent-death signal arrives. A parent that
+//! died before the binary's first instruction is not seen (its new parent
+//! is init or a subreaper): the deadline bounds that case.
+//!
 //! Off Linux the work runs in the binary itself: Windows loads only
 //! System32's `nvcuda.dll`, and the host ends the probe process there.
 
 use std::process::ExitCode;
 use std::time::Duration;
+
+use crate::generated::spec::RUNNER_MAX_TIMEOUT_SECONDS;
 #[cfg(target_os = "linux")]
 use std::time::Instant;
 
@@ -37,6 +54,10 @@ use std::time::Instant;
 pub const WORKER_EXIT_GRACE: Duration = Duration::from_secs(2);
 /// How long the sweep may go on once the worker has ended.
 pub const SWEEP_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the worker may run at all, from its start: the runner's
+/// largest timeout, so a host still waiting for the record is never cut
+/// short, and nothing of the binary outlives a host that died.
+pub const WORKER_DEADLINE: Duration = Duration::from_secs(RUNNER_MAX_TIMEOUT_SECONDS);
 
 /// What the worker's work produced: the record line (without its newline)
 /// and the exit status the binary gives it.
@@ -53,8 +74,8 @@ pub enum WorkerEnd {
     Exited(i32),
     /// A signal ended it (the driver crashed it).
     Signaled(i32),
-    /// It did not exit within [`WORKER_EXIT_GRACE`] and was killed (or could
-    /// not be started).
+    /// It did not exit within [`WORKER_EXIT_GRACE`] or by
+    /// [`WORKER_DEADLINE`] and was killed (or could not be started).
     Stopped,
 }
 
@@ -68,7 +89,17 @@ pub struct Contained {
     pub survivors: bool,
 }
 
-/// Makes this process a child subreaper. Call first thing in `main`.
+/// Binds this process to its parent and makes it a child subreaper (steps
+/// 1 and 2 of the module documentation): call first thing in `main`, before
+/// anything can fork. Ends this process by SIGTERM if the parent is already
+/// gone.
+pub fn start() {
+    #[cfg(target_os = "linux")]
+    linux::end_with_parent();
+    become_subreaper();
+}
+
+/// Makes this process a child subreaper (step 2 alone).
 pub fn become_subreaper() {
     #[cfg(target_os = "linux")]
     linux::become_subreaper();
@@ -133,9 +164,10 @@ mod linux {
     use std::fs;
     use std::io::Write;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::atomic::{AtomicBool, Ordering};
 
-    use super::{Contained, Duration, Instant, WorkerEnd, WorkerRecord};
-    use super::{SWEEP_DEADLINE, WORKER_EXIT_GRACE};
+    use super::{die_by_signal, Contained, Duration, Instant, WorkerEnd, WorkerRecord};
+    use super::{SWEEP_DEADLINE, WORKER_DEADLINE, WORKER_EXIT_GRACE};
 
     /// The most the worker's record line may hold; more is no record.
     const MAX_RECORD_BYTES: usize = 1 << 20;
@@ -144,6 +176,46 @@ mod linux {
     /// How long one wait for the worker's output lasts before the worker is
     /// checked for having exited without writing.
     const READ_POLL_MILLISECONDS: libc::c_int = 10;
+
+    /// Set by SIGTERM (the parent-death signal, or anyone's): stop the
+    /// worker, sweep, and end by SIGTERM.
+    static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+    extern "C" fn request_stop(_signal: libc::c_int) {
+        STOP_REQUESTED.store(true, Ordering::SeqCst);
+    }
+
+    fn stop_requested() -> bool {
+        STOP_REQUESTED.load(Ordering::SeqCst)
+    }
+
+    pub(super) fn end_with_parent() {
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        // SAFETY: installs a handler that only stores to an atomic (async-
+        // signal-safe), from a zeroed sigaction with an empty mask, and
+        // unblocks SIGTERM (a mask is inherited through exec); only local
+        // structures are passed. No SA_RESTART: a wait in progress returns
+        // early and looks at the flag.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = request_stop as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+            let mut terminate: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut terminate);
+            libc::sigaddset(&mut terminate, libc::SIGTERM);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &terminate, std::ptr::null_mut());
+        }
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) };
+        // The parent may have died before the signal was set: then this
+        // process was already re-parented and nothing will signal it.
+        // SAFETY: getppid has no preconditions.
+        if unsafe { libc::getppid() } != parent {
+            die_by_signal(libc::SIGTERM);
+        }
+    }
 
     pub(super) fn become_subreaper() {
         // SAFETY: prctl with integer arguments only. If the kernel refuses
@@ -155,6 +227,8 @@ mod linux {
         let Some((read_end, write_end)) = pipe() else {
             return not_started("cannot make the worker's pipe");
         };
+        let binary = std::process::id();
+        let worker_deadline = Instant::now() + WORKER_DEADLINE;
         // SAFETY: this process has one thread (the caller's contract), so
         // the child may run ordinary code after fork.
         let pid = unsafe { libc::fork() };
@@ -163,7 +237,7 @@ mod linux {
         }
         if pid == 0 {
             drop(read_end);
-            run_worker(write_end, work);
+            run_worker(write_end, binary, work);
         }
         drop(write_end);
         let mut worker = Worker {
@@ -171,19 +245,31 @@ mod linux {
             end: None,
             killed: false,
         };
-        let line = read_record(&read_end, &mut worker);
+        let line = read_record(&read_end, &mut worker, worker_deadline);
         // The record is in; the worker's copies of the pipe may live on in
         // whatever the driver started, which the sweep ends.
         drop(read_end);
-        let grace = Instant::now() + WORKER_EXIT_GRACE;
-        worker.wait_until(grace);
+        let grace = (Instant::now() + WORKER_EXIT_GRACE).min(worker_deadline);
+        worker.wait_until(grace, true);
         let deadline = Instant::now() + SWEEP_DEADLINE;
         if worker.end.is_none() {
+            if line.is_none() && !stop_requested() {
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "the driver worker wrote no record within {} s and was stopped",
+                    WORKER_DEADLINE.as_secs()
+                );
+            }
             worker.kill();
-            worker.wait_until(deadline);
+            worker.wait_until(deadline, false);
         }
         // The worker is a descendant too: if it still lives, the sweep says so.
         let clean = sweep(deadline);
+        if stop_requested() {
+            // Nothing waits for the record now (the parent is gone, or
+            // someone asked this process to end): end as asked.
+            die_by_signal(libc::SIGTERM);
+        }
         let worker_end = match worker.end {
             Some(end) if !worker.killed => end,
             _ => WorkerEnd::Stopped,
@@ -206,12 +292,25 @@ mod linux {
     }
 
     /// The worker: dies with the binary (so a host that kills only the
-    /// binary stops the driver too), runs `work`, writes its line and
-    /// exits through `exit`, so the driver's exit handlers run as they would
-    /// have in the binary.
-    fn run_worker(write_end: OwnedFd, work: impl FnOnce() -> WorkerRecord) -> ! {
-        // SAFETY: prctl with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    /// binary stops the driver too; checked against a binary that died
+    /// before the signal was set), runs `work`, writes its line and exits
+    /// through `exit`, so the driver's exit handlers run as they would have
+    /// in the binary. SIGTERM has its default action here, as it had before
+    /// the binary installed its own.
+    fn run_worker(write_end: OwnedFd, binary: u32, work: impl FnOnce() -> WorkerRecord) -> ! {
+        // SAFETY: prctl with integer arguments, then resetting one signal's
+        // disposition; no memory is passed.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        }
+        // SAFETY: getppid has no preconditions.
+        let parent = unsafe { libc::getppid() };
+        if u32::try_from(parent).ok() != Some(binary) {
+            // The binary died before the signal was set: nothing waits.
+            // SAFETY: _exit ends only this process and runs no handler.
+            unsafe { libc::_exit(1) };
+        }
         let record = work();
         let mut pipe = fs::File::from(write_end);
         let _ = pipe.write_all(format!("{}\n", record.line).as_bytes());
@@ -248,11 +347,13 @@ mod linux {
             }
         }
 
-        /// Waits for the worker to end, at most until `deadline`.
-        fn wait_until(&mut self, deadline: Instant) {
+        /// Waits for the worker to end, at most until `deadline`, and when
+        /// `until_stop`, no longer than until a stop is requested.
+        fn wait_until(&mut self, deadline: Instant, until_stop: bool) {
             loop {
                 self.check();
-                if self.end.is_some() || Instant::now() >= deadline {
+                let stop = until_stop && stop_requested();
+                if self.end.is_some() || stop || Instant::now() >= deadline {
                     return;
                 }
                 std::thread::sleep(POLL_INTERVAL);
@@ -269,8 +370,9 @@ mod linux {
 
     /// Reads the worker's record line: up to its newline, until the pipe
     /// closes, or until the worker has ended without a whole line (the
-    /// driver may have left the pipe open in processes of its own).
-    fn read_record(read_end: &OwnedFd, worker: &mut Worker) -> Option<String> {
+    /// driver may have left the pipe open in processes of its own). None
+    /// once `deadline` has passed or a stop is requested.
+    fn read_record(read_end: &OwnedFd, worker: &mut Worker, deadline: Instant) -> Option<String> {
         let mut bytes = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {
@@ -278,7 +380,7 @@ mod linux {
                 bytes.truncate(newline);
                 return String::from_utf8(bytes).ok();
             }
-            if bytes.len() > MAX_RECORD_BYTES {
+            if bytes.len() > MAX_RECORD_BYTES || stop_requested() || Instant::now() >= deadline {
                 return None;
             }
             let mut poll = libc::pollfd {
@@ -438,12 +540,30 @@ mod linux {
             found
         }
 
-        /// Not a zombie (`Z`) nor dead (`X`, `x`).
+        /// Not a zombie (`Z`) nor dead (`X`, `x`), or a zombie leader whose
+        /// other threads still run.
         fn is_alive(&self, pid: u32) -> bool {
-            self.processes
-                .get(&pid)
-                .is_some_and(|(_, state)| !matches!(state, 'Z' | 'X' | 'x'))
+            self.processes.get(&pid).is_some_and(|(_, state)| {
+                !is_dead(*state) || (*state == 'Z' && has_live_thread(pid))
+            })
         }
+    }
+
+    fn is_dead(state: char) -> bool {
+        matches!(state, 'Z' | 'X' | 'x')
+    }
+
+    /// Whether a task of `pid`'s thread group (`/proc/PID/task`) is alive.
+    fn has_live_thread(pid: u32) -> bool {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().any(|task| {
+            fs::read_to_string(task.path().join("stat"))
+                .ok()
+                .and_then(|stat| state_of(&stat))
+                .is_some_and(|state| !is_dead(state))
+        })
     }
 
     fn parent_of(pid: u32) -> Option<u32> {
@@ -459,6 +579,12 @@ mod linux {
         let state = fields.next()?.chars().next()?;
         let parent = fields.next()?.parse().ok()?;
         Some((parent, state))
+    }
+
+    /// The state letter of a `stat` file's text.
+    fn state_of(stat: &str) -> Option<char> {
+        let (_, rest) = stat.rsplit_once(')')?;
+        rest.split_whitespace().next()?.chars().next()
     }
 
     fn interrupted() -> bool {

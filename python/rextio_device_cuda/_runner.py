@@ -213,8 +213,26 @@ def _session_and_state(pid: int) -> tuple[int, str] | None:
     return int(fields[3]), fields[0].decode("ascii", "replace")
 
 
+def _has_live_thread(pid: int) -> bool:
+    """Whether a thread of ``pid``'s thread group (``/proc/PID/task``) has not exited."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as file:
+                state = file.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X", b"x"):
+            return True
+    return False
+
+
 def _live_session_members(session: int) -> list[int]:
-    """Every process of ``session`` that has not exited (zombies have)."""
+    """Every process of ``session`` that has not exited: not a zombie, or a
+    zombie leader whose other threads still run (SIGKILL to its pid ends them)."""
     members: list[int] = []
     try:
         entries = os.listdir("/proc")
@@ -230,7 +248,9 @@ def _live_session_members(session: int) -> list[int]:
         except OSError:
             continue
         found = _session_and_state(pid)
-        if found is not None and found[0] == session and found[1] != "Z":
+        if found is None or found[0] != session:
+            continue
+        if found[1] != "Z" or _has_live_thread(pid):
             members.append(pid)
     return members
 

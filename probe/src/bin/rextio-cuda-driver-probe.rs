@@ -7,7 +7,8 @@
 //! the probe by hand).
 //!
 //! The driver is loaded only in a worker process (see `containment`); a
-//! driver that crashes the worker ends the probe the same way.
+//! driver that crashes the worker ends the probe the same way. The probe
+//! ends with its parent and bounds its worker by a deadline of its own.
 
 use std::process::ExitCode;
 
@@ -19,8 +20,9 @@ use rextio_cuda_probe::report_out::ReportOut;
 const EXIT_WORKER_STOPPED: u8 = 1;
 
 fn main() -> ExitCode {
-    // Before anything can fork: every orphaned descendant comes back here.
-    containment::become_subreaper();
+    // Before anything can fork: this process ends with its parent, and
+    // every orphaned descendant comes back here.
+    containment::start();
     // SAFETY: the process still has one thread (std starts none and nothing
     // here has spawned one), so setting environment variables cannot race a
     // reader.

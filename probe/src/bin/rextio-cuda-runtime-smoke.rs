@@ -2,7 +2,8 @@
 //! JSON record; exits 0 on success, 1 on failure, 2 for bad arguments.
 //!
 //! The driver is loaded only in a worker process (see `containment`); a
-//! driver that crashes the worker ends the smoke the same way.
+//! driver that crashes the worker ends the smoke the same way. The smoke
+//! ends with its parent and bounds its worker by a deadline of its own.
 
 use std::process::ExitCode;
 
@@ -12,8 +13,9 @@ use rextio_cuda_probe::report_out::ReportOut;
 use rextio_cuda_probe::smoke;
 
 fn main() -> ExitCode {
-    // Before anything can fork: every orphaned descendant comes back here.
-    containment::become_subreaper();
+    // Before anything can fork: this process ends with its parent, and
+    // every orphaned descendant comes back here.
+    containment::start();
     // SAFETY: the process still has one thread (std starts none and nothing
     // here has spawned one), so setting environment variables cannot race a
     // reader.

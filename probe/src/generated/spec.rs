@@ -154,3 +154,6 @@ pub const SMOKE_COMPLETE_STATUS: &str = "smoke-complete";
 
 /// `smoke.failure_status` of `templates/provider-spec.json`.
 pub const SMOKE_FAILURE_STATUS: &str = "unavailable";
+
+/// `probe_runner.max_timeout_seconds` of `templates/provider-spec.json`.
+pub const RUNNER_MAX_TIMEOUT_SECONDS: u64 = 60;

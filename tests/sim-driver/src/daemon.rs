@@ -58,7 +58,8 @@ fn run_daemon(stage: &str, ready: libc::c_int) -> ! {
     {
         // SAFETY: getpid has no preconditions.
         let pid = unsafe { libc::getpid() };
-        let _ = writeln!(log, "daemon pid={pid} stage={stage}");
+        // One write: lines of daemons that log at once never interleave.
+        let _ = log.write_all(format!("daemon pid={pid} stage={stage}\n").as_bytes());
     }
     // SAFETY: one byte from a live local to an open pipe; then sleep forever.
     unsafe {

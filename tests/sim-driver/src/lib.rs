@@ -23,6 +23,9 @@
 //! - `corrupt_read=N` makes every `cuMemcpyDtoHAsync_v2` deliver byte N of
 //!   its copy inverted (a driver that loses a byte); device memory keeps
 //!   the right one
+//! - `hang_at_load=1` makes the library's constructor (after any
+//!   `daemon=load`) append `hang pid=PID` to [`HANG_LOG_PATH`] and then sleep
+//!   forever: a driver that hangs while loading (Linux only)
 //!
 //! Blank lines and lines starting with `#` are ignored; a missing file means
 //! all defaults (no devices). As NVIDIA's driver does, `cuDriverGetVersion`
@@ -129,6 +132,7 @@ struct Config {
     daemons: BTreeSet<String>,
     fork_storm: bool,
     corrupt_read: Option<usize>,
+    hang_at_load: bool,
 }
 
 impl Config {
@@ -159,6 +163,7 @@ impl Config {
                 }
                 "fork_storm" => config.fork_storm = value.trim() == "1",
                 "corrupt_read" => config.corrupt_read = value.trim().parse().ok(),
+                "hang_at_load" => config.hang_at_load = value.trim() == "1",
                 "fail" => {
                     if let Some((symbol, result)) = value.split_once(':') {
                         if let Ok(result) = result.trim().parse() {
@@ -176,6 +181,10 @@ impl Config {
 /// Runs when the dynamic linker loads this library, as a C constructor does.
 extern "C" fn at_load() {
     leave_daemon("load");
+    if config().hang_at_load {
+        #[cfg(target_os = "linux")]
+        hang_forever();
+    }
     if config().fork_storm {
         #[cfg(target_os = "linux")]
         storm::start();
@@ -184,6 +193,27 @@ extern "C" fn at_load() {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{text}");
         let _ = stdout.flush();
+    }
+}
+
+/// Where `hang_at_load=1` logs the pid of the process that hangs.
+pub const HANG_LOG_PATH: &str = "/usr/local/nvidia/sim/hang.log";
+
+/// `hang_at_load=1`: logs this process's pid, then sleeps forever (only a
+/// signal ends it).
+#[cfg(target_os = "linux")]
+fn hang_forever() -> ! {
+    if let Ok(mut log) = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(HANG_LOG_PATH)
+    {
+        // One write: a reader never sees half a line.
+        let _ = log.write_all(format!("hang pid={}\n", std::process::id()).as_bytes());
+    }
+    loop {
+        // SAFETY: pause takes nothing and only waits for a signal.
+        unsafe { libc::pause() };
     }
 }
 

@@ -183,6 +183,14 @@ fn constants(spec: &ProviderSpec) -> Vec<Constant> {
             "smoke.failure_status",
             &smoke.failure_status,
         ),
+        // A whole number of seconds (spec.rs checks it): the probe's and the
+        // smoke's own deadline for their driver worker.
+        Constant::int(
+            "RUNNER_MAX_TIMEOUT_SECONDS",
+            "u64",
+            "probe_runner.max_timeout_seconds",
+            spec.probe_runner.max_timeout_seconds as u32,
+        ),
     ]
 }
 

@@ -1095,7 +1095,14 @@ fn check_probe_runner(spec: &ProviderSpec) -> Result<()> {
     ensure(default > 0.0, path, format!("{default:?} must be above 0"))?;
     let max = runner.max_timeout_seconds;
     let problem = format!("{max:?} is below `probe_runner.default_timeout_seconds` {default:?}");
-    ensure(max >= default, "probe_runner.max_timeout_seconds", problem)
+    ensure(max >= default, "probe_runner.max_timeout_seconds", problem)?;
+    // The probe's own deadline is generated from it as whole seconds.
+    let problem = format!("{max:?} must be a whole number of seconds, at most 86400");
+    ensure(
+        max.fract() == 0.0 && max <= 86400.0,
+        "probe_runner.max_timeout_seconds",
+        problem,
+    )
 }
 
 fn check_smoke(spec: &ProviderSpec) -> Result<()> {

@@ -1106,6 +1106,11 @@ fn spec_bounds_are_refused_with_their_path() {
         "probe_runner.max_timeout_seconds: 5.0 is below `probe_runner.default_timeout_seconds` 10.0",
     );
     assert_refused(
+        "\"max_timeout_seconds\": 60.0",
+        "\"max_timeout_seconds\": 60.5",
+        "probe_runner.max_timeout_seconds: 60.5 must be a whole number of seconds, at most 86400",
+    );
+    assert_refused(
         "\"allocation_bytes\": 4096",
         "\"allocation_bytes\": 0",
         "smoke.allocation_bytes: 0 is not within 1..=4294967295",
