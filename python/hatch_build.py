@@ -3,9 +3,10 @@
 `cargo xtask dist` sets ``REXTIO_WHEEL_PLATFORM`` (a platform tag, e.g.
 ``manylinux_2_17_x86_64``) and ``REXTIO_WHEEL_BINARIES`` (a directory holding
 exactly the release binaries built for it), by the names this module defines
-(``PLATFORM_VARIABLE``, ``BINARIES_VARIABLE``; dist imports them from here). The wheel then carries each file
-of that directory in ``rextio_device_cuda/_bin/`` with ``SHA256SUMS`` beside
-them, and is tagged ``py3-none-<platform>``. Without the variables the wheel is
+(``PLATFORM_VARIABLE``, ``BINARIES_VARIABLE``; dist imports them from here).
+The wheel then carries each file of that directory in
+``rextio_device_cuda/_bin/`` with ``SHA256SUMS`` beside them, and is tagged
+``py3-none-<platform>``. Without the variables the wheel is
 the pure ``py3-none-any`` one, and the sdist never carries binaries.
 """
 
