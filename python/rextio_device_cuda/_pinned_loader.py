@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Final, NamedTuple
+from dataclasses import dataclass
+from typing import Final
 
 from rextio_device_cuda import _codes, _root_owned
 from rextio_device_cuda._errors import CudaProbeError
@@ -124,7 +125,8 @@ _MAX_DYNAMIC_BYTES: Final[int] = 1 << 16
 _MAX_NAME_BYTES: Final[int] = 4096
 
 
-class _Layout(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _Layout:
     """How one ELF class lays out its headers (``struct`` formats without byte order)."""
 
     header: str
@@ -136,7 +138,8 @@ _ELF32: Final = _Layout(header="HHIIIIIHHHHHH", program_header="IIIIIIII", dynam
 _ELF64: Final = _Layout(header="HHIQQQIHHHHHH", program_header="IIQQQQQQ", dynamic_entry="qQ")
 
 
-class _Segment(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _Segment:
     kind: int
     offset: int
     address: int
@@ -144,7 +147,8 @@ class _Segment(NamedTuple):
     memory_size: int
 
 
-class _Elf(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _Elf:
     """The sealed copy's descriptor and what its header says."""
 
     descriptor: int

@@ -8,6 +8,7 @@ unexpected failure of an injected runner or inspector becomes a reason code.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
@@ -18,7 +19,7 @@ from rextio.devices import (
 )
 
 from rextio_device_cuda import _codes
-from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._errors import CudaProbeError, is_path_free
 from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
@@ -68,6 +69,7 @@ def _subprocess_runner(selection: Selection) -> SubprocessProbeRunner:
     )
 
 
+@dataclass(frozen=True, slots=True)
 class Refusal:
     """A failed preflight: exactly one reason code, no observations.
 
@@ -76,21 +78,13 @@ class Refusal:
     decided the refusal (path-free), and the CUDA result the probe reported.
     """
 
-    __slots__ = ("cuda_result", "facts", "reason_code", "status")
-
-    def __init__(
-        self,
-        status: DevicePreflightStatus,
-        reason_code: str,
-        facts: str | None = None,
-        cuda_result: int | None = None,
-    ) -> None:
-        self.status = status
-        self.reason_code = reason_code
-        self.facts = facts
-        self.cuda_result = cuda_result
+    status: DevicePreflightStatus
+    reason_code: str
+    facts: str | None = None
+    cuda_result: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
 class Ready:
     """A successful preflight and what it observed (never a path).
 
@@ -98,13 +92,8 @@ class Ready:
     never for a record: the selected device's name, when path-free.
     """
 
-    __slots__ = ("device_name", "observations")
-
-    def __init__(
-        self, observations: tuple[tuple[str, str], ...], device_name: str | None = None
-    ) -> None:
-        self.observations = observations
-        self.device_name = device_name
+    observations: tuple[tuple[str, str], ...]
+    device_name: str | None = None
 
 
 class _RefusedError(Exception):
@@ -144,8 +133,7 @@ def _shown(facts: object) -> str | None:
     if (
         not isinstance(facts, str)
         or not 0 < len(facts) <= _MAX_FACTS_CHARS
-        or "/" in facts
-        or "\\" in facts
+        or not is_path_free(facts)
         or not facts.isprintable()
     ):
         return None
@@ -168,7 +156,7 @@ def _target_text(target: ProbeTarget) -> str:
 def _device_name(ordinal: int, report: CudaProbeReport) -> str | None:
     """The driver's name of the device; one that looks like it holds a path is left out."""
     name = report.devices[ordinal].name
-    return name if "/" not in name and "\\" not in name else None
+    return name if is_path_free(name) else None
 
 
 def _device_text(ordinal: int, report: CudaProbeReport) -> str:
@@ -176,37 +164,17 @@ def _device_text(ordinal: int, report: CudaProbeReport) -> str:
     return f"device {ordinal} is {report.devices[ordinal].sm}" + (f" ({name})" if name else "")
 
 
+@dataclass(frozen=True, slots=True)
 class Selection:
     """The effective device choice after options and constructor are merged."""
 
-    __slots__ = (
-        "capability",
-        "driver_root",
-        "ordinal",
-        "probe_path",
-        "probe_sha256",
-        "sm",
-        "toolkit_root",
-    )
-
-    def __init__(
-        self,
-        *,
-        capability: CapabilitySpec,
-        ordinal: int,
-        sm: str,
-        probe_path: str | None,
-        toolkit_root: str | None,
-        probe_sha256: str | None,
-        driver_root: str | None = None,
-    ) -> None:
-        self.capability = capability
-        self.ordinal = ordinal
-        self.sm = sm
-        self.probe_path = probe_path
-        self.toolkit_root = toolkit_root
-        self.probe_sha256 = probe_sha256
-        self.driver_root = driver_root
+    capability: CapabilitySpec
+    ordinal: int
+    sm: str
+    probe_path: str | None
+    toolkit_root: str | None
+    probe_sha256: str | None
+    driver_root: str | None = None
 
 
 def _lane(capability: CapabilitySpec) -> LaneSpec:
@@ -649,6 +617,15 @@ def _observations(
         observed[_OBSERVATION.probe_sha256] = selection.probe_sha256
     observed.update(lane.observations)
     return tuple(sorted(observed.items()))
+
+
+def architecture_refusal(sm: str) -> Refusal | None:
+    """The refusal of a selected SM outside the vocabulary; None for one in it."""
+    try:
+        _sm(sm)
+    except _RefusedError as refused:
+        return refused.refusal
+    return None
 
 
 def prepare(request: DevicePreflightRequest, config: CudaProviderConfig) -> Refusal | Selection:

@@ -63,7 +63,7 @@ def explain_hint(code: str, cuda_result: int | None) -> str:
     return f"{EXPLAIN_COMMAND} {code}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RefusalLine:
     """The one WARNING line a refused preflight logs, kept as its parts.
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Final, NamedTuple
+from dataclasses import dataclass
+from typing import Final
 
 # The kernel's own limit on symbolic links followed in one lookup (the loader's MAX_LINKS).
 MAX_LINKS: Final[int] = 40
@@ -40,14 +41,16 @@ _GROUP_OR_OTHER_WRITE: Final[int] = stat.S_IWGRP | stat.S_IWOTH
 _OPEN_FLAGS: Final[int] = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class Finding(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Finding:
     """Why a path is not root's alone: the loader's rule name and a sentence."""
 
     rule: str
     explanation: str
 
 
-class _Directory(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _Directory:
     descriptor: int
     path: str
     writable_by_others: bool

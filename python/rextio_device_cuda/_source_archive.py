@@ -27,7 +27,7 @@ class SourceArchiveError(Exception):
     """A packaged source tarball cannot be verified or read; nothing was written."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PackagedArchive:
     """A source tarball: its file, the SHA-256 it must have, and its one top folder."""
 
@@ -36,7 +36,7 @@ class PackagedArchive:
     top_folder: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceTree:
     """An archive's content below its top folder: directories and (mode, bytes) files."""
 

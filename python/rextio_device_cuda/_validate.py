@@ -59,7 +59,7 @@ def host_capability() -> CapabilitySpec | None:
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PinnedBinary:
     """A probe or smoke, and the SHA-256 it is run under (the runner refuses other bytes)."""
 
