@@ -1,4 +1,4 @@
-"""The preflight check sequence of contract section 3, first failure wins.
+"""The preflight check sequence, in order; the first failure wins.
 
 ``evaluate`` returns either a ``Refusal`` (one status, one reason code) or a
 ``Ready`` with the ready observations. It never raises for bad input: an
@@ -48,9 +48,9 @@ _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys
 _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
 _BACKEND = PROVIDER_SPEC.manifest.backend
-# The SM vocabulary with each architecture's CUDA releases (contract 9.5).
+# The SM vocabulary with each architecture's CUDA releases.
 _ARCHITECTURES = {item.sm: item for item in PROVIDER_SPEC.manifest.architectures}
-# The probe's one option (contract section 9.4): look only in this directory.
+# The probe's one option (docs/interfaces.md, "The loader seam"): look only in this directory.
 _DRIVER_ROOT_ARGUMENT = "--driver-root"
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
 # The longest runner or inspector facts a refusal line shows.
@@ -145,7 +145,7 @@ def _release(release: tuple[int, int]) -> str:
 
 
 def _driver_release(version: int) -> tuple[int, int]:
-    """The CUDA release a driver version names (contract step 19's formula)."""
+    """The CUDA release a driver version names: 12040 is 12.4."""
     return version // 1000, (version % 1000) // 10
 
 
@@ -527,7 +527,7 @@ def _toolkit_report(
         report = inspector.inspect(triple)
         components = tuple(expected_components(triple))
         if isinstance(report, CudaToolkitReport):
-            # Validated again (contract section 5's report checks, in order):
+            # Validated again (the report's own checks, in order):
             # a frozen record can still be altered after construction.
             CudaToolkitReport(report.version, report.runtime_version, report.components)
     except CudaProbeError as error:
@@ -648,7 +648,7 @@ def evaluate(
     inspector: ToolkitInspector | None,
     on_probe_start: Callable[[], None] = _no_work,
 ) -> Refusal | Ready:
-    """Run every check in contract order; the first failure wins.
+    """Run every check in order; the first failure wins.
 
     ``on_probe_start`` is called once, just before the probe runs (the
     injected runner or the configured probe); never when no probe runs.

@@ -17,7 +17,7 @@ from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 EXPLAIN_COMMAND: Final = "python -m rextio_device_cuda explain"
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _NAMES: Final[dict[int, str]] = {value: name for name, value in CUDA_RESULTS.items()}
-# The probe's codes whose report carries the driver's CUDA result (contract 6).
+# The probe's codes whose report carries the driver's CUDA result.
 RESULT_CODES: Final[frozenset[str]] = frozenset(
     PROVIDER_SPEC.probe_report.cuda_result_reason_codes
 )

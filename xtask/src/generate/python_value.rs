@@ -247,7 +247,7 @@ impl PythonClass {
             out.push_str(&format!("{body}_set(self, \"{field}\", {field})\n"));
         }
         let values = |record: &str| {
-            let mut text = format!("(\n");
+            let mut text = String::from("(\n");
             for field in &self.fields {
                 text.push_str(&format!("{body}{INDENT}{record}.{},\n", field.name));
             }
@@ -270,8 +270,14 @@ impl PythonClass {
         ));
         for (index, field) in self.fields.iter().enumerate() {
             let field = field.name;
-            let comma = if index + 1 < self.fields.len() { ", " } else { "" };
-            out.push_str(&format!("{body}{INDENT}f\"{field}={{self.{field}!r}}{comma}\"\n"));
+            let comma = if index + 1 < self.fields.len() {
+                ", "
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "{body}{INDENT}f\"{field}={{self.{field}!r}}{comma}\"\n"
+            ));
         }
         out.push_str(&format!("{body}{INDENT}\")\"\n{body})\n"));
         out.push_str(&format!(
