@@ -9,12 +9,13 @@ from typing import Final
 from rextio_device_cuda import _codes
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REASON_CODE: Final = re.compile(PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII)
+# Compiled (and cached by `re`) on first use: a ready report carries no code.
+_REASON_CODE: Final[str] = PROVIDER_SPEC.probe_report.reason_code_pattern
 
 
 def is_reason_code(value: object) -> bool:
     """Whether ``value`` is spelled like a reason code (``^[A-Z][A-Z0-9_]{0,63}$``)."""
-    return isinstance(value, str) and _REASON_CODE.fullmatch(value) is not None
+    return isinstance(value, str) and re.fullmatch(_REASON_CODE, value, re.ASCII) is not None
 
 
 class CudaProbeError(RuntimeError):

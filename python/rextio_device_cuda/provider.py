@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from rextio.devices import (
     DeviceBuildContribution,
@@ -98,25 +98,16 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 )
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
-if TYPE_CHECKING:
-    import logging
-
-
-def refusal_logger() -> logging.Logger:
-    """The logger of the refusal lines."""
-    import logging  # only a refusal logs: a ready preflight never loads logging
-
-    return logging.getLogger(__package__)
-
 
 # Core reports a refusal only by its status; this line, path-free, tells the
 # person running `rextio generate` which code it was and how to learn more.
+# Only a refusal logs: a ready preflight never loads logging or the texts.
 def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
     import logging
 
     from rextio_device_cuda import _refusal_text
 
-    logger = refusal_logger()
+    logger = logging.getLogger(__package__)
     if not logger.isEnabledFor(logging.WARNING):
         return
     logger.warning(
