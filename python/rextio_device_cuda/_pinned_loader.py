@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio_device_cuda import _codes, _root_owned
 from rextio_device_cuda._errors import CudaProbeError
@@ -125,8 +124,7 @@ _MAX_DYNAMIC_BYTES: Final[int] = 1 << 16
 _MAX_NAME_BYTES: Final[int] = 4096
 
 
-@dataclass(frozen=True, slots=True)
-class _Layout:
+class _Layout(NamedTuple):
     """How one ELF class lays out its headers (``struct`` formats without byte order)."""
 
     header: str
@@ -138,8 +136,7 @@ _ELF32: Final = _Layout(header="HHIIIIIHHHHHH", program_header="IIIIIIII", dynam
 _ELF64: Final = _Layout(header="HHIQQQIHHHHHH", program_header="IIQQQQQQ", dynamic_entry="qQ")
 
 
-@dataclass(frozen=True, slots=True)
-class _Segment:
+class _Segment(NamedTuple):
     kind: int
     offset: int
     address: int
@@ -147,8 +144,7 @@ class _Segment:
     memory_size: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Elf:
+class _Elf(NamedTuple):
     """The sealed copy's descriptor and what its header says."""
 
     descriptor: int

@@ -8,8 +8,8 @@ unexpected failure of an injected runner or inspector becomes a reason code.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -69,8 +69,7 @@ def _subprocess_runner(selection: Selection) -> SubprocessProbeRunner:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(NamedTuple):
     """A failed preflight: exactly one reason code, no observations.
 
     ``facts`` and ``cuda_result`` are for the human lines only (the log line,
@@ -84,8 +83,7 @@ class Refusal:
     cuda_result: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Ready:
+class Ready(NamedTuple):
     """A successful preflight and what it observed (never a path).
 
     ``device_name`` is for the human lines only (the ``preflight`` command),
@@ -164,8 +162,7 @@ def _device_text(ordinal: int, report: CudaProbeReport) -> str:
     return f"device {ordinal} is {report.devices[ordinal].sm}" + (f" ({name})" if name else "")
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
+class Selection(NamedTuple):
     """The effective device choice after options and constructor are merged."""
 
     capability: CapabilitySpec

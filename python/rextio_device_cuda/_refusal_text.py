@@ -7,8 +7,7 @@ Records never carry any of this: they hold the reason code alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._cuda_results import CUDA_RESULT_REMEDIES, CUDA_RESULTS
@@ -63,8 +62,7 @@ def explain_hint(code: str, cuda_result: int | None) -> str:
     return f"{EXPLAIN_COMMAND} {code}"
 
 
-@dataclass(frozen=True, slots=True)
-class RefusalLine:
+class RefusalLine(NamedTuple):
     """The one WARNING line a refused preflight logs, kept as its parts.
 
     The provider logs it as its message argument (``logger.warning("%s",

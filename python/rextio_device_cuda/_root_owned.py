@@ -29,8 +29,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 # The kernel's own limit on symbolic links followed in one lookup (the loader's MAX_LINKS).
 MAX_LINKS: Final[int] = 40
@@ -41,16 +40,14 @@ _GROUP_OR_OTHER_WRITE: Final[int] = stat.S_IWGRP | stat.S_IWOTH
 _OPEN_FLAGS: Final[int] = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(NamedTuple):
     """Why a path is not root's alone: the loader's rule name and a sentence."""
 
     rule: str
     explanation: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Directory:
+class _Directory(NamedTuple):
     descriptor: int
     path: str
     writable_by_others: bool

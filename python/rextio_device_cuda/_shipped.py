@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 BIN_DIR: Final = "_bin"
 DIGESTS: Final = "SHA256SUMS"
@@ -40,8 +39,7 @@ class NoShippedBinariesError(ShippedBinaryError):
     """This installation carries no binaries at all: the pure wheel."""
 
 
-@dataclass(frozen=True, slots=True)
-class ShippedBinary:
+class ShippedBinary(NamedTuple):
     """A binary of this installation and the SHA-256 it has and was recorded with."""
 
     path: Path

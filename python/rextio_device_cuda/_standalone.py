@@ -16,8 +16,7 @@ paths and the digest).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
 from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
@@ -50,8 +49,7 @@ class OptionsRejectedError(ValueError):
     """Core refused the device options or the selection before any preflight."""
 
 
-@dataclass(frozen=True, slots=True)
-class Resolved:
+class Resolved(NamedTuple):
     """The provider was ready: Core's resolved plan, and the selected device's name
     (for the human lines only; None when the provider did not say)."""
 
@@ -59,8 +57,7 @@ class Resolved:
     device_name: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class NotRun:
+class NotRun(NamedTuple):
     """Core failed otherwise (the provider could not be loaded, or no plan)."""
 
     why: str
