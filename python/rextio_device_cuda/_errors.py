@@ -9,19 +9,20 @@ from typing import Final
 from rextio_device_cuda import _codes
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
-_REASON_CODE: Final = re.compile(PROVIDER_SPEC.probe_report.reason_code_pattern, re.ASCII)
+# Compiled (and cached by `re`) on first use: a ready report carries no code.
+_REASON_CODE: Final[str] = PROVIDER_SPEC.probe_report.reason_code_pattern
 
 
 def is_reason_code(value: object) -> bool:
     """Whether ``value`` is spelled like a reason code (``^[A-Z][A-Z0-9_]{0,63}$``)."""
-    return isinstance(value, str) and _REASON_CODE.fullmatch(value) is not None
+    return isinstance(value, str) and re.fullmatch(_REASON_CODE, value, re.ASCII) is not None
 
 
 class CudaProbeError(RuntimeError):
     """A probe, parser or toolkit refusal with a stable ``reason_code``.
 
     ``str(error)`` is exactly the reason code, so it is path-free by
-    construction (contract section 1). The explanation from the spec, an
+    construction, as 0.1.0's was. The explanation from the spec, an
     optional path-free ``detail`` and ``facts`` (a path-free sentence of what
     was observed that decided the refusal, for the human refusal lines only,
     never for a record) are separate attributes.
@@ -40,10 +41,16 @@ class CudaProbeError(RuntimeError):
         self.explanation: Final[str | None] = text[0] if text is not None else None
 
 
+def is_path_free(text: str) -> bool:
+    """Whether ``text`` holds no path separator: the one test of text a
+    refusal line or the ``preflight`` command may show."""
+    return "/" not in text and "\\" not in text
+
+
 def os_error_text(error: OSError) -> str:
     """``ENOEXEC (Exec format error)``: an OS error as a fact, never its file name."""
     name = errno.errorcode.get(error.errno, f"error {error.errno}") if error.errno else "an error"
     text = error.strerror
-    if text and "/" not in text and "\\" not in text:
+    if text and is_path_free(text):
         return f"{name} ({text})"
     return name

@@ -1,4 +1,4 @@
-"""The preflight check sequence of contract section 3, first failure wins.
+"""The preflight check sequence, in order; the first failure wins.
 
 ``evaluate`` returns either a ``Refusal`` (one status, one reason code) or a
 ``Ready`` with the ready observations. It never raises for bad input: an
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -19,7 +20,7 @@ from rextio.devices import (
 )
 
 from rextio_device_cuda import _codes
-from rextio_device_cuda._errors import CudaProbeError
+from rextio_device_cuda._errors import CudaProbeError, is_path_free
 from rextio_device_cuda._provider_spec import (
     CAPABILITIES,
     PROVIDER_SPEC,
@@ -48,9 +49,9 @@ _OPTION = PROVIDER_SPEC.option_keys
 _OBSERVATION = PROVIDER_SPEC.observation_keys
 _PROVIDER_ID = PROVIDER_SPEC.manifest.provider_id
 _BACKEND = PROVIDER_SPEC.manifest.backend
-# The SM vocabulary with each architecture's CUDA releases (contract 9.5).
+# The SM vocabulary with each architecture's CUDA releases.
 _ARCHITECTURES = {item.sm: item for item in PROVIDER_SPEC.manifest.architectures}
-# The probe's one option (contract section 9.4): look only in this directory.
+# The probe's one option (docs/interfaces.md, "The loader seam"): look only in this directory.
 _DRIVER_ROOT_ARGUMENT = "--driver-root"
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
 # The longest runner or inspector facts a refusal line shows.
@@ -69,7 +70,7 @@ def _subprocess_runner(selection: Selection) -> SubprocessProbeRunner:
     )
 
 
-class Refusal:
+class Refusal(NamedTuple):
     """A failed preflight: exactly one reason code, no observations.
 
     ``facts`` and ``cuda_result`` are for the human lines only (the log line,
@@ -77,35 +78,21 @@ class Refusal:
     decided the refusal (path-free), and the CUDA result the probe reported.
     """
 
-    __slots__ = ("cuda_result", "facts", "reason_code", "status")
-
-    def __init__(
-        self,
-        status: DevicePreflightStatus,
-        reason_code: str,
-        facts: str | None = None,
-        cuda_result: int | None = None,
-    ) -> None:
-        self.status = status
-        self.reason_code = reason_code
-        self.facts = facts
-        self.cuda_result = cuda_result
+    status: DevicePreflightStatus
+    reason_code: str
+    facts: str | None = None
+    cuda_result: int | None = None
 
 
-class Ready:
+class Ready(NamedTuple):
     """A successful preflight and what it observed (never a path).
 
     ``device_name`` is for the human lines only (the ``preflight`` command),
     never for a record: the selected device's name, when path-free.
     """
 
-    __slots__ = ("device_name", "observations")
-
-    def __init__(
-        self, observations: tuple[tuple[str, str], ...], device_name: str | None = None
-    ) -> None:
-        self.observations = observations
-        self.device_name = device_name
+    observations: tuple[tuple[str, str], ...]
+    device_name: str | None = None
 
 
 class _RefusedError(Exception):
@@ -145,8 +132,7 @@ def _shown(facts: object) -> str | None:
     if (
         not isinstance(facts, str)
         or not 0 < len(facts) <= _MAX_FACTS_CHARS
-        or "/" in facts
-        or "\\" in facts
+        or not is_path_free(facts)
         or not facts.isprintable()
     ):
         return None
@@ -158,7 +144,7 @@ def _release(release: tuple[int, int]) -> str:
 
 
 def _driver_release(version: int) -> tuple[int, int]:
-    """The CUDA release a driver version names (contract step 19's formula)."""
+    """The CUDA release a driver version names: 12040 is 12.4."""
     return version // 1000, (version % 1000) // 10
 
 
@@ -169,7 +155,7 @@ def _target_text(target: ProbeTarget) -> str:
 def _device_name(ordinal: int, report: CudaProbeReport) -> str | None:
     """The driver's name of the device; one that looks like it holds a path is left out."""
     name = report.devices[ordinal].name
-    return name if "/" not in name and "\\" not in name else None
+    return name if is_path_free(name) else None
 
 
 def _device_text(ordinal: int, report: CudaProbeReport) -> str:
@@ -177,37 +163,16 @@ def _device_text(ordinal: int, report: CudaProbeReport) -> str:
     return f"device {ordinal} is {report.devices[ordinal].sm}" + (f" ({name})" if name else "")
 
 
-class Selection:
+class Selection(NamedTuple):
     """The effective device choice after options and constructor are merged."""
 
-    __slots__ = (
-        "capability",
-        "driver_root",
-        "ordinal",
-        "probe_path",
-        "probe_sha256",
-        "sm",
-        "toolkit_root",
-    )
-
-    def __init__(
-        self,
-        *,
-        capability: CapabilitySpec,
-        ordinal: int,
-        sm: str,
-        probe_path: str | None,
-        toolkit_root: str | None,
-        probe_sha256: str | None,
-        driver_root: str | None = None,
-    ) -> None:
-        self.capability = capability
-        self.ordinal = ordinal
-        self.sm = sm
-        self.probe_path = probe_path
-        self.toolkit_root = toolkit_root
-        self.probe_sha256 = probe_sha256
-        self.driver_root = driver_root
+    capability: CapabilitySpec
+    ordinal: int
+    sm: str
+    probe_path: str | None
+    toolkit_root: str | None
+    probe_sha256: str | None
+    driver_root: str | None = None
 
 
 def _lane(capability: CapabilitySpec) -> LaneSpec:
@@ -604,7 +569,7 @@ def _toolkit_report(
         report = inspector.inspect(triple)
         components = tuple(expected_components(triple))
         if isinstance(report, CudaToolkitReport):
-            # Validated again (contract section 5's report checks, in order):
+            # Validated again (the report's own checks, in order):
             # a frozen record can still be altered after construction.
             CudaToolkitReport(report.version, report.runtime_version, report.components)
     except CudaProbeError as error:
@@ -696,6 +661,15 @@ def _observations(
     return tuple(sorted(observed.items()))
 
 
+def architecture_refusal(sm: str) -> Refusal | None:
+    """The refusal of a selected SM outside the vocabulary; None for one in it."""
+    try:
+        _sm(sm)
+    except _RefusedError as refused:
+        return refused.refusal
+    return None
+
+
 def prepare(request: DevicePreflightRequest, config: CudaProviderConfig) -> Refusal | Selection:
     """Steps 1-12, which decide before anything runs: the refusal, or the
     effective selection a probe is run for.
@@ -716,7 +690,7 @@ def evaluate(
     inspector: ToolkitInspector | None,
     on_probe_start: Callable[[], None] = _no_work,
 ) -> Refusal | Ready:
-    """Run every check in contract order; the first failure wins.
+    """Run every check in order; the first failure wins.
 
     ``on_probe_start`` is called once, just before the probe runs (the
     injected runner or the configured probe); never when no probe runs.

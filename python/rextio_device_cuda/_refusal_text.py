@@ -7,8 +7,7 @@ Records never carry any of this: they hold the reason code alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio_device_cuda import _codes
 from rextio_device_cuda._cuda_results import CUDA_RESULT_REMEDIES, CUDA_RESULTS
@@ -17,7 +16,7 @@ from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 EXPLAIN_COMMAND: Final = "python -m rextio_device_cuda explain"
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _NAMES: Final[dict[int, str]] = {value: name for name, value in CUDA_RESULTS.items()}
-# The probe's codes whose report carries the driver's CUDA result (contract 6).
+# The probe's codes whose report carries the driver's CUDA result.
 RESULT_CODES: Final[frozenset[str]] = frozenset(
     PROVIDER_SPEC.probe_report.cuda_result_reason_codes
 )
@@ -86,8 +85,7 @@ def explain_hint(code: str, cuda_result: int | None) -> str:
     return f"{EXPLAIN_COMMAND} {code}"
 
 
-@dataclass(frozen=True)
-class RefusalLine:
+class RefusalLine(NamedTuple):
     """The one WARNING line a refused preflight logs, kept as its parts.
 
     The provider logs it as its message argument (``logger.warning("%s",

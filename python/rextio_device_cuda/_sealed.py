@@ -1,4 +1,6 @@
-"""The sealed pin (contract 9.2): the bytes that were hashed are the bytes that run.
+"""The sealed pin: the bytes that were hashed are the bytes that run.
+
+See docs/interfaces.md, "Probe pin (`probe_sha256`)".
 
 Linux: the probe is opened once with ``O_PATH | O_NOFOLLOW`` (so neither a
 final symlink is followed nor a FIFO or device opened for reading), checked

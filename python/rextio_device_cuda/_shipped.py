@@ -1,4 +1,4 @@
-"""The probe and smoke a platform wheel ships (contract section 9.1).
+"""The probe and smoke a platform wheel ships.
 
 A platform wheel carries them in ``rextio_device_cuda/_bin/`` beside
 ``SHA256SUMS``, the digest of each written when the wheel was built; the pure
@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 BIN_DIR: Final = "_bin"
 DIGESTS: Final = "SHA256SUMS"
 # One `sha256sum` line: 64 lowercase hex digits, two spaces, a file name.
 _LINE: Final = re.compile(r"(?P<digest>[0-9a-f]{64})  (?P<name>[A-Za-z0-9._-]{1,64})")
-# What `probe` and `validate` say where no binary ships (contract section 9.7).
+# What `probe` and `validate` say where no binary ships.
 NO_SHIPPED_PROBE: Final = (
     "no probe ships for this platform: this installation carries none (the pure "
     "py3-none-any wheel; the manylinux_2_17 x86_64 and aarch64 wheels carry one). "
@@ -40,8 +39,7 @@ class NoShippedBinariesError(ShippedBinaryError):
     """This installation carries no binaries at all: the pure wheel."""
 
 
-@dataclass(frozen=True)
-class ShippedBinary:
+class ShippedBinary(NamedTuple):
     """A binary of this installation and the SHA-256 it has and was recorded with."""
 
     path: Path

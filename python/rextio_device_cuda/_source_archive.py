@@ -13,9 +13,8 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import Final, NamedTuple
 
 # Bounds against a hostile or corrupted archive (the genuine ones are small).
 _MAX_ARCHIVE_BYTES: Final[int] = 16 * 1024 * 1024
@@ -27,8 +26,7 @@ class SourceArchiveError(Exception):
     """A packaged source tarball cannot be verified or read; nothing was written."""
 
 
-@dataclass(frozen=True)
-class PackagedArchive:
+class PackagedArchive(NamedTuple):
     """A source tarball: its file, the SHA-256 it must have, and its one top folder."""
 
     path: Path
@@ -36,8 +34,7 @@ class PackagedArchive:
     top_folder: str
 
 
-@dataclass(frozen=True)
-class SourceTree:
+class SourceTree(NamedTuple):
     """An archive's content below its top folder: directories and (mode, bytes) files."""
 
     directories: frozenset[PurePosixPath]

@@ -16,8 +16,7 @@ paths and the digest).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
 from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
@@ -37,22 +36,20 @@ from rextio.devices import (
 )
 
 from rextio_device_cuda._declarations import frozen_requirement
-from rextio_device_cuda._preflight_checks import Ready, Refusal
+from rextio_device_cuda._preflight_checks import Ready, Refusal, architecture_refusal
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
 from rextio_device_cuda.provider import CudaDeviceProvider
 
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _BACKEND: Final = PROVIDER_SPEC.manifest.backend
 _VALIDATION: Final = PROVIDER_SPEC.validation_requirement
-_ARCHITECTURES: Final = tuple(item.sm for item in PROVIDER_SPEC.manifest.architectures)
 
 
 class OptionsRejectedError(ValueError):
     """Core refused the device options or the selection before any preflight."""
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """The provider was ready: Core's resolved plan, and the selected device's name
     (for the human lines only; None when the provider did not say)."""
 
@@ -60,8 +57,7 @@ class Resolved:
     device_name: str | None
 
 
-@dataclass(frozen=True)
-class NotRun:
+class NotRun(NamedTuple):
     """Core failed otherwise (the provider could not be loaded, or no plan)."""
 
     why: str
@@ -171,12 +167,13 @@ def standalone_preflight(
         selection = DeviceProviderSelection(_PROVIDER_ID, capability.id)
     except ValueError as error:
         raise OptionsRejectedError(str(error)) from error
-    # Core matches the profile against the capability's declared SMs before it
-    # calls any provider: an SM the provider does not declare goes in the
-    # options alone (the profile names a declared one), so the provider's own
-    # check refuses it with its code, CUDA_ARCHITECTURE_UNSUPPORTED.
-    declared = sm if sm in _ARCHITECTURES else _ARCHITECTURES[0]
-    profile = validation_profile(capability, device, declared)
+    # Core refuses a profile naming an SM the capability does not declare
+    # before it asks any provider, so no profile can carry one: the provider's
+    # check answers for it, with the refusal its preflight would return.
+    refusal = architecture_refusal(sm)
+    if refusal is not None:
+        return refusal
+    profile = validation_profile(capability, device, sm)
     try:
         loaded, source = load_selected_device_provider(selection)
     except DeviceProviderError as error:

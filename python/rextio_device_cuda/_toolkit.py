@@ -24,10 +24,12 @@ from rextio_device_cuda._sealed import file_kind
 
 _VERSION_FILE: Final[str] = PROVIDER_SPEC.toolkit.version_file
 _MAX_VERSION_FILE_BYTES: Final[int] = PROVIDER_SPEC.toolkit.max_version_file_bytes
-_VERSION_PATTERN: Final = re.compile(PROVIDER_SPEC.toolkit.version_pattern, re.ASCII)
+# Patterns, compiled (and cached by `re`) on first use: importing this module
+# for its public inspector compiles nothing.
+_VERSION_PATTERN: Final[str] = PROVIDER_SPEC.toolkit.version_pattern
 _COMPONENTS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = PROVIDER_SPEC.toolkit.components
-# A component name in a toolkit report (contract section 1).
-_COMPONENT_NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
+# A component name in a toolkit report.
+_COMPONENT_NAME: Final[str] = r"[A-Za-z0-9._-]{1,64}"
 # getattr: Windows has neither flag (and no FIFOs to block on).
 _OPEN_FLAGS: Final[int] = (
     os.O_RDONLY
@@ -40,7 +42,7 @@ _OPEN_FLAGS: Final[int] = (
 
 def toolkit_version_tuple(version: str) -> tuple[int, int, int]:
     """(major, minor, patch) of a toolkit version; patch 0 when absent."""
-    if not isinstance(version, str) or _VERSION_PATTERN.fullmatch(version) is None:
+    if not isinstance(version, str) or re.fullmatch(_VERSION_PATTERN, version, re.ASCII) is None:
         raise CudaProbeError(
             _codes.TOOLKIT_VERSION_INVALID,
             facts=f"a toolkit version is {_not_a_version(version)}",
@@ -92,7 +94,7 @@ def _is_component_tuple(components: object) -> bool:
         isinstance(components, tuple)
         and len(components) > 0
         and all(
-            isinstance(item, str) and _COMPONENT_NAME.fullmatch(item) is not None
+            isinstance(item, str) and re.fullmatch(_COMPONENT_NAME, item, re.ASCII) is not None
             for item in components
         )
         and list(components) == sorted(set(components))
@@ -113,7 +115,7 @@ class CudaToolkitReport:
     components: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        """Validate exactly as inspection does (contract section 1 order)."""
+        """Validate exactly as inspection does, in the same order."""
         toolkit = toolkit_version_tuple(self.version)
         if toolkit != toolkit_version_tuple(self.runtime_version):
             raise CudaProbeError(
@@ -245,7 +247,7 @@ def _read_version(root: Path) -> str:
         )
     # Present but not a matching string (a number, null, "12.4.1234"): invalid.
     version = cuda["version"]
-    if not isinstance(version, str) or _VERSION_PATTERN.fullmatch(version) is None:
+    if not isinstance(version, str) or re.fullmatch(_VERSION_PATTERN, version, re.ASCII) is None:
         raise CudaProbeError(
             _codes.TOOLKIT_VERSION_INVALID,
             facts=f"{_VERSION_FILE}'s cuda.version is {_not_a_version(version)}",

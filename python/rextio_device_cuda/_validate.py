@@ -21,9 +21,8 @@ import os
 import platform
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio_device_cuda import _codes, _user_files
 from rextio_device_cuda._errors import CudaProbeError
@@ -59,8 +58,7 @@ def host_capability() -> CapabilitySpec | None:
     return None
 
 
-@dataclass(frozen=True)
-class PinnedBinary:
+class PinnedBinary(NamedTuple):
     """A probe or smoke, and the SHA-256 it is run under (the runner refuses other bytes)."""
 
     path: Path

@@ -79,7 +79,7 @@ class CudaProviderConfig:
     probe_sha256: str | None = None
 
     def __post_init__(self) -> None:
-        """Reject anything the contract does not allow; never coerce."""
+        """Reject any value outside the spec's policy; never coerce."""
         for name in ("probe_path", "toolkit_root"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Path):

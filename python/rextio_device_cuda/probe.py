@@ -1,7 +1,7 @@
 """Public probe API: report records, the parser, the runner and the inspector.
 
-Every name here is 0.1.0's (contract section 1); code written against 0.1.0
-imports them unchanged.
+Every name here is 0.1.0's; code written against 0.1.0 imports them
+unchanged.
 """
 
 from __future__ import annotations

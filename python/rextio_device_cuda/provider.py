@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Final
 
 from rextio.devices import (
@@ -14,7 +13,7 @@ from rextio.devices import (
     DeviceProviderManifest,
 )
 
-from rextio_device_cuda import _declarations, _preflight_checks, _refusal_text
+from rextio_device_cuda import _declarations, _preflight_checks
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, FrameworkLaneSpec
 from rextio_device_cuda._ready_state import ReadyState, request_fingerprint
@@ -23,7 +22,7 @@ from rextio_device_cuda._runner import SubprocessProbeRunner
 from rextio_device_cuda.config import CUDA_DRIVER_VERSION_FLOOR, CudaProviderConfig
 from rextio_device_cuda.probe import FilesystemToolkitInspector, ProbeRunner, ToolkitInspector
 
-# 0.1.0's public names (contract section 1), then this version's additions.
+# 0.1.0's public names, then this version's additions.
 __all__ = [
     "CAPABILITY_IDS",
     "CAPABILITY_LIBTORCH_LINUX_X86_64",
@@ -100,15 +99,15 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
-def refusal_logger() -> logging.Logger:
-    """The logger of the refusal lines."""
-    return logging.getLogger(__package__)
-
-
 # Core reports a refusal only by its status; this line, path-free, tells the
 # person running `rextio generate` which code it was and how to learn more.
+# Only a refusal logs: a ready preflight never loads logging or the texts.
 def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
-    logger = refusal_logger()
+    import logging
+
+    from rextio_device_cuda import _refusal_text
+
+    logger = logging.getLogger(__package__)
     if not logger.isEnabledFor(logging.WARNING):
         return
     logger.warning(
@@ -174,7 +173,7 @@ class CudaDeviceProvider:
         return _declarations.provider_manifest()
 
     def preflight(self, request: DevicePreflightRequest) -> DevicePreflightResult:
-        """Check compatibility in contract order; ready only with a fresh probe."""
+        """Run the checks of ``_preflight_checks`` in order; ready only with a fresh probe."""
         result, outcome = self._preflight_outcome(request)
         if isinstance(outcome, _preflight_checks.Refusal):
             _log_refusal(outcome)

@@ -1,8 +1,8 @@
 """The packaged Rust crates and their safe installation into a project.
 
 Every crate the package carries as a source tarball (the runtime
-``rextio-cuda-runtime`` and the reviewed loader ``rextio-cuda-loader``,
-contract section 9.7) is installed beside the others, in
+``rextio-cuda-runtime`` and the reviewed loader ``rextio-cuda-loader``)
+is installed beside the others, in
 ``PROJECT_DIR/generated/device-providers/rextio-device-cuda/<crate>``, so the
 loader's path dependency on the runtime resolves there. Each tarball's
 SHA-256 is checked and the whole archive validated before anything is written

@@ -15,15 +15,14 @@ from rextio_device_cuda._provider_spec import (
     FrameworkLaneSpec,
     RawDriverLaneSpec,
 )
-from rextio_device_cuda._record import Record
 
 
 def _same(record: object, source: object, path: str) -> None:
     """Walks the JSON source and the generated value together."""
-    if isinstance(record, Record):
+    if type(record).__module__ == PROVIDER_SPEC.__module__:
         assert isinstance(source, dict), path
         names = set(source)
-        for field in record.record_fields:
+        for field in vars(type(record))["__slots__"]:
             value = getattr(record, field)
             if field not in names:
                 # An optional key the JSON leaves out: absent means none.
@@ -68,4 +67,20 @@ def test_generated_records_hold_exactly_the_spec() -> None:
 
 def test_records_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        PROVIDER_SPEC.policy.device_ordinal_max = 1  # type: ignore[misc]
+        PROVIDER_SPEC.policy.device_ordinal_max = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del PROVIDER_SPEC.policy.device_ordinal_max
+
+
+def test_records_compare_and_hash_by_value() -> None:
+    pin = PROVIDER_SPEC.manifest.runtime_requirements[0]
+    same = type(pin)(name=pin.name, version=pin.version, features=pin.features)
+    assert same is not pin
+    assert same == pin
+    assert hash(same) == hash(pin)
+    assert type(pin)(name=pin.name, version="0", features=pin.features) != pin
+    assert repr(same) == (
+        f"RuntimePin(name={pin.name!r}, version={pin.version!r}, features={pin.features!r})"
+    )
+    with pytest.raises(TypeError):
+        type(pin)(name=pin.name, version=pin.version)  # type: ignore[call-arg]

@@ -187,7 +187,10 @@ impl<T: ToPython> ToPython for BTreeMap<String, T> {
     }
 }
 
-/// A record's Python class: `class NAME(Record)`, its docstring, its fields.
+/// A record's Python class: a frozen slotted class built by keyword, compared
+/// and hashed by its fields' values (what `@dataclass(frozen=True,
+/// slots=True, kw_only=True)` would build, written here so that importing the
+/// spec builds no methods).
 pub struct PythonClass {
     pub name: &'static str,
     pub doc: &'static str,
@@ -208,16 +211,78 @@ pub trait PythonRecord {
 impl PythonClass {
     /// The class definition, after two blank lines.
     pub fn definition(&self) -> String {
-        let mut out = format!(
-            "\n\nclass {}(Record):\n{INDENT}\"\"\"{}\"\"\"\n",
-            self.name, self.doc
-        );
+        let name = self.name;
+        let mut out = format!("\n\nclass {name}:\n{INDENT}\"\"\"{}\"\"\"\n\n", self.doc);
+        // Sorted, as ruff asks (RUF023); the fields keep the spec's order.
+        let mut slots: Vec<String> = self.fields.iter().map(|f| literal(f.name)).collect();
+        slots.sort();
+        let flat = match slots.as_slice() {
+            [one] => format!("({one},)"),
+            _ => format!("({})", slots.join(", ")),
+        };
+        let line = format!("{INDENT}__slots__ = {flat}\n");
+        if width(&line) <= MAX_LINE + 1 {
+            out.push_str(&line);
+        } else {
+            out.push_str(&format!("{INDENT}__slots__ = (\n"));
+            for slot in &slots {
+                out.push_str(&format!("{INDENT}{INDENT}{slot},\n"));
+            }
+            out.push_str(&format!("{INDENT})\n"));
+        }
         for field in &self.fields {
             for line in &field.doc {
                 out.push_str(&format!("{INDENT}# {line}\n"));
             }
             out.push_str(&format!("{INDENT}{}: {}\n", field.name, field.annotation));
         }
+        let body = INDENT.repeat(2);
+        out.push_str(&format!("\n{INDENT}def __init__(\n{body}self,\n{body}*,\n"));
+        for field in &self.fields {
+            out.push_str(&format!("{body}{}: {},\n", field.name, field.annotation));
+        }
+        out.push_str(&format!("{INDENT}) -> None:\n"));
+        for field in &self.fields {
+            let field = field.name;
+            out.push_str(&format!("{body}_set(self, \"{field}\", {field})\n"));
+        }
+        let values = |record: &str| {
+            let mut text = String::from("(\n");
+            for field in &self.fields {
+                text.push_str(&format!("{body}{INDENT}{record}.{},\n", field.name));
+            }
+            text + &format!("{body})")
+        };
+        out.push_str(&format!(
+            "\n{INDENT}def __eq__(self, other: object) -> bool:\n\
+             {body}if type(other) is not {name}:\n\
+             {body}{INDENT}return NotImplemented\n\
+             {body}return {} == {}\n",
+            values("self"),
+            values("other")
+        ));
+        out.push_str(&format!(
+            "\n{INDENT}def __hash__(self) -> int:\n{body}return hash({})\n",
+            values("self")
+        ));
+        out.push_str(&format!(
+            "\n{INDENT}def __repr__(self) -> str:\n{body}return (\n{body}{INDENT}\"{name}(\"\n"
+        ));
+        for (index, field) in self.fields.iter().enumerate() {
+            let field = field.name;
+            let comma = if index + 1 < self.fields.len() {
+                ", "
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "{body}{INDENT}f\"{field}={{self.{field}!r}}{comma}\"\n"
+            ));
+        }
+        out.push_str(&format!("{body}{INDENT}\")\"\n{body})\n"));
+        out.push_str(&format!(
+            "\n{INDENT}__setattr__ = _refuse_assignment\n{INDENT}__delattr__ = _refuse_deletion\n"
+        ));
         out
     }
 }

@@ -121,7 +121,7 @@ impl CudaResults {
     /// The Python module: name -> value, and name -> (meaning, remedy).
     pub fn python_module(&self) -> Vec<u8> {
         let doc = "Every CUresult cuda.h 12.x and 13.x define, and the remedies refusals quote \
-                   (data only).\n\nImported only to explain a refusal that carries a CUDA result.\n";
+                   (data only).\n\nImported with `_refusal_text`: only when a refusal is logged or explained.\n";
         let mut out = header(CUDA_RESULTS_PATH, doc);
         out.push_str("from typing import Final\n\nCUDA_RESULTS: Final[dict[str, int]] = {\n");
         for (name, value) in &self.all {

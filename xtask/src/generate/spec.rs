@@ -180,7 +180,7 @@ records! {
         pub certification_tier: String,
     }
 
-    /// One SM of the vocabulary, as NVIDIA's compilers measure it (contract 9.5).
+    /// One SM of the vocabulary, as NVIDIA's compilers measure it.
     pub struct ArchitectureSpec {
         /// `sm_NN` or `sm_NNN`; tests/python/test_compiler_architectures.py re-reads them.
         pub sm: String,
