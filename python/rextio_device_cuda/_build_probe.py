@@ -98,8 +98,8 @@ class BuildProbeError(Exception):
 
 
 class BuildProbeUsageError(BuildProbeError):
-    """Input ``build-probe`` cannot use (an empty ``--into``; no cache directory,
-    which every build needs): one line, exit status 2 (a ``BuildProbeError``
+    """Input ``build-probe`` cannot use (no cache directory, which every build
+    needs): one line, exit status 2 (a ``BuildProbeError``
     too, so a caller that knows only that one still prints no traceback)."""
 
 
@@ -140,19 +140,6 @@ def default_directory() -> Path:
     the installed package, in a folder named after this version. Raises
     ``BuildProbeUsageError`` when no cache directory can be determined."""
     return _cache_folder() / f"probe-{PROVIDER_SPEC.distribution.version}"
-
-
-def destination(into: str | None) -> Path:
-    """The directory ``--into`` names, or the default when it was not given.
-
-    An empty ``--into`` is refused (it would silently mean the working
-    directory); so is a default that cannot be determined.
-    """
-    if into is None:
-        return default_directory()
-    if into == "":
-        raise BuildProbeUsageError("--into is empty: name the directory to write the binaries to")
-    return Path(into)
 
 
 def packaged_probe_source() -> PackagedArchive:
