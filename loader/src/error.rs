@@ -1,5 +1,5 @@
 //! Why the reviewed loader produced no driver image: [`LoadError`], with the
-//! stable reason code of contract §6 and, for images it found, the rule
+//! stable reason code (the spec's `loader.reason_codes`) and, for images it found, the rule
 //! that refused each one.
 
 use core::fmt;

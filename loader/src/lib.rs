@@ -1,5 +1,5 @@
 //! `rextio-cuda-loader`: the reviewed CUDA driver loader of
-//! rextio-device-cuda (contract §6, §9.4 and §9.7), shipped beside the
+//! rextio-device-cuda (docs/interfaces.md, The loader seam), shipped beside the
 //! runtime crate so a host never writes its own.
 //!
 //! [`load_reviewed`] opens the one reviewed driver image and resolves it
@@ -129,10 +129,10 @@ impl core::fmt::Debug for DriverImage {
 }
 
 /// Opens the reviewed driver image and resolves the runtime's symbol table,
-/// which owns the image (contract §9.7).
+/// which owns the image.
 ///
 /// `driver_root`: `None` searches the reviewed candidates of this target
-/// (contract §9.4); `Some(DIR)` tries only `DIR/libcuda.so.1` (Linux),
+/// (the spec's `loader`); `Some(DIR)` tries only `DIR/libcuda.so.1` (Linux),
 /// with every check applied from `/` down. DIR must be absolute; it is
 /// canonicalized first (it is often reached through links) and the
 /// canonical DIR counts as a reviewed root for this call.
@@ -162,7 +162,7 @@ pub fn open_reviewed(driver_root: Option<&Path>) -> Result<DriverImage, LoadErro
     Ok(DriverImage { image })
 }
 
-/// As [`open_reviewed`], searching `search` instead of contract §9.4's
+/// As [`open_reviewed`], searching `search` instead of the reviewed
 /// locations (every rule is the same): for tests on a private tree.
 ///
 /// # Errors

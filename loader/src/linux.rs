@@ -1,5 +1,6 @@
-//! Linux (glibc, x86_64 and AArch64): the reviewed candidates of contract
-//! §9.4, each reviewed by [`reviewed`] and loaded through its descriptor.
+//! Linux (glibc, x86_64 and AArch64): the reviewed candidates (the spec's
+//! `loader.linux_candidate_dirs`), each reviewed by [`reviewed`] and loaded
+//! through its descriptor.
 
 use core::ffi::{c_void, CStr};
 use core::ptr::NonNull;

@@ -1,5 +1,5 @@
 //! Which driver image may be opened, and opening it so that the file that
-//! was checked is the file that is loaded (contract §6, "a trusted loader").
+//! was checked is the file that is loaded (docs/interfaces.md, The loader seam).
 //!
 //! A candidate is walked one path component at a time from `/`, each opened
 //! with `O_PATH | O_NOFOLLOW` relative to the descriptor of the directory
@@ -79,7 +79,7 @@ pub struct Search {
 }
 
 impl Search {
-    /// Contract §9.4's candidates (for `candidate_dirs`), roots and floor.
+    /// The reviewed candidates (for `candidate_dirs`), roots and floor.
     pub fn production(candidate_dirs: &[&str]) -> Self {
         Self {
             candidates: candidate_paths(candidate_dirs),
@@ -88,7 +88,7 @@ impl Search {
         }
     }
 
-    /// An explicit driver directory (contract §9.4, `--driver-root DIR`):
+    /// An explicit driver directory (`--driver-root DIR`):
     /// only `DIR/libcuda.so.1` is tried, and the canonical DIR is a reviewed
     /// root beside the production ones. DIR is canonicalized first because
     /// it is often reached through links (`/usr/local/cuda` ->

@@ -1,4 +1,4 @@
-//! The driver image is never unloaded (contract §6): after every table and
+//! The driver image is never unloaded: after every table and
 //! every resource made from it is dropped, the image the reviewed loader
 //! opened is still mapped into the process.
 //!

@@ -1,4 +1,4 @@
-//! What the driver spawns ends with the binary that loaded it (contract §9.3).
+//! What the driver spawns ends with the binary that loaded it (docs/interfaces.md, Probe runner).
 //!
 //! A driver library may fork from its constructor, from any call or from a
 //! thread of its own that keeps forking, and a child may `setsid` and fork

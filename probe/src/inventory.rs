@@ -1,4 +1,4 @@
-//! The driver inventory (contract §6): `cuInit`, the driver version, the
+//! The driver inventory: `cuInit`, the driver version, the
 //! device count and, per device, its handle, name and compute capability.
 //! Never creates a context, allocates or runs a kernel.
 
@@ -18,7 +18,7 @@ use crate::report::{DeviceRow, Failure, ProbeReport, Target};
 use rextio_cuda_loader::{DriverImage, LoadError};
 use rextio_cuda_runtime::{CUdevice, CUresult, CUDA_ERROR_NO_DEVICE, CUDA_SUCCESS};
 
-/// Proof that the driver environment of contract §6 is set: no preloaded
+/// Proof that the driver environment (the spec's `driver_environment`) is set: no preloaded
 /// libraries, no JIT. Only [`DriverEnvironment::set`] makes one, so every
 /// path that can reach `cuInit` has set it first.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl DriverEnvironment {
     }
 }
 
-/// The probe's only option (contract §9.4).
+/// The probe's only option.
 pub const DRIVER_ROOT_ARGUMENT: &str = "--driver-root";
 
 /// The driver root the arguments name (`None`: the reviewed candidates), or
@@ -150,7 +150,7 @@ pub fn load_failure(error: &LoadError) -> Failure {
 }
 
 /// The report when something the driver started outlived the probe's sweep
-/// (contract §9.3): status `error`, whatever the inventory found, so the
+/// (docs/interfaces.md, Probe runner): status `error`, whatever the inventory found, so the
 /// preflight is not ready (fail closed).
 pub fn survivors_report() -> ProbeReport {
     ProbeReport::failed(
@@ -461,7 +461,7 @@ mod tests {
         (report, lengths)
     }
 
-    /// Contract §5's cross-field rules, as the provider's parser checks them.
+    /// The report's cross-field rules, as the provider's parser checks them.
     fn assert_schema_invariants(report: &ProbeReport) {
         if report.status == PROBE_COMPLETE_STATUS {
             assert_eq!(report.reason_code, None);

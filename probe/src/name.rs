@@ -1,4 +1,4 @@
-//! Device-name sanitization (contract §6): whatever bytes the driver writes
+//! Device-name sanitization: whatever bytes the driver writes
 //! become a short, printable, path-free label.
 
 use crate::generated::spec::MAX_DEVICE_NAME_CHARS;

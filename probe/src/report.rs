@@ -1,4 +1,4 @@
-//! The probe's schema-1 report (contract §5): the generated serde structs,
+//! The probe's schema-1 report: the generated serde structs,
 //! whose field order is the spec's key order, and how they are built.
 
 use serde::Serialize;

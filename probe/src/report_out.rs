@@ -1,4 +1,4 @@
-//! The report's own copy of stdout (contract §6, "a trusted loader").
+//! The report's own copy of stdout (docs/interfaces.md, The loader seam).
 //!
 //! A driver library may print from its constructor or from any call; the
 //! JSON report must stay the only thing on the reader's stdout. So before

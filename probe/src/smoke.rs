@@ -1,4 +1,4 @@
-//! The runtime lifetime smoke (contract §8): through the reviewed loader and
+//! The runtime lifetime smoke: through the reviewed loader and
 //! the runtime crate, create a context, a dedicated stream and a 4096-byte
 //! allocation, synchronize; fill the allocation with 0, copy a 4096-byte
 //! pattern in and back and compare (the round trip); then release
@@ -184,7 +184,7 @@ pub fn invalid_arguments() -> (SmokeRecord, u8) {
 }
 
 /// The record when something the driver started outlived the smoke's sweep
-/// (contract §9.3): a failure, whatever the smoke itself did.
+/// (docs/interfaces.md, Probe runner): a failure, whatever the smoke itself did.
 pub fn survivors_record(ordinal: u32) -> SmokeRecord {
     let failure = SmokeFailure {
         reason_code: reason_codes::DRIVER_PROCESSES_SURVIVED,

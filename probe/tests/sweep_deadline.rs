@@ -1,5 +1,5 @@
 //! The sweep never runs past its deadline, and says when something survived
-//! (contract §9.3, fail closed). In a process of its own (an integration test
+//! (fail closed; docs/interfaces.md, Probe runner). In a process of its own (an integration test
 //! binary with one test): the sweep ends every descendant of the process.
 
 #![cfg(target_os = "linux")]

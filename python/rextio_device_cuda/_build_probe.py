@@ -1,6 +1,6 @@
 """``python -m rextio_device_cuda build-probe``: the reviewed probe and smoke, built here.
 
-Contract section 9.7: where no binary ships (Windows x86_64, any platform
+Where no binary ships (Windows x86_64, any platform
 without a platform wheel), the probe's own sources ship instead, as a
 deterministic tarball in ``rextio_device_cuda/_data/`` holding the probe
 crate, its ``Cargo.lock``, ``rust-toolchain.toml`` and the runtime and

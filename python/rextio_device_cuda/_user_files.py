@@ -1,6 +1,6 @@
 """Files written for a user, created so that no planted name is written through.
 
-Contract section 9.3: a file the package writes for a user (``validate
+A file the package writes for a user (``validate
 --output``, ``build-probe``'s binaries) is created exclusively in the
 destination directory and renamed into place. The temporary file has a
 random name and is created with ``O_CREAT | O_EXCL | O_NOFOLLOW``: a

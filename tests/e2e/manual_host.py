@@ -1,4 +1,4 @@
-"""The README's manual host (contract §9.7), built from the installed wheel alone.
+"""The README's manual host, built from the installed wheel alone.
 
 In an empty directory outside the repository, ``python -m rextio_device_cuda
 runtime-source --into PROJECT`` (the wheel installed in this environment)
@@ -26,7 +26,7 @@ from rextio_device_cuda.runtime_source import INSTALL_PARENT
 SECTION = "Write a manual host"
 PROGRAM_FILES = ("Cargo.toml", "src/main.rs")
 PROGRAM = "manual-host"
-# What runtime-source installs, beside each other (contract §9.7).
+# What runtime-source installs, beside each other.
 CRATES = ["rextio-cuda-loader", "rextio-cuda-runtime"]
 AARCH64_TRIPLE = "aarch64-unknown-linux-gnu"
 # cargo-zigbuild's form of the triple with the glibc floor of the wheels.

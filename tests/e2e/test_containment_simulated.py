@@ -1,4 +1,6 @@
-"""The reviewed probe and smoke end whatever the driver leaves behind (contract 9.3).
+"""The reviewed probe and smoke end whatever the driver leaves behind.
+
+docs/interfaces.md, Probe runner, says what is contained.
 
 The simulated driver double-forks a ``setsid`` daemon from its constructor
 and from ``cuInit`` (``daemon=load``, ``daemon=init``): each leaves the

@@ -1,4 +1,4 @@
-"""The trusted loader (contract §6, beyond 0.1.0) against the attacks an
+"""The reviewed loader (docs/interfaces.md, The loader seam) against the attacks an
 adversarial review found: foreign ownership at each level, extra hard links,
 non-regular files, a rename race, and a driver that prints to stdout.
 
@@ -190,7 +190,7 @@ def test_a_printing_driver_with_stderr_closed_still_leaves_the_json_intact(
     assert noise not in run.stdout
 
 
-# -- contract §9.4: the rules beyond §6, each refusal naming its rule ---------
+# -- the loader's rules, each refusal naming its rule ---------------------------
 
 NIXBLD_GID = 30000
 COMPAT = "/usr/local/cuda-12.8/compat"

@@ -1,6 +1,6 @@
 """The README's manual host, built from the installed wheel alone
 (manual_host.py), run beside the simulated driver in private mount
-namespaces: the contract §7 lifetime sequence with the §9.10 round trip,
+namespaces: the runtime's lifetime sequence with its round trip,
 every driver call in order and the bytes through device memory; a refused
 past-the-end read that makes no driver call; a driver that loses a byte; a
 refused group-writable image; an explicit driver root.
@@ -17,7 +17,7 @@ from sim_namespace import SIM_TMPFS, DriverLayout, NamespaceRun, SimulatedHost, 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
 # Printed by the simulated driver's constructor: it shows the image was loaded.
 LOAD_MARK = "rextio-sim-image-loaded"
-# Contract §7 on device 0: context (created, then popped), its dedicated
+# On device 0: context (created, then popped), its dedicated
 # stream, a 4096-byte allocation, synchronize; the round trip (fill, write,
 # read back, each synchronized before it returns; the read past the end
 # makes no call at all); then allocation, stream and context released in

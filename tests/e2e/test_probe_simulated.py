@@ -117,7 +117,7 @@ def test_probe_inventories_two_configured_devices(sim_host: SimulatedHost, insta
     # The probe never creates a context, allocates or runs anything else.
     assert _symbols(calls) == INVENTORY_SYMBOLS
     # The version is asked first; the driver environment is set before
-    # cuInit (contract §6).
+    # cuInit.
     assert calls[:2] == (VERSION_OK, CU_INIT_OK)
     assert "cuDeviceGetName len=256 device=1 -> 0 bytes=19" in calls
 
@@ -136,7 +136,7 @@ def test_probe_sets_the_driver_environment_whatever_it_inherits(sim_host: Simula
 def test_probe_numbers_devices_in_pci_bus_order_as_nvidia_smi_does(
     sim_host: SimulatedHost,
 ) -> None:
-    # Contract §9.4: CUDA_DEVICE_ORDER=PCI_BUS_ID is what cuInit sees, even
+    # CUDA_DEVICE_ORDER=PCI_BUS_ID is what cuInit sees, even
     # when the caller asked for the driver's default (fastest first) order;
     # and the probe asks nothing of a device before cuInit has seen it.
     inherited = {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
@@ -279,7 +279,7 @@ def test_probe_sanitizes_hostile_device_names(sim_host: SimulatedHost) -> None:
             DriverLayout(config=TWO_DEVICES, modes={"/usr/local/nvidia/lib64": 0o757}),
             id="world-writable-parent",
         ),
-        # Contract §9.4: a sticky, root-owned writable directory passes only
+        # A sticky, root-owned writable directory passes only
         # above root-owned entries (test_loader_attacks shows it passing).
         pytest.param(
             DriverLayout(

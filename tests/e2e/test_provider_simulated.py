@@ -151,7 +151,7 @@ def test_preflight_names_no_devices_as_with_the_real_driver(sim_host: SimulatedH
 @pytest.mark.parametrize(
     ("driver_version", "sm", "expected"),
     [
-        # Contract 9.5: an sm_120 device on a 12.8 driver is ready; on 12.4 it is refused.
+        # An sm_120 device on a 12.8 driver is ready; on 12.4 it is refused.
         (12080, "sm_120", None),
         (12040, "sm_120", "CUDA_ARCHITECTURE_DRIVER_TOO_OLD"),
         (12080, "sm_121", "CUDA_ARCHITECTURE_DRIVER_TOO_OLD"),

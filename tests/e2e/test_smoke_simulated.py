@@ -149,7 +149,7 @@ def test_smoke_completes_and_releases_everything_once_in_order(sim_host: Simulat
         assert (_fields(line)[1]["pointer"], _fields(line)[1]["bytes"]) == (pointer, "4096")
         assert _fields(line)[3] == {"fnv1a64": pattern}, line
     assert _fields(freed)[3] == {"fnv1a64": pattern}
-    # The driver environment is set before cuInit (§6 loader rules apply to the smoke).
+    # The driver environment is set before cuInit, in the smoke as in the probe.
     assert calls[0] == (
         "cuInit flags=0 CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_DISABLE_JIT=1 "
         "CUDA_FORCE_PRELOAD_LIBRARIES=0 -> 0"

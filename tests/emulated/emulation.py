@@ -3,7 +3,7 @@
 The arm64 chroot is built fresh for every run on a tmpfs inside a private
 mount and PID namespace (``unshare``, as root, like tests/e2e): the arm64
 ``libc6`` and ``libgcc-s1`` trees, NVIDIA's arm64 ``libcuda`` laid out as one
-platform of contract §9.4 lays it out (a ``Layout`` of
+platform lays it out (a ``Layout`` of
 tests/real_driver/platform_layouts.py, its steps run with ``$R`` the chroot
 and ``$L`` a second tmpfs), the emulator, the binary under test, the
 namespace's own ``/proc`` and a ``/dev`` holding only ``null``. The emulator

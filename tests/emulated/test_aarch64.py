@@ -1,7 +1,7 @@
 """The aarch64 probe and smoke, executed: under qemu's user-mode emulator in an
 arm64 chroot holding NVIDIA's real arm64 ``libcuda1`` (Debian non-free), on a
 host without a GPU: at the reviewed candidate ``/usr/lib/aarch64-linux-gnu``,
-and laid out as each aarch64 platform of contract §9.4 lays it out
+and laid out as each aarch64 platform lays it out
 (tests/real_driver/platform_layouts.py's ``ARM64_PLATFORMS``).
 
 The expectations are the x86_64 ones (tests/real_driver): the driver loads,
@@ -132,7 +132,7 @@ def test_the_nix_store_left_writable_is_refused_on_aarch64(
     chroot: Arm64Chroot, emulated: Emulated, aarch64_probe: Path, series: str
 ) -> None:
     # The NixOS layout without its read-only remount: the image's second
-    # hard link is what the links rule refuses (contract §9.4).
+    # hard link is what the links rule refuses.
     nixos = next(platform for platform in ARM64_PLATFORMS if platform.name == "nixos")
     layout = dataclasses.replace(nixos.layout(emulated.drivers[series]), last=(), facts=())
     outcome = chroot.run(layout, aarch64_probe, [])

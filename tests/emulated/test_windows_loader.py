@@ -3,7 +3,7 @@
 System32's ``nvcuda.dll`` and decoy ``nvcuda.dll`` copies beside the probe,
 in its working directory and on PATH, each answering its own version.
 
-Contract §6: only System32's ``nvcuda.dll`` is ever loaded
+Only System32's ``nvcuda.dll`` is ever loaded
 (``LOAD_LIBRARY_SEARCH_SYSTEM32``). Each copy logs ``loaded <its path>``
 when Windows attaches it (tests/sim-driver), so a decoy that was never
 loaded has no log at all. The control test shows the decoys are exactly what
@@ -41,7 +41,7 @@ SYSTEM32_DEVICE = ("NVIDIA Wine System32 GPU", 8, 6)
 # Each decoy answers a version and a device of its own.
 DECOY_VERSIONS = {PROBE_DIR: 11010, CWD_DIR: 11020, PATH_DIR: 11030}
 WINDOWS_GNU_TARGET = {"os": "windows", "arch": "x86_64", "environment": "gnu"}
-# What the probe calls, in order, when one device is present (contract §6).
+# What the probe calls, in order, when one device is present.
 PROBE_CALLS = [
     "cuDriverGetVersion",
     "cuInit",

@@ -35,7 +35,7 @@ def _release(pair: list[int]) -> str:
 
 
 def _architecture_texts() -> dict[str, str]:
-    """The SM-fact placeholders of the spec's reason texts, written out (contract 9.5)."""
+    """The SM-fact placeholders of the spec's reason texts, written out."""
     items = SPEC["manifest"]["architectures"]
     first: dict[tuple[int, ...], list[str]] = {}
     ranges: dict[tuple[tuple[int, ...], bool, tuple[int, ...]], list[str]] = {}
@@ -238,7 +238,7 @@ class ProbeFactory:
 def raw_requirement(
     ordinal: int = 0, sm: str | None = "sm_80", **changes: Any
 ) -> DeviceRequirement:
-    """The raw-driver requirement of contract section 8."""
+    """A raw-driver lane's requirement."""
     fields: dict[str, Any] = {
         "logical_device": f"cuda:{ordinal}",
         "backend": "cuda",

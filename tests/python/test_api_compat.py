@@ -1,4 +1,4 @@
-"""The public Python API of contract section 1, pinned exactly as 0.1.0 had it.
+"""The public Python API, pinned exactly as 0.1.0 had it.
 
 Code written against rextio-device-cuda 0.1.0 (the companion plugins' CUDA
 candidate builders, 0.1.0's own tests) must keep working unchanged: every

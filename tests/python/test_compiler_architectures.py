@@ -1,4 +1,4 @@
-"""The spec's SM facts against NVIDIA's own compilers (contract 9.5).
+"""The spec's SM facts against NVIDIA's own compilers.
 
 Each pinned compiler from PyPI says which architectures its CUDA release knows:
 ``ptxas --help`` of ``nvidia-cuda-nvcc-cu12`` (12.x wheels ship no nvcc) and
@@ -58,7 +58,7 @@ COMPILERS = (
     _cu13("13.5.37", "f5c4f7ead5d964fb4af42bbf1e6d3ec3c1e6e9d83b53749f691d387e7fcaa3a7"),
 )
 
-# 0.1.0's vocabulary (contract 2); every other architecture must be one a 12.8-13.x
+# 0.1.0's vocabulary; every other architecture must be one a 12.8-13.x
 # compiler added.
 VOCABULARY_0_1_0 = (
     "sm_60",

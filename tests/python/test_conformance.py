@@ -1,4 +1,4 @@
-"""Contract section 3 and 4, written from the contract's text (not from the spec).
+"""Preflight's check order and build contributions, against values written out, not the spec's.
 
 The check order is tested by stacking faults: with the faults of steps k..n
 all present, the code of step k must win.

@@ -57,7 +57,8 @@ def test_nothing_is_listed_that_no_header_defines() -> None:
 
 
 def test_the_contract_s_results_have_their_remedies() -> None:
-    # Contract 9.6 (35 is the runtime API's cudaErrorInsufficientDriver: cuda.h has none).
+    # The results whose refusals carry a remedy of their own (35 is the runtime API's
+    # cudaErrorInsufficientDriver: cuda.h has none).
     for value in (3, 100, 304, 803, 804, 999):
         names = [name for name, listed in CUDA_RESULTS.items() if listed == value]
         assert len(names) == 1

@@ -1,4 +1,4 @@
-"""What `cargo xtask dist` wrote (contract section 9.1): four artifacts that
+"""What `cargo xtask dist` wrote: four artifacts that
 `auditwheel show`, `twine check --strict` and `check-wheel-contents` accept,
 the binaries and their recorded digests in the platform wheels, the metadata,
 and an sdist that builds the pure wheel again. The directory and the pinned

@@ -1,7 +1,7 @@
 """generated/manifest.json is the installed provider's manifest, byte for byte.
 
 The generator writes the manifest from the provider spec as Rextio Core's
-``DeviceProviderManifest.to_dict()`` gives it (contract 2); the installed
+``DeviceProviderManifest.to_dict()`` gives it; the installed
 provider builds its manifest through Core's own records. Serialized the same
 way (keys sorted, two-space indent, LF, one final newline) the two are
 identical, on every Core the suite runs against (0.1.6 and 0.1.8).

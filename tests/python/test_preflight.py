@@ -370,7 +370,7 @@ CASES: list[Case] = [
     Case("PROVIDER_OPTION_UNKNOWN", _plain(TORCH, options=_with(toolkit_root="/opt/cuda")), False),
     Case("PROBE_SHA256_INVALID", _plain(options=_with(probe_sha256="0" * 63)), False),
     Case("PROBE_SHA256_INVALID", _plain(TFE, options=_with(probe_sha256="F" * 64)), False),
-    # driver_root (contract section 9.4, every lane): an absolute directory.
+    # driver_root (every lane): an absolute directory.
     Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(options=_with(driver_root="usr/local/cuda")), False),
     Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(TORCH, options=_with(driver_root="compat")), False),
     Case("DRIVER_ROOT_NOT_ABSOLUTE", _plain(TFE, options=_with(driver_root="~/compat")), False),
@@ -658,7 +658,7 @@ CASES: list[Case] = [
         _plain(options=_probe_options(lambda ctx: ctx.probe(report(sms=("sm_86",))))),
         True,
     ),
-    # After step 17 (contract 9.5): an RTX 5090 on a 12.4 driver, before the SM check.
+    # After step 17: an RTX 5090 on a 12.4 driver, before the SM check.
     Case("CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_120", 12040), True),
     Case("CUDA_ARCHITECTURE_DRIVER_TOO_OLD", _architecture("sm_107", 13030), True),
     Case(
@@ -698,7 +698,7 @@ CASES: list[Case] = [
     ),
     Case("DRIVER_TOOLKIT_INCOMPATIBLE", _plain(options=_toolkit(version="12.9")), True),
     Case("DRIVER_TOOLKIT_INCOMPATIBLE", _architecture("sm_70", 12090, toolkit="13.0.1"), True),
-    # Last in step 19 (contract 9.5): the toolkit's release cannot compile the SM.
+    # Last in step 19: the toolkit's release cannot compile the SM.
     *(
         Case("TOOLKIT_ARCHITECTURE_UNSUPPORTED", _architecture(sm, driver, toolkit=toolkit), True)
         for sm, driver, toolkit in (
@@ -779,7 +779,7 @@ def test_reason_code(
         assert "/" not in refusal.facts, refusal.facts
 
 
-# The codes whose refusal is decided by an observation (contract 9.6: the human
+# The codes whose refusal is decided by an observation (the human
 # lines state it): the probe's report, the driver, the device and the toolkit.
 OBSERVED_CODES = {
     "CUDA_ARCHITECTURE_UNSUPPORTED",
@@ -825,7 +825,7 @@ def test_repeated_outcomes_give_equal_results(probes: ProbeFactory) -> None:
 def test_a_driver_root_becomes_the_probes_only_argument(
     probes: ProbeFactory, capability: str
 ) -> None:
-    # Contract section 9.4: `driver_root` (every lane) runs the probe as
+    # `driver_root` (every lane) runs the probe as
     # `rextio-cuda-driver-probe --driver-root DIR`; without it, no argument.
     seen = probes.directory / "argv.json"
     target = TARGETS[CAPABILITIES[capability]["target_triple"]]

@@ -1,4 +1,6 @@
-"""The sealed pin (contract 9.2): what was hashed is what runs, and nothing else is read.
+"""The sealed pin: what was hashed is what runs, and nothing else is read.
+
+docs/interfaces.md, Probe pin, says how.
 
 Pinned probes here are compiled binaries (``ProbeFactory.binary``) that print
 what their own image says: a run of other bytes shows up as another marker.

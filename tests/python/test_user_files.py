@@ -1,6 +1,6 @@
 """Files written for a user never write through a name another user planted.
 
-Contract section 9.3. The attacker is a real other user (uid 65534, through
+The attacker is a real other user (uid 65534, through
 ``subprocess``'s ``user=``) planting names in a shared sticky directory
 (mode 1777, like /tmp) where root writes; this host's
 ``fs.protected_symlinks`` is checked to be 0, so the kernel's own protection

@@ -1,4 +1,4 @@
-"""NVIDIA's real libcuda laid out the way each platform of contract §9.4 lays
+"""NVIDIA's real libcuda laid out the way each platform lays
 it out, in a private root the tests build and throw away.
 
 A :class:`PrivateRoot` is a tmpfs mounted as a new ``/`` inside a private
@@ -113,7 +113,7 @@ class Layout:
 
 @dataclass(frozen=True)
 class Platform(Generic[Driver]):
-    """One driver home of contract §9.4 and where its layout comes from."""
+    """One driver home and where its layout comes from."""
 
     name: str
     source: str
@@ -524,7 +524,7 @@ PLATFORMS: tuple[Platform[RealDriver], ...] = (
     ),
 )
 
-# The aarch64 homes of contract §9.4, in the probe's search order, then
+# The aarch64 homes, in the probe's search order, then
 # Jetson Thor through driver_root.
 ARM64_PLATFORMS: tuple[Platform[DriverImage], ...] = (
     Platform("gke", GKE_SOURCE, gke),

@@ -1,4 +1,4 @@
-"""Every driver home of contract §9.4, with NVIDIA's real libcuda 535, 550
+"""Every driver home, with NVIDIA's real libcuda 535, 550
 and 555 laid out as each platform lays it out (platform_layouts.py), in a
 private root: the real probe loads it and reports the real version and
 ``NO_CUDA_DEVICES`` (cuInit answers 100 without a GPU), and a real
@@ -106,7 +106,7 @@ def test_the_same_second_link_on_a_writable_mount_is_refused(
     series: str,
 ) -> None:
     # The layouts above, left writable: their image's second hard link is
-    # what the links rule refuses (contract §9.4: only a read-only mount lets
+    # what the links rule refuses (only a read-only mount lets
     # it pass), and stderr names that rule.
     chosen = next(item for item in PLATFORMS if item.name == platform)
     layout = dataclasses.replace(chosen.layout(real_drivers[series]), last=(), facts=())

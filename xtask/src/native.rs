@@ -38,7 +38,7 @@ pub fn build(release: bool) -> Result<NativeArtifacts> {
 }
 
 /// The targets whose platform wheels ship the release probe and smoke
-/// (contract §9.1); Windows stays build-from-source.
+/// (docs/interfaces.md, xtask seams); Windows stays build-from-source.
 pub const SHIPPED_TARGETS: [&str; 2] = ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"];
 
 /// The oldest glibc the shipped binaries link against (RHEL 8, Ubuntu 20.04, Jetson).

@@ -1,6 +1,6 @@
 //! `rextio-cuda-driver-probe`: prints one schema-1 JSON report and exits 0.
 //!
-//! Takes nothing, or exactly `--driver-root DIR` (contract §9.4); any other
+//! Takes nothing, or exactly `--driver-root DIR`; any other
 //! argument gets one `error` record and nothing is loaded. When no driver
 //! was loaded, stderr says why: for each driver candidate found, the rule
 //! that refused it (the provider discards stderr; it is for a person running

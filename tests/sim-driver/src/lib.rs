@@ -593,7 +593,7 @@ impl Exports for Sim {
     /// # Safety
     /// Called by the loader like the real `cuInit`.
     unsafe fn cuInit(flags: c_uint) -> CUresult {
-        // The driver environment as cuInit sees it (contract §6).
+        // The driver environment as cuInit sees it.
         let mut call = Call::new("cuInit").arg("flags", flags);
         for name in [
             "CUDA_DEVICE_ORDER",

@@ -1,6 +1,6 @@
 //! `generated/manifest.json`: the provider manifest exactly as Rextio Core's
-//! `DeviceProviderManifest.to_dict()` gives it for our provider (contract
-//! 2), serialized as `json.dumps(value, indent=2, sort_keys=True)` writes
+//! `DeviceProviderManifest.to_dict()` gives it for our provider,
+//! serialized as `json.dumps(value, indent=2, sort_keys=True)` writes
 //! it, with one final newline. Core canonicalizes as it constructs: it
 //! sorts the capabilities by id, the runtime requirements by name, and every
 //! string collection (de-duplicated) of a capability and a requirement; the

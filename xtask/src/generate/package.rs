@@ -59,7 +59,7 @@ fn packaged(name: String, version: String, files: &[(String, Vec<u8>)]) -> Resul
     })
 }
 
-/// The probe's source tarball (contract §9.7, `build-probe`): a workspace
+/// The probe's source tarball (`build-probe`): a workspace
 /// whose one member is the probe, beside the runtime and the loader it
 /// depends on, each in a directory named as the crate is, with the lock file
 /// cut from the workspace's to what the probe uses and the pinned toolchain,

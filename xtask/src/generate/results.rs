@@ -3,7 +3,7 @@
 //! list (each value is written once, in one of the two). It becomes
 //! `generated/cuda-results-check.c` (compiled against each header set) and
 //! `python/rextio_device_cuda/_cuda_results.py` (the names and the remedies
-//! that refusals quote, contract 9.6) and `runtime/src/cuda_results.rs` (the
+//! that refusals quote) and `runtime/src/cuda_results.rs` (the
 //! names a `CudaError` prints).
 
 use std::collections::BTreeMap;

@@ -587,7 +587,7 @@ fn tarball_entries(outputs: &[Output], name: &str) -> BTreeSet<String> {
 }
 
 /// The packaged loader is complete, with its tests, and its path dependency
-/// names the runtime's installed directory (contract §9.7); the probe's
+/// names the runtime's installed directory; the probe's
 /// source tarball holds the probe, the runtime and the loader beside each
 /// other with the cut lock file and the toolchain file (the packaged-crates
 /// step of `cargo xtask test` builds and tests them side by side).
