@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "6ea0c56d13d9bc7baa51eba2c41f841ff294adb400272a7133d0c9df62cdbdc0"
+RUNTIME_SOURCE_SHA256: Final = "f225f1609272a1096b3fa09fc9992614d597a8ac9ac8e4811429efc8a418fcbe"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
 LOADER_SOURCE_SHA256: Final = "160617399bb5a21e271d22d6a1af9b3d1042265685a3ab2842fb51b1b2251aaf"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "babb014f080a52e8d4a0957a79b053d5e3e2250814a0ffd23d051977d2ca96a0"
+PROBE_SOURCE_SHA256: Final = "371bea168a0d717fa4719333dc563f53e79fb768b5f511242ad34ac37e8c2f08"

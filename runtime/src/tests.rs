@@ -14,9 +14,6 @@ use std::rc::Rc;
 
 use crate::*;
 
-const INVALID_CONTEXT: CUresult = CUDA_ERROR_INVALID_CONTEXT;
-const INVALID_HANDLE: CUresult = CUDA_ERROR_INVALID_HANDLE;
-const OUT_OF_MEMORY: CUresult = CUDA_ERROR_OUT_OF_MEMORY;
 const CALLER_CONTEXT: &str = "caller";
 
 #[derive(Default)]
@@ -250,7 +247,7 @@ unsafe extern "system" fn fake_cu_ctx_destroy(context: CUcontext) -> CUresult {
         }
         let Some(index) = fake.live_contexts.iter().position(|&c| c == address) else {
             fake.record("cuCtxDestroy_v2", &format!("{detail} -> not live"));
-            return INVALID_CONTEXT;
+            return CUDA_ERROR_INVALID_CONTEXT;
         };
         fake.live_contexts.remove(index);
         // Like the driver: a destroyed context that is current is popped.
@@ -276,7 +273,7 @@ unsafe extern "system" fn fake_cu_ctx_push(context: CUcontext) -> CUresult {
         }
         if !fake.live_contexts.contains(&address) {
             fake.record("cuCtxPushCurrent_v2", &format!("{detail} -> not live"));
-            return INVALID_CONTEXT;
+            return CUDA_ERROR_INVALID_CONTEXT;
         }
         fake.stack.push(address);
         fake.record("cuCtxPushCurrent_v2", &detail);
@@ -291,7 +288,7 @@ unsafe extern "system" fn fake_cu_ctx_pop(context: *mut CUcontext) -> CUresult {
         }
         let Some(popped) = fake.stack.pop() else {
             fake.record("cuCtxPopCurrent_v2", "-> empty stack");
-            return INVALID_CONTEXT;
+            return CUDA_ERROR_INVALID_CONTEXT;
         };
         let occurrence = fake.calls_by_name["cuCtxPopCurrent_v2"];
         let reported = if fake.foreign_pops.contains(&occurrence) {
@@ -315,7 +312,7 @@ unsafe extern "system" fn fake_cu_stream_create(stream: *mut CUstream, flags: c_
         }
         let Some(&owner) = fake.stack.last() else {
             fake.record("cuStreamCreate", &format!("{detail} -> no context"));
-            return INVALID_CONTEXT;
+            return CUDA_ERROR_INVALID_CONTEXT;
         };
         let created = fake.new_handle("stream");
         fake.live_streams.insert(created, owner);
@@ -341,7 +338,7 @@ fn stream_call(name: &'static str, stream: CUstream, destroy: bool) -> CUresult 
         };
         if !known {
             fake.record(name, &format!("{detail} -> not live"));
-            return INVALID_HANDLE;
+            return CUDA_ERROR_INVALID_HANDLE;
         }
         if !destroy {
             fake.run_pending(address);
@@ -370,7 +367,7 @@ unsafe extern "system" fn fake_cu_mem_alloc(
         }
         let Some(&owner) = fake.stack.last() else {
             fake.record("cuMemAlloc_v2", &format!("{detail} -> no context"));
-            return INVALID_CONTEXT;
+            return CUDA_ERROR_INVALID_CONTEXT;
         };
         let created = fake.new_handle("mem");
         fake.live_allocations.insert(created, owner);
@@ -396,7 +393,7 @@ unsafe extern "system" fn fake_cu_mem_free(device_pointer: CUdeviceptr) -> CUres
         }
         if fake.live_allocations.remove(&address).is_none() {
             fake.record("cuMemFree_v2", &format!("{detail} -> not live"));
-            return INVALID_HANDLE;
+            return CUDA_ERROR_INVALID_HANDLE;
         }
         fake.memory.remove(&address);
         fake.record("cuMemFree_v2", &detail);
@@ -778,9 +775,12 @@ fn context_create_pops_and_restores_the_callers_stack() {
 #[test]
 fn context_create_failure_makes_no_other_call() {
     let api = fresh_api();
-    fail("cuCtxCreate_v2", 1, OUT_OF_MEMORY);
+    fail("cuCtxCreate_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
     let outcome = Context::create(Rc::clone(&api), 40);
-    assert_eq!(outcome.unwrap_err(), error("cuCtxCreate_v2", OUT_OF_MEMORY));
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuCtxCreate_v2", CUDA_ERROR_OUT_OF_MEMORY)
+    );
     expect_log(&["cuCtxCreate_v2 flags=0 device=40 -> error 2"]);
     assert_eq!(stack(), [CALLER_CONTEXT]);
 }
@@ -788,11 +788,11 @@ fn context_create_failure_makes_no_other_call() {
 #[test]
 fn context_create_destroys_the_context_when_the_pop_fails() {
     let api = fresh_api();
-    fail("cuCtxPopCurrent_v2", 1, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 1, CUDA_ERROR_INVALID_CONTEXT);
     let outcome = Context::create(Rc::clone(&api), 40);
     assert_eq!(
         outcome.unwrap_err(),
-        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+        error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT)
     );
     expect_log(&[
         "cuCtxCreate_v2 flags=0 device=40 -> ctx2",
@@ -847,11 +847,11 @@ fn stream_create_synchronize_close_push_run_pop() {
 #[test]
 fn stream_create_push_failure_skips_create_and_pop() {
     let (_api, context) = fresh_context();
-    fail("cuCtxPushCurrent_v2", 1, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 1, CUDA_ERROR_INVALID_CONTEXT);
     let outcome = context.create_stream();
     assert_eq!(
         outcome.unwrap_err(),
-        error("cuCtxPushCurrent_v2", INVALID_CONTEXT)
+        error("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_CONTEXT)
     );
     expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
     assert_eq!(context.live_children(), 0);
@@ -860,9 +860,12 @@ fn stream_create_push_failure_skips_create_and_pop() {
 #[test]
 fn stream_create_failure_still_pops() {
     let (_api, context) = fresh_context();
-    fail("cuStreamCreate", 1, OUT_OF_MEMORY);
+    fail("cuStreamCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
     let outcome = context.create_stream();
-    assert_eq!(outcome.unwrap_err(), error("cuStreamCreate", OUT_OF_MEMORY));
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY)
+    );
     expect_log(&[
         PUSH_CTX2,
         "cuStreamCreate flags=1 in ctx2 -> error 2",
@@ -875,10 +878,13 @@ fn stream_create_failure_still_pops() {
 #[test]
 fn stream_create_reports_its_own_failure_when_the_pop_fails_too() {
     let (_api, context) = fresh_context();
-    fail("cuStreamCreate", 1, OUT_OF_MEMORY);
-    fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
+    fail("cuStreamCreate", 1, CUDA_ERROR_OUT_OF_MEMORY);
+    fail("cuCtxPopCurrent_v2", 2, CUDA_ERROR_INVALID_CONTEXT);
     let outcome = context.create_stream();
-    assert_eq!(outcome.unwrap_err(), error("cuStreamCreate", OUT_OF_MEMORY));
+    assert_eq!(
+        outcome.unwrap_err(),
+        error("cuStreamCreate", CUDA_ERROR_OUT_OF_MEMORY)
+    );
     expect_log(&[
         PUSH_CTX2,
         "cuStreamCreate flags=1 in ctx2 -> error 2",
@@ -889,11 +895,11 @@ fn stream_create_reports_its_own_failure_when_the_pop_fails_too() {
 #[test]
 fn stream_create_pop_failure_releases_the_new_stream() {
     let (_api, context) = fresh_context();
-    fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 2, CUDA_ERROR_INVALID_CONTEXT);
     let outcome = context.create_stream();
     assert_eq!(
         outcome.unwrap_err(),
-        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+        error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT)
     );
     expect_log(&[
         PUSH_CTX2,
@@ -930,12 +936,12 @@ fn stream_create_wrong_context_pop_releases_the_new_stream() {
 #[test]
 fn stream_create_pop_failure_abandons_the_stream_when_the_release_push_fails() {
     let (_api, context) = fresh_context();
-    fail("cuCtxPopCurrent_v2", 2, INVALID_CONTEXT);
-    fail("cuCtxPushCurrent_v2", 2, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 2, CUDA_ERROR_INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 2, CUDA_ERROR_INVALID_CONTEXT);
     let outcome = context.create_stream();
     assert_eq!(
         outcome.unwrap_err(),
-        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+        error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT)
     );
     expect_log(&[
         PUSH_CTX2,
@@ -958,17 +964,17 @@ fn stream_synchronize_failures() {
         POP_CTX2,
     ]);
 
-    fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 3, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         stream.synchronize(),
-        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
 
-    fail("cuCtxPopCurrent_v2", 4, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 4, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         stream.synchronize(),
-        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -992,10 +998,10 @@ fn stream_synchronize_failures() {
 #[test]
 fn stream_destroy_failure_is_reported_once_and_not_retried() {
     let (_api, context, stream) = fresh_stream();
-    fail("cuStreamDestroy_v2", 1, INVALID_HANDLE);
+    fail("cuStreamDestroy_v2", 1, CUDA_ERROR_INVALID_HANDLE);
     assert_eq!(
         stream.close(),
-        Err(error("cuStreamDestroy_v2", INVALID_HANDLE))
+        Err(error("cuStreamDestroy_v2", CUDA_ERROR_INVALID_HANDLE))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1010,10 +1016,10 @@ fn stream_destroy_failure_is_reported_once_and_not_retried() {
 #[test]
 fn stream_close_push_failure_abandons_the_stream() {
     let (_api, context, stream) = fresh_stream();
-    fail("cuCtxPushCurrent_v2", 2, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 2, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         stream.close(),
-        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
     assert_eq!(context.live_children(), 0);
@@ -1022,10 +1028,10 @@ fn stream_close_push_failure_abandons_the_stream() {
 #[test]
 fn stream_close_pop_failure_is_reported_after_the_destroy() {
     let (_api, _context, stream) = fresh_stream();
-    fail("cuCtxPopCurrent_v2", 3, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 3, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         stream.close(),
-        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1043,7 +1049,7 @@ fn stream_drop_destroys_exactly_once() {
     // A failing destroy on drop is ignored and not retried either.
     let stream = context.create_stream().unwrap();
     take_log();
-    fail("cuStreamDestroy_v2", 2, INVALID_HANDLE);
+    fail("cuStreamDestroy_v2", 2, CUDA_ERROR_INVALID_HANDLE);
     drop(stream);
     expect_log(&[
         PUSH_CTX2,
@@ -1088,24 +1094,24 @@ fn zero_byte_allocation_makes_no_driver_call() {
 fn allocate_failures() {
     let (_api, context) = fresh_context();
 
-    fail("cuCtxPushCurrent_v2", 1, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 1, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         context.allocate(8).unwrap_err(),
-        error("cuCtxPushCurrent_v2", INVALID_CONTEXT)
+        error("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_CONTEXT)
     );
     expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
 
-    fail("cuMemAlloc_v2", 1, OUT_OF_MEMORY);
+    fail("cuMemAlloc_v2", 1, CUDA_ERROR_OUT_OF_MEMORY);
     assert_eq!(
         context.allocate(8).unwrap_err(),
-        error("cuMemAlloc_v2", OUT_OF_MEMORY)
+        error("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY)
     );
     expect_log(&[PUSH_CTX2, "cuMemAlloc_v2 8 in ctx2 -> error 2", POP_CTX2]);
 
-    fail("cuCtxPopCurrent_v2", 3, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 3, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         context.allocate(8).unwrap_err(),
-        error("cuCtxPopCurrent_v2", INVALID_CONTEXT)
+        error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT)
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1139,10 +1145,10 @@ fn free_failure_is_reported_once_and_not_retried() {
     let (_api, context) = fresh_context();
     let allocation = context.allocate(64).unwrap();
     take_log();
-    fail("cuMemFree_v2", 1, INVALID_HANDLE);
+    fail("cuMemFree_v2", 1, CUDA_ERROR_INVALID_HANDLE);
     assert_eq!(
         allocation.close(),
-        Err(error("cuMemFree_v2", INVALID_HANDLE))
+        Err(error("cuMemFree_v2", CUDA_ERROR_INVALID_HANDLE))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1158,16 +1164,16 @@ fn allocation_close_push_and_pop_failures() {
     let first = context.allocate(64).unwrap();
     let second = context.allocate(64).unwrap();
     take_log();
-    fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 3, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         first.close(),
-        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
-    fail("cuCtxPopCurrent_v2", 4, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 4, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         second.close(),
-        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1352,10 +1358,10 @@ fn a_stream_and_an_allocation_of_different_contexts_make_no_driver_call() {
 #[test]
 fn a_failed_enqueue_skips_the_synchronize_and_still_pops() {
     let (_api, _context, stream, mut allocation) = fresh_allocation(64);
-    fail("cuMemcpyHtoDAsync_v2", 1, INVALID_HANDLE);
+    fail("cuMemcpyHtoDAsync_v2", 1, CUDA_ERROR_INVALID_HANDLE);
     assert_eq!(
         stream.copy_to_device(&mut allocation, 0, &[1; 4]),
-        Err(error("cuMemcpyHtoDAsync_v2", INVALID_HANDLE))
+        Err(error("cuMemcpyHtoDAsync_v2", CUDA_ERROR_INVALID_HANDLE))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1392,10 +1398,10 @@ fn copy_push_synchronize_and_pop_failures() {
 
     // Pushes so far: stream create and allocate; pops: those and the
     // context create's.
-    fail("cuCtxPushCurrent_v2", 3, INVALID_CONTEXT);
+    fail("cuCtxPushCurrent_v2", 3, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         stream.copy_to_device(&mut allocation, 0, &[1; 4]),
-        Err(error("cuCtxPushCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPushCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&["cuCtxPushCurrent_v2 ctx2 -> error 201"]);
 
@@ -1414,11 +1420,11 @@ fn copy_push_synchronize_and_pop_failures() {
     stream.synchronize().unwrap();
     take_log();
 
-    fail("cuCtxPopCurrent_v2", 6, INVALID_CONTEXT);
+    fail("cuCtxPopCurrent_v2", 6, CUDA_ERROR_INVALID_CONTEXT);
     let mut back = [0; 4];
     assert_eq!(
         stream.copy_from_device(&allocation, 0, &mut back),
-        Err(error("cuCtxPopCurrent_v2", INVALID_CONTEXT))
+        Err(error("cuCtxPopCurrent_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     expect_log(&[
         PUSH_CTX2,
@@ -1459,10 +1465,10 @@ fn context_drop_destroys_once() {
 #[test]
 fn context_destroy_failure_is_reported_once_and_not_retried() {
     let (api, context) = fresh_context();
-    fail("cuCtxDestroy_v2", 1, INVALID_CONTEXT);
+    fail("cuCtxDestroy_v2", 1, CUDA_ERROR_INVALID_CONTEXT);
     assert_eq!(
         context.close(),
-        Err(error("cuCtxDestroy_v2", INVALID_CONTEXT))
+        Err(error("cuCtxDestroy_v2", CUDA_ERROR_INVALID_CONTEXT))
     );
     drop(api);
     expect_log(&["cuCtxDestroy_v2 ctx2 -> error 201", "image dropped"]);
@@ -1581,7 +1587,7 @@ fn pushes_and_pops_balance_and_the_callers_stack_is_restored() {
 
 #[test]
 fn cuda_error_carries_only_the_operation_and_the_result() {
-    let driver = error("cuMemAlloc_v2", OUT_OF_MEMORY);
+    let driver = error("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY);
     assert_eq!(driver.operation(), "cuMemAlloc_v2");
     assert_eq!(driver.result(), 2);
     assert!(!driver.is_runtime_refusal());
