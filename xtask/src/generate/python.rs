@@ -16,13 +16,8 @@ pub fn spec_module(spec: &ProviderSpec) -> Vec<u8> {
     out.push_str(
         "from __future__ import annotations\n\n\
          from collections.abc import Mapping\n\
-         from dataclasses import FrozenInstanceError\n\
-         from typing import Final, NoReturn, TypeAlias\n\n\
-         _set = object.__setattr__\n\n\n\
-         def _refuse_assignment(record: object, name: str, value: object) -> NoReturn:\n\
-         \x20   raise FrozenInstanceError(f\"cannot assign to field {name!r}\")\n\n\n\
-         def _refuse_deletion(record: object, name: str) -> NoReturn:\n\
-         \x20   raise FrozenInstanceError(f\"cannot delete field {name!r}\")\n",
+         from typing import Final, TypeAlias\n\n\
+         from rextio_device_cuda._spec_record import SpecRecord\n",
     );
     for class in record_classes() {
         out.push_str(&class.definition());

@@ -971,7 +971,7 @@ fn the_python_spec_module_holds_every_record() {
     let text = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
     for class in spec::record_classes() {
         assert!(
-            text.contains(&format!("\n\nclass {}:\n", class.name)),
+            text.contains(&format!("\n\nclass {}(SpecRecord):\n", class.name)),
             "{}",
             class.name
         );
