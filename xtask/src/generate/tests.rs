@@ -1281,3 +1281,36 @@ fn the_probe_report_structs_follow_the_spec_fields_in_order() {
     let python = String::from_utf8(find(&outputs, PYTHON_SPEC_PATH).to_vec()).unwrap();
     assert!(python.contains("ReportFieldSpec(key=\"environment\", kind=\"name\")"));
 }
+
+#[test]
+fn pyproject_is_its_template_with_the_distribution_facts_set() {
+    let outputs = render(&real_inputs()).unwrap();
+    let text = String::from_utf8(find(&outputs, PYPROJECT_PATH).to_vec()).unwrap();
+    let document: toml_edit::DocumentMut = text.parse().unwrap();
+    let project = &document["project"];
+    assert_eq!(project["name"].as_str(), Some("rextio-device-cuda"));
+    assert_eq!(project["requires-python"].as_str(), Some(">=3.11"));
+    let entry_points = project["entry-points"]["rextio.device_providers"]
+        .as_table()
+        .unwrap();
+    let entry_point = entry_points
+        .get("rextio-device-cuda")
+        .and_then(|item| item.as_str());
+    assert_eq!(
+        (entry_points.len(), entry_point),
+        (1, Some("rextio_device_cuda.provider:provider"))
+    );
+    let packages = document["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"].as_array();
+    let packages: Vec<_> = packages.unwrap().iter().map(|item| item.as_str()).collect();
+    assert_eq!(packages, [Some("rextio_device_cuda")]);
+    let template = super::inputs::PYPROJECT_TEMPLATE_PATH;
+    let without_license = with_input(&real_inputs(), template, |text| {
+        text.replace("license = \"\"\n", "")
+    });
+    assert_eq!(
+        render_error(&without_license),
+        "templates/pyproject.toml: the template has no `license` for the generator to set"
+    );
+    let broken = with_input(&real_inputs(), template, |text| format!("{text}[project\n"));
+    assert!(render_error(&broken).starts_with("templates/pyproject.toml: not TOML"));
+}
