@@ -11,8 +11,8 @@ order) and a typed keyword-only ``__init__`` that passes its arguments to
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError
 from collections.abc import Callable
+from dataclasses import FrozenInstanceError
 from typing import ClassVar, NoReturn
 
 
