@@ -96,7 +96,8 @@ def test_a_record_copies_and_pickles_to_an_equal_frozen_record() -> None:
         ):
             assert twin == record
             assert type(twin) is type(record)
-            assert hash(twin) == hash(record)
+    pin = PROVIDER_SPEC.manifest.runtime_requirements[0]
+    assert hash(copy.copy(pin)) == hash(pickle.loads(pickle.dumps(pin))) == hash(pin)  # noqa: S301
     twin = pickle.loads(pickle.dumps(PROVIDER_SPEC.policy))  # noqa: S301 (our own bytes)
     with pytest.raises(dataclasses.FrozenInstanceError):
         twin.device_ordinal_max = 1
