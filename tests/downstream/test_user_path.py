@@ -211,7 +211,8 @@ def test_a_wrong_pin_is_refused_naming_both_digests_whole(
     assert run.returncode != 0, run.stdout
     assert "PROBE_DIGEST_MISMATCH" in run.stderr, run.stderr
     # The README: the refusal prints both digests whole, never prefixes.
-    assert real in run.stderr and wrong in run.stderr, run.stderr
+    assert real in run.stderr, run.stderr
+    assert wrong in run.stderr, run.stderr
     # The probe never ran.
     assert run.calls == ()
     assert not (project / ".rextio").exists()

@@ -52,7 +52,8 @@ def assert_failed_at(stdout: str, operation: str, result: int) -> None:
     which names the operation, the CUDA result and its ``cuda.h`` name
     (contract 9.9; the sentence around them is the runtime's to word)."""
     lines = stdout.splitlines()
-    assert len(lines) == 2 and lines[0] == LOADED, stdout
+    assert len(lines) == 2, stdout
+    assert lines[0] == LOADED, stdout
     assert lines[1].startswith(FAILED), stdout
     [name] = [name for name, value in CUDA_RESULTS.items() if value == result]
     for fact in (operation, str(result), name):

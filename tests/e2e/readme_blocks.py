@@ -25,7 +25,8 @@ BLOCK = re.compile(
 )
 # Any fenced block, with the line before it (its marker, if any).
 FENCED = re.compile(
-    r"^(?P<before>[^\n]*)\n(?P<indent>[ \t]*)```(?P<language>[a-z]*)\n(?P<body>.*?)^(?P=indent)```$",
+    r"^(?P<before>[^\n]*)\n"
+    r"(?P<indent>[ \t]*)```(?P<language>[a-z]*)\n(?P<body>.*?)^(?P=indent)```$",
     re.MULTILINE | re.DOTALL,
 )
 MARKER = re.compile(r"<!-- (?P<kind>tested|by hand): (?P<what>[^\n]+?) -->")
@@ -61,8 +62,7 @@ def readme_files(section: str, document: Path = README) -> dict[str, str]:
     ``## `` heading), by name, its indentation removed."""
     body = _section(document.read_text(encoding="utf-8"), section, document)
     return {
-        match["name"]: _unindented(match["body"], match["indent"])
-        for match in BLOCK.finditer(body)
+        match["name"]: _unindented(match["body"], match["indent"]) for match in BLOCK.finditer(body)
     }
 
 

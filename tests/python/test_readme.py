@@ -45,7 +45,8 @@ def test_the_readme_is_at_most_400_lines() -> None:
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
 def test_every_line_outside_a_quoted_output_fits_100_columns(document: Path) -> None:
     text = document.read_text(encoding="utf-8")
-    wide = [(number, len(line)) for number, line in _outside_fences(text) if len(line) > MAX_COLUMNS]
+    outside = _outside_fences(text)
+    wide = [(number, len(line)) for number, line in outside if len(line) > MAX_COLUMNS]
     assert wide == [], f"{document.name}: (line, columns) {wide}"
     # Code a reader copies fits too; a quoted `text` block shows another
     # program's output as it is (the width of ours is that program's test).
@@ -87,7 +88,8 @@ def test_every_block_is_run_by_a_test_or_marked_by_hand() -> None:
 
 
 def _xtask_commands() -> set[str]:
-    return set(re.findall(r'^\s*"([a-z-]+)"(?: \| "[^"]+")* =>', XTASK_MAIN.read_text("utf-8"), re.M))
+    arm = re.compile(r'^\s*"([a-z-]+)"(?: \| "[^"]+")* =>', re.MULTILINE)
+    return set(arm.findall(XTASK_MAIN.read_text(encoding="utf-8")))
 
 
 def _help(command: str) -> str:
@@ -136,4 +138,5 @@ def test_every_link_of_the_readme_names_a_file_of_the_repository() -> None:
     links = re.findall(r"\]\((?!https?://)([^)#]+)\)", text)
     assert links, "the README links no document"
     assert [link for link in links if not (REPOSITORY / link).is_file()] == []
-    assert "docs/maintainers.md" in links and "docs/manual-host.md" in links
+    assert "docs/maintainers.md" in links
+    assert "docs/manual-host.md" in links

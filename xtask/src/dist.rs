@@ -1,4 +1,4 @@
-//! `cargo xtask dist` (README's command table): hatchling builds the four
+//! `cargo xtask dist` (docs/maintainers.md's commands): hatchling builds the four
 //! artifacts from a staged copy of `python/` plus the README, the LICENSE and
 //! the generated runtime tarball, with SOURCE_DATE_EPOCH fixed: same tree,
 //! same bytes. tests/python/test_dist.py checks them.
