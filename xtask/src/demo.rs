@@ -13,8 +13,8 @@ use crate::{dist, native, process, Result};
 pub fn command() -> Result<()> {
     println!(
         "demo: builds the probe, the smoke and a simulated driver (cargo), and the pure wheel \
-         into\n  target/venv-demo (Rextio Core from PyPI); then runs them in a private mount \
-         namespace"
+         into\n  target/venv-demo (Rextio Core and pytest from PyPI); then runs them in a private \
+         mount namespace"
     );
     println!("demo: 1/3 cargo build of the probe, the smoke and the simulated driver");
     let native = native::build(false)?;
