@@ -17,8 +17,9 @@
 //!   followed, and so is any link whose every step passes these checks: a
 //!   link can only lead where root put it. At most [`MAX_LINKS`] links;
 //! - the final file is a regular file strictly below a reviewed root (by the
-//!   path the walk resolved), owned by root, with no group/other write bit
-//!   and exactly one hard link.
+//!   path the walk resolved), owned by root, with no group/other write bit,
+//!   and with exactly one hard link unless it lies on a read-only mount
+//!   (OSTree's `/usr`, a read-only Nix store), where nobody can add one.
 //!
 //! The accepted image is the open descriptor itself: the loader passes
 //! `/proc/self/fd/N` to the dynamic linker, which reopens that very file.
