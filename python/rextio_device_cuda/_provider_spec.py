@@ -1618,6 +1618,7 @@ class ProbeReportSpec:
         "max_device_name_chars",
         "max_device_ordinal",
         "max_devices",
+        "max_loader_reason_chars",
         "max_output_bytes",
         "probe",
         "reason_code_pattern",
@@ -1634,6 +1635,8 @@ class ProbeReportSpec:
     max_devices: int
     max_device_ordinal: int
     max_device_name_chars: int
+    # The longest `loader_reason` (the dynamic loader's own words, paths removed).
+    max_loader_reason_chars: int
     device_name_buffer_bytes: int
     driver_version_range: tuple[int, int]
     compute_major_range: tuple[int, int]
@@ -1658,6 +1661,7 @@ class ProbeReportSpec:
         max_devices: int,
         max_device_ordinal: int,
         max_device_name_chars: int,
+        max_loader_reason_chars: int,
         device_name_buffer_bytes: int,
         driver_version_range: tuple[int, int],
         compute_major_range: tuple[int, int],
@@ -1676,6 +1680,7 @@ class ProbeReportSpec:
         _set(self, "max_devices", max_devices)
         _set(self, "max_device_ordinal", max_device_ordinal)
         _set(self, "max_device_name_chars", max_device_name_chars)
+        _set(self, "max_loader_reason_chars", max_loader_reason_chars)
         _set(self, "device_name_buffer_bytes", device_name_buffer_bytes)
         _set(self, "driver_version_range", driver_version_range)
         _set(self, "compute_major_range", compute_major_range)
@@ -1698,6 +1703,7 @@ class ProbeReportSpec:
             self.max_devices,
             self.max_device_ordinal,
             self.max_device_name_chars,
+            self.max_loader_reason_chars,
             self.device_name_buffer_bytes,
             self.driver_version_range,
             self.compute_major_range,
@@ -1716,6 +1722,7 @@ class ProbeReportSpec:
             other.max_devices,
             other.max_device_ordinal,
             other.max_device_name_chars,
+            other.max_loader_reason_chars,
             other.device_name_buffer_bytes,
             other.driver_version_range,
             other.compute_major_range,
@@ -1737,6 +1744,7 @@ class ProbeReportSpec:
             self.max_devices,
             self.max_device_ordinal,
             self.max_device_name_chars,
+            self.max_loader_reason_chars,
             self.device_name_buffer_bytes,
             self.driver_version_range,
             self.compute_major_range,
@@ -1759,6 +1767,7 @@ class ProbeReportSpec:
             f"max_devices={self.max_devices!r}, "
             f"max_device_ordinal={self.max_device_ordinal!r}, "
             f"max_device_name_chars={self.max_device_name_chars!r}, "
+            f"max_loader_reason_chars={self.max_loader_reason_chars!r}, "
             f"device_name_buffer_bytes={self.device_name_buffer_bytes!r}, "
             f"driver_version_range={self.driver_version_range!r}, "
             f"compute_major_range={self.compute_major_range!r}, "
@@ -2823,6 +2832,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 ReportFieldSpec(key="cuda_result", kind="optional_int"),
                 ReportFieldSpec(key="devices", kind="devices"),
                 ReportFieldSpec(key="refusing_rule", kind="name_if_set"),
+                ReportFieldSpec(key="loader_reason", kind="text_if_set"),
             ),
             target=(
                 ReportFieldSpec(key="os", kind="name"),
@@ -2841,6 +2851,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         max_devices=1024,
         max_device_ordinal=1023,
         max_device_name_chars=160,
+        max_loader_reason_chars=160,
         device_name_buffer_bytes=256,
         driver_version_range=(1000, 99999),
         compute_major_range=(1, 99),

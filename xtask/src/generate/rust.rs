@@ -141,6 +141,12 @@ fn constants(spec: &ProviderSpec) -> Vec<Constant> {
             report.max_device_name_chars,
         ),
         Constant::int(
+            "MAX_LOADER_REASON_CHARS",
+            "usize",
+            "probe_report.max_loader_reason_chars",
+            report.max_loader_reason_chars,
+        ),
+        Constant::int(
             "DEVICE_NAME_BUFFER_BYTES",
             "usize",
             "probe_report.device_name_buffer_bytes",
@@ -214,6 +220,7 @@ fn report_field_type(kind: ReportFieldKind) -> &'static str {
         ReportFieldKind::Name => "&'static str",
         ReportFieldKind::OptionalName | ReportFieldKind::NameIfSet => "Option<&'static str>",
         ReportFieldKind::Text => "String",
+        ReportFieldKind::TextIfSet => "Option<String>",
         ReportFieldKind::Bool => "bool",
         ReportFieldKind::Int => "i32",
         ReportFieldKind::OptionalInt => "Option<i32>",
@@ -235,7 +242,10 @@ fn report_struct(
     let copy = fields.iter().all(|field| {
         !matches!(
             field.kind,
-            ReportFieldKind::Text | ReportFieldKind::Target | ReportFieldKind::Devices
+            ReportFieldKind::Text
+                | ReportFieldKind::TextIfSet
+                | ReportFieldKind::Target
+                | ReportFieldKind::Devices
         )
     });
     let copy = if copy { "Copy, " } else { "" };
@@ -247,7 +257,7 @@ fn report_struct(
     );
     for field in fields {
         let rust_type = report_field_type(field.kind);
-        if field.kind == ReportFieldKind::NameIfSet {
+        if field.kind.left_out_when_unset() {
             out.push_str("    #[serde(skip_serializing_if = \"Option::is_none\")]\n");
         }
         let _ = writeln!(out, "    pub {}: {rust_type},", field.key);
