@@ -27,7 +27,9 @@ from typing import Final, NamedTuple
 from rextio_device_cuda import _codes, _user_files
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._explain import OPTION_FLAGS, explain_lines
+from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
+from rextio_device_cuda._refusal_text import Refused
 from rextio_device_cuda._runner import (
     MAX_TIMEOUT_SECONDS,
     SubprocessProbeRunner,
@@ -115,7 +117,8 @@ def _preflight(
     sm: str,
     toolkit_root: str | None,
     driver_root: str | None,
-) -> dict[str, object]:
+) -> tuple[dict[str, object], Refusal | None]:
+    """The preflight's part of the evidence, and its refusal (for the lines a person reads)."""
     outcome = standalone_preflight(
         capability,
         probe=str(probe),
@@ -128,12 +131,17 @@ def _preflight(
     if isinstance(outcome, Resolved):
         ready = outcome.plan.preflight
         observations = dict(ready.observations)
-        return {"status": ready.status.value, "reason_code": None, "observations": observations}
+        return {
+            "status": ready.status.value,
+            "reason_code": None,
+            "observations": observations,
+        }, None
     if isinstance(outcome, NotRun):
         # Core's own message may name a path: it goes to stderr, never into the evidence.
         print(f"error: the preflight did not run: {outcome.why}", file=sys.stderr)
-        return {"status": "error", "reason_code": None, "observations": {}}
-    return {"status": outcome.status.value, "reason_code": outcome.reason_code, "observations": {}}
+        return {"status": "error", "reason_code": None, "observations": {}}, None
+    record = {"status": outcome.status.value, "reason_code": outcome.reason_code}
+    return {**record, "observations": {}}, outcome
 
 
 def collect(
@@ -145,14 +153,15 @@ def collect(
     device: int,
     toolkit_root: str | None,
     driver_root: str | None = None,
-) -> dict[str, object]:
-    """Runs the probe, the preflight and the smoke; the evidence record."""
+) -> tuple[dict[str, object], Refusal | None]:
+    """Runs the probe, the preflight and the smoke; the evidence record, and the
+    preflight's refusal where it refused."""
     probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
     root = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
     probe_report, _ = _run_recorded(
         SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256, arguments=root)
     )
-    preflight = _preflight(
+    preflight, refusal = _preflight(
         capability, probe.path, probe_sha256, device, sm, toolkit_root, driver_root
     )
     # The smoke creates a context and allocates: it gets the runner's longest bound.
@@ -192,7 +201,7 @@ def collect(
         "probe_report": probe_report,
         "preflight": preflight,
         "smoke": smoke_record,
-    }
+    }, refusal
 
 
 def _strings(value: object) -> list[str]:
@@ -234,7 +243,7 @@ def run(
     a write that fails loses nothing.
     """
     probe, smoke = binaries
-    evidence = collect(
+    evidence, refusal = collect(
         capability,
         probe,
         smoke,
@@ -275,5 +284,7 @@ def run(
     code = evidence["reason_code"]
     print("this host is not validated.", file=sys.stderr)
     if isinstance(code, str):
-        print("\n".join(explain_lines(code, flags=OPTION_FLAGS)), file=sys.stderr)
+        # The preflight's refusal says what it observed, as `preflight` does.
+        shown = refusal if refusal is not None and refusal.reason_code == code else Refused(code)
+        print("\n".join(explain_lines(shown, flags=OPTION_FLAGS)), file=sys.stderr)
     return False
