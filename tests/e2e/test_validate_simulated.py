@@ -177,9 +177,9 @@ def test_validate_explains_a_missing_driver_on_this_host(
     assert run.returncode == 1, run.stderr
     # The same lines preflight prints, with what its probe observed (this
     # architecture's directories, one per line), not the whole explanation.
+    command = [*VALIDATE[:3], "preflight", "--capability", "cuda-linux-x86_64"]
     preflight = subprocess.run(
-        [*VALIDATE[:3], "preflight", "--capability", "cuda-linux-x86_64", "--device", "0"]
-        + ["--sm", "sm_80"],
+        [*command, "--device", "0", "--sm", "sm_80"],
         capture_output=True,
         text=True,
         timeout=300,
