@@ -128,15 +128,22 @@ WIDTH: Final = 100
 _CONTINUED: Final = "  "
 
 
+# A command quoted in backticks: kept on one line, so it can be copied whole.
+_QUOTED: Final = re.compile(r"`[^`\n]*`")
+_KEPT_SPACE: Final = "\0"
+
+
 def wrapped(label: str, text: str) -> list[str]:
-    """``label`` and ``text`` in lines of at most ``WIDTH`` columns, continued lines indented."""
+    """``label`` and ``text`` in lines of at most ``WIDTH`` columns, continued lines
+    indented; a backticked command is not split (unless it alone is too long)."""
+    kept = _QUOTED.sub(lambda quoted: quoted[0].replace(" ", _KEPT_SPACE), label + text)
     lines = textwrap.wrap(
-        label + text,
+        kept,
         width=WIDTH,
         subsequent_indent=_CONTINUED,
         break_on_hyphens=False,
     )
-    return lines or [label.rstrip()]
+    return [line.replace(_KEPT_SPACE, " ") for line in lines] or [label.rstrip()]
 
 
 def for_command(remedy: str, flags: Mapping[str, str]) -> str:

@@ -196,8 +196,8 @@ def test_a_wrong_sm_stops_generation_and_names_the_reason(
     ), run.stderr
     assert "python -m rextio_device_cuda explain CUDA_SM_MISMATCH" in run.stderr
     # The line says what the probe saw, not only that the two differ.
-    assert "Observed: device 0 is sm_80 (" in run.stderr, run.stderr
-    assert "); sm_86 was selected." in run.stderr, run.stderr
+    assert "\nobserved: device 0 is sm_80 (" in run.stderr, run.stderr
+    assert "); sm_86 was selected\n" in run.stderr, run.stderr
     assert "failed preflight with status 'unavailable'" in run.stderr
     assert not (project / ".rextio").exists()
 
@@ -376,7 +376,7 @@ def test_an_unknown_option_in_rextio_toml_is_named_by_its_key(
 
     assert run.returncode != 0, run.stdout
     assert "rextio-device-cuda preflight refused: PROVIDER_OPTION_UNKNOWN: " in run.stderr
-    observed = f"Observed: {key} is not an option of cuda-libtorch-linux-x86_64."
+    observed = f"\nobserved: {key} is not an option of cuda-libtorch-linux-x86_64\n"
     assert observed in run.stderr, run.stderr
     assert "/opt/cuda-12.8" not in run.stdout + run.stderr
     assert run.calls == ()

@@ -23,6 +23,7 @@ from rextio_device_cuda._refusal_text import (
     loader_facts,
     refusal_lines,
     searched_facts,
+    wrapped,
 )
 
 WIDTH = 100
@@ -110,3 +111,11 @@ def test_explain_list_and_every_explain_fit_100_columns(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert all(len(line) <= WIDTH for line in done.stdout.splitlines()), done.stdout
         assert done.stdout.startswith(f"{code}: ")
+
+
+def test_a_quoted_command_is_never_split() -> None:
+    command = "`python -m rextio_device_cuda build-probe`"
+    for words in range(1, 60):
+        lines = wrapped("error: ", f"{'word ' * words}{command} prints their paths.")
+        assert all(len(line) <= WIDTH for line in lines), lines
+        assert any(command in line for line in lines), lines
