@@ -62,7 +62,9 @@ def _unusable(kind: str, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("template", "kind"), PATH_ARGUMENTS, ids=lambda value: "-".join(value)[:48]
+    ("template", "kind"),
+    PATH_ARGUMENTS,
+    ids=[f"{template[0]}-{template[-2]}-{kind}" for template, kind in PATH_ARGUMENTS],
 )
 def test_every_unusable_path_is_one_error_and_exit_2(
     template: tuple[str, ...], kind: str, tmp_path: Path
