@@ -249,12 +249,12 @@ def test_runtime_source_command(tmp_path: Path) -> None:
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert (missing.returncode, missing.stdout) == (2, "")
     said = f"error: argument --into: {str(tmp_path / 'missing')!r} does not exist\n"
-    assert missing.stderr.endswith(said)
+    assert unwrapped(missing.stderr).endswith(said)
     regular = tmp_path / "a-file"
     regular.write_text("kept\n")
     into_file = run_cli("runtime-source", "--into", str(regular), cwd=tmp_path)
     assert (into_file.returncode, into_file.stdout) == (2, "")
-    assert into_file.stderr.endswith(
+    assert unwrapped(into_file.stderr).endswith(
         f"error: argument --into: {str(regular)!r} is not a directory\n"
     )
     assert regular.read_text() == "kept\n"
