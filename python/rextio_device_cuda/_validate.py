@@ -29,7 +29,7 @@ from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._explain import OPTION_FLAGS, explain_lines
 from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
-from rextio_device_cuda._refusal_text import Refused
+from rextio_device_cuda._refusal_text import Refused, wrapped
 from rextio_device_cuda._runner import (
     MAX_TIMEOUT_SECONDS,
     SubprocessProbeRunner,
@@ -47,6 +47,11 @@ _HOST_OS: Final = "windows" if sys.platform == "win32" else sys.platform
 HOST_TEXT: Final = f"{_HOST_OS} {platform.machine()}"
 # The probe's one option: look only in this directory.
 _DRIVER_ROOT_ARGUMENT: Final = "--driver-root"
+
+
+def _error(text: str) -> str:
+    """``error: text`` in lines of at most 100 columns."""
+    return "\n".join(wrapped("error: ", text))
 
 
 def host_capability() -> CapabilitySpec | None:
@@ -138,7 +143,7 @@ def _preflight(
         }, None
     if isinstance(outcome, NotRun):
         # Core's own message may name a path: it goes to stderr, never into the evidence.
-        print(f"error: the preflight did not run: {outcome.why}", file=sys.stderr)
+        print(_error(f"the preflight did not run: {outcome.why}"), file=sys.stderr)
         return {"status": "error", "reason_code": None, "observations": {}}, None
     record = {"status": outcome.status.value, "reason_code": outcome.reason_code}
     return {**record, "observations": {}}, outcome
@@ -272,12 +277,13 @@ def run(
         except OSError as error:
             # Said without the temporary file's name: the error's text may hold it.
             why = error.strerror or type(error).__name__
-            print(f"error: the evidence was not written to {output}: {why}", file=sys.stderr)
+            print(_error(f"the evidence was not written to {output}: {why}"), file=sys.stderr)
             written = False
     if evidence["validated"] is True:
+        # Two lines, each within 100 columns.
         print(
-            f"validated: preflight ready and lifetime smoke complete on device "
-            f"{device} ({sm}); no kernel ran and nothing is certified",
+            f"validated: preflight ready and lifetime smoke complete on device {device} ({sm})\n"
+            "(no kernel ran and nothing is certified)",
             file=sys.stderr,
         )
         return written
