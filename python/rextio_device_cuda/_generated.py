@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "2c4a2685e6593c7ec0738e746ec3c3ce14e90467535e5a42dd3e5c429e7a40af"
+RUNTIME_SOURCE_SHA256: Final = "3011095a9fe6f1eebc7beddbe71732c47af6ee0fd3199e5f53114970ef1497b2"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
-LOADER_SOURCE_SHA256: Final = "d5d2405131456bd7190044d43268cd1dfecf57e05937e7bac538ff2fd089174f"
+LOADER_SOURCE_SHA256: Final = "a7b9c36933c4a590a60099503eddbee58a4961a0460c8697f76b5e79ebafa8af"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "dbc5bc8cea31fa2b9a3804a30c0323552c38d5540cbadc0676d57bdaa19684a0"
+PROBE_SOURCE_SHA256: Final = "06854c3f23bf9418e46497aeae7aff624a1bb7b48dd8b1192bcd744b8cddc7a0"

@@ -512,8 +512,9 @@ class ProbeReportSpec(SpecRecord):
     __slots__ = (
         "compute_major_range", "compute_minor_range", "cuda_result_reason_codes",
         "device_name_buffer_bytes", "driver_environment", "driver_version_range", "fields",
-        "max_device_name_chars", "max_device_ordinal", "max_devices", "max_output_bytes", "probe",
-        "reason_code_pattern", "reason_codes", "schema_version", "statuses", "target_field_pattern",
+        "max_device_name_chars", "max_device_ordinal", "max_devices", "max_loader_reason_chars",
+        "max_output_bytes", "probe", "reason_code_pattern", "reason_codes", "schema_version",
+        "statuses", "target_field_pattern",
     )
     schema_version: str
     probe: str
@@ -523,6 +524,8 @@ class ProbeReportSpec(SpecRecord):
     max_devices: int
     max_device_ordinal: int
     max_device_name_chars: int
+    # The longest `loader_reason` (the dynamic loader's own words, paths removed).
+    max_loader_reason_chars: int
     device_name_buffer_bytes: int
     driver_version_range: tuple[int, int]
     compute_major_range: tuple[int, int]
@@ -547,6 +550,7 @@ class ProbeReportSpec(SpecRecord):
         max_devices: int,
         max_device_ordinal: int,
         max_device_name_chars: int,
+        max_loader_reason_chars: int,
         device_name_buffer_bytes: int,
         driver_version_range: tuple[int, int],
         compute_major_range: tuple[int, int],
@@ -1154,6 +1158,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 ReportFieldSpec(key="cuda_result", kind="optional_int"),
                 ReportFieldSpec(key="devices", kind="devices"),
                 ReportFieldSpec(key="refusing_rule", kind="name_if_set"),
+                ReportFieldSpec(key="loader_reason", kind="text_if_set"),
             ),
             target=(
                 ReportFieldSpec(key="os", kind="name"),
@@ -1172,6 +1177,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         max_devices=1024,
         max_device_ordinal=1023,
         max_device_name_chars=160,
+        max_loader_reason_chars=160,
         device_name_buffer_bytes=256,
         driver_version_range=(1000, 99999),
         compute_major_range=(1, 99),

@@ -69,6 +69,8 @@ pub struct ProbeReport {
     pub devices: Vec<DeviceRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusing_rule: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loader_reason: Option<String>,
 }
 /// The host the probe was built for (`probe_report.fields.target` of `templates/provider-spec.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,6 +112,8 @@ pub const MAX_DEVICES: i32 = 1024;
 pub const MAX_DEVICE_ORDINAL: i32 = 1023;
 /// `probe_report.max_device_name_chars` of `templates/provider-spec.json`.
 pub const MAX_DEVICE_NAME_CHARS: usize = 160;
+/// `probe_report.max_loader_reason_chars` of `templates/provider-spec.json`.
+pub const MAX_LOADER_REASON_CHARS: usize = 160;
 /// `probe_report.device_name_buffer_bytes` of `templates/provider-spec.json`.
 pub const DEVICE_NAME_BUFFER_BYTES: usize = 256;
 /// `probe_report.driver_version_range` of `templates/provider-spec.json`.

@@ -110,6 +110,10 @@ fn constants(spec: &ProviderSpec) -> TokenStream {
         spec_constant!(spec, MAX_DEVICE_NAME_CHARS: usize = probe_report.max_device_name_chars),
         spec_constant!(
             spec,
+            MAX_LOADER_REASON_CHARS: usize = probe_report.max_loader_reason_chars
+        ),
+        spec_constant!(
+            spec,
             DEVICE_NAME_BUFFER_BYTES: usize = probe_report.device_name_buffer_bytes
         ),
         spec_constant!(
@@ -157,6 +161,7 @@ fn report_field_type(kind: ReportFieldKind) -> TokenStream {
         ReportFieldKind::Name => quote!(&'static str),
         ReportFieldKind::OptionalName | ReportFieldKind::NameIfSet => quote!(Option<&'static str>),
         ReportFieldKind::Text => quote!(String),
+        ReportFieldKind::TextIfSet => quote!(Option<String>),
         ReportFieldKind::Bool => quote!(bool),
         ReportFieldKind::Int => quote!(i32),
         ReportFieldKind::OptionalInt => quote!(Option<i32>),
@@ -177,7 +182,10 @@ fn report_struct(
     let copy = fields.iter().all(|field| {
         !matches!(
             field.kind,
-            ReportFieldKind::Text | ReportFieldKind::Target | ReportFieldKind::Devices
+            ReportFieldKind::Text
+                | ReportFieldKind::TextIfSet
+                | ReportFieldKind::Target
+                | ReportFieldKind::Devices
         )
     });
     let copy = copy.then(|| quote!(Copy,));
@@ -188,7 +196,9 @@ fn report_struct(
     let fields = fields.iter().map(|field| {
         let key = format_ident!("{}", field.key);
         let rust_type = report_field_type(field.kind);
-        let skip = (field.kind == ReportFieldKind::NameIfSet)
+        let skip = field
+            .kind
+            .left_out_when_unset()
             .then(|| quote!(#[serde(skip_serializing_if = "Option::is_none")]));
         quote!(#skip pub #key: #rust_type)
     });

@@ -1261,7 +1261,9 @@ fn a_key_left_out_when_unset_is_skipped_by_serde() {
     let probe = String::from_utf8(find(&outputs, PROBE_SPEC_PATH).to_vec()).unwrap();
     let rule = "    pub devices: Vec<DeviceRow>,\n    \
                 #[serde(skip_serializing_if = \"Option::is_none\")]\n    \
-                pub refusing_rule: Option<&'static str>,\n}";
+                pub refusing_rule: Option<&'static str>,\n    \
+                #[serde(skip_serializing_if = \"Option::is_none\")]\n    \
+                pub loader_reason: Option<String>,\n}";
     assert!(probe.contains(rule), "{probe}");
 }
 
