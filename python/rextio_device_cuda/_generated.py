@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "3011095a9fe6f1eebc7beddbe71732c47af6ee0fd3199e5f53114970ef1497b2"
+RUNTIME_SOURCE_SHA256: Final = "6b5fb6683687e55630a8c54070bc6cbc83e30f0eef2c3956ac389a48698b0ff8"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
 LOADER_SOURCE_SHA256: Final = "a7b9c36933c4a590a60099503eddbee58a4961a0460c8697f76b5e79ebafa8af"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "06854c3f23bf9418e46497aeae7aff624a1bb7b48dd8b1192bcd744b8cddc7a0"
+PROBE_SOURCE_SHA256: Final = "822571c3bf5718fa61d5fcea8c019f6b082a492d673506d1b3089105ce6bb40f"

@@ -111,19 +111,17 @@ impl CudaError {
 /// `cuInit failed with CUDA result 100 (CUDA_ERROR_NO_DEVICE)`. A method the
 /// runtime refused before any driver call is named with its numbers:
 /// `copy_to_device refused: 200 bytes at offset 4000 do not fit the 4096-byte
-/// allocation; no driver call was made (cuMemcpyHtoDAsync_v2:out-of-range,
-/// CUDA result -1)`. Another refusal of the runtime's own reads
+/// allocation; no driver call was made` (the contract's operation string
+/// stays in [`CudaError::operation`]). Another refusal of the runtime's own reads
 /// `cuCtxPopCurrent_v2:wrong-context failed with CUDA result -1 (refused by
 /// the runtime, no driver call failed)`.
 impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(refused) = self.refused {
+            // The contract's operation string stays in `operation()`; the
+            // line a person reads names what they called and fits a terminal.
             write_refused(f, refused)?;
-            return write!(
-                f,
-                "; no driver call was made ({}, CUDA result {})",
-                self.operation, self.result
-            );
+            return f.write_str("; no driver call was made");
         }
         write!(
             f,

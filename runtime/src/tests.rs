@@ -1661,8 +1661,7 @@ fn a_runtime_refusal_names_the_method_and_its_numbers() {
     assert_eq!(
         out_of_range.to_string(),
         "copy_to_device refused: 200 bytes at offset 4000 do not fit the 4096-byte \
-         allocation; no driver call was made (cuMemcpyHtoDAsync_v2:out-of-range, \
-         CUDA result -1)"
+         allocation; no driver call was made"
     );
     let mut back = [0_u8; 8];
     let from = stream
@@ -1671,8 +1670,7 @@ fn a_runtime_refusal_names_the_method_and_its_numbers() {
     assert_eq!(
         from.to_string(),
         "copy_from_device refused: 8 bytes at offset 4095 do not fit the 4096-byte \
-         allocation; no driver call was made (cuMemcpyDtoHAsync_v2:out-of-range, \
-         CUDA result -1)"
+         allocation; no driver call was made"
     );
     let empty = stream
         .copy_from_device(&allocation, 12, &mut [])
@@ -1680,22 +1678,19 @@ fn a_runtime_refusal_names_the_method_and_its_numbers() {
     assert_eq!(
         empty.to_string(),
         "copy_from_device refused: 0 bytes at offset 12 of the 4096-byte allocation \
-         (an empty copy); no driver call was made (cuMemcpyDtoHAsync_v2:empty, \
-         CUDA result -1)"
+         (an empty copy); no driver call was made"
     );
     let zero = context.allocate(0).unwrap_err();
     assert_eq!(
         format!("{zero:?}"),
-        "allocate refused: 0 bytes (an empty allocation); no driver call was made \
-         (cuMemAlloc_v2:zero-bytes, CUDA result -1)"
+        "allocate refused: 0 bytes (an empty allocation); no driver call was made"
     );
     expect_log(&[]);
     let close = context.close().unwrap_err();
     assert_eq!(
         close.to_string(),
         "close refused: 2 streams or allocations of the context are alive (it is \
-         destroyed when the last is released); no driver call was made \
-         (cuCtxDestroy_v2:children-live, CUDA result -1)"
+         destroyed when the last is released); no driver call was made"
     );
     drop((stream, allocation));
 }
@@ -1712,7 +1707,7 @@ fn a_fill_of_another_context_s_allocation_names_fill() {
     assert_eq!(
         other.to_string(),
         "fill refused: the allocation belongs to another context than the stream; \
-         no driver call was made (cuMemsetD8Async:other-context, CUDA result -1)"
+         no driver call was made"
     );
     expect_log(&[]);
 }
