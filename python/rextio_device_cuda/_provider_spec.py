@@ -2171,6 +2171,7 @@ class ProbeRunnerSpec:
         "max_pinned_probe_bytes",
         "max_timeout_seconds",
         "sha256_pattern",
+        "sweep_seconds",
         "windows_environment",
     )
     default_timeout_seconds: float
@@ -2180,6 +2181,10 @@ class ProbeRunnerSpec:
     sha256_pattern: str
     # A larger pinned probe is refused before it is read whole.
     max_pinned_probe_bytes: int
+    # How long the reviewed probe's (and smoke's) sweep may go on once
+    # its worker has ended; on a timeout the runner sends SIGTERM and
+    # kills the session only after this.
+    sweep_seconds: int
 
     def __init__(
         self,
@@ -2190,6 +2195,7 @@ class ProbeRunnerSpec:
         windows_environment: tuple[str, ...],
         sha256_pattern: str,
         max_pinned_probe_bytes: int,
+        sweep_seconds: int,
     ) -> None:
         _set(self, "default_timeout_seconds", default_timeout_seconds)
         _set(self, "max_timeout_seconds", max_timeout_seconds)
@@ -2197,6 +2203,7 @@ class ProbeRunnerSpec:
         _set(self, "windows_environment", windows_environment)
         _set(self, "sha256_pattern", sha256_pattern)
         _set(self, "max_pinned_probe_bytes", max_pinned_probe_bytes)
+        _set(self, "sweep_seconds", sweep_seconds)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not ProbeRunnerSpec:
@@ -2208,6 +2215,7 @@ class ProbeRunnerSpec:
             self.windows_environment,
             self.sha256_pattern,
             self.max_pinned_probe_bytes,
+            self.sweep_seconds,
         ) == (
             other.default_timeout_seconds,
             other.max_timeout_seconds,
@@ -2215,6 +2223,7 @@ class ProbeRunnerSpec:
             other.windows_environment,
             other.sha256_pattern,
             other.max_pinned_probe_bytes,
+            other.sweep_seconds,
         )
 
     def __hash__(self) -> int:
@@ -2225,6 +2234,7 @@ class ProbeRunnerSpec:
             self.windows_environment,
             self.sha256_pattern,
             self.max_pinned_probe_bytes,
+            self.sweep_seconds,
         ))
 
     def __repr__(self) -> str:
@@ -2235,7 +2245,8 @@ class ProbeRunnerSpec:
             f"max_argument_chars={self.max_argument_chars!r}, "
             f"windows_environment={self.windows_environment!r}, "
             f"sha256_pattern={self.sha256_pattern!r}, "
-            f"max_pinned_probe_bytes={self.max_pinned_probe_bytes!r}"
+            f"max_pinned_probe_bytes={self.max_pinned_probe_bytes!r}, "
+            f"sweep_seconds={self.sweep_seconds!r}"
             ")"
         )
 
@@ -2893,6 +2904,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         windows_environment=("SYSTEMROOT", "WINDIR"),
         sha256_pattern="^[0-9a-f]{64}$",
         max_pinned_probe_bytes=67108864,
+        sweep_seconds=2,
     ),
     toolkit=ToolkitSpec(
         version_file="version.json",

@@ -191,6 +191,14 @@ fn constants(spec: &ProviderSpec) -> Vec<Constant> {
             "probe_runner.max_timeout_seconds",
             spec.probe_runner.max_timeout_seconds as u32,
         ),
+        // The probe's and the smoke's bound on their sweep; the runner waits
+        // this long after SIGTERM before it kills the session.
+        Constant::int(
+            "RUNNER_SWEEP_SECONDS",
+            "u64",
+            "probe_runner.sweep_seconds",
+            spec.probe_runner.sweep_seconds,
+        ),
     ]
 }
 
