@@ -12,15 +12,32 @@ followed, and nothing is written into a FIFO. In a sticky directory
 (``/tmp``) the kernel refuses to replace an entry another user owns unless
 the writer is root; that refusal is reported and nothing is written. Works
 on Windows too (``build-probe`` is how a Windows user gets a probe).
+
+An existing target that is a character device or a FIFO (``/dev/null``, a
+terminal, a pipe), root's or the writer's, is written through as it is,
+never renamed over: root's ``validate --output /dev/null`` leaves the device
+a device. So is one reached through a symbolic link that is root's or the
+writer's (``/dev/stdout``); the descriptor opened must be the inode that was
+checked, opened without ``O_CREAT`` (nothing is made) and without blocking
+(a FIFO no process reads is an error, not a hang). A link another user
+planted is still replaced, never followed, whatever it names; a link to a
+regular file is replaced too (the file it names is never written), as is a
+device or FIFO of another user's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import stat
+import sys
 from pathlib import Path
 from typing import Final
+
+if sys.platform != "win32":
+    import fcntl
 
 _CREATE_FLAGS: Final[int] = (
     os.O_WRONLY
@@ -29,6 +46,13 @@ _CREATE_FLAGS: Final[int] = (
     | getattr(os, "O_NOFOLLOW", 0)
     | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
+)
+# A device or FIFO is opened as it is: no create, no controlling terminal, no wait.
+_THROUGH_FLAGS: Final[int] = (
+    os.O_WRONLY
+    | getattr(os, "O_NOCTTY", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
 )
 # A planted name costs one try; this many taken names in a row is no accident.
 _NAME_TRIES: Final[int] = 16
@@ -62,6 +86,10 @@ def write_file(destination: Path, data: bytes, *, mode: int = 0o666) -> None:
     """
     if destination.name in ("", ".", ".."):
         raise IsADirectoryError(f"{destination} names a directory, not a file")
+    device = _device_to_write_through(destination)
+    if device is not None:
+        _write_through(destination, device, data)
+        return
     fd, temporary = _create_exclusively(destination, mode)
     try:
         with open(fd, "wb", closefd=True) as output:
@@ -74,3 +102,48 @@ def write_file(destination: Path, data: bytes, *, mode: int = 0o666) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _trusted(status: os.stat_result) -> bool:
+    return status.st_uid in (0, os.geteuid())
+
+
+def _is_device(status: os.stat_result) -> bool:
+    return stat.S_ISCHR(status.st_mode) or stat.S_ISFIFO(status.st_mode)
+
+
+def _device_to_write_through(destination: Path) -> os.stat_result | None:
+    """The character device or FIFO (root's or the writer's) that
+    ``destination`` names, directly or through a link of root's or the
+    writer's; None for anything else (it is replaced)."""
+    if sys.platform == "win32":
+        return None
+    try:
+        named = os.lstat(destination)
+        if stat.S_ISLNK(named.st_mode):
+            if not _trusted(named):
+                return None  # planted: replaced, never followed
+            named = os.stat(destination)
+    except OSError:
+        return None  # absent or dangling: created
+    return named if _is_device(named) and _trusted(named) else None
+
+
+def _write_through(destination: Path, checked: os.stat_result, data: bytes) -> None:
+    """Writes ``data`` into the device or FIFO ``checked`` at ``destination``."""
+    try:
+        fd = os.open(destination, _THROUGH_FLAGS)
+    except OSError as error:
+        if error.errno == errno.ENXIO:
+            raise OSError(error.errno, "no process reads the FIFO") from error
+        raise
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            raise OSError(errno.ESTALE, "it was replaced while it was opened")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
