@@ -658,13 +658,11 @@ def _validate_command(arguments: argparse.Namespace) -> int:
         )
     if (arguments.probe_sha256 is None) != (arguments.smoke_sha256 is None):
         raise _UsageError(
-            "--probe-sha256 and --smoke-sha256 go together: a pin binds both binaries "
-            "(build-probe prints both digests)"
+            "--probe-sha256 and --smoke-sha256 go together: a pin binds both binaries"
         )
     if arguments.probe_sha256 is not None and arguments.probe is None:
         raise _UsageError(
-            "--probe-sha256 and --smoke-sha256 pin the binaries given by --probe and --smoke; "
-            "the shipped ones are always pinned to the SHA-256 the wheel recorded"
+            "the digests pin --probe and --smoke; the shipped binaries carry recorded digests"
         )
     capability = _validate.host_capability()
     if capability is None:
