@@ -535,26 +535,7 @@ class SubprocessProbeRunner:
         return _SEALED_COPIES.get().get(os.fspath(self._executable))
 
     def _resolve(self) -> str:
-        if not self._executable.is_absolute():
-            raise CudaProbeError(
-                _codes.PROBE_PATH_NOT_ABSOLUTE, facts="the configured probe path is relative"
-            )
-        text = os.fspath(self._executable)
-        try:
-            resolved = os.path.realpath(text, strict=True)
-            status = os.stat(resolved)
-        except (OSError, ValueError) as error:  # ValueError: NUL, or unencodable
-            raise CudaProbeError(
-                _codes.PROBE_NOT_FOUND, facts=_not_found_facts(text, error)
-            ) from error
-        if not stat.S_ISREG(status.st_mode):
-            raise CudaProbeError(
-                _codes.PROBE_NOT_EXECUTABLE,
-                facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
-            )
-        if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
-            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE, facts=_no_execute_facts(resolved))
-        return resolved
+        return _resolved(self._executable)
 
     def _start(self, executable: str, deadline: float) -> _ProbeProcess:
         """Seal (when pinned) and spawn the probe; runs with signal handlers held back."""
@@ -608,6 +589,30 @@ class SubprocessProbeRunner:
                 _codes.PROBE_EXECUTION_FAILED, facts="the probe's arguments could not be passed"
             ) from error
         return _ProbeProcess(process)
+
+
+def _resolved(executable: Path) -> str:
+    """The probe's resolved path, checked: absolute, a regular file this process may execute."""
+    if not executable.is_absolute():
+        raise CudaProbeError(
+            _codes.PROBE_PATH_NOT_ABSOLUTE, facts="the configured probe path is relative"
+        )
+    text = os.fspath(executable)
+    try:
+        resolved = os.path.realpath(text, strict=True)
+        status = os.stat(resolved)
+    except (OSError, ValueError) as error:  # ValueError: NUL, or unencodable
+        raise CudaProbeError(
+            _codes.PROBE_NOT_FOUND, facts=_not_found_facts(text, error)
+        ) from error
+    if not stat.S_ISREG(status.st_mode):
+        raise CudaProbeError(
+            _codes.PROBE_NOT_EXECUTABLE,
+            facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
+        )
+    if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
+        raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE, facts=_no_execute_facts(resolved))
+    return resolved
 
 
 def _no_execute_facts(resolved: str) -> str:
@@ -720,7 +725,7 @@ def sealed_copies(paths: Sequence[Path]) -> Iterator[dict[Path, str]]:
     try:
         for path in paths:
             if os.fspath(path) not in copies:
-                resolved = SubprocessProbeRunner(path)._resolve()
+                resolved = _resolved(Path(path))
                 copies[os.fspath(path)] = _sealed.seal(resolved)
         token = _SEALED_COPIES.set({**_SEALED_COPIES.get(), **copies})
         try:
