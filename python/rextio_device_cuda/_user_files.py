@@ -19,10 +19,11 @@ never renamed over: root's ``validate --output /dev/null`` leaves the device
 a device. So is one reached through a symbolic link that is root's or the
 writer's (``/dev/stdout``); the descriptor opened must be the inode that was
 checked, opened without ``O_CREAT`` (nothing is made) and without blocking
-(a FIFO no process reads is an error, not a hang). A link another user
-planted is still replaced, never followed, whatever it names; a link to a
-regular file is replaced too (the file it names is never written), as is a
-device or FIFO of another user's.
+(a FIFO no process reads is an error, not a hang). Such a link is never
+replaced: one that leads anywhere else (a regular file, nowhere) is refused,
+nothing written, so ``/dev/stdout`` stays a link whatever stdout is. A link
+another user planted is still replaced, never followed, whatever it names,
+as is another user's device or FIFO.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ _THROUGH_FLAGS: Final[int] = (
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
+_NO_DEVICE_LINK: Final[str] = "it is a link of root's or yours to no device or FIFO; name the file"
 # A planted name costs one try; this many taken names in a row is no accident.
 _NAME_TRIES: Final[int] = 16
 
@@ -115,18 +117,25 @@ def _is_device(status: os.stat_result) -> bool:
 def _device_to_write_through(destination: Path) -> os.stat_result | None:
     """The character device or FIFO (root's or the writer's) that
     ``destination`` names, directly or through a link of root's or the
-    writer's; None for anything else (it is replaced)."""
+    writer's; None for what is created or replaced. Raises
+    ``FileExistsError`` for such a link that leads to anything else."""
     if sys.platform == "win32":
         return None
     try:
         named = os.lstat(destination)
-        if stat.S_ISLNK(named.st_mode):
-            if not _trusted(named):
-                return None  # planted: replaced, never followed
-            named = os.stat(destination)
     except OSError:
-        return None  # absent or dangling: created
-    return named if _is_device(named) and _trusted(named) else None
+        return None  # absent: created
+    if not stat.S_ISLNK(named.st_mode):
+        return named if _is_device(named) and _trusted(named) else None
+    if not _trusted(named):
+        return None  # planted: replaced, never followed
+    try:
+        target: os.stat_result | None = os.stat(destination)
+    except OSError:
+        target = None
+    if target is None or not _is_device(target) or not _trusted(target):
+        raise FileExistsError(errno.EEXIST, _NO_DEVICE_LINK)
+    return target
 
 
 def _write_through(destination: Path, checked: os.stat_result, data: bytes) -> None:
