@@ -131,10 +131,6 @@ _MAX_DYNAMIC_BYTES: Final[int] = 1 << 16
 _MAX_NAME_BYTES: Final[int] = 4096
 # The ELF header's size, by the size of one program header (ELF32: 32, ELF64: 56).
 _ELF_HEADER_SIZE: Final[dict[int, int]] = {32: 52, 56: 64}
-_TABLE_RULE: Final[str] = (
-    "the pinned ELF's program header table does not lie where linkers put it, "
-    "so ld.so could read headers this check did not"
-)
 
 
 class _Layout(NamedTuple):
@@ -240,24 +236,25 @@ def _program_headers(
 def _check_header_table(
     segments: list[_Segment], loads: list[_Segment], phoff: int, phentsize: int, interpreted: bool
 ) -> None:
-    """The program header table lies as standard linkers lay it out (see the module's doc).
+    """The program header table lies as standard linkers lay it out (see the module's doc):
+    else ld.so could read program headers (and a dynamic section) this check did not.
 
-    Every linked program of this host (2,372 ELF files under /usr), gcc's and
-    rustc's output and the shipped binaries have this one layout.
+    All 2,372 ELF programs and libraries under /usr of the host this was
+    written on, gcc's and rustc's output and the shipped binaries have it.
     """
     size = len(segments) * phentsize
     first = loads[0] if loads else None
     if first is None or first.offset != 0 or phoff != _ELF_HEADER_SIZE[phentsize]:
-        raise _refused(_TABLE_RULE + " (it is not right after the ELF header, mapped from 0)")
+        raise _refused("the pinned ELF's program headers do not follow its header, mapped from 0")
     if phoff + size > first.file_size:
-        raise _refused(_TABLE_RULE + " (the first loadable segment does not hold it whole)")
+        raise _refused("the pinned ELF's first loadable segment does not hold its program headers")
     end = phoff + size
     if any(load.offset < end and phoff < load.offset + load.file_size for load in loads[1:]):
-        raise _refused(_TABLE_RULE + " (a second loadable segment maps it again)")
+        raise _refused("a second loadable segment of the pinned ELF maps its program headers again")
     headers = [index for index, segment in enumerate(segments) if segment.kind == _PT_PHDR]
     if not headers:
         if interpreted:
-            raise _refused(_TABLE_RULE + " (a program with PT_INTERP and no PT_PHDR)")
+            raise _refused("the pinned ELF has PT_INTERP but no PT_PHDR")
         return
     table = segments[headers[0]]
     if headers != [0] or (table.offset, table.address, table.file_size, table.memory_size) != (
@@ -266,7 +263,7 @@ def _check_header_table(
         size,
         size,
     ):
-        raise _refused(_TABLE_RULE + " (PT_PHDR does not name it)")
+        raise _refused("the pinned ELF's PT_PHDR does not name its program headers")
 
 
 def _loads(descriptor: int, segments: list[_Segment]) -> list[_Segment]:

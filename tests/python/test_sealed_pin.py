@@ -819,13 +819,42 @@ def test_a_second_mapping_of_the_program_headers_is_refused_unrun(
     code, facts = _pinned_code(probe)
     assert code == "PROBE_PIN_LOADER_UNTRUSTED", kind
     assert facts is not None
-    assert "program header table" in facts
-    assert "a second loadable segment maps it again" in facts
+    assert "a second loadable segment of the pinned ELF maps its program headers again" in facts
     done = run_cli("pin-probe", str(probe), cwd=tmp_path)
     assert done.returncode == 1
     assert "PROBE_PIN_LOADER_UNTRUSTED" in done.stderr
     assert "Traceback" not in done.stderr
     assert not marker.exists()
+
+
+_PT_NULL, _PT_PHDR = 0, 6
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("no-phdr", "the pinned ELF has PT_INTERP but no PT_PHDR"),
+        ("phdr-elsewhere", "the pinned ELF's PT_PHDR does not name its program headers"),
+    ],
+)
+def test_a_pt_phdr_that_does_not_name_the_headers_is_refused(
+    change: str, said: str, tmp_path: Path
+) -> None:
+    data = bytearray(_compile(tmp_path, "plain").read_bytes())
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    header = list(_PROGRAM_HEADER.unpack_from(data, phoff))
+    assert header[0] == _PT_PHDR  # gcc's first program header
+    if change == "no-phdr":
+        header[0] = _PT_NULL
+    else:
+        header[3] += 8  # p_vaddr: ld.so's load bias would be off by 8
+        header[4] += 8
+    _PROGRAM_HEADER.pack_into(data, phoff, *header)
+    probe = tmp_path / "probe"
+    probe.write_bytes(bytes(data))
+    probe.chmod(0o755)
+    code, facts = _pinned_code(probe)
+    assert (code, facts) == ("PROBE_PIN_LOADER_UNTRUSTED", said)
 
 
 @pytest.fixture
