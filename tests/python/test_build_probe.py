@@ -797,19 +797,36 @@ sent, command, cache, into, builds, marker, stderr_path = (
     int(sys.argv[1]), json.loads(sys.argv[2]), *sys.argv[3:]
 )
 environment = {**os.environ, "XDG_CACHE_HOME": cache}
+# A shell gives its foreground job SIGINT's default disposition; this test may
+# have been started with SIGINT ignored (nohup, a background job), which
+# build-probe would inherit and so never see the Ctrl-C.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+def given_up(why):
+    os.killpg(build.pid, signal.SIGKILL)
+    build.wait()
+    print(json.dumps({"gave_up": why}))
+    sys.exit(0)
+
 with open(stderr_path, "wb") as stderr:
     build = subprocess.Popen(
         command + ["--into", into], stdout=subprocess.DEVNULL, stderr=stderr,
         env={**environment, "REXTIO_TEST_BUILD_STARTED": marker}, start_new_session=True,
     )
+    deadline = time.monotonic() + 60
     while not os.path.exists(marker):
         assert build.poll() is None, "build-probe ended before the build script ran"
+        if time.monotonic() > deadline:
+            given_up("the build script did not start within 60 s")
         time.sleep(0.05)
     if sent == signal.SIGINT:
         os.killpg(build.pid, sent)
     else:
         os.kill(build.pid, sent)
-    status = build.wait()
+    try:
+        status = build.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        given_up(f"build-probe still ran 60 s after signal {sent}")
 
 def others():
     while True:
@@ -871,6 +888,7 @@ def test_an_interrupted_build_leaves_no_cargo_and_no_output(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
+    assert "gave_up" not in outcome, outcome
     assert outcome["left_running"] == []
     assert outcome["into"] == []
     lines = stderr.read_text(encoding="utf-8").splitlines()

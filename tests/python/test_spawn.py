@@ -296,6 +296,10 @@ _INTERRUPTED_AT_SPAWN = """
 import json, os, signal, subprocess, sys
 from rextio_device_cuda.probe import SubprocessProbeRunner
 
+# Python raises KeyboardInterrupt on SIGINT only where it was not ignored at
+# start; this test may run with SIGINT ignored (nohup, a background job).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 class Interrupted(subprocess.Popen):
     def __init__(self, *arguments, **keywords):
         super().__init__(*arguments, **keywords)
