@@ -418,8 +418,11 @@ def _make_build_directory(builds: Path, builds_fd: int) -> Path:
 
 
 def _untrusted_reason(directory: Path, profile: Path | None) -> str | None:
-    """Windows, conservatively: inside the user's profile (``profile``) the
-    user's; above it, no ``.cargo`` entry at all."""
+    """Windows, where the standard library reads no owner or ACL and the drive
+    root (``C:\\``) lets any authenticated user create a folder: inside the
+    user's profile (``profile``) the user's; above it, no ``.cargo`` entry at
+    all (one created after this check and before cargo starts is not seen;
+    docs/interfaces.md says so)."""
     if profile is not None and (directory == profile or profile in directory.parents):
         return None
     if os.path.lexists(directory / ".cargo"):

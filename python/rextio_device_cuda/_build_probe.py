@@ -311,7 +311,8 @@ def _build_in(
         built = []
         for path in paths:
             data = (build.path / _TARGET_FOLDER / "release" / path.name).read_bytes()
-            _user_files.write_file(path, data, mode=0o777)
+            # 0755: none but the user can change what they will pin, whatever the umask.
+            _user_files.write_file(path, data, mode=0o755)
             built.append(BuiltBinary(path, hashlib.sha256(data).hexdigest()))
     except OSError as error:
         reason = error.strerror or error
