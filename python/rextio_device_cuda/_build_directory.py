@@ -55,9 +55,6 @@ CACHE_VARIABLE: Final = "LOCALAPPDATA" if sys.platform == "win32" else "XDG_CACH
 _BUILDS_FOLDER: Final = "builds"
 _LOCK_FILE: Final = "lock"
 _BUILD_PREFIX: Final = "build-"
-# The package's own folders in the cache, repaired when an earlier version left
-# them group-writable: the package's folder and builds/ (the walk's last two).
-_OWN_FOLDERS: Final = 2
 # As the kernel's own bound on links followed in one path.
 _MOST_LINKS: Final = 40
 _PRIVATE: Final = 0o700
