@@ -29,7 +29,8 @@ pub type Result<T, E = String> = std::result::Result<T, E>;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>, one of: generate [--check], verify-determinism, dist, setup,
-  test, abi-check, symbol-proof, bench, demo, real-driver, emulated (README.md says what each does)
+  test, abi-check, symbol-proof, bench, demo, real-driver, emulated
+  (docs/maintainers.md says what each does)
 ";
 
 /// Ends the process for unusable input: the message once, then exit status 2.

@@ -90,7 +90,7 @@ pub fn test_newer_pythons() -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (README's
+/// `cargo xtask symbol-proof`: `setup`, then tests/symbol_proof (docs/maintainers.md's
 /// "How to add a driver symbol", done on a copy of the repository).
 pub fn symbol_proof() -> Result<()> {
     setup()?;
