@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_support import ProbeFactory, processes_with, report
+from cuda_support import ProbeFactory, processes_with, python_shebang, report
 
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
 
@@ -145,7 +145,7 @@ def test_the_probe_path_keeps_its_bytes(tmp_path: Path) -> None:
     directory = tmp_path / os.fsdecode(b"caf\xe9")
     directory.mkdir()
     probe = directory / "probe"
-    probe.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(report()))})\n")
+    probe.write_text(f"{python_shebang()}print({json.dumps(json.dumps(report()))})\n")
     probe.chmod(0o755)
     assert SubprocessProbeRunner(probe).run().status == "probe-complete"
 
