@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
 # listing adds one, its own directory descriptor).
 _INSPECT = f"""ignored=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)
 environ=$(tr '\\000' ' ' < /proc/$$/environ)
-exec {sys.executable} -I -c '
+exec {shlex.quote(sys.executable)} -I -c '
 import json, os, sys
 print(json.dumps({{
     "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
