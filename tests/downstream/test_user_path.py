@@ -392,7 +392,7 @@ def test_an_unknown_option_in_rextio_toml_is_named_by_its_key(
 
     assert run.returncode != 0, run.stdout
     assert "rextio-device-cuda preflight refused: PROVIDER_OPTION_UNKNOWN: " in run.stderr
-    observed = f"Observed: {key} is not an option of cuda-libtorch-linux-x86_64."
+    observed = f"\nobserved: {key} is not an option of cuda-libtorch-linux-x86_64\n"
     assert observed in run.stderr, run.stderr
     assert "/opt/cuda-12.8" not in run.stdout + run.stderr
     assert run.calls == ()

@@ -378,7 +378,10 @@ def test_a_cache_where_others_could_plant_cargo_configuration_is_refused(
     env = {**_without_cargo_target_dir(), "XDG_CACHE_HOME": str(user_cache)}
     done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=env)
     assert (done.returncode, done.stdout) == (1, b""), done.stderr
-    message = done.stderr.decode("utf-8")
+    # One message, wrapped to 100 columns (its lines continue with two spaces).
+    printed = done.stderr.decode("utf-8")
+    assert all(len(line) <= 100 for line in printed.splitlines()), printed
+    message = printed.replace("\n  ", " ")
     assert message.startswith(f"error: {offending} {reason}, and cargo reads its configuration")
     assert message.count("\n") == 1
     assert not into.exists()
@@ -642,8 +645,10 @@ def test_a_link_another_user_repoints_never_steers_the_build(
         assert sorted(path.name for path in into.iterdir()) == sorted([PROBE, SMOKE])
     else:
         assert outcome["exit"] == 1, outcome["stderr"]
-        assert outcome["stderr"].startswith(refused), outcome["stderr"]
-        assert outcome["stderr"].count("\n") == 1
+        # One message, wrapped to 100 columns (its lines continue with two spaces).
+        message = outcome["stderr"].replace("\n  ", " ")
+        assert message.startswith(refused), outcome["stderr"]
+        assert message.count("\n") == 1
         assert not into.exists()
 
 
@@ -767,15 +772,17 @@ def test_a_group_writable_cache_is_repaired_when_it_is_build_probes_own(
         assert run["modes"] == dict.fromkeys([".cache", _OWN, f"{_OWN}/builds"], "0o700")
         return
     assert (run["exit"], run["stdout"]) == (1, ""), run["stderr"]
+    # One message, wrapped to 100 columns (its lines continue with two spaces).
+    message = run["stderr"].replace("\n  ", " ")
     if case == "own-holding-another-users":
-        assert run["stderr"] == (
+        assert message == (
             f"error: {own} is writable by its group (mode 775, as under umask 002), left so "
             "by an earlier build-probe; made 0700 now, but it holds planted, which another "
             f"user (uid {OTHER_USER}) made: remove {own}\n"
         )
         assert run["modes"] == {".cache": "0o700", _OWN: "0o700", f"{_OWN}/builds": None}
     else:
-        assert run["stderr"] == (
+        assert message == (
             "error: /tmp/home/user/.cache is writable by its group (mode 775, as under umask "
             "002), and cargo reads its configuration from every directory above the one it "
             "runs in: chmod go-w /tmp/home/user/.cache, or set XDG_CACHE_HOME to a directory "

@@ -13,6 +13,8 @@ mod generate;
 mod headers;
 mod native;
 mod nolink;
+#[cfg(test)]
+mod nolink_sources;
 mod packaged;
 mod paths;
 mod process;

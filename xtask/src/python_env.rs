@@ -229,16 +229,16 @@ impl Venv {
         Ok(())
     }
 
-    /// pytest over `trees` (options in pytest.ini); any non-zero status,
-    /// 5 for "nothing collected" too, fails.
-    pub fn pytest(self, trees: &[&str]) -> Result<()> {
+    /// pytest with `args`, test trees and options beside pytest.ini's; any
+    /// non-zero status, 5 for "nothing collected" too, fails.
+    pub fn pytest(self, args: &[&str]) -> Result<()> {
         let mut pytest = Command::new(self.program("pytest"));
         pytest
             .current_dir(repo_root())
             .env_remove("PYTHONPATH")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .arg("-q")
-            .args(trees);
+            .args(args);
         run(&mut self.layout().cpython.where_it_lives(pytest)?)
     }
 }
