@@ -76,7 +76,8 @@ pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
     let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).or(home);
     let cargo_home = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?;
     let (root_shown, home_shown) = (root.display(), cargo_home.display());
-    let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda ")
+    // Encoded (0x1f between flags): a checkout path with a space stays one flag.
+    let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda\x1f")
         + &format!("--remap-path-prefix={home_shown}=/cargo");
     // zig is `python -m ziglang` of the tools environment, found on PATH.
     let mut path = tools.clone().into_os_string();
@@ -87,8 +88,8 @@ pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
         .env("PATH", path)
         // zig's caches stay in target/.
         .env("XDG_CACHE_HOME", ship.join("cache"))
-        .env("RUSTFLAGS", rustflags)
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
+        .env_remove("RUSTFLAGS")
         .env_remove("CARGO_BUILD_RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .args(["zigbuild", "--release", "--locked", "--bins"])
