@@ -47,8 +47,8 @@ impl DriverEnvironment {
     }
 }
 
-/// The probe's only option.
-pub const DRIVER_ROOT_ARGUMENT: &str = "--driver-root";
+/// The probe's only option (`probe_arguments.driver_root` of the spec).
+pub use crate::generated::spec::DRIVER_ROOT_ARGUMENT;
 
 /// The driver root the arguments name (`None`: the reviewed candidates), or
 /// `INVALID_ARGUMENTS`, the reason code of the error record they get instead

@@ -11,13 +11,14 @@ use std::rc::Rc;
 
 use rextio_cuda_loader::LoadError;
 use rextio_cuda_runtime::{device_get, initialize, Context, CudaError, DeviceAllocation, Stream};
-use serde::Serialize;
 
+pub use crate::generated::spec::SmokeRecord;
 use crate::generated::spec::{
-    reason_codes, MAX_DEVICE_ORDINAL, SMOKE_ALLOCATION_BYTES, SMOKE_COMPLETE_STATUS,
-    SMOKE_FAILURE_STATUS, SMOKE_NAME, SMOKE_SCHEMA_VERSION,
+    reason_codes, DEVICE_ARGUMENT, DRIVER_ROOT_ARGUMENT, MAX_DEVICE_ORDINAL,
+    SMOKE_ALLOCATION_BYTES, SMOKE_COMPLETE_STATUS, SMOKE_FAILURE_STATUS, SMOKE_NAME,
+    SMOKE_SCHEMA_VERSION,
 };
-use crate::inventory::{DriverEnvironment, DRIVER_ROOT_ARGUMENT};
+use crate::inventory::DriverEnvironment;
 use crate::report::{to_json_line, Target};
 
 /// Exit status of a completed smoke.
@@ -27,29 +28,11 @@ pub const EXIT_FAILED: u8 = 1;
 /// Exit status for arguments other than `--device N [--driver-root DIR]`.
 pub const EXIT_INVALID_ARGUMENTS: u8 = 2;
 
-/// The device flag, always first.
-const DEVICE_FLAG: &str = "--device";
 /// `device_ordinal` of a record whose arguments were refused.
 const NO_DEVICE_ORDINAL: i64 = -1;
 
-/// The smoke's JSON record, keys in this order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SmokeRecord {
-    pub schema_version: &'static str,
-    pub probe: &'static str,
-    pub support_claim: bool,
-    pub target: Target,
-    pub status: &'static str,
-    pub reason_code: Option<&'static str>,
-    pub cuda_result: Option<i32>,
-    pub device_ordinal: i64,
-    pub allocation_bytes: u64,
-    pub kernel_executed: bool,
-    pub certification_ready: bool,
-    /// The pattern copied to the device came back byte for byte.
-    pub round_trip: bool,
-}
-
+/// The smoke's JSON record (generated: its keys are the spec's, in order);
+/// `round_trip`: the pattern copied to the device came back byte for byte.
 impl SmokeRecord {
     fn new(device_ordinal: i64, outcome: Result<(), SmokeFailure>, round_trip: bool) -> Self {
         let (status, reason_code, cuda_result) = match outcome {
@@ -128,7 +111,7 @@ pub fn parse_arguments(arguments: &[OsString]) -> Option<SmokeArguments> {
         }
         _ => return None,
     };
-    if flag.to_str()? != DEVICE_FLAG {
+    if flag.to_str()? != DEVICE_ARGUMENT {
         return None;
     }
     let digits = value.to_str()?;

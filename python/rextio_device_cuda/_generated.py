@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "6b5fb6683687e55630a8c54070bc6cbc83e30f0eef2c3956ac389a48698b0ff8"
+RUNTIME_SOURCE_SHA256: Final = "7782ab5837dc143bf9676e54ef506b076d8966ff0578d32a86f76b9c940fc644"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
 LOADER_SOURCE_SHA256: Final = "a7b9c36933c4a590a60099503eddbee58a4961a0460c8697f76b5e79ebafa8af"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "6d7813802df889d31fef7eb45d049c1094151593a8c249ec848256cfbd9f41f0"
+PROBE_SOURCE_SHA256: Final = "bdd0e823a02f547a6f5df6865b1c9647a9b42a92af7b8f1816c290cee8413cc9"

@@ -14,9 +14,9 @@ class ProviderSpec(SpecRecord):
 
     __slots__ = (
         "capabilities", "distribution", "incompatible_reason_codes", "lanes", "loader", "manifest",
-        "observation_keys", "option_keys", "policy", "probe_report", "probe_runner",
-        "probe_targets", "reason_codes", "runtime_package", "schema_version", "smoke", "toolkit",
-        "validation_requirement",
+        "observation_keys", "option_keys", "policy", "probe_arguments", "probe_report",
+        "probe_runner", "probe_targets", "reason_codes", "runtime_package", "schema_version",
+        "smoke", "toolkit", "validation_evidence", "validation_requirement",
     )
     schema_version: int
     distribution: DistributionSpec
@@ -29,6 +29,8 @@ class ProviderSpec(SpecRecord):
     observation_keys: ObservationKeysSpec
     probe_report: ProbeReportSpec
     validation_requirement: ValidationRequirementSpec
+    probe_arguments: ProbeArgumentsSpec
+    validation_evidence: EvidenceSpec
     probe_runner: ProbeRunnerSpec
     toolkit: ToolkitSpec
     smoke: SmokeSpec
@@ -53,6 +55,8 @@ class ProviderSpec(SpecRecord):
         observation_keys: ObservationKeysSpec,
         probe_report: ProbeReportSpec,
         validation_requirement: ValidationRequirementSpec,
+        probe_arguments: ProbeArgumentsSpec,
+        validation_evidence: EvidenceSpec,
         probe_runner: ProbeRunnerSpec,
         toolkit: ToolkitSpec,
         smoke: SmokeSpec,
@@ -740,7 +744,7 @@ class SmokeSpec(SpecRecord):
     """The lifetime smoke's report."""
 
     __slots__ = (
-        "allocation_bytes", "complete_status", "failure_status", "probe", "reason_codes",
+        "allocation_bytes", "complete_status", "failure_status", "fields", "probe", "reason_codes",
         "schema_version",
     )
     probe: str
@@ -748,6 +752,8 @@ class SmokeSpec(SpecRecord):
     allocation_bytes: int
     complete_status: str
     failure_status: str
+    # The record's keys in the order the smoke writes them.
+    fields: tuple[ReportFieldSpec, ...]
     # The codes the smoke itself reports.
     reason_codes: tuple[str, ...]
 
@@ -759,8 +765,36 @@ class SmokeSpec(SpecRecord):
         allocation_bytes: int,
         complete_status: str,
         failure_status: str,
+        fields: tuple[ReportFieldSpec, ...],
         reason_codes: tuple[str, ...],
     ) -> None:
+        self._set_fields(locals())
+
+
+class ProbeArgumentsSpec(SpecRecord):
+    """The probe's and the smoke's command-line flags."""
+
+    __slots__ = ("device", "driver_root")
+    # The probe's only option, and the smoke's second: look for the
+    # driver only in this directory.
+    driver_root: str
+    # The smoke's first argument: the device ordinal.
+    device: str
+
+    def __init__(self, *, driver_root: str, device: str) -> None:
+        self._set_fields(locals())
+
+
+class EvidenceSpec(SpecRecord):
+    """The record `validate` writes (docs/interfaces.md)."""
+
+    __slots__ = ("keys", "name", "schema_version")
+    name: str
+    schema_version: str
+    # Its keys, in the order `validate` builds them.
+    keys: tuple[str, ...]
+
+    def __init__(self, *, name: str, schema_version: str, keys: tuple[str, ...]) -> None:
         self._set_fields(locals())
 
 
@@ -1228,6 +1262,31 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         features=("driver-api",),
         memory_spaces=("device",),
     ),
+    probe_arguments=ProbeArgumentsSpec(driver_root="--driver-root", device="--device"),
+    validation_evidence=EvidenceSpec(
+        name="rextio-device-cuda-nvidia-validation",
+        schema_version="1",
+        keys=(
+            "evidence",
+            "schema_version",
+            "support_claim",
+            "kernel_executed",
+            "certification_ready",
+            "provider_version",
+            "capability",
+            "selected_device",
+            "selected_sm",
+            "toolkit_root_configured",
+            "probe_sha256",
+            "smoke_sha256",
+            "validated",
+            "round_trip",
+            "reason_code",
+            "probe_report",
+            "preflight",
+            "smoke",
+        ),
+    ),
     probe_runner=ProbeRunnerSpec(
         default_timeout_seconds=10.0,
         max_timeout_seconds=60.0,
@@ -1259,6 +1318,20 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         allocation_bytes=4096,
         complete_status="smoke-complete",
         failure_status="unavailable",
+        fields=(
+            ReportFieldSpec(key="schema_version", kind="name"),
+            ReportFieldSpec(key="probe", kind="name"),
+            ReportFieldSpec(key="support_claim", kind="bool"),
+            ReportFieldSpec(key="target", kind="target"),
+            ReportFieldSpec(key="status", kind="name"),
+            ReportFieldSpec(key="reason_code", kind="optional_name"),
+            ReportFieldSpec(key="cuda_result", kind="optional_int"),
+            ReportFieldSpec(key="device_ordinal", kind="int64"),
+            ReportFieldSpec(key="allocation_bytes", kind="uint64"),
+            ReportFieldSpec(key="kernel_executed", kind="bool"),
+            ReportFieldSpec(key="certification_ready", kind="bool"),
+            ReportFieldSpec(key="round_trip", kind="bool"),
+        ),
         reason_codes=(
             "CONTEXT_CREATE_OR_DETACH_FAILED",
             "CONTEXT_DESTROY_FAILED",

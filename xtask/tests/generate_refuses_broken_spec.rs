@@ -30,6 +30,7 @@ const TREE: &[&str] = &[
     "python/rextio_device_cuda/_generated.py",
     "python/rextio_device_cuda/_provider_spec.py",
     "python/rextio_device_cuda/_reason_codes.py",
+    "python/rextio_device_cuda/_loader_rules.py",
     "python/rextio_device_cuda/_cuda_results.py",
 ];
 

@@ -88,6 +88,22 @@ pub struct DeviceRow {
     pub compute_minor: i32,
     pub sm: String,
 }
+/// The smoke's record (`smoke.fields` of `templates/provider-spec.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SmokeRecord {
+    pub schema_version: &'static str,
+    pub probe: &'static str,
+    pub support_claim: bool,
+    pub target: Target,
+    pub status: &'static str,
+    pub reason_code: Option<&'static str>,
+    pub cuda_result: Option<i32>,
+    pub device_ordinal: i64,
+    pub allocation_bytes: u64,
+    pub kernel_executed: bool,
+    pub certification_ready: bool,
+    pub round_trip: bool,
+}
 /// `probe_report.statuses.complete` of `templates/provider-spec.json`.
 pub const PROBE_COMPLETE_STATUS: &str = "probe-complete";
 /// `probe_report.statuses.unavailable` of `templates/provider-spec.json`.
@@ -132,6 +148,10 @@ pub const SMOKE_ALLOCATION_BYTES: usize = 4096;
 pub const SMOKE_COMPLETE_STATUS: &str = "smoke-complete";
 /// `smoke.failure_status` of `templates/provider-spec.json`.
 pub const SMOKE_FAILURE_STATUS: &str = "unavailable";
+/// `probe_arguments.driver_root` of `templates/provider-spec.json`.
+pub const DRIVER_ROOT_ARGUMENT: &str = "--driver-root";
+/// `probe_arguments.device` of `templates/provider-spec.json`.
+pub const DEVICE_ARGUMENT: &str = "--device";
 /// `probe_runner.max_timeout_seconds` of `templates/provider-spec.json`.
 pub const RUNNER_MAX_TIMEOUT_SECONDS: u64 = 60;
 /// `probe_runner.sweep_seconds` of `templates/provider-spec.json`.

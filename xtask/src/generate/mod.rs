@@ -40,6 +40,7 @@ pub const PYTHON_MODULE_PATH: &str = "python/rextio_device_cuda/_generated.py";
 pub const PYTHON_SPEC_PATH: &str = "python/rextio_device_cuda/_provider_spec.py";
 pub const PYPROJECT_PATH: &str = "python/pyproject.toml";
 pub const PYTHON_CODES_PATH: &str = "python/rextio_device_cuda/_reason_codes.py";
+pub const PYTHON_LOADER_RULES_PATH: &str = "python/rextio_device_cuda/_loader_rules.py";
 pub const INDEX_PATH: &str = "generated/index.json";
 
 /// One generated file: repository-relative path and exact bytes.
@@ -94,6 +95,7 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
         output(LOADER_SPEC_PATH, loader_spec),
         output(PYTHON_MODULE_PATH, python::module(&archives)),
         output(PYTHON_CODES_PATH, python::reason_codes(&spec)),
+        output(PYTHON_LOADER_RULES_PATH, python::loader_rules(&spec)),
         output(results::PYTHON_RESULTS_PATH, cuda_results.python_module()),
         output(PYPROJECT_PATH, python::pyproject(inputs, &spec)?),
         output(runtime.path(), runtime.bytes),

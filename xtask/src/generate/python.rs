@@ -1,5 +1,6 @@
 //! The generated Python: `_provider_spec.py` (the spec's record classes and
-//! `PROVIDER_SPEC`), `_reason_codes.py`, `_generated.py` and pyproject.toml.
+//! `PROVIDER_SPEC`), `_reason_codes.py`, `_loader_rules.py`, `_generated.py` and
+//! pyproject.toml.
 
 use std::collections::BTreeSet;
 
@@ -131,6 +132,18 @@ pub fn reason_codes(spec: &ProviderSpec) -> Vec<u8> {
         if !lane_codes.contains(code.as_str()) {
             out.push_str(&format!("{code}: Final = {}\n", literal(code)));
         }
+    }
+    out.into_bytes()
+}
+
+/// `_loader_rules.py`: the reviewed loader's rule names, one constant each
+/// (`writable-directory` -> `WRITABLE_DIRECTORY`), as the loader crate has them.
+pub fn loader_rules(spec: &ProviderSpec) -> Vec<u8> {
+    let doc = "The reviewed loader's rule names, one name each (the loader crate's `rules`).";
+    let mut out = header(PROVIDER_SPEC_PATH, doc) + "from typing import Final\n\n";
+    for rule in &spec.loader.rules {
+        let constant = rule.constant_name();
+        out.push_str(&format!("{constant}: Final = {}\n", literal(&rule.name)));
     }
     out.into_bytes()
 }

@@ -133,6 +133,8 @@ fn constants(spec: &ProviderSpec) -> TokenStream {
         spec_constant!(spec, SMOKE_ALLOCATION_BYTES: usize = smoke.allocation_bytes),
         spec_constant!(spec, SMOKE_COMPLETE_STATUS: &str = smoke.complete_status),
         spec_constant!(spec, SMOKE_FAILURE_STATUS: &str = smoke.failure_status),
+        spec_constant!(spec, DRIVER_ROOT_ARGUMENT: &str = probe_arguments.driver_root),
+        spec_constant!(spec, DEVICE_ARGUMENT: &str = probe_arguments.device),
         // The probe's and the smoke's own deadline for their driver worker.
         spec_constant!(spec, RUNNER_MAX_TIMEOUT_SECONDS: u64 = probe_runner.max_timeout_seconds),
         // The probe's and the smoke's bound on their sweep; the runner waits
@@ -169,17 +171,20 @@ fn report_field_type(kind: ReportFieldKind) -> TokenStream {
         ReportFieldKind::Int => quote!(i32),
         ReportFieldKind::OptionalInt => quote!(Option<i32>),
         ReportFieldKind::Ordinal => quote!(u32),
+        ReportFieldKind::Int64 => quote!(i64),
+        ReportFieldKind::Uint64 => quote!(u64),
         ReportFieldKind::Target => quote!(Target),
         ReportFieldKind::Devices => quote!(Vec<DeviceRow>),
     }
 }
 
-/// One record of the probe report as a serde struct, its fields in the
-/// spec's order (the order serde writes them); `Copy` when every field is.
+/// One record of the probe's or the smoke's report as a serde struct, its
+/// fields in the spec's order (the order serde writes them), listed at
+/// `spec_path`; `Copy` when every field is.
 fn report_struct(
     doc_text: &str,
     name: &str,
-    record: &str,
+    spec_path: &str,
     fields: &[ReportFieldSpec],
 ) -> TokenStream {
     let copy = fields.iter().all(|field| {
@@ -193,7 +198,7 @@ fn report_struct(
     });
     let copy = copy.then(|| quote!(Copy,));
     let doc = doc(&format!(
-        "{doc_text} (`probe_report.fields.{record}` of `{PROVIDER_SPEC_PATH}`)."
+        "{doc_text} (`{spec_path}` of `{PROVIDER_SPEC_PATH}`)."
     ));
     let name = format_ident!("{name}");
     let fields = fields.iter().map(|field| {
@@ -230,18 +235,29 @@ pub fn probe_spec(path: &str, spec: &ProviderSpec) -> Result<Vec<u8>> {
     let codes = code_constants(spec, &codes);
     let fields = &report.fields;
     let records = [
-        report_struct("The probe report", "ProbeReport", "report", &fields.report),
+        report_struct(
+            "The probe report",
+            "ProbeReport",
+            "probe_report.fields.report",
+            &fields.report,
+        ),
         report_struct(
             "The host the probe was built for",
             "Target",
-            "target",
+            "probe_report.fields.target",
             &fields.target,
         ),
         report_struct(
             "One inventoried device",
             "DeviceRow",
-            "device",
+            "probe_report.fields.device",
             &fields.device,
+        ),
+        report_struct(
+            "The smoke's record",
+            "SmokeRecord",
+            "smoke.fields",
+            &spec.smoke.fields,
         ),
     ];
     let file_doc = inner_doc(&format!(
@@ -269,11 +285,10 @@ pub fn probe_spec(path: &str, spec: &ProviderSpec) -> Result<Vec<u8>> {
 pub fn loader_spec(path: &str, spec: &ProviderSpec) -> Result<Vec<u8>> {
     let loader: &LoaderSpec = &spec.loader;
     let codes = code_constants(spec, &loader.reason_codes.iter().collect());
-    // A rule's constant: `writable-directory` -> `WRITABLE_DIRECTORY`.
     let names: Vec<_> = loader
         .rules
         .iter()
-        .map(|rule| format_ident!("{}", rule.name.to_uppercase().replace('-', "_")))
+        .map(|rule| format_ident!("{}", rule.constant_name()))
         .collect();
     let rules = loader.rules.iter().zip(&names).map(|(rule, constant)| {
         let doc = doc(&match &rule.requires {

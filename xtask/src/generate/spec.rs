@@ -134,6 +134,8 @@ records! {
         pub observation_keys: ObservationKeysSpec,
         pub probe_report: ProbeReportSpec,
         pub validation_requirement: ValidationRequirementSpec,
+        pub probe_arguments: ProbeArgumentsSpec,
+        pub validation_evidence: EvidenceSpec,
         pub probe_runner: ProbeRunnerSpec,
         pub toolkit: ToolkitSpec,
         pub smoke: SmokeSpec,
@@ -448,8 +450,27 @@ records! {
         pub allocation_bytes: u32,
         pub complete_status: String,
         pub failure_status: String,
+        /// The record's keys in the order the smoke writes them.
+        pub fields: Vec<ReportFieldSpec>,
         /// The codes the smoke itself reports.
         pub reason_codes: Vec<String>,
+    }
+
+    /// The probe's and the smoke's command-line flags.
+    pub struct ProbeArgumentsSpec {
+        /// The probe's only option, and the smoke's second: look for the
+        /// driver only in this directory.
+        pub driver_root: String,
+        /// The smoke's first argument: the device ordinal.
+        pub device: String,
+    }
+
+    /// The record `validate` writes (docs/interfaces.md).
+    pub struct EvidenceSpec {
+        pub name: String,
+        pub schema_version: String,
+        /// Its keys, in the order `validate` builds them.
+        pub keys: Vec<String>,
     }
 
     /// The packaged runtime crate.
@@ -457,6 +478,14 @@ records! {
         pub crate_name: String,
         pub version: String,
         pub install_dir: String,
+    }
+}
+
+impl LoaderRuleSpec {
+    /// The name of the rule's constant in Rust and Python:
+    /// `writable-directory` -> `WRITABLE_DIRECTORY`.
+    pub fn constant_name(&self) -> String {
+        self.name.to_uppercase().replace('-', "_")
     }
 }
 
@@ -477,6 +506,10 @@ pub enum ReportFieldKind {
     OptionalInt,
     /// A device ordinal (from 0).
     Ordinal,
+    /// A 64-bit signed integer (the smoke's ordinal, -1 for refused arguments).
+    Int64,
+    /// A 64-bit unsigned integer (a byte count).
+    Uint64,
     /// The `target` record.
     Target,
     /// The list of `device` records.
@@ -507,6 +540,8 @@ impl ReportFieldKind {
             Self::Int => "int",
             Self::OptionalInt => "optional_int",
             Self::Ordinal => "ordinal",
+            Self::Int64 => "int64",
+            Self::Uint64 => "uint64",
             Self::Target => "target",
             Self::Devices => "devices",
             Self::NameIfSet => "name_if_set",
@@ -969,19 +1004,20 @@ fn is_identifier(text: &str) -> bool {
     first && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// The probe report's records: each key an identifier, listed once; only
-/// `report` holds the other records; a key left out when unset comes after
-/// every key that is always written (0.1.0's keys keep their order).
+/// The probe report's records and the smoke's: each key an identifier,
+/// listed once; only `report` and the smoke's record hold the other
+/// records; a key left out when unset comes after every key that is always
+/// written (0.1.0's keys keep their order).
 fn check_report_fields(spec: &ProviderSpec) -> Result<()> {
     let fields = &spec.probe_report.fields;
     let records = [
-        ("report", &fields.report, true),
-        ("target", &fields.target, false),
-        ("device", &fields.device, false),
+        ("probe_report.fields.report", &fields.report, true),
+        ("probe_report.fields.target", &fields.target, false),
+        ("probe_report.fields.device", &fields.device, false),
+        ("smoke.fields", &spec.smoke.fields, true),
     ];
-    for (record, list, holds_records) in records {
-        let path = format!("probe_report.fields.{record}");
-        ensure(!list.is_empty(), &path, "must not be empty")?;
+    for (path, list, holds_records) in records {
+        ensure(!list.is_empty(), path, "must not be empty")?;
         let mut seen = BTreeSet::new();
         let mut after_unset = false;
         for (index, field) in list.iter().enumerate() {
@@ -1001,7 +1037,10 @@ fn check_report_fields(spec: &ProviderSpec) -> Result<()> {
                 field.kind,
                 ReportFieldKind::Target | ReportFieldKind::Devices
             );
-            let problem = format!("`{}` holds a record; only `report` may", field.kind.name());
+            let problem = format!(
+                "`{}` holds a record; only `report` and `smoke` may",
+                field.kind.name()
+            );
             ensure(holds_records || !nested, &format!("{at}.kind"), problem)?;
         }
     }
@@ -1139,6 +1178,35 @@ fn check_smoke(spec: &ProviderSpec) -> Result<()> {
     )
 }
 
+/// The flags are long options; the evidence's keys are identifiers, each once.
+fn check_arguments_and_evidence(spec: &ProviderSpec) -> Result<()> {
+    let arguments = &spec.probe_arguments;
+    for (key, flag) in [
+        ("driver_root", &arguments.driver_root),
+        ("device", &arguments.device),
+    ] {
+        let long = flag.strip_prefix("--").is_some_and(|name| {
+            !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+        });
+        let problem = format!("`{flag}` is not a long option (`--` and lowercase letters)");
+        ensure(long, &format!("probe_arguments.{key}"), problem)?;
+    }
+    let problem = "the two flags are the same";
+    ensure(
+        arguments.driver_root != arguments.device,
+        "probe_arguments",
+        problem,
+    )?;
+    let mut seen = BTreeSet::new();
+    for (index, key) in spec.validation_evidence.keys.iter().enumerate() {
+        let at = format!("validation_evidence.keys[{index}]");
+        let problem = format!("`{key}` is not a lowercase identifier");
+        ensure(is_identifier(key), &at, problem)?;
+        ensure(seen.insert(key), &at, format!("`{key}` is listed twice"))?;
+    }
+    Ok(())
+}
+
 /// The crate and version name the runtime tarball's file: plain names.
 fn check_runtime_package(spec: &ProviderSpec) -> Result<()> {
     let package = &spec.runtime_package;
@@ -1171,6 +1239,7 @@ pub fn check(spec: &ProviderSpec) -> Result<()> {
     check_probe_report(spec)?;
     check_report_fields(spec)?;
     check_smoke(spec)?;
+    check_arguments_and_evidence(spec)?;
     check_loader(spec)?;
     check_policy(spec)?;
     check_probe_runner(spec)?;

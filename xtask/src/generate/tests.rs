@@ -1242,7 +1242,7 @@ fn spec_report_fields_are_checked_with_their_path() {
     );
     assert_spec_refused(
         |spec| spec["probe_report"]["fields"]["device"][0]["kind"] = "target".into(),
-        "probe_report.fields.device[0].kind: `target` holds a record; only `report` may",
+        "probe_report.fields.device[0].kind: `target` holds a record; only `report` and `smoke` may",
     );
     assert_spec_refused(
         |spec| spec["probe_report"]["fields"]["report"][0]["kind"] = "float".into(),
@@ -1253,6 +1253,42 @@ fn spec_report_fields_are_checked_with_their_path() {
         "probe_report.fields.device[1].kind: `name` is always written, so must come \
          before the keys left out when unset",
     );
+}
+
+#[test]
+fn spec_smoke_fields_arguments_and_evidence_keys_are_checked_with_their_path() {
+    assert_spec_refused(
+        |spec| spec["smoke"]["fields"][11]["key"] = "status".into(),
+        "smoke.fields[11].key: `status` is listed twice",
+    );
+    assert_spec_refused(
+        |spec| spec["smoke"]["fields"][0]["kind"] = "name_if_set".into(),
+        "smoke.fields[1].kind: `probe` is always written, so must come \
+         before the keys left out when unset",
+    );
+    assert_spec_refused(
+        |spec| spec["probe_arguments"]["device"] = "-d".into(),
+        "probe_arguments.device: `-d` is not a long option (`--` and lowercase letters)",
+    );
+    assert_spec_refused(
+        |spec| spec["probe_arguments"]["device"] = "--driver-root".into(),
+        "probe_arguments: the two flags are the same",
+    );
+    assert_spec_refused(
+        |spec| spec["validation_evidence"]["keys"][1] = "evidence".into(),
+        "validation_evidence.keys[1]: `evidence` is listed twice",
+    );
+}
+
+#[test]
+fn the_smoke_record_is_generated_from_the_spec_in_its_order() {
+    let outputs = render(&with_spec(|_| {})).unwrap();
+    let probe = String::from_utf8(find(&outputs, PROBE_SPEC_PATH).to_vec()).unwrap();
+    let record = "pub struct SmokeRecord {\n    pub schema_version: &'static str,\n";
+    assert!(probe.contains(record), "{probe}");
+    let tail = "    pub device_ordinal: i64,\n    pub allocation_bytes: u64,\n";
+    assert!(probe.contains(tail), "{probe}");
+    assert!(probe.contains("pub const DEVICE_ARGUMENT: &str = \"--device\";"));
 }
 
 #[test]
