@@ -32,6 +32,17 @@ import pytest
 from rextio_device_cuda._cuda_results import CUDA_RESULTS
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
+
+def python_shebang() -> str:
+    """The first line(s) of a script that this interpreter runs. A ``#!`` line
+    ends the interpreter's path at the first blank, so where the path holds one
+    (a clone under "/tmp/a b") sh starts it: a line sh runs and Python reads as
+    one string expression."""
+    if not any(blank in sys.executable for blank in " \t"):
+        return f"#!{sys.executable}\n"
+    return f"#!/bin/sh\n'exec' {shlex.quote(sys.executable)} \"$0\" \"$@\"\n"
+
+
 # The tmpfs that covers the host's directory inside the namespace: every
 # file the tests create or change lies below it.
 SIM_TMPFS = "/usr/local"

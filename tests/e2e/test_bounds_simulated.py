@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_namespace import SIM_STATE_DIR, DriverLayout, NamespaceRun, SimulatedHost
+from sim_namespace import SIM_STATE_DIR, DriverLayout, NamespaceRun, SimulatedHost, python_shebang
 
 DEVICES = ("driver_version=12040", "device=NVIDIA Simulated A100|8|0")
 HANGING = DriverLayout(config=(*DEVICES, "daemon=load", "hang_at_load=1"))
@@ -257,7 +257,7 @@ def test_the_session_sweep_ends_a_zombie_leaders_running_thread(
     sim_host: SimulatedHost, tmp_path: Path
 ) -> None:
     probe = tmp_path / "hostile-probe"
-    probe.write_text(f"#!{sys.executable}\n{HOSTILE_PROBE}", encoding="utf-8")
+    probe.write_text(f"{python_shebang()}{HOSTILE_PROBE}", encoding="utf-8")
     probe.chmod(0o755)
     argv = [sys.executable, "-I", "-c", ZOMBIE_HOST, str(probe)]
     run = sim_host.run(DriverLayout(install="absent"), argv)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shlex
 import shutil
 import stat
 import subprocess
@@ -19,6 +18,7 @@ from typing import Any
 from rextio.artifacts.models import ArtifactProfile, DeviceRequirement, RuntimeRequirement
 from rextio.artifacts.profiles import host_extension_profile, rust_crate_profile
 from rextio.devices import DevicePreflightRequest, DeviceProviderOptions, DeviceProviderSelection
+from sim_namespace import python_shebang
 
 # The tests read the spec's source, independent of the generated records.
 SPEC: dict[str, Any] = json.loads(
@@ -186,16 +186,6 @@ def printer_image() -> bytes:
         compiler = os.environ.get("CC") or shutil.which("cc") or "cc"
         subprocess.run([compiler, "-O1", "-o", str(binary), str(source)], check=True)
         return binary.read_bytes()
-
-
-def python_shebang() -> str:
-    """The first line(s) of a script that this interpreter runs. A ``#!`` line
-    ends the interpreter's path at the first blank, so where the path holds one
-    (a clone under "/tmp/a b") sh starts it: a line sh runs and Python reads as
-    one string expression."""
-    if not any(blank in sys.executable for blank in " \t"):
-        return f"#!{sys.executable}\n"
-    return f"#!/bin/sh\n'exec' {shlex.quote(sys.executable)} \"$0\" \"$@\"\n"
 
 
 @dataclass

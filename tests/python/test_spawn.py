@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_support import ProbeFactory, processes_with, python_shebang, report
+from cuda_support import ProbeFactory, processes_with, report
+from sim_namespace import python_shebang
 
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
 
