@@ -38,7 +38,6 @@ import sys
 import threading
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Final
@@ -46,16 +45,14 @@ from typing import Final
 from rextio_device_cuda import _build_directory, _cargo_guard, _generated, _user_files
 from rextio_device_cuda._build_directory import BuildDirectory
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+from rextio_device_cuda._shipped import Binary
 from rextio_device_cuda._source_archive import (
     PackagedArchive,
     SourceArchiveError,
     SourceTree,
-    packaged_data_path,
-    read_archive,
-    source_tree,
+    packaged_archive,
 )
 
-_ARCHIVE_SUFFIX: Final = ".tar.gz"
 _EXECUTABLE_SUFFIX: Final = ".exe" if sys.platform == "win32" else ""
 # Below the build directory: the extracted sources and cargo's target directory.
 _SOURCE_FOLDER: Final = "source"
@@ -82,14 +79,6 @@ class BuildProbeUsageError(BuildProbeError):
     too, so a caller that knows only that one still prints no traceback)."""
 
 
-@dataclass(frozen=True)
-class BuiltBinary:
-    """A binary written into the destination, and the SHA-256 of its bytes."""
-
-    path: Path
-    sha256: str
-
-
 class _Terminated(BaseException):
     """SIGTERM arrived during the build (raised by the handler, so cleanup runs)."""
 
@@ -106,9 +95,7 @@ def default_directory() -> Path:
 
 def packaged_probe_source() -> PackagedArchive:
     """The probe's source tarball this installation carries, with its recorded SHA-256."""
-    file_name, digest = _generated.PROBE_SOURCE_ARCHIVE, _generated.PROBE_SOURCE_SHA256
-    top_folder = file_name.removesuffix(_ARCHIVE_SUFFIX)
-    return PackagedArchive(packaged_data_path(file_name), digest, top_folder)
+    return packaged_archive(_generated.PROBE_SOURCE_ARCHIVE, _generated.PROBE_SOURCE_SHA256)
 
 
 def binary_paths(destination: Path) -> list[Path]:
@@ -242,7 +229,7 @@ def _sigterm_raises() -> Iterator[None]:
 
 def build_probe(
     destination: Path | None, archive: PackagedArchive | None = None
-) -> list[BuiltBinary]:
+) -> list[Binary]:
     """Builds the probe and smoke from the packaged sources into ``destination``
     (None: the default directory, below the cache folder as the build resolved it).
 
@@ -260,10 +247,10 @@ def build_probe(
         raise
 
 
-def _build_probe(destination: Path | None, archive: PackagedArchive | None) -> list[BuiltBinary]:
+def _build_probe(destination: Path | None, archive: PackagedArchive | None) -> list[Binary]:
     source_archive = packaged_probe_source() if archive is None else archive
     try:
-        tree = source_tree(read_archive(source_archive), source_archive.top_folder)
+        tree = source_archive.tree()
     except SourceArchiveError as error:
         raise BuildProbeError(str(error)) from error
     channel = _toolchain(tree)
@@ -284,7 +271,7 @@ def _build_in(
     channel: str,
     cargo: str,
     source_archive: PackagedArchive,
-) -> list[BuiltBinary]:
+) -> list[Binary]:
     if destination is None:
         destination = build.cache / default_directory().name
     paths = binary_paths(destination)
@@ -313,7 +300,7 @@ def _build_in(
             data = (build.path / _TARGET_FOLDER / "release" / path.name).read_bytes()
             # 0755: none but the user can change what they will pin, whatever the umask.
             _user_files.write_file(path, data, mode=0o755)
-            built.append(BuiltBinary(path, hashlib.sha256(data).hexdigest()))
+            built.append(Binary(path, hashlib.sha256(data).hexdigest()))
     except OSError as error:
         reason = error.strerror or error
         raise BuildProbeError(f"the probe was not written: {reason}") from error

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from rextio.artifacts.models import ArtifactKind, DeviceRequirement
 from rextio.devices import (
@@ -52,8 +52,10 @@ _BACKEND = PROVIDER_SPEC.manifest.backend
 # The SM vocabulary with each architecture's CUDA releases.
 _ARCHITECTURES = {item.sm: item for item in PROVIDER_SPEC.manifest.architectures}
 # The probe's one option (docs/interfaces.md, "The loader seam"): look only in this directory.
-_DRIVER_ROOT_ARGUMENT = "--driver-root"
+_DRIVER_ROOT_ARGUMENT = PROVIDER_SPEC.probe_arguments.driver_root
 _MAX_ARGUMENT_CHARS = PROVIDER_SPEC.probe_runner.max_argument_chars
+# What an injected runner or inspector is expected to return.
+_Result = TypeVar("_Result")
 # The longest runner or inspector facts a refusal line shows.
 _MAX_FACTS_CHARS = 400
 
@@ -441,6 +443,34 @@ def _no_work() -> None:
     return None
 
 
+def _injected_call(
+    call: Callable[[], object], what: str, expected: type[_Result], raised: str, returned: str
+) -> _Result:
+    """What ``call`` (the runner or inspector, the provider's own or injected) returns.
+
+    Its ``CudaProbeError`` refuses with the error's own code; any other
+    exception (an injected one's bug) with ``raised``; a result that is not
+    an ``expected`` with ``returned``.
+    """
+    try:
+        result = call()
+    except CudaProbeError as error:
+        raise _refused(error.reason_code, _error_facts(error)) from error
+    except Exception as error:  # an injected one's bug fails closed
+        raise _refused(
+            raised, _shown(f"the injected {what} raised {type(error).__name__}")
+        ) from error
+    if not isinstance(result, expected):
+        raise _refused(
+            returned,
+            _shown(
+                f"the injected {what} returned {type(result).__name__}, "
+                f"not a {expected.__name__}"
+            ),
+        )
+    return result
+
+
 def _probe_report(
     selection: Selection, runner: ProbeRunner | None, on_probe_start: Callable[[], None]
 ) -> CudaProbeReport:
@@ -451,24 +481,14 @@ def _probe_report(
         # neither a pin nor a driver root can bind it.
         raise _refused(_codes.PROBE_CONFIGURATION_CONFLICT)
     on_probe_start()
-    try:
-        report = runner.run()
-    except CudaProbeError as error:
-        raise _refused(error.reason_code, _error_facts(error)) from error
-    except Exception as error:  # an injected runner's bug is a failed execution
-        raise _refused(
-            _codes.PROBE_EXECUTION_FAILED,
-            _shown(f"the injected probe runner raised {type(error).__name__}"),
-        ) from error
-    if not isinstance(report, CudaProbeReport):
-        raise _refused(
-            _codes.PROBE_SCHEMA_INVALID,
-            _shown(
-                f"the injected probe runner returned {type(report).__name__}, "
-                "not a CudaProbeReport"
-            ),
-        )
-    return report
+    # An injected runner's bug is a failed execution.
+    return _injected_call(
+        runner.run,
+        "probe runner",
+        CudaProbeReport,
+        raised=_codes.PROBE_EXECUTION_FAILED,
+        returned=_codes.PROBE_SCHEMA_INVALID,
+    )
 
 
 def _check_report(
@@ -580,29 +600,26 @@ def _toolkit_report(
             return None
         inspector = FilesystemToolkitInspector(Path(selection.toolkit_root))
     triple = selection.capability.target_triple
-    try:
-        report = inspector.inspect(triple)
-        components = tuple(expected_components(triple))
+    toolkit_inspector = inspector
+
+    def inspect() -> object:
+        report = toolkit_inspector.inspect(triple)
         if isinstance(report, CudaToolkitReport):
             # Validated again (the report's own checks, in order):
             # a frozen record can still be altered after construction.
             CudaToolkitReport(report.version, report.runtime_version, report.components)
-    except CudaProbeError as error:
-        raise _refused(error.reason_code, _error_facts(error)) from error
-    except Exception as error:  # an injected inspector's bug fails closed
-        raise _refused(
-            _codes.TOOLKIT_COMPONENT_INVALID,
-            _shown(f"the injected toolkit inspector raised {type(error).__name__}"),
-        ) from error
-    # The components must be exactly this target's.
-    if not isinstance(report, CudaToolkitReport):
-        raise _refused(
-            _codes.TOOLKIT_COMPONENT_INVALID,
-            _shown(
-                f"the injected toolkit inspector returned {type(report).__name__}, "
-                "not a CudaToolkitReport"
-            ),
-        )
+        return report
+
+    report = _injected_call(
+        inspect,
+        "toolkit inspector",
+        CudaToolkitReport,
+        raised=_codes.TOOLKIT_COMPONENT_INVALID,
+        returned=_codes.TOOLKIT_COMPONENT_INVALID,
+    )
+    # The components must be exactly this target's (every declared target
+    # has a component list: the spec checks it, so this never raises).
+    components = tuple(expected_components(triple))
     if report.components != components:
         raise _refused(
             _codes.TOOLKIT_COMPONENT_INVALID,

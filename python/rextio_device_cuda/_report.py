@@ -34,6 +34,9 @@ _MAX_REASON_CHARS: Final[int] = _REPORT.max_loader_reason_chars
 _DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
 _MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
 _MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
+# The report's boolean fields, from the spec: each must be a bool, not 0 or 1
+# (``support_claim`` among them, a class constant that always is).
+_BOOL_FIELDS: Final = tuple(field.key for field in _REPORT.fields.report if field.kind == "bool")
 # A loader rule's name (``mode``, ``writable-directory``): never a path.
 _RULE_NAME: Final = re.compile(r"[a-z][a-z-]{0,31}", re.ASCII)
 # Unicode category Cc, the set the probe strips (Rust's char::is_control).
@@ -178,10 +181,10 @@ class CudaProbeReport:
     def __post_init__(self) -> None:
         """Validate every field, then the cross-field rules of schema 1."""
         _require(isinstance(self.target, ProbeTarget), "target")
-        _require(type(self.platform_supported) is bool, "platform_supported")
+        for key in _BOOL_FIELDS:
+            _require(type(getattr(self, key)) is bool, key)
         _require(isinstance(self.status, str) and self.status in _STATUSES, "status")
         _require(self.reason_code is None or is_reason_code(self.reason_code), "reason_code")
-        _require(type(self.driver_loaded) is bool, "driver_loaded")
         _require(
             self.driver_version is None or _is_int_in(self.driver_version, _DRIVER_RANGE),
             "driver_version",

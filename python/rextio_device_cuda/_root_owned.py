@@ -31,6 +31,8 @@ import os
 import stat
 from typing import Final, NamedTuple
 
+from rextio_device_cuda import _loader_rules as _rules
+
 # The kernel's own limit on symbolic links followed in one lookup (the loader's MAX_LINKS).
 MAX_LINKS: Final[int] = 40
 ROOT_UID: Final[int] = 0
@@ -60,7 +62,7 @@ def review(path: str, *, refused_directories: tuple[str, ...] = ()) -> Finding |
     ``refused_directories`` (absolute, canonical) is refused by ``location``.
     """
     if not path.startswith("/"):
-        return Finding("resolution", "the path is not absolute")
+        return Finding(_rules.RESOLUTION, "the path is not absolute")
     opened: list[int] = []
     try:
         return _walk(path, opened, refused_directories)
@@ -85,7 +87,7 @@ def _walk(path: str, opened: list[int], refused_directories: tuple[str, ...]) ->
         root = _open("/", None, opened)
         root_status = os.fstat(root)
     except OSError:
-        return Finding("resolution", "/ cannot be examined")
+        return Finding(_rules.RESOLUTION, "/ cannot be examined")
     finding = _check_directory(root_status)
     if finding is not None:
         return finding
@@ -98,7 +100,7 @@ def _walk(path: str, opened: list[int], refused_directories: tuple[str, ...]) ->
 
     def missing() -> Finding:
         if followed_final_link:
-            return Finding("resolution", "a symbolic link on its path leads nowhere")
+            return Finding(_rules.RESOLUTION, "a symbolic link on its path leads nowhere")
         return Finding(ABSENT, "nothing exists at that path")
 
     while pending:
@@ -114,40 +116,40 @@ def _walk(path: str, opened: list[int], refused_directories: tuple[str, ...]) ->
         except OSError as error:
             if error.errno in (errno.ENOENT, errno.ENOTDIR):
                 return missing()
-            return Finding("resolution", "a component of its path cannot be opened")
+            return Finding(_rules.RESOLUTION, "a component of its path cannot be opened")
         except ValueError:  # an embedded NUL
-            return Finding("resolution", "a component of its path cannot be opened")
+            return Finding(_rules.RESOLUTION, "a component of its path cannot be opened")
         try:
             status = os.fstat(descriptor)
         except OSError:
-            return Finding("resolution", "a component of its path cannot be examined")
+            return Finding(_rules.RESOLUTION, "a component of its path cannot be examined")
         if parent.writable_by_others and status.st_uid != ROOT_UID and refused is None:
             refused = Finding(
-                "writable-directory",
+                _rules.WRITABLE_DIRECTORY,
                 "an entry of a directory others may write (sticky) is owned by "
                 f"uid {status.st_uid}, not root",
             )
         if stat.S_ISLNK(status.st_mode):
             if status.st_uid != ROOT_UID and refused is None:
                 refused = Finding(
-                    "owner", f"a link on its path is owned by uid {status.st_uid}, not root"
+                    _rules.OWNER, f"a link on its path is owned by uid {status.st_uid}, not root"
                 )
             links += 1
             if links > MAX_LINKS:
-                return Finding("resolution", "its path follows too many symbolic links")
+                return Finding(_rules.RESOLUTION, "its path follows too many symbolic links")
             followed_final_link = followed_final_link or not pending
             try:
                 target = os.readlink("", dir_fd=descriptor)
             except OSError:
-                return Finding("resolution", "a link on its path cannot be read")
+                return Finding(_rules.RESOLUTION, "a link on its path cannot be read")
             if not target:
-                return Finding("resolution", "a link on its path is empty")
+                return Finding(_rules.RESOLUTION, "a link on its path is empty")
             if target.startswith("/"):
                 del stack[1:]
             pending[:0] = _components(target)
         elif stat.S_ISDIR(status.st_mode):
             if candidate in refused_directories:
-                return Finding("location", f"its path leads through {candidate}")
+                return Finding(_rules.LOCATION, f"its path leads through {candidate}")
             finding = _check_directory(status)
             if finding is not None and refused is None:
                 refused = finding
@@ -157,19 +159,19 @@ def _walk(path: str, opened: list[int], refused_directories: tuple[str, ...]) ->
             return missing()  # a file where a directory should be: ENOTDIR
         else:
             return refused if refused is not None else _check_file(descriptor, status)
-    return refused if refused is not None else Finding("regular-file", "it is a directory")
+    return refused if refused is not None else Finding(_rules.REGULAR_FILE, "it is a directory")
 
 
 def _check_directory(status: os.stat_result) -> Finding | None:
     if status.st_uid != ROOT_UID:
         return Finding(
-            "owner", f"a directory on its path is owned by uid {status.st_uid}, not root"
+            _rules.OWNER, f"a directory on its path is owned by uid {status.st_uid}, not root"
         )
     writable = status.st_mode & _GROUP_OR_OTHER_WRITE
     if writable and not status.st_mode & stat.S_ISVTX:
         mode = stat.S_IMODE(status.st_mode)
         return Finding(
-            "writable-directory",
+            _rules.WRITABLE_DIRECTORY,
             f"a directory on its path may be written by its group or others (mode {mode:04o})",
         )
     return None
@@ -177,15 +179,17 @@ def _check_directory(status: os.stat_result) -> Finding | None:
 
 def _check_file(descriptor: int, status: os.stat_result) -> Finding | None:
     if not stat.S_ISREG(status.st_mode):
-        return Finding("regular-file", "it is not a regular file")
+        return Finding(_rules.REGULAR_FILE, "it is not a regular file")
     if status.st_uid != ROOT_UID:
-        return Finding("owner", f"the file is owned by uid {status.st_uid}, not root")
+        return Finding(_rules.OWNER, f"the file is owned by uid {status.st_uid}, not root")
     if status.st_mode & _GROUP_OR_OTHER_WRITE:
         mode = stat.S_IMODE(status.st_mode)
-        return Finding("mode", f"the file may be written by its group or others (mode {mode:04o})")
+        return Finding(
+            _rules.MODE, f"the file may be written by its group or others (mode {mode:04o})"
+        )
     if status.st_nlink != 1 and not _on_read_only_mount(descriptor):
         return Finding(
-            "links",
+            _rules.LINKS,
             f"the file has {status.st_nlink} hard links on a writable mount "
             "(a second link passes only on a read-only mount)",
         )

@@ -39,14 +39,16 @@ class NoShippedBinariesError(ShippedBinaryError):
     """This installation carries no binaries at all: the pure wheel."""
 
 
-class ShippedBinary(NamedTuple):
-    """A binary of this installation and the SHA-256 it has and was recorded with."""
+class Binary(NamedTuple):
+    """A binary and the SHA-256 of its bytes (64 lowercase hex digits): what the
+    wheel ships, what ``build-probe`` wrote, what ``validate`` runs pinned. It
+    lives here because ``hatch_build`` loads this module alone (stdlib only)."""
 
     path: Path
     sha256: str
 
 
-def shipped_binary(name: str) -> ShippedBinary:
+def shipped_binary(name: str) -> Binary:
     """The installed ``_bin/<name>``, checked against ``SHA256SUMS``.
 
     Raises ``ShippedBinaryError`` when this installation ships no binaries
@@ -69,7 +71,7 @@ def shipped_binary(name: str) -> ShippedBinary:
             f"{name} has SHA-256 {digest}, not the {recorded[name]} the wheel recorded; "
             "reinstall the wheel"
         )
-    return ShippedBinary(path, digest)
+    return Binary(path, digest)
 
 
 def _recorded_digests(digests: Path) -> dict[str, str]:

@@ -20,6 +20,8 @@ from typing import Final, NamedTuple
 _MAX_ARCHIVE_BYTES: Final[int] = 16 * 1024 * 1024
 _MAX_EXTRACTED_BYTES: Final[int] = 64 * 1024 * 1024
 _MAX_MEMBERS: Final[int] = 4096
+# A packaged tarball is named after its one top folder: `<name>-<version>.tar.gz`.
+_ARCHIVE_SUFFIX: Final = ".tar.gz"
 
 
 class SourceArchiveError(Exception):
@@ -33,6 +35,10 @@ class PackagedArchive(NamedTuple):
     sha256: str
     top_folder: str
 
+    def tree(self) -> SourceTree:
+        """Its content, verified against its SHA-256 and read into memory."""
+        return source_tree(read_archive(self), self.top_folder)
+
 
 class SourceTree(NamedTuple):
     """An archive's content below its top folder: directories and (mode, bytes) files."""
@@ -44,6 +50,12 @@ class SourceTree(NamedTuple):
 def packaged_data_path(file_name: str) -> Path:
     """Where the wheel carries a data file (``rextio_device_cuda/_data/``)."""
     return Path(__file__).resolve().parent / "_data" / file_name
+
+
+def packaged_archive(file_name: str, sha256: str) -> PackagedArchive:
+    """The tarball ``file_name`` the wheel carries, with its recorded SHA-256."""
+    top_folder = file_name.removesuffix(_ARCHIVE_SUFFIX)
+    return PackagedArchive(packaged_data_path(file_name), sha256, top_folder)
 
 
 def read_archive(archive: PackagedArchive) -> bytes:

@@ -24,29 +24,54 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Final, NamedTuple
+from typing import Final, TypeAlias
 
 from rextio_device_cuda import _codes, _user_files
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._explain import OPTION_FLAGS, explain_lines
 from rextio_device_cuda._preflight_checks import Refusal
-from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
+from rextio_device_cuda._provider_spec import (
+    PROVIDER_SPEC,
+    CapabilitySpec,
+    RawDriverLaneSpec,
+    ReportFieldSpec,
+)
 from rextio_device_cuda._refusal_text import Refused, wrapped
 from rextio_device_cuda._runner import MAX_TIMEOUT_SECONDS, SubprocessProbeRunner, sealed_copies
-from rextio_device_cuda._shipped import shipped_binary
+from rextio_device_cuda._shipped import Binary, shipped_binary
 from rextio_device_cuda._standalone import NotRun, Resolved, standalone_preflight
 
-EVIDENCE_NAME: Final = "rextio-device-cuda-nvidia-validation"
-EVIDENCE_SCHEMA_VERSION: Final = "1"
+_EVIDENCE: Final = PROVIDER_SPEC.validation_evidence
+EVIDENCE_NAME: Final = _EVIDENCE.name
+EVIDENCE_SCHEMA_VERSION: Final = _EVIDENCE.schema_version
 # platform.machine() spellings of the architectures the spec names.
 _ARCHITECTURE: Final = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64"}
 _HOST_OS: Final = "windows" if sys.platform == "win32" else sys.platform
 # This host as the error for an undeclared target names it.
 HOST_TEXT: Final = f"{_HOST_OS} {platform.machine()}"
-# The probe's one option: look only in this directory.
-_DRIVER_ROOT_ARGUMENT: Final = "--driver-root"
+_ARGUMENTS: Final = PROVIDER_SPEC.probe_arguments
+# A binary ``run`` pins: to the digest given, or (a bare path) to the digest
+# of the sealed copy it reads once.
+ToPin: TypeAlias = Binary | Path
+
+
+def _keys(listed: Iterable[str | ReportFieldSpec], *keys: str) -> tuple[str, ...]:
+    """``keys``, each one the spec ``listed`` for its record (checked at import)."""
+    names = {item if isinstance(item, str) else item.key for item in listed}
+    if not names.issuperset(keys):
+        raise ImportError(f"the spec's record lacks {sorted(set(keys) - names)}")
+    return keys
+
+
+# The keys read back from the probe's report and the smoke's record (both
+# records have the first two), and from the evidence.
+_STATUS, _REASON_CODE = _keys(PROVIDER_SPEC.probe_report.fields.report, "status", "reason_code")
+_STATUS, _REASON_CODE, _ROUND_TRIP = _keys(
+    PROVIDER_SPEC.smoke.fields, _STATUS, _REASON_CODE, "round_trip"
+)
+_VALIDATED, _REASON_CODE = _keys(_EVIDENCE.keys, "validated", _REASON_CODE)
 
 
 def _error(text: str) -> str:
@@ -65,31 +90,24 @@ def host_capability() -> CapabilitySpec | None:
     return None
 
 
-class PinnedBinary(NamedTuple):
-    """A probe or smoke, and the SHA-256 it is run under (the runner refuses
-    other bytes); None: the digest of its sealed copy, read once by ``run``."""
-
-    path: Path
-    sha256: str | None
-
-
-def shipped_binaries() -> tuple[PinnedBinary, PinnedBinary]:
+def shipped_binaries() -> tuple[Binary, Binary]:
     """The probe and smoke this installation ships, each pinned to its recorded digest.
 
     Raises ``NoShippedBinariesError`` where none ships (the pure wheel),
     ``ShippedBinaryError`` where one is not the recorded one.
     """
     probe = shipped_binary(PROVIDER_SPEC.probe_report.probe)
-    smoke = shipped_binary(PROVIDER_SPEC.smoke.probe)
-    return PinnedBinary(probe.path, probe.sha256), PinnedBinary(smoke.path, smoke.sha256)
+    return probe, shipped_binary(PROVIDER_SPEC.smoke.probe)
 
 
 def given_binaries(
     probe: str, smoke: str, probe_sha256: str | None, smoke_sha256: str | None
-) -> tuple[PinnedBinary, PinnedBinary]:
+) -> tuple[ToPin, ToPin]:
     """The probe and smoke the user named, each pinned to the digest given
     (both or neither, the caller checked) or else to what ``run`` reads once."""
-    return PinnedBinary(Path(probe), probe_sha256), PinnedBinary(Path(smoke), smoke_sha256)
+    if probe_sha256 is None or smoke_sha256 is None:
+        return Path(probe), Path(smoke)
+    return Binary(Path(probe), probe_sha256), Binary(Path(smoke), smoke_sha256)
 
 
 def _run_recorded(runner: SubprocessProbeRunner) -> tuple[dict[str, object], int | None]:
@@ -98,13 +116,13 @@ def _run_recorded(runner: SubprocessProbeRunner) -> tuple[dict[str, object], int
     try:
         output, status = runner.read_output_and_status()
     except CudaProbeError as error:
-        return {"status": "error", "reason_code": error.reason_code}, None
+        return {_STATUS: "error", _REASON_CODE: error.reason_code}, None
     try:
         record = json.loads(output)
     except ValueError:
         record = None
     if not isinstance(record, dict):
-        return {"status": "error", "reason_code": _codes.PROBE_OUTPUT_INVALID}, status
+        return {_STATUS: "error", _REASON_CODE: _codes.PROBE_OUTPUT_INVALID}, status
     return record, status
 
 
@@ -145,23 +163,18 @@ def _preflight(
 
 def collect(
     capability: CapabilitySpec,
-    probe: PinnedBinary,
-    smoke: PinnedBinary,
+    probe: Binary,
+    smoke: Binary,
     *,
     sm: str,
     device: int,
     toolkit_root: str | None,
     driver_root: str | None = None,
 ) -> tuple[dict[str, object], Refusal | None]:
-    """Runs the probe, the preflight and the smoke; the evidence record, and the
-    preflight's refusal where it refused.
-
-    Both binaries carry their digest (``run`` filled in what was read).
-    """
+    """Runs the probe, the preflight and the smoke, each pinned to its digest;
+    the evidence record, and the preflight's refusal where it refused."""
     probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
-    if probe_sha256 is None or smoke_sha256 is None:
-        raise ValueError("collect runs pinned binaries only")
-    root = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
+    root = () if driver_root is None else (_ARGUMENTS.driver_root, driver_root)
     probe_report, _ = _run_recorded(
         SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256, arguments=root)
     )
@@ -171,45 +184,54 @@ def collect(
     # The smoke creates a context and allocates: it gets the runner's longest bound.
     smoke_runner = SubprocessProbeRunner(
         smoke.path,
-        arguments=("--device", str(device), *root),
+        arguments=(_ARGUMENTS.device, str(device), *root),
         timeout_seconds=MAX_TIMEOUT_SECONDS,
         probe_sha256=smoke_sha256,
     )
     smoke_record, smoke_status = _run_recorded(smoke_runner)
     # Every record the evidence rests on: a refusing one is never beside validated.
-    reported = probe_report.get("status") == PROVIDER_SPEC.probe_report.statuses.complete
+    reported = probe_report.get(_STATUS) == PROVIDER_SPEC.probe_report.statuses.complete
     ready = preflight["status"] == "ready"
-    complete = smoke_record.get("status") == PROVIDER_SPEC.smoke.complete_status
+    complete = smoke_record.get(_STATUS) == PROVIDER_SPEC.smoke.complete_status
     complete = complete and smoke_status == 0
-    return {
-        "evidence": EVIDENCE_NAME,
-        "schema_version": EVIDENCE_SCHEMA_VERSION,
-        "support_claim": False,
-        "kernel_executed": False,
-        "certification_ready": False,
-        "provider_version": PROVIDER_SPEC.distribution.version,
-        "capability": capability.id,
-        "selected_device": device,
-        "selected_sm": sm,
-        "toolkit_root_configured": toolkit_root is not None,
-        "probe_sha256": probe_sha256,
-        "smoke_sha256": smoke_sha256,
-        "validated": reported and ready and complete,
+    evidence = _evidence(
+        evidence=EVIDENCE_NAME,
+        schema_version=EVIDENCE_SCHEMA_VERSION,
+        support_claim=False,
+        kernel_executed=False,
+        certification_ready=False,
+        provider_version=PROVIDER_SPEC.distribution.version,
+        capability=capability.id,
+        selected_device=device,
+        selected_sm=sm,
+        toolkit_root_configured=toolkit_root is not None,
+        probe_sha256=probe_sha256,
+        smoke_sha256=smoke_sha256,
+        validated=reported and ready and complete,
         # The smoke's pattern came back from the device byte for byte.
-        "round_trip": smoke_record.get("round_trip") is True,
-        "reason_code": (
+        round_trip=smoke_record.get(_ROUND_TRIP) is True,
+        reason_code=(
             None
             if reported and ready and complete
             else preflight["reason_code"]
             if not ready
-            else probe_report.get("reason_code")
+            else probe_report.get(_REASON_CODE)
             if not reported
-            else smoke_record.get("reason_code")
+            else smoke_record.get(_REASON_CODE)
         ),
-        "probe_report": probe_report,
-        "preflight": preflight,
-        "smoke": smoke_record,
-    }, refusal
+        probe_report=probe_report,
+        preflight=preflight,
+        smoke=smoke_record,
+    )
+    return evidence, refusal
+
+
+def _evidence(**values: object) -> dict[str, object]:
+    """The evidence record, its keys in the spec's order (``validation_evidence.keys``);
+    a key the spec does not list, or one it lists and ``values`` lacks, is a bug."""
+    if values.keys() != set(_EVIDENCE.keys):
+        raise ValueError(f"the evidence's keys differ from the spec's: {sorted(values)}")
+    return {key: values[key] for key in _EVIDENCE.keys}
 
 
 def _strings(value: object) -> list[str]:
@@ -235,7 +257,7 @@ def path_free_text(evidence: dict[str, object], local_paths: list[str]) -> str:
 
 def run(
     capability: CapabilitySpec,
-    binaries: tuple[PinnedBinary, PinnedBinary],
+    binaries: tuple[ToPin, ToPin],
     *,
     sm: str,
     device: int,
@@ -252,9 +274,10 @@ def run(
     is written, so a write that fails loses nothing. Raises ``CudaProbeError``
     for a binary that cannot be read (nothing ran).
     """
-    with sealed_copies([binary.path for binary in binaries]) as digests:
+    paths = [binary.path if isinstance(binary, Binary) else binary for binary in binaries]
+    with sealed_copies(paths) as digests:
         probe, smoke = (
-            binary if binary.sha256 is not None else binary._replace(sha256=digests[binary.path])
+            binary if isinstance(binary, Binary) else Binary(binary, digests[binary])
             for binary in binaries
         )
         evidence, refusal = collect(
@@ -267,8 +290,8 @@ def run(
             driver_root=driver_root,
         )
     local = [
-        *(str(binary.path.parent) for binary in binaries),
-        *(str(binary.path.parent.parent) for binary in binaries),
+        *(str(path.parent) for path in paths),
+        *(str(path.parent.parent) for path in paths),
         os.environ.get("HOME", ""),
         toolkit_root or "",
         driver_root or "",
@@ -288,7 +311,7 @@ def run(
             why = error.strerror or type(error).__name__
             print(_error(f"the evidence was not written to {output}: {why}"), file=sys.stderr)
             written = False
-    if evidence["validated"] is True:
+    if evidence[_VALIDATED] is True:
         # Two lines, each within 100 columns.
         print(
             f"validated: preflight ready and lifetime smoke complete on device {device} ({sm})\n"
@@ -296,7 +319,7 @@ def run(
             file=sys.stderr,
         )
         return written
-    code = evidence["reason_code"]
+    code = evidence[_REASON_CODE]
     print("this host is not validated.", file=sys.stderr)
     if isinstance(code, str):
         # The preflight's refusal says what it observed, as `preflight` does.

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NoReturn
+from typing import TYPE_CHECKING, Final, NamedTuple, NoReturn
 
 from rextio.devices import ResolvedDevicePlan
 
@@ -433,44 +433,62 @@ def _add_preflight(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="ID",
         help=f"capability id, one of: {', '.join(sorted(CAPABILITIES))}",
     )
-    preflight.add_argument(
-        "--probe",
-        type=_absolute_file,
-        metavar="PATH",
-        help="absolute path of a built probe (default: the one this platform wheel ships)",
+    _add_selection(
+        preflight,
+        _SelectionHelp(
+            device="CUDA device ordinal, e.g. 0",
+            toolkit_root="absolute CUDA toolkit root to validate (raw-driver capabilities only)",
+            driver_root="absolute directory whose libcuda.so.1 is the only driver the probe tries",
+            probe="absolute path of a built probe (default: the one this platform wheel ships)",
+            probe_sha256="run the probe only if its SHA-256 is DIGEST (64 lowercase hex digits)",
+        ),
+        device_default=None,
     )
     preflight.add_argument(
-        "--device", required=True, type=_device, metavar="N", help="CUDA device ordinal, e.g. 0"
+        "--json", action="store_true", help="print the whole plan or the refusal as JSON"
     )
-    preflight.add_argument(
+    preflight.set_defaults(handler=_preflight)
+
+
+class _SelectionHelp(NamedTuple):
+    """The help texts of the options ``preflight`` and ``validate`` share, per command."""
+
+    device: str
+    toolkit_root: str
+    driver_root: str
+    probe: str
+    probe_sha256: str
+
+
+def _add_selection(parser: _Parser, helps: _SelectionHelp, *, device_default: int | None) -> None:
+    """The options ``preflight`` and ``validate`` share: the device and its
+    architecture, the toolkit and driver roots, the probe and its pin.
+    ``device_default`` None: ``--device`` is required."""
+    parser.add_argument(
         "--sm",
         required=True,
         type=_sm,
         metavar="sm_NN",
         help="the device's architecture, e.g. sm_80",
     )
-    preflight.add_argument(
-        "--toolkit-root",
-        type=_absolute_directory,
-        metavar="DIR",
-        help="absolute CUDA toolkit root to validate (raw-driver capabilities only)",
+    parser.add_argument(
+        "--device",
+        required=device_default is None,
+        default=device_default,
+        type=_device,
+        metavar="N",
+        help=helps.device,
     )
-    preflight.add_argument(
-        "--driver-root",
-        type=_absolute_directory,
-        metavar="DIR",
-        help="absolute directory whose libcuda.so.1 is the only driver the probe tries",
+    parser.add_argument(
+        "--toolkit-root", type=_absolute_directory, metavar="DIR", help=helps.toolkit_root
     )
-    preflight.add_argument(
-        "--json", action="store_true", help="print the whole plan or the refusal as JSON"
+    parser.add_argument(
+        "--driver-root", type=_absolute_directory, metavar="DIR", help=helps.driver_root
     )
-    preflight.add_argument(
-        "--probe-sha256",
-        type=_sha256,
-        metavar="DIGEST",
-        help="run the probe only if its SHA-256 is DIGEST (64 lowercase hex digits)",
+    parser.add_argument("--probe", type=_absolute_file, metavar="PATH", help=helps.probe)
+    parser.add_argument(
+        "--probe-sha256", type=_sha256, metavar="DIGEST", help=helps.probe_sha256
     )
-    preflight.set_defaults(handler=_preflight)
 
 
 # -- runtime-source, pin-probe, probe, build-probe --------------------------------------
@@ -753,6 +771,7 @@ def _validate_command(arguments: argparse.Namespace) -> int:
     if capability is None:
         _err(f"error: {_validate.HOST_TEXT} is no target of {PROVIDER_SPEC.distribution.name}")
         return EXIT_NOT_READY
+    binaries: tuple[_validate.ToPin, _validate.ToPin]
     try:
         if arguments.probe is None:
             binaries = _validate.shipped_binaries()
@@ -795,39 +814,22 @@ def _add_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
             "Exit 0 only when the preflight is ready and the smoke completes."
         ),
     )
-    validate.add_argument("--sm", required=True, type=_sm, metavar="sm_NN", help="e.g. sm_80")
-    validate.add_argument(
-        "--device", default=0, type=_device, metavar="N", help="CUDA device (default 0)"
-    )
-    validate.add_argument(
-        "--toolkit-root",
-        type=_absolute_directory,
-        metavar="DIR",
-        help="absolute CUDA toolkit root to validate",
-    )
-    validate.add_argument(
-        "--driver-root",
-        type=_absolute_directory,
-        metavar="DIR",
-        help="absolute directory whose libcuda.so.1 is the only driver tried",
-    )
-    validate.add_argument(
-        "--probe",
-        type=_absolute_file,
-        metavar="PATH",
-        help="the probe build-probe printed (with --smoke), instead of the shipped one",
+    _add_selection(
+        validate,
+        _SelectionHelp(
+            device="CUDA device (default 0)",
+            toolkit_root="absolute CUDA toolkit root to validate",
+            driver_root="absolute directory whose libcuda.so.1 is the only driver tried",
+            probe="the probe build-probe printed (with --smoke), instead of the shipped one",
+            probe_sha256="run the --probe only if its SHA-256 is DIGEST (with --smoke-sha256)",
+        ),
+        device_default=0,
     )
     validate.add_argument(
         "--smoke",
         type=_absolute_file,
         metavar="PATH",
         help="the smoke build-probe printed (with --probe), instead of the shipped one",
-    )
-    validate.add_argument(
-        "--probe-sha256",
-        type=_sha256,
-        metavar="DIGEST",
-        help="run the --probe only if its SHA-256 is DIGEST (with --smoke-sha256)",
     )
     validate.add_argument(
         "--smoke-sha256",

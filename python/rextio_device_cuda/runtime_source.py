@@ -40,9 +40,7 @@ from rextio_device_cuda._source_archive import (
     PackagedArchive,
     SourceArchiveError,
     SourceTree,
-    packaged_data_path,
-    read_archive,
-    source_tree,
+    packaged_archive,
 )
 
 if sys.platform != "win32":
@@ -71,7 +69,6 @@ BUILD_PRODUCTS: Final[frozenset[str]] = frozenset({"Cargo.lock", "target"})
 STAGING_PREFIX: Final[str] = ".staging-"
 # At most this many differing names in one refusal message.
 _NAMES_SHOWN: Final[int] = 8
-_ARCHIVE_SUFFIX: Final[str] = ".tar.gz"
 
 
 class RuntimeSourceError(Exception):
@@ -116,9 +113,7 @@ def packaged_crates() -> tuple[PackagedCrate, ...]:
     )
     crates = []
     for name, file_name, digest in listed:
-        top_folder = file_name.removesuffix(_ARCHIVE_SUFFIX)
-        archive = PackagedArchive(packaged_data_path(file_name), digest, top_folder)
-        crates.append(PackagedCrate(name, archive))
+        crates.append(PackagedCrate(name, packaged_archive(file_name, digest)))
     return tuple(crates)
 
 
@@ -311,10 +306,7 @@ def install_runtime_source(
         raise TypeError("project_dir must be a pathlib.Path")
     chosen = packaged_crates() if crates is None else tuple(crates)
     try:
-        trees = [
-            (crate, source_tree(read_archive(crate.archive), crate.archive.top_folder))
-            for crate in chosen
-        ]
+        trees = [(crate, crate.archive.tree()) for crate in chosen]
     except SourceArchiveError as error:
         raise RuntimeSourceError(str(error)) from error
     if sys.platform == "win32" or os.open not in os.supports_dir_fd:
