@@ -14,6 +14,8 @@ from sim_namespace import (
     rename_export,
 )
 
+from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
 RESOURCE_ORDER = [
     "cuCtxCreate_v2",
@@ -71,6 +73,8 @@ def _smoke(
         "certification_ready",
         "round_trip",
     ]
+    # The generated record's keys are the spec's.
+    assert list(record) == [field.key for field in PROVIDER_SPEC.smoke.fields]
     assert record["support_claim"] is False
     assert record["kernel_executed"] is False
     assert record["certification_ready"] is False

@@ -85,6 +85,8 @@ def _explained(code: str) -> str:
 def _evidence(path: Path, stdout: str, local: Path) -> dict[str, Any]:
     evidence: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     assert json.loads(stdout) == evidence
+    # Every key the spec lists (tests/python/test_wire_facts.py: the wire's), no other.
+    assert sorted(evidence) == sorted(PROVIDER_SPEC.validation_evidence.keys)
     assert evidence["support_claim"] is False
     assert evidence["kernel_executed"] is False
     assert evidence["certification_ready"] is False

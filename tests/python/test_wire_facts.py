@@ -1,6 +1,7 @@
 """Facts the spec holds once keep their 0.1.0 wire values: the probe's and the
-smoke's flags, the smoke record's keys, the evidence's keys, the loader's
-rule names. Each test asserts the literal a 0.1.0 client reads."""
+smoke's flags, the evidence's keys, the loader's rule names (the smoke
+record's keys: tests/e2e/test_smoke_simulated.py). Each test asserts the
+literal a 0.1.0 client reads."""
 
 from __future__ import annotations
 
@@ -34,23 +35,6 @@ _EVIDENCE_KEYS = [
 def test_the_flags_are_the_probes_and_the_smokes() -> None:
     arguments = PROVIDER_SPEC.probe_arguments
     assert (arguments.driver_root, arguments.device) == ("--driver-root", "--device")
-
-
-def test_the_smoke_records_keys_are_the_wire_keys_in_order() -> None:
-    assert [field.key for field in PROVIDER_SPEC.smoke.fields] == [
-        "schema_version",
-        "probe",
-        "support_claim",
-        "target",
-        "status",
-        "reason_code",
-        "cuda_result",
-        "device_ordinal",
-        "allocation_bytes",
-        "kernel_executed",
-        "certification_ready",
-        "round_trip",
-    ]
 
 
 def test_the_evidence_is_named_and_keyed_as_on_the_wire() -> None:
