@@ -41,9 +41,8 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
@@ -76,8 +75,7 @@ class NoCacheDirectoryError(BuildDirectoryError):
     """No cache directory is known (no home): input the command cannot use."""
 
 
-@dataclass(frozen=True)
-class BuildDirectory:
+class BuildDirectory(NamedTuple):
     """A new, empty directory (0700) for one build, on a path checked as described
     above, and the build lock's descriptor (None on Windows), to pass to cargo's
     guard so the lock outlives ``build-probe`` until cargo is gone."""
@@ -182,8 +180,7 @@ def _reopened(directory: int) -> int:
     return os.open(".", _READ_DIRECTORY, dir_fd=directory)
 
 
-@dataclass
-class _Walk:
+class _Walk(NamedTuple):
     """The directories a walk from ``/`` is in: their names and held ``O_PATH``
     descriptors, ``/`` first."""
 
