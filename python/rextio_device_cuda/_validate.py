@@ -57,21 +57,22 @@ _ARGUMENTS: Final = PROVIDER_SPEC.probe_arguments
 ToPin: TypeAlias = Binary | Path
 
 
-def _keys(listed: Iterable[str | ReportFieldSpec], *keys: str) -> tuple[str, ...]:
-    """``keys``, each one the spec ``listed`` for its record (checked at import)."""
+# The keys read back from the probe's report, the smoke's record (both have
+# status and reason_code) and the evidence.
+_STATUS, _REASON_CODE, _ROUND_TRIP, _VALIDATED = "status", "reason_code", "round_trip", "validated"
+
+
+def _check_keys(listed: Iterable[str | ReportFieldSpec], *keys: str) -> None:
+    """Each of ``keys`` is one the spec ``listed`` for its record: a spec that
+    renamed one fails this module's import rather than a later lookup."""
     names = {item if isinstance(item, str) else item.key for item in listed}
     if not names.issuperset(keys):
-        raise ImportError(f"the spec's record lacks {sorted(set(keys) - names)}")
-    return keys
+        raise RuntimeError(f"the spec's record lacks {sorted(set(keys) - names)}")
 
 
-# The keys read back from the probe's report and the smoke's record (both
-# records have the first two), and from the evidence.
-_STATUS, _REASON_CODE = _keys(PROVIDER_SPEC.probe_report.fields.report, "status", "reason_code")
-_STATUS, _REASON_CODE, _ROUND_TRIP = _keys(
-    PROVIDER_SPEC.smoke.fields, _STATUS, _REASON_CODE, "round_trip"
-)
-_VALIDATED, _REASON_CODE = _keys(_EVIDENCE.keys, "validated", _REASON_CODE)
+_check_keys(PROVIDER_SPEC.probe_report.fields.report, _STATUS, _REASON_CODE)
+_check_keys(PROVIDER_SPEC.smoke.fields, _STATUS, _REASON_CODE, _ROUND_TRIP)
+_check_keys(_EVIDENCE.keys, _VALIDATED, _REASON_CODE)
 
 
 def _error(text: str) -> str:

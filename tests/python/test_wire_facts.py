@@ -82,3 +82,9 @@ def test_the_loader_rule_constants_are_the_specs_rule_names() -> None:
         name: value for name, value in vars(_loader_rules).items() if name.isupper()
     }
     assert constants == {name.upper().replace("-", "_"): name for name in names}
+
+
+def test_a_key_read_back_that_the_spec_does_not_list_is_refused() -> None:
+    _validate._check_keys(PROVIDER_SPEC.smoke.fields, "status", "round_trip")
+    with pytest.raises(RuntimeError, match=r"the spec's record lacks \['kernel_ran'\]"):
+        _validate._check_keys(PROVIDER_SPEC.smoke.fields, "status", "kernel_ran")
