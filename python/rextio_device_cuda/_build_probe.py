@@ -51,13 +51,13 @@ import sys
 import tempfile
 import threading
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Final
 
-from rextio_device_cuda import _cargo_guard, _generated, _user_files
+from rextio_device_cuda import _build_recipe, _cargo_guard, _generated, _user_files
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._source_archive import (
     PackagedArchive,
@@ -78,6 +78,8 @@ _TARGET_FOLDER: Final = "target"
 # command's (the folder is private, so nothing else makes entries there).
 _BUILDS_FOLDER: Final = "builds"
 _LOCK_FILE: Final = "lock"
+# Beside it: zig and cargo-zigbuild as the build recipe pins them, reused.
+_TOOLS_FOLDER: Final = "tools"
 _BUILD_PREFIX: Final = "build-"
 _TOOLCHAIN_FILE: Final = PurePosixPath("rust-toolchain.toml")
 # The variable that names the user's cache (else a folder below the home).
@@ -252,21 +254,27 @@ def _builds_lock(builds: Path) -> Iterator[int | None]:
         os.close(lock)
 
 
-def _build_folder() -> Path:
-    """The private folder builds run in, made (0700) when missing, once it and
-    every directory above it passed ``_check_where_cargo_runs``."""
-    builds = _cache_folder() / _BUILDS_FOLDER
-    existing = builds
+def _private_folder(name: str) -> Path:
+    """``name`` in this package's cache folder (where builds run, or the recipe's
+    tools), made (0700) when missing, once it and every directory above it
+    passed ``_check_where_cargo_runs``."""
+    folder = _cache_folder() / name
+    existing = folder
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent
     try:
         # Nothing is made below a directory that would be refused.
         _check_where_cargo_runs(existing)
-        os.makedirs(builds, mode=0o700, exist_ok=True)
-        _check_where_cargo_runs(builds)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        _check_where_cargo_runs(folder)
     except OSError as error:
-        raise BuildProbeError(f"cannot create {builds}: {error.strerror}") from error
-    return builds
+        raise BuildProbeError(f"cannot create {folder}: {error.strerror}") from error
+    return folder
+
+
+def _build_folder() -> Path:
+    """The private folder builds run in."""
+    return _private_folder(_BUILDS_FOLDER)
 
 
 def _stop(guard: subprocess.Popen[bytes]) -> None:
@@ -284,12 +292,21 @@ def _stop(guard: subprocess.Popen[bytes]) -> None:
     guard.wait()
 
 
-def _run_cargo(command: list[str], build: Path, lock: int | None, channel: str) -> None:
-    """Runs ``command`` under the guard in ``build``; its output goes to stderr."""
-    environment = {key: value for key, value in os.environ.items() if key != "CARGO_TARGET_DIR"}
+def _run_cargo(
+    command: list[str],
+    build: Path,
+    lock: int | None,
+    channel: str,
+    recipe: tuple[dict[str, str], tuple[str, ...]] = ({}, ()),
+) -> None:
+    """Runs ``command`` under the guard in ``build``; its output goes to stderr.
+    ``recipe``: the variables the build recipe sets, and those it removes."""
+    variables, cleared = recipe
+    removed = {"CARGO_TARGET_DIR", *cleared}
+    environment = {key: value for key, value in os.environ.items() if key not in removed}
     # The toolchain named, so rustup looks for no toolchain file; the working
     # directory as cargo will see it.
-    environment |= {"RUSTUP_TOOLCHAIN": channel, "PWD": os.path.realpath(build)}
+    environment |= variables | {"RUSTUP_TOOLCHAIN": channel, "PWD": os.path.realpath(build)}
     guard_command = [sys.executable, "-I", os.path.abspath(_cargo_guard.__file__), *command]
     sys.stderr.flush()
     try:
@@ -344,7 +361,7 @@ def _extract(tree: SourceTree, root: Path) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def sigterm_raises() -> Iterator[None]:
     """SIGTERM during the build raises ``_Terminated`` (so cargo is stopped and the
     build removed), then is delivered again to whatever handled it before."""
     if threading.current_thread() is not threading.main_thread() or sys.platform == "win32":
@@ -375,11 +392,97 @@ def build_probe(destination: Path, archive: PackagedArchive | None = None) -> li
     prints one line and raises ``KeyboardInterrupt``.
     """
     try:
-        with _sigterm_raises():
+        with sigterm_raises():
             return _build_probe(destination, archive)
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         raise
+
+
+def packaged_recipe() -> _build_recipe.Recipe:
+    """The build recipe this installation carries (``_data/build-recipe.json``)."""
+    try:
+        data = packaged_data_path(_build_recipe.RECIPE_FILE).read_bytes()
+    except OSError as error:
+        missing = f"this installation carries no {_build_recipe.RECIPE_FILE}"
+        raise BuildProbeError(missing) from error
+    try:
+        return _build_recipe.parse_recipe(data)
+    except _build_recipe.RecipeError as error:
+        raise BuildProbeError(str(error)) from error
+
+
+def host_target(recipe: _build_recipe.Recipe) -> str | None:
+    """The recipe's target for this host, or None where the recipe cannot run here."""
+    arch = _build_recipe.host_architecture()
+    triple = f"{arch}-unknown-linux-gnu"
+    return triple if arch is not None and triple in recipe.targets else None
+
+
+def build_from_sources(
+    tree: SourceTree,
+    recipe: _build_recipe.Recipe | None,
+    triple: str | None,
+    say: Callable[[str], None],
+) -> dict[str, bytes]:
+    """The binaries the sources in ``tree`` build, by name: with ``recipe`` for
+    ``triple`` (its tools fetched first), or with cargo alone for this host when
+    ``recipe`` is None. The build runs in a fresh private build directory,
+    removed afterwards. Raises ``BuildProbeError``."""
+    channel = _toolchain(tree)
+    cargo = _cargo()
+    tools = None
+    try:
+        if recipe is not None:
+            tools = _build_recipe.fetch_tools(recipe, _private_folder(_TOOLS_FOLDER), say)
+    except _build_recipe.RecipeError as error:
+        raise BuildProbeError(str(error)) from error
+    builds = _build_folder()
+    with _builds_lock(builds) as lock:
+        try:
+            # Resolved once: the paths cargo sees are the ones the recipe remaps.
+            build = Path(os.path.realpath(tempfile.mkdtemp(prefix=_BUILD_PREFIX, dir=builds)))
+        except OSError as error:
+            raise BuildProbeError(f"cannot create a build directory in {builds}") from error
+        try:
+            source, target = build / _SOURCE_FOLDER, build / _TARGET_FOLDER
+            source.mkdir()
+            _extract(tree, source)
+            environment: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
+            if recipe is not None and tools is not None and triple is not None:
+                toolchain = _build_recipe.sysroot(channel, build)
+                _build_recipe.check_target_installed(channel, toolchain, triple)
+                environment = _build_recipe.build_environment(
+                    recipe, tools, source, toolchain, build / "cache"
+                )
+                command = _build_recipe.build_command(
+                    recipe, tools, source / "Cargo.toml", target, triple
+                )
+                release = _build_recipe.release_folder(target, triple)
+                how = f"{triple}.{recipe.glibc} with Rust {channel}, " + (
+                    _build_recipe.describe_tools(recipe).replace(" and ", ", ")
+                )
+            else:
+                command = [
+                    cargo, "build", "--release", "--locked",
+                    "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
+                ]  # fmt: skip
+                release = target / "release"
+                how = f"with cargo (Rust {channel})"
+            say(f"building {how}")
+            say(f"in {build}")
+            _run_cargo(command, build, lock, channel, environment)
+            return {
+                name: (release / f"{name}{_EXECUTABLE_SUFFIX}").read_bytes()
+                for name in BINARY_NAMES
+            }
+        except _build_recipe.RecipeError as error:
+            raise BuildProbeError(str(error)) from error
+        except OSError as error:
+            reason = error.strerror or error
+            raise BuildProbeError(f"the probe was not built: {reason}") from error
+        finally:
+            shutil.rmtree(build, ignore_errors=True)
 
 
 def _build_probe(destination: Path, archive: PackagedArchive | None) -> list[BuiltBinary]:
@@ -388,44 +491,33 @@ def _build_probe(destination: Path, archive: PackagedArchive | None) -> list[Bui
         tree = source_tree(read_archive(source_archive), source_archive.top_folder)
     except SourceArchiveError as error:
         raise BuildProbeError(str(error)) from error
-    channel = _toolchain(tree)
-    cargo = _cargo()
-    builds = _build_folder()
     paths = binary_paths(destination)
     try:
         paths[0].parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         raise BuildProbeError(f"cannot create {destination}: {error.strerror}") from error
-    with _builds_lock(builds) as lock:
-        try:
-            build = Path(tempfile.mkdtemp(prefix=_BUILD_PREFIX, dir=builds))
-        except OSError as error:
-            raise BuildProbeError(f"cannot create a build directory in {builds}") from error
-        try:
-            source = build / _SOURCE_FOLDER
-            source.mkdir()
-            _extract(tree, source)
-            command = [
-                cargo, "build", "--release", "--locked",
-                "--manifest-path", str(source / "Cargo.toml"),
-                "--target-dir", str(build / _TARGET_FOLDER),
-            ]  # fmt: skip
-            print(
-                f"build-probe: building {' and '.join(BINARY_NAMES)} from "
-                f"{source_archive.path} with cargo (Rust {channel}) in {build}, into "
-                f"{paths[0].parent}",
-                file=sys.stderr,
-            )
-            _run_cargo(command, build, lock, channel)
-            built = []
-            for path in paths:
-                data = (build / _TARGET_FOLDER / "release" / path.name).read_bytes()
-                _user_files.write_file(path, data, mode=0o777)
-                built.append(BuiltBinary(path, hashlib.sha256(data).hexdigest()))
-        except OSError as error:
-            reason = error.strerror or error
-            raise BuildProbeError(f"the probe was not written: {reason}") from error
-        finally:
-            shutil.rmtree(build, ignore_errors=True)
-    print(f"build-probe: built; wrote {' and '.join(str(p) for p in paths)}", file=sys.stderr)
+
+    def say(line: str) -> None:
+        print(f"build-probe: {line}", file=sys.stderr)
+
+    recipe = packaged_recipe()
+    triple = host_target(recipe)
+    if triple is None:
+        say(
+            f"the shipped binaries' recipe ({_build_recipe.describe_tools(recipe)}, glibc "
+            f"{recipe.glibc}) does not run here: building with cargo alone, so the digests "
+            "will differ from any shipped binary's"
+        )
+    say(f"from {source_archive.path}, into {paths[0].parent}")
+    built_bytes = build_from_sources(tree, recipe if triple else None, triple, say)
+    built = []
+    try:
+        for path in paths:
+            data = built_bytes[path.name.removesuffix(_EXECUTABLE_SUFFIX)]
+            _user_files.write_file(path, data, mode=0o777)
+            built.append(BuiltBinary(path, hashlib.sha256(data).hexdigest()))
+    except OSError as error:
+        reason = error.strerror or error
+        raise BuildProbeError(f"the probe was not written: {reason}") from error
+    say(f"built; wrote {' and '.join(str(p) for p in paths)}")
     return built
