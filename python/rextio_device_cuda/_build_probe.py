@@ -424,19 +424,15 @@ def build_from_sources(
     recipe: _build_recipe.Recipe | None,
     triple: str | None,
     say: Callable[[str], None],
+    origin: str,
 ) -> dict[str, bytes]:
     """The binaries the sources in ``tree`` build, by name: with ``recipe`` for
-    ``triple`` (its tools fetched first), or with cargo alone for this host when
-    ``recipe`` is None. The build runs in a fresh private build directory,
-    removed afterwards. Raises ``BuildProbeError``."""
+    ``triple`` (its tools fetched first, once), or with cargo alone for this
+    host when ``recipe`` is None. The build runs in a fresh private build
+    directory, removed afterwards; the first line said names ``origin`` (the
+    sources). Raises ``BuildProbeError``."""
     channel = _toolchain(tree)
     cargo = _cargo()
-    tools = None
-    try:
-        if recipe is not None:
-            tools = _build_recipe.fetch_tools(recipe, _private_folder(_TOOLS_FOLDER), say)
-    except _build_recipe.RecipeError as error:
-        raise BuildProbeError(str(error)) from error
     builds = _build_folder()
     with _builds_lock(builds) as lock:
         try:
@@ -446,10 +442,22 @@ def build_from_sources(
             raise BuildProbeError(f"cannot create a build directory in {builds}") from error
         try:
             source, target = build / _SOURCE_FOLDER, build / _TARGET_FOLDER
-            source.mkdir()
-            _extract(tree, source)
+            names = " and ".join(BINARY_NAMES)
             environment: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
-            if recipe is not None and tools is not None and triple is not None:
+            if recipe is None or triple is None:
+                say(f"building {names} from {origin} with cargo (Rust {channel}) in {build}")
+                command = [
+                    cargo, "build", "--release", "--locked",
+                    "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
+                ]  # fmt: skip
+                release = target / "release"
+            else:
+                tools_named = _build_recipe.describe_tools(recipe)
+                say(
+                    f"building {names} from {origin} for {triple} (glibc {recipe.glibc}) "
+                    f"with Rust {channel}, {tools_named} in {build}"
+                )
+                tools = _build_recipe.fetch_tools(recipe, _private_folder(_TOOLS_FOLDER), say)
                 toolchain = _build_recipe.sysroot(channel, build)
                 _build_recipe.check_target_installed(channel, toolchain, triple)
                 environment = _build_recipe.build_environment(
@@ -459,18 +467,8 @@ def build_from_sources(
                     recipe, tools, source / "Cargo.toml", target, triple
                 )
                 release = _build_recipe.release_folder(target, triple)
-                how = f"{triple}.{recipe.glibc} with Rust {channel}, " + (
-                    _build_recipe.describe_tools(recipe).replace(" and ", ", ")
-                )
-            else:
-                command = [
-                    cargo, "build", "--release", "--locked",
-                    "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
-                ]  # fmt: skip
-                release = target / "release"
-                how = f"with cargo (Rust {channel})"
-            say(f"building {how}")
-            say(f"in {build}")
+            source.mkdir()
+            _extract(tree, source)
             _run_cargo(command, build, lock, channel, environment)
             return {
                 name: (release / f"{name}{_EXECUTABLE_SUFFIX}").read_bytes()
@@ -491,6 +489,10 @@ def _build_probe(destination: Path, archive: PackagedArchive | None) -> list[Bui
         tree = source_tree(read_archive(source_archive), source_archive.top_folder)
     except SourceArchiveError as error:
         raise BuildProbeError(str(error)) from error
+    # Checked before the destination is made: nothing is left when one fails.
+    _toolchain(tree)
+    _cargo()
+    _build_folder()
     paths = binary_paths(destination)
     try:
         paths[0].parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -504,12 +506,13 @@ def _build_probe(destination: Path, archive: PackagedArchive | None) -> list[Bui
     triple = host_target(recipe)
     if triple is None:
         say(
-            f"the shipped binaries' recipe ({_build_recipe.describe_tools(recipe)}, glibc "
+            f"the shipped binaries' recipe ({_build_recipe.describe_tools(recipe)} for glibc "
             f"{recipe.glibc}) does not run here: building with cargo alone, so the digests "
-            "will differ from any shipped binary's"
+            "will differ from a shipped binary's"
         )
-    say(f"from {source_archive.path}, into {paths[0].parent}")
-    built_bytes = build_from_sources(tree, recipe if triple else None, triple, say)
+    built_bytes = build_from_sources(
+        tree, recipe if triple else None, triple, say, str(source_archive.path)
+    )
     built = []
     try:
         for path in paths:

@@ -198,7 +198,7 @@ def _extract_wheel(data: bytes, into: Path) -> None:
 def fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None]) -> Tools:
     """zig and cargo-zigbuild for this host in ``folder`` (a private folder of
     the user's): each wheel fetched from PyPI and checked against its SHA-256
-    once, then reused. Raises ``RecipeError``."""
+    once (saying so), then reused. Raises ``RecipeError``."""
     arch = host_architecture()
     if arch is None:
         raise RecipeError(
@@ -210,9 +210,7 @@ def fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None]) -> Too
         if wheel is None:
             raise RecipeError(f"the recipe names no {tool.name} wheel for {arch}")
         place = folder / f"{tool.name}-{tool.version}-{arch}-{wheel.sha256[:16]}"
-        if (place / _COMPLETE).is_file():
-            say(f"using {tool.name} {tool.version} from {place}")
-        else:
+        if not (place / _COMPLETE).is_file():
             say(f"fetching {tool.name} {tool.version} from PyPI (sha256 {wheel.sha256[:16]}…)")
             data = _download(wheel.url, wheel.sha256)
             shutil.rmtree(place, ignore_errors=True)

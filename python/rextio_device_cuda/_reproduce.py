@@ -183,14 +183,16 @@ def reproduce(wheel: Path | None) -> list[Outcome]:
     if shipped.triple not in recipe.targets:
         raise ReproduceUsageError(f"its recipe builds no {shipped.triple}")
     archive_digest = hashlib.sha256(shipped.archive).hexdigest()
-    say(f"sources {shipped.archive_name} (sha256 {archive_digest[:16]}…)")
+    say(f"the wheel's sources: {shipped.archive_name} sha256 {archive_digest}")
     try:
         tree = source_tree(shipped.archive, shipped.archive_name.removesuffix(".tar.gz"))
     except SourceArchiveError as error:
         raise ReproduceUsageError(str(error)) from error
     try:
         with _build_probe.sigterm_raises():
-            built = _build_probe.build_from_sources(tree, recipe, shipped.triple, say)
+            built = _build_probe.build_from_sources(
+                tree, recipe, shipped.triple, say, shipped.archive_name
+            )
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         raise
