@@ -329,6 +329,18 @@ def toolchain_channel(toolchain_file: bytes) -> str:
     return _text(channel, "toolchain channel")
 
 
+def _tools_main(arguments: list[str]) -> int:
+    """``cargo xtask setup``: ``tools RECIPE TOOLS`` fetches the recipe's tools
+    into TOOLS and prints the path of zig, then of cargo-zigbuild."""
+    recipe_file, tools_name = arguments
+    recipe = parse_recipe(Path(recipe_file).read_bytes())
+    folder = Path(tools_name).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    tools = fetch_tools(recipe, folder, lambda line: print(f"setup: {line}", file=sys.stderr))
+    print(f"{tools.zig}\n{tools.cargo_zigbuild}")
+    return 0
+
+
 def _main(arguments: list[str]) -> int:
     """``cargo xtask dist``: RECIPE TARBALL TRIPLE WORK TOOLS builds the binaries
     of TRIPLE from the probe source TARBALL extracted afresh in WORK (cargo's
@@ -366,6 +378,8 @@ def _main(arguments: list[str]) -> int:
 
 if __name__ == "__main__":
     try:
+        if sys.argv[1:2] == ["tools"]:
+            sys.exit(_tools_main(sys.argv[2:]))
         sys.exit(_main(sys.argv[1:]))
     except (RecipeError, subprocess.CalledProcessError, OSError, ValueError) as failure:
         print(f"error: {failure}", file=sys.stderr)

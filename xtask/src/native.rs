@@ -61,7 +61,10 @@ fn probe_source(root: &Path) -> Result<PathBuf> {
     });
     match found.as_slice() {
         [tarball] => Ok(tarball.clone()),
-        _ => Err(format!("{} holds no one {PROBE_PACKAGE} tarball", generated.display())),
+        _ => Err(format!(
+            "{} holds no one {PROBE_PACKAGE} tarball",
+            generated.display()
+        )),
     }
 }
 
@@ -71,7 +74,9 @@ fn glibc_floor() -> Result<String> {
     let text = std::fs::read_to_string(&path).map_err(crate::paths::at(&path))?;
     let recipe: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     let glibc = recipe["glibc"].as_str();
-    glibc.map(str::to_owned).ok_or_else(|| format!("{RECIPE} names no glibc"))
+    glibc
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{RECIPE} names no glibc"))
 }
 
 /// The wheel's platform tag for the architecture `arch` (of a target triple):
@@ -116,6 +121,32 @@ pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
     )?;
     let release = PathBuf::from(release.trim());
     Ok([release.join(PROBE_BINARY), release.join(SMOKE_BINARY)])
+}
+
+/// `target/recipe-tools/bin/`, holding `zig` and `cargo-zigbuild` of the
+/// build recipe (links to the ones the recipe script fetched, by hash), for
+/// the cross builds of the tests (tests/emulated's manual host).
+pub fn recipe_tools() -> Result<PathBuf> {
+    let folder = target_dir().join("recipe-tools");
+    let root = repo_root();
+    let found = output(
+        Command::new(Venv::Build.ensure()?)
+            .current_dir(&root)
+            .stderr(std::process::Stdio::inherit())
+            .arg("-I")
+            .arg(root.join(RECIPE_SCRIPT))
+            .arg("tools")
+            .arg(root.join(RECIPE))
+            .arg(&folder),
+    )?;
+    let bin = folder.join("bin");
+    std::fs::create_dir_all(&bin).map_err(crate::paths::at(&bin))?;
+    for (name, program) in ["zig", "cargo-zigbuild"].into_iter().zip(found.lines()) {
+        let link = bin.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(program, &link).map_err(crate::paths::at(&link))?;
+    }
+    Ok(bin)
 }
 
 /// `cargo`, as the one running xtask (or from PATH), in the repository root.
