@@ -16,6 +16,7 @@ before any package exists.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -30,7 +31,7 @@ import tomllib
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Final, NamedTuple
 
@@ -39,8 +40,10 @@ RECIPE_FILE: Final = "build-recipe.json"
 _MAX_WHEEL_BYTES: Final = 512 * 1024 * 1024
 # Marks a tool folder whose wheel was checked and fully extracted.
 _COMPLETE: Final = ".complete"
-# Cargo and rustc read these; the recipe sets the flags itself.
-_CLEARED_VARIABLES: Final = ("RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CARGO_TARGET_DIR", "RUSTC")
+# What else cargo reads from the environment that would change the bytes:
+# flags, wrappers, profile and build settings (the recipe sets its own).
+_CLEARED_VARIABLES: Final = ("RUSTFLAGS", "RUSTC", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER")
+_CLEARED_PREFIXES: Final = ("CARGO_BUILD_", "CARGO_PROFILE_", "CARGO_TARGET_")
 
 
 class RecipeError(Exception):
@@ -204,6 +207,25 @@ def fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None]) -> Too
         raise RecipeError(
             f"the recipe's {describe_tools(recipe)} run on Linux x86_64 and aarch64 only"
         )
+    with _locked(folder):
+        return _fetch_tools(recipe, folder, say, arch)
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder/lock`` (two runs never extract the same tool at once)."""
+    import fcntl  # Linux only, as the recipe's tools
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    lock = os.open(folder / "lock", flags, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(lock)
+
+
+def _fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None], arch: str) -> Tools:
     programs = {}
     for tool in recipe.tools:
         wheel = tool.wheels.get(arch)
@@ -294,12 +316,8 @@ def build_environment(
         "ZIG_GLOBAL_CACHE_DIR": str(cache / "zig"),
         "ZIG_LOCAL_CACHE_DIR": str(cache / "zig-local"),
     }
-    per_target = tuple(
-        f"CARGO_TARGET_{target.upper().replace('-', '_')}_{what}"
-        for target in recipe.targets
-        for what in ("RUSTFLAGS", "LINKER")
-    )
-    return variables, (*_CLEARED_VARIABLES, *per_target)
+    cleared = (name for name in os.environ if name.startswith(_CLEARED_PREFIXES))
+    return variables, (*_CLEARED_VARIABLES, *cleared)
 
 
 def build_command(

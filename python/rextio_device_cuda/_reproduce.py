@@ -6,7 +6,9 @@ often as root. Every wheel also carries the sources they were built from
 This command rebuilds the binaries of the installed package, or of a
 platform wheel given as a file (x86_64 or aarch64, from either host: zig
 cross-links), from those sources with that recipe, in ``build-probe``'s
-private build directory, and compares. The rebuild decides: a binary is
+private build directory, and compares. A wheel's sources and recipe must be
+this installation's own (the same release): what the rebuild runs is then
+only what the user installed, never what an unchecked wheel names. The rebuild decides: a binary is
 reproduced only when the bytes built, the bytes shipped and the wheel's
 ``SHA256SUMS`` all agree.
 """
@@ -167,6 +169,28 @@ def _recorded(digests: bytes) -> dict[str, str]:
     return recorded
 
 
+def _check_same_build_as_installed(shipped: Shipped) -> None:
+    """Refuses a wheel whose sources or recipe are not this installation's: what
+    the rebuild runs (the sources' build, the tools fetched) is then only what
+    the user installed, never what an unchecked wheel names."""
+    installed = _build_probe.packaged_probe_source()
+    same_sources = (shipped.archive_name, hashlib.sha256(shipped.archive).hexdigest()) == (
+        installed.path.name,
+        installed.sha256,
+    )
+    try:
+        recipe = (installed.path.parent / _build_recipe.RECIPE_FILE).read_bytes()
+    except OSError as error:
+        raise ReproduceUsageError(
+            f"this installation carries no {_build_recipe.RECIPE_FILE}: reinstall it"
+        ) from error
+    if not same_sources or shipped.recipe != recipe:
+        raise ReproduceUsageError(
+            "its sources or build recipe are not this installation's: reproduce it with its "
+            "own release installed"
+        )
+
+
 def reproduce(wheel: Path | None) -> list[Outcome]:
     """Rebuilds and compares the binaries of ``wheel`` (None: this installation).
 
@@ -175,6 +199,7 @@ def reproduce(wheel: Path | None) -> list[Outcome]:
     fails; Ctrl-C prints one line and raises ``KeyboardInterrupt``.
     """
     shipped = _from_installation() if wheel is None else _from_wheel(wheel)
+    _check_same_build_as_installed(shipped)
 
     def say(line: str) -> None:
         print(f"reproduce: {line}", file=sys.stderr, flush=True)

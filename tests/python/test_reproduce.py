@@ -102,7 +102,8 @@ def test_reproduce_fetches_the_tools_and_rebuilds_the_installed_wheels_binaries(
     assert any(line.startswith("reproduce: fetching ziglang ") for line in progress)
     assert any(line.startswith("reproduce: fetching cargo-zigbuild ") for line in progress)
     assert progress[-1].startswith("reproduce: comparing with the binaries shipped")
-    assert [name.split("-0")[0] for name in tools] == ["cargo-zigbuild", "ziglang"]
+    fetched = [name.split("-0.")[0] for name in tools if name != "lock"]
+    assert fetched == ["cargo-zigbuild", "ziglang"]
 
 
 def test_reproduce_rebuilds_the_aarch64_wheel_on_this_host(cache: Path) -> None:
@@ -116,18 +117,23 @@ def test_reproduce_rebuilds_the_aarch64_wheel_on_this_host(cache: Path) -> None:
     assert " for aarch64-unknown-linux-gnu (glibc 2.17) " in done.stderr
 
 
+def _flip(data: bytes) -> bytes:
+    flipped = bytearray(data)
+    flipped[len(flipped) // 2] ^= 0x01
+    return bytes(flipped)
+
+
 def _flipped_copy(wheel: Path, into: Path, record_too: bool) -> tuple[Path, str]:
     """A copy of ``wheel`` with one byte of its probe flipped (and, with
     ``record_too``, SHA256SUMS edited to match); the flipped probe's digest."""
     copy = into / wheel.name
     with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(copy, "w") as target:
-        probe = bytearray(source.read(f"{NAME}/_bin/{PROBE}"))
-        probe[len(probe) // 2] ^= 0x01
+        probe = _flip(source.read(f"{NAME}/_bin/{PROBE}"))
         flipped = hashlib.sha256(probe).hexdigest()
         for member in source.infolist():
             data = source.read(member)
             if member.filename == f"{NAME}/_bin/{PROBE}":
-                data = bytes(probe)
+                data = probe
             elif member.filename == f"{NAME}/_bin/SHA256SUMS" and record_too:
                 original = hashlib.sha256(source.read(f"{NAME}/_bin/{PROBE}")).hexdigest()
                 data = data.replace(original.encode("ascii"), flipped.encode("ascii"))
@@ -160,11 +166,24 @@ def test_a_wheel_that_is_not_ours_or_carries_no_binaries_is_one_line_and_exit_2(
     not_a_zip = tmp_path / "not-a-zip.whl"
     not_a_zip.write_bytes(b"not a zip")
     pure = _wheel("any")
+    # The x86_64 wheel with one byte of its probe sources changed.
+    other_sources = tmp_path / _wheel(X86_64).name
+    with zipfile.ZipFile(_wheel(X86_64)) as source, zipfile.ZipFile(other_sources, "w") as target:
+        for member in source.infolist():
+            data = source.read(member)
+            if member.filename.startswith(f"{NAME}/_data/rextio-cuda-probe-"):
+                data = _flip(data)
+            target.writestr(member, data)
     for wheel, reason in (
         (other, "it is not a wheel of rextio-device-cuda"),
         (not_a_zip, "it cannot be read as a wheel (not a readable zip)"),
         (tmp_path / "missing.whl", "it cannot be read as a wheel (No such file or directory)"),
         (pure, "it carries no binaries: it is not a manylinux platform wheel of this package"),
+        (
+            other_sources,
+            "its sources or build recipe are not this installation's: reproduce it with its own "
+            "release installed",
+        ),
     ):
         done = _run("reproduce", "--wheel", wheel, cache=cache)
         assert (done.returncode, done.stdout) == (2, ""), done.stderr
