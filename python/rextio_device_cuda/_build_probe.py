@@ -505,11 +505,9 @@ def _build_probe(destination: Path, archive: PackagedArchive | None) -> list[Bui
     recipe = packaged_recipe()
     triple = host_target(recipe)
     if triple is None:
-        say(
-            f"the shipped binaries' recipe ({_build_recipe.describe_tools(recipe)} for glibc "
-            f"{recipe.glibc}) does not run here: building with cargo alone, so the digests "
-            "will differ from a shipped binary's"
-        )
+        tools = _build_recipe.describe_tools(recipe)
+        say(f"the shipped binaries' recipe ({tools}) does not run on this platform:")
+        say("building with cargo alone, so the digests will differ from a shipped binary's")
     built_bytes = build_from_sources(
         tree, recipe if triple else None, triple, say, str(source_archive.path)
     )

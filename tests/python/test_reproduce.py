@@ -11,6 +11,7 @@ the same layout).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -212,3 +213,42 @@ def test_build_probe_from_the_pure_wheel_writes_the_shipped_bytes(
     recorded = _recorded(_wheel(X86_64))
     for name in (PROBE, SMOKE):
         assert hashlib.sha256((into / name).read_bytes()).hexdigest() == recorded[name]
+
+
+# build-probe where the recipe's tools do not run (another platform), here.
+_ELSEWHERE = """
+import sys
+from rextio_device_cuda import _build_recipe, cli
+_build_recipe.host_architecture = lambda: None
+sys.exit(cli.main(["build-probe", "--into", sys.argv[1]]))
+"""
+
+
+def test_where_the_recipe_cannot_run_build_probe_says_so_and_builds_with_cargo(
+    tmp_path: Path, cache: Path
+) -> None:
+    into = tmp_path / "built"
+    environment = {key: value for key, value in os.environ.items() if key != "CARGO_TARGET_DIR"}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", _ELSEWHERE, into],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**environment, "XDG_CACHE_HOME": str(cache)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    recipe = json.loads((REPOSITORY / "templates" / "build-recipe.json").read_text("utf-8"))
+    zig, zigbuild = (tool["version"] for tool in recipe["tools"])
+    assert lines[:2] == [
+        f"build-probe: the shipped binaries' recipe (zig {zig} and cargo-zigbuild {zigbuild}) "
+        "does not run on this platform:",
+        "build-probe: building with cargo alone, so the digests will differ from a shipped "
+        "binary's",
+    ]
+    assert lines[2].startswith(f"build-probe: building {PROBE} and {SMOKE} from ")
+    assert " with cargo (Rust " in lines[2]
+    # Built, by the host's linker against the host's glibc: not the shipped bytes.
+    shipped = _recorded(_wheel(X86_64))[PROBE]
+    assert hashlib.sha256((into / PROBE).read_bytes()).hexdigest() != shipped
