@@ -429,8 +429,8 @@ def build_from_sources(
     """The binaries the sources in ``tree`` build, by name: with ``recipe`` for
     ``triple`` (its tools fetched first, once), or with cargo alone for this
     host when ``recipe`` is None. The build runs in a fresh private build
-    directory, removed afterwards; the first line said names ``origin`` (the
-    sources). Raises ``BuildProbeError``."""
+    directory, removed afterwards; what it says names ``origin`` (the sources).
+    Raises ``BuildProbeError``."""
     channel = _toolchain(tree)
     cargo = _cargo()
     builds = _build_folder()
@@ -442,21 +442,21 @@ def build_from_sources(
             raise BuildProbeError(f"cannot create a build directory in {builds}") from error
         try:
             source, target = build / _SOURCE_FOLDER, build / _TARGET_FOLDER
-            names = " and ".join(BINARY_NAMES)
             environment: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
             if recipe is None or triple is None:
-                say(f"building {names} from {origin} with cargo (Rust {channel}) in {build}")
+                say(f"building the probe and smoke with cargo (Rust {channel})")
+                say(f"from {origin}")
+                say(f"in {build}")
                 command = [
                     cargo, "build", "--release", "--locked",
                     "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
                 ]  # fmt: skip
                 release = target / "release"
             else:
-                tools_named = _build_recipe.describe_tools(recipe)
-                say(
-                    f"building {names} from {origin} for {triple} (glibc {recipe.glibc}) "
-                    f"with Rust {channel}, {tools_named} in {build}"
-                )
+                say(f"building the probe and smoke for {triple} (glibc {recipe.glibc})")
+                say(f"with Rust {channel}, {_build_recipe.describe_tools(recipe)}")
+                say(f"from {origin}")
+                say(f"in {build}")
                 tools = _build_recipe.fetch_tools(recipe, _private_folder(_TOOLS_FOLDER), say)
                 toolchain = _build_recipe.sysroot(channel, build)
                 _build_recipe.check_target_installed(channel, toolchain, triple)

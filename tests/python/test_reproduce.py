@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,14 @@ SMOKE = SPEC["smoke"]["probe"]
 NAME, VERSION = SPEC["distribution"]["import_name"], SPEC["distribution"]["version"]
 REPOSITORY = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or REPOSITORY / "target")
+CHANNEL = tomllib.loads((REPOSITORY / "rust-toolchain.toml").read_text("utf-8"))["toolchain"][
+    "channel"
+]
+# The versions the build recipe pins (zig's wheel is PyPI's ziglang).
+ZIG, ZIGBUILD = (
+    tool["version"]
+    for tool in json.loads((REPOSITORY / "templates/build-recipe.json").read_text("utf-8"))["tools"]
+)
 
 
 def _wheel(platform: str) -> Path:
@@ -98,8 +107,10 @@ def test_reproduce_fetches_the_tools_and_rebuilds_the_installed_wheels_binaries(
     ]
     progress = [line for line in done.stderr.splitlines() if line.startswith("reproduce: ")]
     assert progress[0].startswith("reproduce: the wheel's sources: rextio-cuda-probe-")
-    assert progress[1].startswith(f"reproduce: building {PROBE} and {SMOKE} from ")
-    assert " for x86_64-unknown-linux-gnu (glibc 2.17) with Rust " in progress[1]
+    assert progress[1:3] == [
+        "reproduce: building the probe and smoke for x86_64-unknown-linux-gnu (glibc 2.17)",
+        f"reproduce: with Rust {CHANNEL}, zig {ZIG} and cargo-zigbuild {ZIGBUILD}",
+    ]
     assert any(line.startswith("reproduce: fetching ziglang ") for line in progress)
     assert any(line.startswith("reproduce: fetching cargo-zigbuild ") for line in progress)
     assert progress[-1].startswith("reproduce: comparing with the binaries shipped")
@@ -115,7 +126,10 @@ def test_reproduce_rebuilds_the_aarch64_wheel_on_this_host(cache: Path) -> None:
         f"reproduced: {PROBE} sha256 {recorded[PROBE]}",
         f"reproduced: {SMOKE} sha256 {recorded[SMOKE]}",
     ]
-    assert " for aarch64-unknown-linux-gnu (glibc 2.17) " in done.stderr
+    assert (
+        "reproduce: building the probe and smoke for aarch64-unknown-linux-gnu (glibc 2.17)\n"
+        in done.stderr
+    )
 
 
 def _flip(data: bytes) -> bytes:
@@ -239,16 +253,13 @@ def test_where_the_recipe_cannot_run_build_probe_says_so_and_builds_with_cargo(
     )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    recipe = json.loads((REPOSITORY / "templates" / "build-recipe.json").read_text("utf-8"))
-    zig, zigbuild = (tool["version"] for tool in recipe["tools"])
     assert lines[:2] == [
-        f"build-probe: the shipped binaries' recipe (zig {zig} and cargo-zigbuild {zigbuild}) "
+        f"build-probe: the shipped binaries' recipe (zig {ZIG} and cargo-zigbuild {ZIGBUILD}) "
         "does not run on this platform:",
         "build-probe: building with cargo alone, so the digests will differ from a shipped "
         "binary's",
     ]
-    assert lines[2].startswith(f"build-probe: building {PROBE} and {SMOKE} from ")
-    assert " with cargo (Rust " in lines[2]
+    assert lines[2] == f"build-probe: building the probe and smoke with cargo (Rust {CHANNEL})"
     # Built, by the host's linker against the host's glibc: not the shipped bytes.
     shipped = _recorded(_wheel(X86_64))[PROBE]
     assert hashlib.sha256((into / PROBE).read_bytes()).hexdigest() != shipped
