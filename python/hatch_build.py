@@ -16,7 +16,6 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -35,12 +34,7 @@ def _shipped_layout(root: str) -> tuple[str, str]:
     if spec is None or spec.loader is None:
         raise RuntimeError("rextio_device_cuda/_shipped.py cannot be loaded")
     module = importlib.util.module_from_spec(spec)
-    # Registered while it runs: its dataclasses look their module up by name.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
+    spec.loader.exec_module(module)
     return module.BIN_DIR, module.DIGESTS
 
 

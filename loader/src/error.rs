@@ -82,11 +82,24 @@ impl LoadError {
         };
         refusals
             .iter()
-            .filter_map(|refusal| match refusal.cause {
+            .filter_map(|refusal| match &refusal.cause {
                 RefusalCause::Rule(rejection) => Some(rejection.rule()),
-                RefusalCause::NotLoadable => None,
+                RefusalCause::NotLoadable { .. } => None,
             })
             .collect()
+    }
+
+    /// The dynamic loader's own reason for the first image that passed
+    /// review but did not load, paths removed (`invalid ELF header`); None
+    /// when no such image was found or the loader gave no path-free reason.
+    pub fn loader_reason(&self) -> Option<&str> {
+        let Self::DriverLoadFailed { refusals } = self else {
+            return None;
+        };
+        refusals.iter().find_map(|refusal| match &refusal.cause {
+            RefusalCause::NotLoadable { reason } if !reason.is_empty() => Some(reason.as_str()),
+            _ => None,
+        })
     }
 }
 
@@ -176,25 +189,33 @@ pub struct Refusal {
 }
 
 /// Why an existing candidate was not loaded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RefusalCause {
     /// A review rule refused it; nothing was loaded.
     Rule(Rejection),
     /// It passed review, but the dynamic loader could not load it.
-    NotLoadable,
+    NotLoadable {
+        /// The dynamic loader's own words with every path removed
+        /// (`dlerror()`'s parts that hold no path); empty when nothing path-free remained.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Refusal {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
         let shown = self.candidate.display();
-        match self.cause {
+        match &self.cause {
             RefusalCause::Rule(rejection) => write!(
                 formatter,
                 "refused {shown}: rule `{}`: {}",
                 rejection.rule(),
                 rejection.explanation()
             ),
-            RefusalCause::NotLoadable => write!(
+            RefusalCause::NotLoadable { reason } if !reason.is_empty() => write!(
+                formatter,
+                "{shown} passed review, but the dynamic loader could not load it: {reason}"
+            ),
+            RefusalCause::NotLoadable { .. } => write!(
                 formatter,
                 "{shown} passed review, but the dynamic loader could not load it"
             ),

@@ -303,17 +303,21 @@ mod tests {
                 },
                 Refusal {
                     candidate: "/usr/lib/libcuda.so.1".into(),
-                    cause: RefusalCause::NotLoadable,
+                    cause: RefusalCause::NotLoadable {
+                        reason: String::from("wrong ELF class: ELFCLASS32"),
+                    },
                 },
             ],
         };
         assert_eq!(error.refusing_rules(), ["links"]);
+        assert_eq!(error.loader_reason(), Some("wrong ELF class: ELFCLASS32"));
         let lines: Vec<String> = error.to_string().lines().map(str::to_owned).collect();
         assert_eq!(lines.len(), 3);
         assert!(lines[1].starts_with("refused /usr/lib64/libcuda.so.1: rule `links`: "));
         assert_eq!(
             lines[2],
-            "/usr/lib/libcuda.so.1 passed review, but the dynamic loader could not load it"
+            "/usr/lib/libcuda.so.1 passed review, but the dynamic loader could not load it: \
+             wrong ELF class: ELFCLASS32"
         );
     }
 }

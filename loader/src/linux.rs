@@ -43,7 +43,7 @@ pub fn open_from(search: &Search) -> Result<Image, LoadError> {
 /// Loads the reviewed file itself through its descriptor, never by a
 /// second lookup of its path, and never unloads it (`RTLD_NODELETE`:
 /// unloading libcuda after `cuInit` is a known crash source).
-fn open_reviewed_image(image: &ReviewedImage) -> Option<Image> {
+fn open_reviewed_image(image: &ReviewedImage) -> Result<Image, String> {
     // SAFETY: the descriptor is the regular file that passed review
     // (root-owned, one link, no group/other write bit, every directory and
     // link on its way root's, below a reviewed root), so its initializers
@@ -55,7 +55,34 @@ fn open_reviewed_image(image: &ReviewedImage) -> Option<Image> {
             RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE,
         )
     }
-    .ok()
+    // dlerror() names the file (`/proc/self/fd/N: invalid ELF header`); the
+    // reason goes on without it.
+    .map_err(|error| path_free_reason(&error.to_string(), REASON_CHARS))
+}
+
+/// Enough for any reason glibc's dynamic loader gives; the report's own
+/// bound (`probe_report.max_loader_reason_chars`) is the probe's to apply.
+const REASON_CHARS: usize = 512;
+
+/// The dynamic loader's message without a path: `dlerror()` writes
+/// `FILE: REASON` parts joined by `": "` (`/proc/self/fd/3: invalid ELF
+/// header`, `libfoo.so.1: cannot open shared object file: No such file or
+/// directory`); every part that holds a `/` or `\\` is dropped, control
+/// characters go, and at most `limit` characters are kept, so no path can
+/// remain whatever the loader wrote.
+fn path_free_reason(message: &str, limit: usize) -> String {
+    let parts: Vec<&str> = message
+        .split(": ")
+        .map(str::trim)
+        .filter(|part| !part.is_empty() && !part.contains(['/', '\\']))
+        .collect();
+    let joined = parts.join(": ");
+    let kept: String = joined
+        .chars()
+        .filter(|character| !character.is_control())
+        .take(limit)
+        .collect();
+    kept.trim().to_owned()
 }
 
 pub fn resolve_export(image: &Image, name: &CStr) -> Option<NonNull<c_void>> {
@@ -63,4 +90,37 @@ pub fn resolve_export(image: &Image, name: &CStr) -> Option<NonNull<c_void>> {
     // called here and the caller casts it to the listed signature.
     let symbol = unsafe { image.get::<*mut c_void>(name.to_bytes_with_nul()) }.ok()?;
     NonNull::new(*symbol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_free_reason;
+
+    #[test]
+    fn the_loader_s_reason_keeps_no_path() {
+        let cases = [
+            ("/proc/self/fd/3: invalid ELF header", "invalid ELF header"),
+            (
+                "/proc/self/fd/3: wrong ELF class: ELFCLASS32",
+                "wrong ELF class: ELFCLASS32",
+            ),
+            (
+                "libfoo.so.1: cannot open shared object file: No such file or directory",
+                "libfoo.so.1: cannot open shared object file: No such file or directory",
+            ),
+            (
+                "/opt/x/libfoo.so.1: cannot open shared object file: No such file or directory",
+                "cannot open shared object file: No such file or directory",
+            ),
+            (
+                "/a/b: c\\d: undefined symbol: cuX\n",
+                "undefined symbol: cuX",
+            ),
+            ("/only/a/path", ""),
+        ];
+        for (message, reason) in cases {
+            assert_eq!(path_free_reason(message, 512), reason, "{message}");
+        }
+        assert_eq!(path_free_reason("invalid ELF header", 7), "invalid");
+    }
 }

@@ -17,8 +17,9 @@
 //!   followed, and so is any link whose every step passes these checks: a
 //!   link can only lead where root put it. At most [`MAX_LINKS`] links;
 //! - the final file is a regular file strictly below a reviewed root (by the
-//!   path the walk resolved), owned by root, with no group/other write bit
-//!   and exactly one hard link.
+//!   path the walk resolved), owned by root, with no group/other write bit,
+//!   and with exactly one hard link unless it lies on a read-only mount
+//!   (OSTree's `/usr`, a read-only Nix store), where nobody can add one.
 //!
 //! The accepted image is the open descriptor itself: the loader passes
 //! `/proc/self/fd/N` to the dynamic linker, which reopens that very file.
@@ -456,7 +457,8 @@ fn read_link(link: &OwnedFd) -> io::Result<PathBuf> {
 }
 
 /// Tries each candidate in order: review it, and load the accepted image
-/// with `open`; returns the first image that loads.
+/// with `open` (which says, path-free, why an image did not load); returns
+/// the first image that loads.
 ///
 /// # Errors
 ///
@@ -468,7 +470,7 @@ pub fn open_first_accepted<Image>(
     candidates: &[PathBuf],
     roots: &[PathBuf],
     ancestor_floor: &Path,
-    mut open: impl FnMut(&ReviewedImage) -> Option<Image>,
+    mut open: impl FnMut(&ReviewedImage) -> Result<Image, String>,
 ) -> Result<Image, LoadError> {
     let mut refusals = Vec::new();
     for candidate in candidates {
@@ -476,8 +478,8 @@ pub fn open_first_accepted<Image>(
             Verdict::Absent => continue,
             Verdict::Rejected(rejection) => RefusalCause::Rule(rejection),
             Verdict::Accepted(image) => match open(&image) {
-                Some(loaded) => return Ok(loaded),
-                None => RefusalCause::NotLoadable,
+                Ok(loaded) => return Ok(loaded),
+                Err(reason) => RefusalCause::NotLoadable { reason },
             },
         };
         refusals.push(Refusal {
@@ -833,7 +835,7 @@ mod tests {
         assert_eq!(search.candidates, [canonical.join("libcuda.so.1")]);
         assert_eq!(search.roots.last(), Some(&canonical));
         assert_eq!(&search.roots[..REVIEWED_ROOTS.len()], reviewed_roots());
-        let open = |image: &ReviewedImage| Some(image.path().to_path_buf());
+        let open = |image: &ReviewedImage| Ok::<_, String>(image.path().to_path_buf());
         let opened = open_first_accepted(&search.candidates, &search.roots, &search.floor, open);
         assert_eq!(opened, Ok(real.clone()));
         // Every other check still applies: a foreign directory on the way.
@@ -982,7 +984,7 @@ mod tests {
             sandbox.floor.join("lib/wsl/libcuda.so.1"),
             sandbox.floor.join("lib/nvidia/libcuda.so.1"),
         ];
-        let open_any = |image: &ReviewedImage| Some(image.path().to_path_buf());
+        let open_any = |image: &ReviewedImage| Ok::<_, String>(image.path().to_path_buf());
         let not_found =
             open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, open_any);
         let searched = vec![
@@ -1042,15 +1044,22 @@ mod tests {
         set_mode(&candidates[0], 0o666);
         // The first accepted candidate fails to open; the second opens.
         let opened = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |image| {
-            (image.path() != first).then(|| image.path().to_path_buf())
+            if image.path() == first {
+                Err(String::from("invalid ELF header"))
+            } else {
+                Ok(image.path().to_path_buf())
+            }
         });
         assert_eq!(opened, Ok(second.clone()));
         let none_open = open_first_accepted(&candidates, &sandbox.roots(), &sandbox.floor, |_| {
-            None::<PathBuf>
+            Err::<PathBuf, _>(String::from("invalid ELF header"))
         });
         let refusal = |candidate: &PathBuf, cause| Refusal {
             candidate: candidate.clone(),
             cause,
+        };
+        let not_loadable = || RefusalCause::NotLoadable {
+            reason: String::from("invalid ELF header"),
         };
         assert_eq!(
             none_open,
@@ -1060,8 +1069,8 @@ mod tests {
                         &candidates[0],
                         RefusalCause::Rule(Rejection::ImageWritableByOthers)
                     ),
-                    refusal(&first, RefusalCause::NotLoadable),
-                    refusal(&second, RefusalCause::NotLoadable),
+                    refusal(&first, not_loadable()),
+                    refusal(&second, not_loadable()),
                 ]
             })
         );

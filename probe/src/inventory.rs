@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use crate::generated::inventory_api::InventoryApi;
 use crate::generated::spec::{
     reason_codes, COMPUTE_MAJOR_RANGE, COMPUTE_MINOR_RANGE, DEVICE_NAME_BUFFER_BYTES,
-    DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES, PROBE_ERROR_STATUS,
-    PROBE_UNAVAILABLE_STATUS, PROBE_UNSUPPORTED_STATUS,
+    DRIVER_ENVIRONMENT, DRIVER_VERSION_RANGE, MAX_DEVICES, MAX_LOADER_REASON_CHARS,
+    PROBE_ERROR_STATUS, PROBE_UNAVAILABLE_STATUS, PROBE_UNSUPPORTED_STATUS,
 };
 use crate::name::sanitize_device_name;
 use crate::report::{DeviceRow, Failure, ProbeReport, Target};
@@ -92,10 +92,17 @@ pub fn probe(_environment: &DriverEnvironment, driver_root: Option<&Path>) -> Pr
             explain_on_stderr(&error);
             ProbeReport {
                 refusing_rule: error.refusing_rules().first().copied(),
+                loader_reason: error.loader_reason().map(bounded_reason),
                 ..ProbeReport::failed(target, load_failure(&error))
             }
         }
     }
+}
+
+/// The loader's path-free reason, at most `MAX_LOADER_REASON_CHARS` characters.
+fn bounded_reason(reason: &str) -> String {
+    let kept: String = reason.chars().take(MAX_LOADER_REASON_CHARS).collect();
+    kept.trim_end().to_owned()
 }
 
 /// Opens the reviewed driver image and resolves the probe's inventory

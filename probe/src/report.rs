@@ -100,6 +100,7 @@ impl ProbeReport {
             cuda_result: None,
             devices: Vec::new(),
             refusing_rule: None,
+            loader_reason: None,
         }
     }
 

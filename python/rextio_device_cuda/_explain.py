@@ -8,12 +8,13 @@ facts that decided a refusal are printed between them. ``explain``,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Final
 
 from rextio_device_cuda import _refusal_text
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
+from rextio_device_cuda._refusal_text import RefusalFacts
+from rextio_device_cuda._refusal_text import for_command as for_command
 
 _PROVIDER_ID: Final = PROVIDER_SPEC.manifest.provider_id
 _KEYS: Final = PROVIDER_SPEC.option_keys
@@ -29,48 +30,25 @@ OPTION_FLAGS: Final[Mapping[str, str]] = {
 }
 
 
-def _key_pattern(key: str) -> re.Pattern[str]:
-    # The key as a word of its own, with or without its table's name.
-    return re.compile(rf"(?<![\w.-])(?:device_options\.)?{re.escape(key)}(?![\w-])")
-
-
-_KEY_PATTERNS: Final = {key: _key_pattern(key) for key in OPTION_FLAGS}
-
-
-def for_command(remedy: str, flags: Mapping[str, str]) -> str:
-    """``remedy`` with each device option key it names replaced by its command-line flag."""
-    for key, flag in flags.items():
-        remedy = _KEY_PATTERNS[key].sub(flag, remedy)
-    return remedy
-
-
 def explain_lines(
-    code: str,
-    facts: str | None = None,
-    cuda_result: int | None = None,
-    *,
-    flags: Mapping[str, str] | None = None,
+    refusal: RefusalFacts, *, flags: Mapping[str, str] | None = None
 ) -> list[str]:
-    """A code's explanation, the observed facts that decided it, and its remedy, as printed.
+    """A code's explanation, the observed facts that decided it, and its remedy, as printed
+    (``_refusal_text.refusal_lines``: at most 100 columns a line).
 
     ``flags``: the printing command's option for each device option key, so
     that the remedy names what the reader types (``OPTION_FLAGS``).
     """
-    text = _refusal_text.explanation(code, cuda_result, facts)
-    if text is None:
-        lines = [f"{code}: not a reason code of {_PROVIDER_ID}"]
-    else:
-        lines = [f"{code}: {text[0]}"]
-    if facts:
-        lines.append(f"observed: {facts}")
-    if text is not None:
-        remedy = text[1] if flags is None else for_command(text[1], flags)
-        lines.append(f"remedy: {remedy}")
-    return lines
+    return _refusal_text.refusal_lines(refusal, flags=flags)
 
 
 def code_named(text: str) -> str | None:
-    """The reason code ``text`` names in any case, or None."""
+    """The reason code ``text`` names in any ASCII case, or None.
+
+    Only ASCII letters fold: ``str.upper`` would also take a dotless i (U+0131) for ``I``.
+    """
+    if not text.isascii():
+        return None
     code = text.upper()
     return code if code in PROVIDER_SPEC.reason_codes else None
 
@@ -84,16 +62,14 @@ def nearest_code(text: str) -> str | None:
 
 
 def refusal_record(
-    code: str,
-    status: str,
-    facts: str | None,
-    cuda_result: int | None,
-    *,
-    flags: Mapping[str, str] | None = None,
+    refusal: RefusalFacts, status: str, *, flags: Mapping[str, str] | None = None
 ) -> dict[str, object]:
     """A refusal as ``preflight --json`` prints it (path-free; never a support claim)."""
+    code, facts, cuda_result = refusal.reason_code, refusal.facts, refusal.cuda_result
     text = _refusal_text.explanation(code, cuda_result, facts)
-    remedy = None if text is None else text[1] if flags is None else for_command(text[1], flags)
+    remedy = None if text is None else _refusal_text.remedy_of(refusal, text[1])
+    if remedy is not None and flags is not None:
+        remedy = for_command(remedy, flags)
     return {
         "status": status,
         "reason_code": code,

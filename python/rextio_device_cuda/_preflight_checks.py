@@ -73,15 +73,19 @@ def _subprocess_runner(selection: Selection) -> SubprocessProbeRunner:
 class Refusal(NamedTuple):
     """A failed preflight: exactly one reason code, no observations.
 
-    ``facts`` and ``cuda_result`` are for the human lines only (the log line,
-    the ``preflight`` command), never for a record: what was observed that
-    decided the refusal (path-free), and the CUDA result the probe reported.
+    ``facts``, ``cuda_result``, ``rule`` and ``loader_refused`` are for the
+    human lines only (the log line, the ``preflight`` command), never for a
+    record: what was observed that decided the refusal (path-free), the CUDA
+    result the probe reported, the loader rule that refused the driver image,
+    and whether the dynamic loader refused an image that passed review.
     """
 
     status: DevicePreflightStatus
     reason_code: str
     facts: str | None = None
     cuda_result: int | None = None
+    rule: str | None = None
+    loader_refused: bool = False
 
 
 class Ready(NamedTuple):
@@ -102,9 +106,12 @@ class _RefusedError(Exception):
         status: DevicePreflightStatus,
         facts: str | None = None,
         cuda_result: int | None = None,
+        *,
+        rule: str | None = None,
+        loader_refused: bool = False,
     ) -> None:
         super().__init__(code)
-        self.refusal = Refusal(status, code, facts, cuda_result)
+        self.refusal = Refusal(status, code, facts, cuda_result, rule, loader_refused)
 
 
 def _refused(
@@ -480,11 +487,14 @@ def _check_report(
         # code it is (another or a newer probe may say more than ours does).
         # The probe only ever reports the driver unavailable.
         code = report.reason_code or _codes.PROBE_NOT_READY
+        load_failed = code == _codes.LIBCUDA_SO_LOAD_FAILED
         raise _RefusedError(
             code,
             DevicePreflightStatus.UNAVAILABLE,
             _incomplete_facts(selection, report),
             report.cuda_result,
+            rule=report.refusing_rule if load_failed else None,
+            loader_refused=load_failed and report.loader_reason is not None,
         )
     if version is None:
         raise _refused(_codes.DRIVER_VERSION_UNAVAILABLE)
@@ -525,6 +535,11 @@ def _incomplete_facts(selection: Selection, report: CudaProbeReport) -> str:
             f"the loader's rule `{report.refusing_rule}` refused the libcuda.so.1 "
             "the probe found"
         )
+    if report.reason_code == _codes.LIBCUDA_SO_LOAD_FAILED and report.loader_reason is not None:
+        # Only on a refusal: the texts are imported when one is shown.
+        from rextio_device_cuda._refusal_text import loader_facts
+
+        return loader_facts(report.loader_reason)
     if report.reason_code == _codes.LIBCUDA_SO_NOT_FOUND and selection.driver_root is not None:
         # Only the probe's answer decided the refusal; this says which of the
         # two plain causes it was (the root was checked absolute before).

@@ -4,41 +4,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import FrozenInstanceError
-from typing import Final, NoReturn, TypeAlias
+from typing import Final, TypeAlias
 
-_set = object.__setattr__
-
-
-def _refuse_assignment(record: object, name: str, value: object) -> NoReturn:
-    raise FrozenInstanceError(f"cannot assign to field {name!r}")
+from rextio_device_cuda._spec_record import SpecRecord
 
 
-def _refuse_deletion(record: object, name: str) -> NoReturn:
-    raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-class ProviderSpec:
+class ProviderSpec(SpecRecord):
     """The whole provider spec: every fact of the provider, once."""
 
     __slots__ = (
-        "capabilities",
-        "distribution",
-        "incompatible_reason_codes",
-        "lanes",
-        "loader",
-        "manifest",
-        "observation_keys",
-        "option_keys",
-        "policy",
-        "probe_report",
-        "probe_runner",
-        "probe_targets",
-        "reason_codes",
-        "runtime_package",
-        "schema_version",
-        "smoke",
-        "toolkit",
+        "capabilities", "distribution", "incompatible_reason_codes", "lanes", "loader", "manifest",
+        "observation_keys", "option_keys", "policy", "probe_report", "probe_runner",
+        "probe_targets", "reason_codes", "runtime_package", "schema_version", "smoke", "toolkit",
         "validation_requirement",
     )
     schema_version: int
@@ -84,128 +61,14 @@ class ProviderSpec:
         incompatible_reason_codes: tuple[str, ...],
         reason_codes: Mapping[str, tuple[str, str]],
     ) -> None:
-        _set(self, "schema_version", schema_version)
-        _set(self, "distribution", distribution)
-        _set(self, "manifest", manifest)
-        _set(self, "policy", policy)
-        _set(self, "option_keys", option_keys)
-        _set(self, "capabilities", capabilities)
-        _set(self, "probe_targets", probe_targets)
-        _set(self, "lanes", lanes)
-        _set(self, "observation_keys", observation_keys)
-        _set(self, "probe_report", probe_report)
-        _set(self, "validation_requirement", validation_requirement)
-        _set(self, "probe_runner", probe_runner)
-        _set(self, "toolkit", toolkit)
-        _set(self, "smoke", smoke)
-        _set(self, "loader", loader)
-        _set(self, "runtime_package", runtime_package)
-        _set(self, "incompatible_reason_codes", incompatible_reason_codes)
-        _set(self, "reason_codes", reason_codes)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ProviderSpec:
-            return NotImplemented
-        return (
-            self.schema_version,
-            self.distribution,
-            self.manifest,
-            self.policy,
-            self.option_keys,
-            self.capabilities,
-            self.probe_targets,
-            self.lanes,
-            self.observation_keys,
-            self.probe_report,
-            self.validation_requirement,
-            self.probe_runner,
-            self.toolkit,
-            self.smoke,
-            self.loader,
-            self.runtime_package,
-            self.incompatible_reason_codes,
-            self.reason_codes,
-        ) == (
-            other.schema_version,
-            other.distribution,
-            other.manifest,
-            other.policy,
-            other.option_keys,
-            other.capabilities,
-            other.probe_targets,
-            other.lanes,
-            other.observation_keys,
-            other.probe_report,
-            other.validation_requirement,
-            other.probe_runner,
-            other.toolkit,
-            other.smoke,
-            other.loader,
-            other.runtime_package,
-            other.incompatible_reason_codes,
-            other.reason_codes,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.schema_version,
-            self.distribution,
-            self.manifest,
-            self.policy,
-            self.option_keys,
-            self.capabilities,
-            self.probe_targets,
-            self.lanes,
-            self.observation_keys,
-            self.probe_report,
-            self.validation_requirement,
-            self.probe_runner,
-            self.toolkit,
-            self.smoke,
-            self.loader,
-            self.runtime_package,
-            self.incompatible_reason_codes,
-            self.reason_codes,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ProviderSpec("
-            f"schema_version={self.schema_version!r}, "
-            f"distribution={self.distribution!r}, "
-            f"manifest={self.manifest!r}, "
-            f"policy={self.policy!r}, "
-            f"option_keys={self.option_keys!r}, "
-            f"capabilities={self.capabilities!r}, "
-            f"probe_targets={self.probe_targets!r}, "
-            f"lanes={self.lanes!r}, "
-            f"observation_keys={self.observation_keys!r}, "
-            f"probe_report={self.probe_report!r}, "
-            f"validation_requirement={self.validation_requirement!r}, "
-            f"probe_runner={self.probe_runner!r}, "
-            f"toolkit={self.toolkit!r}, "
-            f"smoke={self.smoke!r}, "
-            f"loader={self.loader!r}, "
-            f"runtime_package={self.runtime_package!r}, "
-            f"incompatible_reason_codes={self.incompatible_reason_codes!r}, "
-            f"reason_codes={self.reason_codes!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class DistributionSpec:
+class DistributionSpec(SpecRecord):
     """The Python distribution's metadata (pyproject.toml is written from it)."""
 
     __slots__ = (
-        "dependencies",
-        "entry_point",
-        "import_name",
-        "license",
-        "name",
-        "requires_python",
+        "dependencies", "entry_point", "import_name", "license", "name", "requires_python",
         "version",
     )
     name: str
@@ -227,64 +90,10 @@ class DistributionSpec:
         license: str,
         entry_point: EntryPointSpec,
     ) -> None:
-        _set(self, "name", name)
-        _set(self, "import_name", import_name)
-        _set(self, "version", version)
-        _set(self, "requires_python", requires_python)
-        _set(self, "dependencies", dependencies)
-        _set(self, "license", license)
-        _set(self, "entry_point", entry_point)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not DistributionSpec:
-            return NotImplemented
-        return (
-            self.name,
-            self.import_name,
-            self.version,
-            self.requires_python,
-            self.dependencies,
-            self.license,
-            self.entry_point,
-        ) == (
-            other.name,
-            other.import_name,
-            other.version,
-            other.requires_python,
-            other.dependencies,
-            other.license,
-            other.entry_point,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.name,
-            self.import_name,
-            self.version,
-            self.requires_python,
-            self.dependencies,
-            self.license,
-            self.entry_point,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "DistributionSpec("
-            f"name={self.name!r}, "
-            f"import_name={self.import_name!r}, "
-            f"version={self.version!r}, "
-            f"requires_python={self.requires_python!r}, "
-            f"dependencies={self.dependencies!r}, "
-            f"license={self.license!r}, "
-            f"entry_point={self.entry_point!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class EntryPointSpec:
+class EntryPointSpec(SpecRecord):
     """The entry point Rextio Core loads the provider from."""
 
     __slots__ = ("group", "name", "value")
@@ -292,63 +101,16 @@ class EntryPointSpec:
     name: str
     value: str
 
-    def __init__(
-        self,
-        *,
-        group: str,
-        name: str,
-        value: str,
-    ) -> None:
-        _set(self, "group", group)
-        _set(self, "name", name)
-        _set(self, "value", value)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not EntryPointSpec:
-            return NotImplemented
-        return (
-            self.group,
-            self.name,
-            self.value,
-        ) == (
-            other.group,
-            other.name,
-            other.value,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.group,
-            self.name,
-            self.value,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "EntryPointSpec("
-            f"group={self.group!r}, "
-            f"name={self.name!r}, "
-            f"value={self.value!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, group: str, name: str, value: str) -> None:
+        self._set_fields(locals())
 
 
-class ManifestSpec:
+class ManifestSpec(SpecRecord):
     """The passive provider manifest."""
 
     __slots__ = (
-        "api_version",
-        "architectures",
-        "backend",
-        "certification_tier",
-        "display_name",
-        "evidence_references",
-        "provider_id",
-        "provider_version",
-        "runtime_requirements",
+        "api_version", "architectures", "backend", "certification_tier", "display_name",
+        "evidence_references", "provider_id", "provider_version", "runtime_requirements",
     )
     provider_id: str
     # The spec's text, then the version.
@@ -376,74 +138,10 @@ class ManifestSpec:
         evidence_references: tuple[str, ...],
         certification_tier: str,
     ) -> None:
-        _set(self, "provider_id", provider_id)
-        _set(self, "display_name", display_name)
-        _set(self, "provider_version", provider_version)
-        _set(self, "backend", backend)
-        _set(self, "api_version", api_version)
-        _set(self, "runtime_requirements", runtime_requirements)
-        _set(self, "architectures", architectures)
-        _set(self, "evidence_references", evidence_references)
-        _set(self, "certification_tier", certification_tier)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ManifestSpec:
-            return NotImplemented
-        return (
-            self.provider_id,
-            self.display_name,
-            self.provider_version,
-            self.backend,
-            self.api_version,
-            self.runtime_requirements,
-            self.architectures,
-            self.evidence_references,
-            self.certification_tier,
-        ) == (
-            other.provider_id,
-            other.display_name,
-            other.provider_version,
-            other.backend,
-            other.api_version,
-            other.runtime_requirements,
-            other.architectures,
-            other.evidence_references,
-            other.certification_tier,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.provider_id,
-            self.display_name,
-            self.provider_version,
-            self.backend,
-            self.api_version,
-            self.runtime_requirements,
-            self.architectures,
-            self.evidence_references,
-            self.certification_tier,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ManifestSpec("
-            f"provider_id={self.provider_id!r}, "
-            f"display_name={self.display_name!r}, "
-            f"provider_version={self.provider_version!r}, "
-            f"backend={self.backend!r}, "
-            f"api_version={self.api_version!r}, "
-            f"runtime_requirements={self.runtime_requirements!r}, "
-            f"architectures={self.architectures!r}, "
-            f"evidence_references={self.evidence_references!r}, "
-            f"certification_tier={self.certification_tier!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ArchitectureSpec:
+class ArchitectureSpec(SpecRecord):
     """One SM of the vocabulary, as NVIDIA's compilers measure it."""
 
     __slots__ = ("first", "last", "sm")
@@ -454,51 +152,11 @@ class ArchitectureSpec:
     # The last release that compiles it; None: every later one.
     last: tuple[int, int] | None
 
-    def __init__(
-        self,
-        *,
-        sm: str,
-        first: tuple[int, int],
-        last: tuple[int, int] | None,
-    ) -> None:
-        _set(self, "sm", sm)
-        _set(self, "first", first)
-        _set(self, "last", last)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ArchitectureSpec:
-            return NotImplemented
-        return (
-            self.sm,
-            self.first,
-            self.last,
-        ) == (
-            other.sm,
-            other.first,
-            other.last,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.sm,
-            self.first,
-            self.last,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ArchitectureSpec("
-            f"sm={self.sm!r}, "
-            f"first={self.first!r}, "
-            f"last={self.last!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, sm: str, first: tuple[int, int], last: tuple[int, int] | None) -> None:
+        self._set_fields(locals())
 
 
-class RuntimePin:
+class RuntimePin(SpecRecord):
     """A runtime requirement: a name, an exact version and its features."""
 
     __slots__ = ("features", "name", "version")
@@ -506,60 +164,16 @@ class RuntimePin:
     version: str
     features: tuple[str, ...]
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        version: str,
-        features: tuple[str, ...],
-    ) -> None:
-        _set(self, "name", name)
-        _set(self, "version", version)
-        _set(self, "features", features)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RuntimePin:
-            return NotImplemented
-        return (
-            self.name,
-            self.version,
-            self.features,
-        ) == (
-            other.name,
-            other.version,
-            other.features,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.name,
-            self.version,
-            self.features,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "RuntimePin("
-            f"name={self.name!r}, "
-            f"version={self.version!r}, "
-            f"features={self.features!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, name: str, version: str, features: tuple[str, ...]) -> None:
+        self._set_fields(locals())
 
 
-class PolicySpec:
+class PolicySpec(SpecRecord):
     """Bounds the provider enforces on its configuration."""
 
     __slots__ = (
-        "device_ordinal_max",
-        "driver_version_ceiling",
-        "driver_version_floor",
-        "sm_pattern",
-        "toolkit_version_floor",
-        "toolkit_version_part_max",
+        "device_ordinal_max", "driver_version_ceiling", "driver_version_floor", "sm_pattern",
+        "toolkit_version_floor", "toolkit_version_part_max",
     )
     driver_version_floor: int
     driver_version_ceiling: int
@@ -578,59 +192,10 @@ class PolicySpec:
         device_ordinal_max: int,
         sm_pattern: str,
     ) -> None:
-        _set(self, "driver_version_floor", driver_version_floor)
-        _set(self, "driver_version_ceiling", driver_version_ceiling)
-        _set(self, "toolkit_version_floor", toolkit_version_floor)
-        _set(self, "toolkit_version_part_max", toolkit_version_part_max)
-        _set(self, "device_ordinal_max", device_ordinal_max)
-        _set(self, "sm_pattern", sm_pattern)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not PolicySpec:
-            return NotImplemented
-        return (
-            self.driver_version_floor,
-            self.driver_version_ceiling,
-            self.toolkit_version_floor,
-            self.toolkit_version_part_max,
-            self.device_ordinal_max,
-            self.sm_pattern,
-        ) == (
-            other.driver_version_floor,
-            other.driver_version_ceiling,
-            other.toolkit_version_floor,
-            other.toolkit_version_part_max,
-            other.device_ordinal_max,
-            other.sm_pattern,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.driver_version_floor,
-            self.driver_version_ceiling,
-            self.toolkit_version_floor,
-            self.toolkit_version_part_max,
-            self.device_ordinal_max,
-            self.sm_pattern,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "PolicySpec("
-            f"driver_version_floor={self.driver_version_floor!r}, "
-            f"driver_version_ceiling={self.driver_version_ceiling!r}, "
-            f"toolkit_version_floor={self.toolkit_version_floor!r}, "
-            f"toolkit_version_part_max={self.toolkit_version_part_max!r}, "
-            f"device_ordinal_max={self.device_ordinal_max!r}, "
-            f"sm_pattern={self.sm_pattern!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class OptionKeysSpec:
+class OptionKeysSpec(SpecRecord):
     """The device option names."""
 
     __slots__ = ("device", "driver_root", "probe", "probe_sha256", "sm", "toolkit")
@@ -651,67 +216,14 @@ class OptionKeysSpec:
         sm: str,
         probe_sha256: str,
     ) -> None:
-        _set(self, "probe", probe)
-        _set(self, "toolkit", toolkit)
-        _set(self, "driver_root", driver_root)
-        _set(self, "device", device)
-        _set(self, "sm", sm)
-        _set(self, "probe_sha256", probe_sha256)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not OptionKeysSpec:
-            return NotImplemented
-        return (
-            self.probe,
-            self.toolkit,
-            self.driver_root,
-            self.device,
-            self.sm,
-            self.probe_sha256,
-        ) == (
-            other.probe,
-            other.toolkit,
-            other.driver_root,
-            other.device,
-            other.sm,
-            other.probe_sha256,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.probe,
-            self.toolkit,
-            self.driver_root,
-            self.device,
-            self.sm,
-            self.probe_sha256,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "OptionKeysSpec("
-            f"probe={self.probe!r}, "
-            f"toolkit={self.toolkit!r}, "
-            f"driver_root={self.driver_root!r}, "
-            f"device={self.device!r}, "
-            f"sm={self.sm!r}, "
-            f"probe_sha256={self.probe_sha256!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class CapabilitySpec:
+class CapabilitySpec(SpecRecord):
     """One declared capability; `lane` names a key of `lanes`."""
 
     __slots__ = (
-        "artifact_kinds",
-        "id",
-        "lane",
-        "minimum_driver_version",
-        "minimum_runtime_version",
+        "artifact_kinds", "id", "lane", "minimum_driver_version", "minimum_runtime_version",
         "target_triple",
     )
     id: str
@@ -731,59 +243,10 @@ class CapabilitySpec:
         minimum_runtime_version: str,
         minimum_driver_version: str,
     ) -> None:
-        _set(self, "id", id)
-        _set(self, "lane", lane)
-        _set(self, "target_triple", target_triple)
-        _set(self, "artifact_kinds", artifact_kinds)
-        _set(self, "minimum_runtime_version", minimum_runtime_version)
-        _set(self, "minimum_driver_version", minimum_driver_version)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not CapabilitySpec:
-            return NotImplemented
-        return (
-            self.id,
-            self.lane,
-            self.target_triple,
-            self.artifact_kinds,
-            self.minimum_runtime_version,
-            self.minimum_driver_version,
-        ) == (
-            other.id,
-            other.lane,
-            other.target_triple,
-            other.artifact_kinds,
-            other.minimum_runtime_version,
-            other.minimum_driver_version,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.id,
-            self.lane,
-            self.target_triple,
-            self.artifact_kinds,
-            self.minimum_runtime_version,
-            self.minimum_driver_version,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "CapabilitySpec("
-            f"id={self.id!r}, "
-            f"lane={self.lane!r}, "
-            f"target_triple={self.target_triple!r}, "
-            f"artifact_kinds={self.artifact_kinds!r}, "
-            f"minimum_runtime_version={self.minimum_runtime_version!r}, "
-            f"minimum_driver_version={self.minimum_driver_version!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ProbeTargetSpec:
+class ProbeTargetSpec(SpecRecord):
     """The (os, arch, environment) a probe reports for a target triple."""
 
     __slots__ = ("arch", "environment", "os")
@@ -791,58 +254,15 @@ class ProbeTargetSpec:
     arch: str
     environment: str
 
-    def __init__(
-        self,
-        *,
-        os: str,
-        arch: str,
-        environment: str,
-    ) -> None:
-        _set(self, "os", os)
-        _set(self, "arch", arch)
-        _set(self, "environment", environment)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ProbeTargetSpec:
-            return NotImplemented
-        return (
-            self.os,
-            self.arch,
-            self.environment,
-        ) == (
-            other.os,
-            other.arch,
-            other.environment,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.os,
-            self.arch,
-            self.environment,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ProbeTargetSpec("
-            f"os={self.os!r}, "
-            f"arch={self.arch!r}, "
-            f"environment={self.environment!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, os: str, arch: str, environment: str) -> None:
+        self._set_fields(locals())
 
 
-class RawDriverLaneSpec:
+class RawDriverLaneSpec(SpecRecord):
     """A raw-driver lane: the provider's own context, stream and memory."""
 
     __slots__ = (
-        "contribution",
-        "observations",
-        "option_allowlist",
-        "requirement_policy",
+        "contribution", "observations", "option_allowlist", "requirement_policy",
         "toolkit_inspection",
     )
     option_allowlist: frozenset[str]
@@ -860,65 +280,15 @@ class RawDriverLaneSpec:
         observations: Mapping[str, str],
         contribution: ContributionSpec,
     ) -> None:
-        _set(self, "option_allowlist", option_allowlist)
-        _set(self, "toolkit_inspection", toolkit_inspection)
-        _set(self, "requirement_policy", requirement_policy)
-        _set(self, "observations", observations)
-        _set(self, "contribution", contribution)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RawDriverLaneSpec:
-            return NotImplemented
-        return (
-            self.option_allowlist,
-            self.toolkit_inspection,
-            self.requirement_policy,
-            self.observations,
-            self.contribution,
-        ) == (
-            other.option_allowlist,
-            other.toolkit_inspection,
-            other.requirement_policy,
-            other.observations,
-            other.contribution,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.option_allowlist,
-            self.toolkit_inspection,
-            self.requirement_policy,
-            self.observations,
-            self.contribution,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "RawDriverLaneSpec("
-            f"option_allowlist={self.option_allowlist!r}, "
-            f"toolkit_inspection={self.toolkit_inspection!r}, "
-            f"requirement_policy={self.requirement_policy!r}, "
-            f"observations={self.observations!r}, "
-            f"contribution={self.contribution!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class FrameworkLaneSpec:
+class FrameworkLaneSpec(SpecRecord):
     """A framework reuse lane: the framework's runtime, borrowed and validated."""
 
     __slots__ = (
-        "contribution",
-        "observations",
-        "option_allowlist",
-        "reason_codes",
-        "required_python_fallback",
-        "requirement",
-        "runtime_pins",
-        "toolkit_inspection",
+        "contribution", "observations", "option_allowlist", "reason_codes",
+        "required_python_fallback", "requirement", "runtime_pins", "toolkit_inspection",
     )
     reason_codes: FrameworkLaneCodes
     option_allowlist: frozenset[str]
@@ -942,81 +312,16 @@ class FrameworkLaneSpec:
         observations: Mapping[str, str],
         contribution: ContributionSpec,
     ) -> None:
-        _set(self, "reason_codes", reason_codes)
-        _set(self, "option_allowlist", option_allowlist)
-        _set(self, "toolkit_inspection", toolkit_inspection)
-        _set(self, "required_python_fallback", required_python_fallback)
-        _set(self, "requirement", requirement)
-        _set(self, "runtime_pins", runtime_pins)
-        _set(self, "observations", observations)
-        _set(self, "contribution", contribution)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not FrameworkLaneSpec:
-            return NotImplemented
-        return (
-            self.reason_codes,
-            self.option_allowlist,
-            self.toolkit_inspection,
-            self.required_python_fallback,
-            self.requirement,
-            self.runtime_pins,
-            self.observations,
-            self.contribution,
-        ) == (
-            other.reason_codes,
-            other.option_allowlist,
-            other.toolkit_inspection,
-            other.required_python_fallback,
-            other.requirement,
-            other.runtime_pins,
-            other.observations,
-            other.contribution,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.reason_codes,
-            self.option_allowlist,
-            self.toolkit_inspection,
-            self.required_python_fallback,
-            self.requirement,
-            self.runtime_pins,
-            self.observations,
-            self.contribution,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "FrameworkLaneSpec("
-            f"reason_codes={self.reason_codes!r}, "
-            f"option_allowlist={self.option_allowlist!r}, "
-            f"toolkit_inspection={self.toolkit_inspection!r}, "
-            f"required_python_fallback={self.required_python_fallback!r}, "
-            f"requirement={self.requirement!r}, "
-            f"runtime_pins={self.runtime_pins!r}, "
-            f"observations={self.observations!r}, "
-            f"contribution={self.contribution!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class FrameworkLaneCodes:
+class FrameworkLaneCodes(SpecRecord):
     """The reason codes a framework lane refuses with, one per check."""
 
     __slots__ = (
-        "artifact_kind_unsupported",
-        "cuda_device_unsupported",
-        "features_incompatible",
-        "layout_incompatible",
-        "memory_space_incompatible",
-        "runtime_pins_required",
-        "runtime_required",
-        "runtime_reuse_required",
-        "toolkit_root_unsupported",
+        "artifact_kind_unsupported", "cuda_device_unsupported", "features_incompatible",
+        "layout_incompatible", "memory_space_incompatible", "runtime_pins_required",
+        "runtime_required", "runtime_reuse_required", "toolkit_root_unsupported",
     )
     artifact_kind_unsupported: str
     toolkit_root_unsupported: str
@@ -1041,119 +346,21 @@ class FrameworkLaneCodes:
         memory_space_incompatible: str,
         runtime_pins_required: str,
     ) -> None:
-        _set(self, "artifact_kind_unsupported", artifact_kind_unsupported)
-        _set(self, "toolkit_root_unsupported", toolkit_root_unsupported)
-        _set(self, "cuda_device_unsupported", cuda_device_unsupported)
-        _set(self, "runtime_required", runtime_required)
-        _set(self, "runtime_reuse_required", runtime_reuse_required)
-        _set(self, "features_incompatible", features_incompatible)
-        _set(self, "layout_incompatible", layout_incompatible)
-        _set(self, "memory_space_incompatible", memory_space_incompatible)
-        _set(self, "runtime_pins_required", runtime_pins_required)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not FrameworkLaneCodes:
-            return NotImplemented
-        return (
-            self.artifact_kind_unsupported,
-            self.toolkit_root_unsupported,
-            self.cuda_device_unsupported,
-            self.runtime_required,
-            self.runtime_reuse_required,
-            self.features_incompatible,
-            self.layout_incompatible,
-            self.memory_space_incompatible,
-            self.runtime_pins_required,
-        ) == (
-            other.artifact_kind_unsupported,
-            other.toolkit_root_unsupported,
-            other.cuda_device_unsupported,
-            other.runtime_required,
-            other.runtime_reuse_required,
-            other.features_incompatible,
-            other.layout_incompatible,
-            other.memory_space_incompatible,
-            other.runtime_pins_required,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.artifact_kind_unsupported,
-            self.toolkit_root_unsupported,
-            self.cuda_device_unsupported,
-            self.runtime_required,
-            self.runtime_reuse_required,
-            self.features_incompatible,
-            self.layout_incompatible,
-            self.memory_space_incompatible,
-            self.runtime_pins_required,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "FrameworkLaneCodes("
-            f"artifact_kind_unsupported={self.artifact_kind_unsupported!r}, "
-            f"toolkit_root_unsupported={self.toolkit_root_unsupported!r}, "
-            f"cuda_device_unsupported={self.cuda_device_unsupported!r}, "
-            f"runtime_required={self.runtime_required!r}, "
-            f"runtime_reuse_required={self.runtime_reuse_required!r}, "
-            f"features_incompatible={self.features_incompatible!r}, "
-            f"layout_incompatible={self.layout_incompatible!r}, "
-            f"memory_space_incompatible={self.memory_space_incompatible!r}, "
-            f"runtime_pins_required={self.runtime_pins_required!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class PythonFallbackSpec:
+class PythonFallbackSpec(SpecRecord):
     """The Python fallback backend a framework lane needs, and its refusal."""
 
     __slots__ = ("backend", "reason_code")
     backend: str
     reason_code: str
 
-    def __init__(
-        self,
-        *,
-        backend: str,
-        reason_code: str,
-    ) -> None:
-        _set(self, "backend", backend)
-        _set(self, "reason_code", reason_code)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not PythonFallbackSpec:
-            return NotImplemented
-        return (
-            self.backend,
-            self.reason_code,
-        ) == (
-            other.backend,
-            other.reason_code,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.backend,
-            self.reason_code,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "PythonFallbackSpec("
-            f"backend={self.backend!r}, "
-            f"reason_code={self.reason_code!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, backend: str, reason_code: str) -> None:
+        self._set_fields(locals())
 
 
-class RawRequirementPolicy:
+class RawRequirementPolicy(SpecRecord):
     """What a raw-driver lane accepts in a CUDA device requirement."""
 
     __slots__ = ("allowed_features", "allowed_layouts", "allowed_memory_spaces", "allowed_runtimes")
@@ -1170,60 +377,15 @@ class RawRequirementPolicy:
         allowed_memory_spaces: frozenset[str],
         allowed_layouts: frozenset[str],
     ) -> None:
-        _set(self, "allowed_runtimes", allowed_runtimes)
-        _set(self, "allowed_features", allowed_features)
-        _set(self, "allowed_memory_spaces", allowed_memory_spaces)
-        _set(self, "allowed_layouts", allowed_layouts)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RawRequirementPolicy:
-            return NotImplemented
-        return (
-            self.allowed_runtimes,
-            self.allowed_features,
-            self.allowed_memory_spaces,
-            self.allowed_layouts,
-        ) == (
-            other.allowed_runtimes,
-            other.allowed_features,
-            other.allowed_memory_spaces,
-            other.allowed_layouts,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.allowed_runtimes,
-            self.allowed_features,
-            self.allowed_memory_spaces,
-            self.allowed_layouts,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "RawRequirementPolicy("
-            f"allowed_runtimes={self.allowed_runtimes!r}, "
-            f"allowed_features={self.allowed_features!r}, "
-            f"allowed_memory_spaces={self.allowed_memory_spaces!r}, "
-            f"allowed_layouts={self.allowed_layouts!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class RequirementSpec:
+class RequirementSpec(SpecRecord):
     """The one device requirement a framework lane declares and accepts."""
 
     __slots__ = (
-        "architectures",
-        "backend",
-        "features",
-        "layouts",
-        "logical_device",
-        "memory_spaces",
-        "reuse_domain_runtime",
-        "runtime",
+        "architectures", "backend", "features", "layouts", "logical_device", "memory_spaces",
+        "reuse_domain_runtime", "runtime",
     )
     logical_device: str
     backend: str
@@ -1246,78 +408,15 @@ class RequirementSpec:
         architectures: tuple[str, ...],
         reuse_domain_runtime: bool,
     ) -> None:
-        _set(self, "logical_device", logical_device)
-        _set(self, "backend", backend)
-        _set(self, "runtime", runtime)
-        _set(self, "features", features)
-        _set(self, "layouts", layouts)
-        _set(self, "memory_spaces", memory_spaces)
-        _set(self, "architectures", architectures)
-        _set(self, "reuse_domain_runtime", reuse_domain_runtime)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RequirementSpec:
-            return NotImplemented
-        return (
-            self.logical_device,
-            self.backend,
-            self.runtime,
-            self.features,
-            self.layouts,
-            self.memory_spaces,
-            self.architectures,
-            self.reuse_domain_runtime,
-        ) == (
-            other.logical_device,
-            other.backend,
-            other.runtime,
-            other.features,
-            other.layouts,
-            other.memory_spaces,
-            other.architectures,
-            other.reuse_domain_runtime,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.logical_device,
-            self.backend,
-            self.runtime,
-            self.features,
-            self.layouts,
-            self.memory_spaces,
-            self.architectures,
-            self.reuse_domain_runtime,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "RequirementSpec("
-            f"logical_device={self.logical_device!r}, "
-            f"backend={self.backend!r}, "
-            f"runtime={self.runtime!r}, "
-            f"features={self.features!r}, "
-            f"layouts={self.layouts!r}, "
-            f"memory_spaces={self.memory_spaces!r}, "
-            f"architectures={self.architectures!r}, "
-            f"reuse_domain_runtime={self.reuse_domain_runtime!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ContributionSpec:
+class ContributionSpec(SpecRecord):
     """The declarative build inputs of one lane."""
 
     __slots__ = (
-        "cargo_features",
-        "generated_helper_ids",
-        "native_libraries",
-        "package_references",
-        "resource_contracts",
-        "runtime_check_ids",
+        "cargo_features", "generated_helper_ids", "native_libraries", "package_references",
+        "resource_contracts", "runtime_check_ids",
     )
     cargo_features: tuple[str, ...]
     native_libraries: tuple[str, ...]
@@ -1336,68 +435,14 @@ class ContributionSpec:
         runtime_check_ids: tuple[str, ...],
         resource_contracts: tuple[ResourceContractSpec, ...],
     ) -> None:
-        _set(self, "cargo_features", cargo_features)
-        _set(self, "native_libraries", native_libraries)
-        _set(self, "package_references", package_references)
-        _set(self, "generated_helper_ids", generated_helper_ids)
-        _set(self, "runtime_check_ids", runtime_check_ids)
-        _set(self, "resource_contracts", resource_contracts)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ContributionSpec:
-            return NotImplemented
-        return (
-            self.cargo_features,
-            self.native_libraries,
-            self.package_references,
-            self.generated_helper_ids,
-            self.runtime_check_ids,
-            self.resource_contracts,
-        ) == (
-            other.cargo_features,
-            other.native_libraries,
-            other.package_references,
-            other.generated_helper_ids,
-            other.runtime_check_ids,
-            other.resource_contracts,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.cargo_features,
-            self.native_libraries,
-            self.package_references,
-            self.generated_helper_ids,
-            self.runtime_check_ids,
-            self.resource_contracts,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ContributionSpec("
-            f"cargo_features={self.cargo_features!r}, "
-            f"native_libraries={self.native_libraries!r}, "
-            f"package_references={self.package_references!r}, "
-            f"generated_helper_ids={self.generated_helper_ids!r}, "
-            f"runtime_check_ids={self.runtime_check_ids!r}, "
-            f"resource_contracts={self.resource_contracts!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ResourceContractSpec:
+class ResourceContractSpec(SpecRecord):
     """One resource contract of a lane's build contribution."""
 
     __slots__ = (
-        "access",
-        "may_allocate",
-        "may_replace",
-        "may_synchronize",
-        "owner",
-        "resource_kind",
+        "access", "may_allocate", "may_replace", "may_synchronize", "owner", "resource_kind",
     )
     resource_kind: str
     owner: str
@@ -1416,75 +461,16 @@ class ResourceContractSpec:
         may_replace: bool,
         may_synchronize: bool,
     ) -> None:
-        _set(self, "resource_kind", resource_kind)
-        _set(self, "owner", owner)
-        _set(self, "access", access)
-        _set(self, "may_allocate", may_allocate)
-        _set(self, "may_replace", may_replace)
-        _set(self, "may_synchronize", may_synchronize)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ResourceContractSpec:
-            return NotImplemented
-        return (
-            self.resource_kind,
-            self.owner,
-            self.access,
-            self.may_allocate,
-            self.may_replace,
-            self.may_synchronize,
-        ) == (
-            other.resource_kind,
-            other.owner,
-            other.access,
-            other.may_allocate,
-            other.may_replace,
-            other.may_synchronize,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.resource_kind,
-            self.owner,
-            self.access,
-            self.may_allocate,
-            self.may_replace,
-            self.may_synchronize,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ResourceContractSpec("
-            f"resource_kind={self.resource_kind!r}, "
-            f"owner={self.owner!r}, "
-            f"access={self.access!r}, "
-            f"may_allocate={self.may_allocate!r}, "
-            f"may_replace={self.may_replace!r}, "
-            f"may_synchronize={self.may_synchronize!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ObservationKeysSpec:
+class ObservationKeysSpec(SpecRecord):
     """The observation keys of a ready preflight."""
 
     __slots__ = (
-        "device_count",
-        "driver_version",
-        "minimum_driver_version",
-        "minimum_toolkit_version",
-        "probe_schema",
-        "probe_sha256",
-        "selected_device",
-        "selected_sm",
-        "target_arch",
-        "target_os",
-        "toolkit_not_configured",
-        "toolkit_runtime",
-        "toolkit_version",
+        "device_count", "driver_version", "minimum_driver_version", "minimum_toolkit_version",
+        "probe_schema", "probe_sha256", "selected_device", "selected_sm", "target_arch",
+        "target_os", "toolkit_not_configured", "toolkit_runtime", "toolkit_version",
     )
     device_count: str
     driver_version: str
@@ -1517,114 +503,18 @@ class ObservationKeysSpec:
         toolkit_not_configured: str,
         probe_sha256: str,
     ) -> None:
-        _set(self, "device_count", device_count)
-        _set(self, "driver_version", driver_version)
-        _set(self, "minimum_driver_version", minimum_driver_version)
-        _set(self, "minimum_toolkit_version", minimum_toolkit_version)
-        _set(self, "probe_schema", probe_schema)
-        _set(self, "selected_device", selected_device)
-        _set(self, "selected_sm", selected_sm)
-        _set(self, "target_arch", target_arch)
-        _set(self, "target_os", target_os)
-        _set(self, "toolkit_runtime", toolkit_runtime)
-        _set(self, "toolkit_version", toolkit_version)
-        _set(self, "toolkit_not_configured", toolkit_not_configured)
-        _set(self, "probe_sha256", probe_sha256)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ObservationKeysSpec:
-            return NotImplemented
-        return (
-            self.device_count,
-            self.driver_version,
-            self.minimum_driver_version,
-            self.minimum_toolkit_version,
-            self.probe_schema,
-            self.selected_device,
-            self.selected_sm,
-            self.target_arch,
-            self.target_os,
-            self.toolkit_runtime,
-            self.toolkit_version,
-            self.toolkit_not_configured,
-            self.probe_sha256,
-        ) == (
-            other.device_count,
-            other.driver_version,
-            other.minimum_driver_version,
-            other.minimum_toolkit_version,
-            other.probe_schema,
-            other.selected_device,
-            other.selected_sm,
-            other.target_arch,
-            other.target_os,
-            other.toolkit_runtime,
-            other.toolkit_version,
-            other.toolkit_not_configured,
-            other.probe_sha256,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.device_count,
-            self.driver_version,
-            self.minimum_driver_version,
-            self.minimum_toolkit_version,
-            self.probe_schema,
-            self.selected_device,
-            self.selected_sm,
-            self.target_arch,
-            self.target_os,
-            self.toolkit_runtime,
-            self.toolkit_version,
-            self.toolkit_not_configured,
-            self.probe_sha256,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ObservationKeysSpec("
-            f"device_count={self.device_count!r}, "
-            f"driver_version={self.driver_version!r}, "
-            f"minimum_driver_version={self.minimum_driver_version!r}, "
-            f"minimum_toolkit_version={self.minimum_toolkit_version!r}, "
-            f"probe_schema={self.probe_schema!r}, "
-            f"selected_device={self.selected_device!r}, "
-            f"selected_sm={self.selected_sm!r}, "
-            f"target_arch={self.target_arch!r}, "
-            f"target_os={self.target_os!r}, "
-            f"toolkit_runtime={self.toolkit_runtime!r}, "
-            f"toolkit_version={self.toolkit_version!r}, "
-            f"toolkit_not_configured={self.toolkit_not_configured!r}, "
-            f"probe_sha256={self.probe_sha256!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ProbeReportSpec:
+class ProbeReportSpec(SpecRecord):
     """The probe report's schema and bounds."""
 
     __slots__ = (
-        "compute_major_range",
-        "compute_minor_range",
-        "cuda_result_reason_codes",
-        "device_name_buffer_bytes",
-        "driver_environment",
-        "driver_version_range",
-        "fields",
-        "max_device_name_chars",
-        "max_device_ordinal",
-        "max_devices",
-        "max_output_bytes",
-        "probe",
-        "reason_code_pattern",
-        "reason_codes",
-        "schema_version",
-        "statuses",
-        "target_field_pattern",
+        "compute_major_range", "compute_minor_range", "cuda_result_reason_codes",
+        "device_name_buffer_bytes", "driver_environment", "driver_version_range", "fields",
+        "max_device_name_chars", "max_device_ordinal", "max_devices", "max_loader_reason_chars",
+        "max_output_bytes", "probe", "reason_code_pattern", "reason_codes", "schema_version",
+        "statuses", "target_field_pattern",
     )
     schema_version: str
     probe: str
@@ -1634,6 +524,8 @@ class ProbeReportSpec:
     max_devices: int
     max_device_ordinal: int
     max_device_name_chars: int
+    # The longest `loader_reason` (the dynamic loader's own words, paths removed).
+    max_loader_reason_chars: int
     device_name_buffer_bytes: int
     driver_version_range: tuple[int, int]
     compute_major_range: tuple[int, int]
@@ -1658,6 +550,7 @@ class ProbeReportSpec:
         max_devices: int,
         max_device_ordinal: int,
         max_device_name_chars: int,
+        max_loader_reason_chars: int,
         device_name_buffer_bytes: int,
         driver_version_range: tuple[int, int],
         compute_major_range: tuple[int, int],
@@ -1668,114 +561,10 @@ class ProbeReportSpec:
         reason_codes: tuple[str, ...],
         cuda_result_reason_codes: tuple[str, ...],
     ) -> None:
-        _set(self, "schema_version", schema_version)
-        _set(self, "probe", probe)
-        _set(self, "statuses", statuses)
-        _set(self, "fields", fields)
-        _set(self, "max_output_bytes", max_output_bytes)
-        _set(self, "max_devices", max_devices)
-        _set(self, "max_device_ordinal", max_device_ordinal)
-        _set(self, "max_device_name_chars", max_device_name_chars)
-        _set(self, "device_name_buffer_bytes", device_name_buffer_bytes)
-        _set(self, "driver_version_range", driver_version_range)
-        _set(self, "compute_major_range", compute_major_range)
-        _set(self, "compute_minor_range", compute_minor_range)
-        _set(self, "reason_code_pattern", reason_code_pattern)
-        _set(self, "target_field_pattern", target_field_pattern)
-        _set(self, "driver_environment", driver_environment)
-        _set(self, "reason_codes", reason_codes)
-        _set(self, "cuda_result_reason_codes", cuda_result_reason_codes)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ProbeReportSpec:
-            return NotImplemented
-        return (
-            self.schema_version,
-            self.probe,
-            self.statuses,
-            self.fields,
-            self.max_output_bytes,
-            self.max_devices,
-            self.max_device_ordinal,
-            self.max_device_name_chars,
-            self.device_name_buffer_bytes,
-            self.driver_version_range,
-            self.compute_major_range,
-            self.compute_minor_range,
-            self.reason_code_pattern,
-            self.target_field_pattern,
-            self.driver_environment,
-            self.reason_codes,
-            self.cuda_result_reason_codes,
-        ) == (
-            other.schema_version,
-            other.probe,
-            other.statuses,
-            other.fields,
-            other.max_output_bytes,
-            other.max_devices,
-            other.max_device_ordinal,
-            other.max_device_name_chars,
-            other.device_name_buffer_bytes,
-            other.driver_version_range,
-            other.compute_major_range,
-            other.compute_minor_range,
-            other.reason_code_pattern,
-            other.target_field_pattern,
-            other.driver_environment,
-            other.reason_codes,
-            other.cuda_result_reason_codes,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.schema_version,
-            self.probe,
-            self.statuses,
-            self.fields,
-            self.max_output_bytes,
-            self.max_devices,
-            self.max_device_ordinal,
-            self.max_device_name_chars,
-            self.device_name_buffer_bytes,
-            self.driver_version_range,
-            self.compute_major_range,
-            self.compute_minor_range,
-            self.reason_code_pattern,
-            self.target_field_pattern,
-            self.driver_environment,
-            self.reason_codes,
-            self.cuda_result_reason_codes,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ProbeReportSpec("
-            f"schema_version={self.schema_version!r}, "
-            f"probe={self.probe!r}, "
-            f"statuses={self.statuses!r}, "
-            f"fields={self.fields!r}, "
-            f"max_output_bytes={self.max_output_bytes!r}, "
-            f"max_devices={self.max_devices!r}, "
-            f"max_device_ordinal={self.max_device_ordinal!r}, "
-            f"max_device_name_chars={self.max_device_name_chars!r}, "
-            f"device_name_buffer_bytes={self.device_name_buffer_bytes!r}, "
-            f"driver_version_range={self.driver_version_range!r}, "
-            f"compute_major_range={self.compute_major_range!r}, "
-            f"compute_minor_range={self.compute_minor_range!r}, "
-            f"reason_code_pattern={self.reason_code_pattern!r}, "
-            f"target_field_pattern={self.target_field_pattern!r}, "
-            f"driver_environment={self.driver_environment!r}, "
-            f"reason_codes={self.reason_codes!r}, "
-            f"cuda_result_reason_codes={self.cuda_result_reason_codes!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ProbeStatusesSpec:
+class ProbeStatusesSpec(SpecRecord):
     """The statuses a probe report has, by name."""
 
     __slots__ = ("complete", "error", "unavailable", "unsupported")
@@ -1785,57 +574,11 @@ class ProbeStatusesSpec:
     unsupported: str
     error: str
 
-    def __init__(
-        self,
-        *,
-        complete: str,
-        unavailable: str,
-        unsupported: str,
-        error: str,
-    ) -> None:
-        _set(self, "complete", complete)
-        _set(self, "unavailable", unavailable)
-        _set(self, "unsupported", unsupported)
-        _set(self, "error", error)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ProbeStatusesSpec:
-            return NotImplemented
-        return (
-            self.complete,
-            self.unavailable,
-            self.unsupported,
-            self.error,
-        ) == (
-            other.complete,
-            other.unavailable,
-            other.unsupported,
-            other.error,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.complete,
-            self.unavailable,
-            self.unsupported,
-            self.error,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ProbeStatusesSpec("
-            f"complete={self.complete!r}, "
-            f"unavailable={self.unavailable!r}, "
-            f"unsupported={self.unsupported!r}, "
-            f"error={self.error!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, complete: str, unavailable: str, unsupported: str, error: str) -> None:
+        self._set_fields(locals())
 
 
-class ProbeReportFieldsSpec:
+class ProbeReportFieldsSpec(SpecRecord):
     """The probe report's records: their keys, in the order the probe writes them."""
 
     __slots__ = ("device", "report", "target")
@@ -1850,98 +593,26 @@ class ProbeReportFieldsSpec:
         target: tuple[ReportFieldSpec, ...],
         device: tuple[ReportFieldSpec, ...],
     ) -> None:
-        _set(self, "report", report)
-        _set(self, "target", target)
-        _set(self, "device", device)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ProbeReportFieldsSpec:
-            return NotImplemented
-        return (
-            self.report,
-            self.target,
-            self.device,
-        ) == (
-            other.report,
-            other.target,
-            other.device,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.report,
-            self.target,
-            self.device,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ProbeReportFieldsSpec("
-            f"report={self.report!r}, "
-            f"target={self.target!r}, "
-            f"device={self.device!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ReportFieldSpec:
+class ReportFieldSpec(SpecRecord):
     """One key of a probe report record and the kind of its value."""
 
     __slots__ = ("key", "kind")
     key: str
     kind: str
 
-    def __init__(
-        self,
-        *,
-        key: str,
-        kind: str,
-    ) -> None:
-        _set(self, "key", key)
-        _set(self, "kind", kind)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ReportFieldSpec:
-            return NotImplemented
-        return (
-            self.key,
-            self.kind,
-        ) == (
-            other.key,
-            other.kind,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.key,
-            self.kind,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ReportFieldSpec("
-            f"key={self.key!r}, "
-            f"kind={self.kind!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, key: str, kind: str) -> None:
+        self._set_fields(locals())
 
 
-class LoaderSpec:
+class LoaderSpec(SpecRecord):
     """The reviewed loader's facts; the loader crate holds them generated."""
 
     __slots__ = (
-        "ancestor_check_floor",
-        "linux_candidate_dirs",
-        "linux_driver_file_name",
-        "reason_codes",
-        "reviewed_roots",
-        "rules",
+        "ancestor_check_floor", "linux_candidate_dirs", "linux_driver_file_name", "reason_codes",
+        "reviewed_roots", "rules",
     )
     # The codes a `LoadError` carries; the probe reports each.
     reason_codes: tuple[str, ...]
@@ -1967,104 +638,21 @@ class LoaderSpec:
         ancestor_check_floor: str,
         rules: tuple[LoaderRuleSpec, ...],
     ) -> None:
-        _set(self, "reason_codes", reason_codes)
-        _set(self, "linux_driver_file_name", linux_driver_file_name)
-        _set(self, "linux_candidate_dirs", linux_candidate_dirs)
-        _set(self, "reviewed_roots", reviewed_roots)
-        _set(self, "ancestor_check_floor", ancestor_check_floor)
-        _set(self, "rules", rules)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not LoaderSpec:
-            return NotImplemented
-        return (
-            self.reason_codes,
-            self.linux_driver_file_name,
-            self.linux_candidate_dirs,
-            self.reviewed_roots,
-            self.ancestor_check_floor,
-            self.rules,
-        ) == (
-            other.reason_codes,
-            other.linux_driver_file_name,
-            other.linux_candidate_dirs,
-            other.reviewed_roots,
-            other.ancestor_check_floor,
-            other.rules,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.reason_codes,
-            self.linux_driver_file_name,
-            self.linux_candidate_dirs,
-            self.reviewed_roots,
-            self.ancestor_check_floor,
-            self.rules,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "LoaderSpec("
-            f"reason_codes={self.reason_codes!r}, "
-            f"linux_driver_file_name={self.linux_driver_file_name!r}, "
-            f"linux_candidate_dirs={self.linux_candidate_dirs!r}, "
-            f"reviewed_roots={self.reviewed_roots!r}, "
-            f"ancestor_check_floor={self.ancestor_check_floor!r}, "
-            f"rules={self.rules!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class CandidateDirsSpec:
+class CandidateDirsSpec(SpecRecord):
     """The Linux candidate directories of one architecture (`target_arch`)."""
 
     __slots__ = ("arch", "dirs")
     arch: str
     dirs: tuple[str, ...]
 
-    def __init__(
-        self,
-        *,
-        arch: str,
-        dirs: tuple[str, ...],
-    ) -> None:
-        _set(self, "arch", arch)
-        _set(self, "dirs", dirs)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not CandidateDirsSpec:
-            return NotImplemented
-        return (
-            self.arch,
-            self.dirs,
-        ) == (
-            other.arch,
-            other.dirs,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.arch,
-            self.dirs,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "CandidateDirsSpec("
-            f"arch={self.arch!r}, "
-            f"dirs={self.dirs!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, arch: str, dirs: tuple[str, ...]) -> None:
+        self._set_fields(locals())
 
 
-class LoaderRuleSpec:
+class LoaderRuleSpec(SpecRecord):
     """A loader rule: its name, as stderr names it, and what it requires."""
 
     __slots__ = ("name", "requires")
@@ -2072,45 +660,11 @@ class LoaderRuleSpec:
     # None: the name says it.
     requires: str | None
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        requires: str | None,
-    ) -> None:
-        _set(self, "name", name)
-        _set(self, "requires", requires)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not LoaderRuleSpec:
-            return NotImplemented
-        return (
-            self.name,
-            self.requires,
-        ) == (
-            other.name,
-            other.requires,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.name,
-            self.requires,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "LoaderRuleSpec("
-            f"name={self.name!r}, "
-            f"requires={self.requires!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, name: str, requires: str | None) -> None:
+        self._set_fields(locals())
 
 
-class ValidationRequirementSpec:
+class ValidationRequirementSpec(SpecRecord):
     """The raw-driver requirement the CLI's `preflight` and `validate` compose."""
 
     __slots__ = ("features", "memory_spaces", "runtime")
@@ -2125,53 +679,15 @@ class ValidationRequirementSpec:
         features: tuple[str, ...],
         memory_spaces: tuple[str, ...],
     ) -> None:
-        _set(self, "runtime", runtime)
-        _set(self, "features", features)
-        _set(self, "memory_spaces", memory_spaces)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ValidationRequirementSpec:
-            return NotImplemented
-        return (
-            self.runtime,
-            self.features,
-            self.memory_spaces,
-        ) == (
-            other.runtime,
-            other.features,
-            other.memory_spaces,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.runtime,
-            self.features,
-            self.memory_spaces,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ValidationRequirementSpec("
-            f"runtime={self.runtime!r}, "
-            f"features={self.features!r}, "
-            f"memory_spaces={self.memory_spaces!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ProbeRunnerSpec:
+class ProbeRunnerSpec(SpecRecord):
     """Bounds of the probe subprocess."""
 
     __slots__ = (
-        "default_timeout_seconds",
-        "max_argument_chars",
-        "max_pinned_probe_bytes",
-        "max_timeout_seconds",
-        "sha256_pattern",
-        "windows_environment",
+        "default_timeout_seconds", "max_argument_chars", "max_pinned_probe_bytes",
+        "max_timeout_seconds", "sha256_pattern", "windows_environment",
     )
     default_timeout_seconds: float
     max_timeout_seconds: float
@@ -2191,59 +707,10 @@ class ProbeRunnerSpec:
         sha256_pattern: str,
         max_pinned_probe_bytes: int,
     ) -> None:
-        _set(self, "default_timeout_seconds", default_timeout_seconds)
-        _set(self, "max_timeout_seconds", max_timeout_seconds)
-        _set(self, "max_argument_chars", max_argument_chars)
-        _set(self, "windows_environment", windows_environment)
-        _set(self, "sha256_pattern", sha256_pattern)
-        _set(self, "max_pinned_probe_bytes", max_pinned_probe_bytes)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ProbeRunnerSpec:
-            return NotImplemented
-        return (
-            self.default_timeout_seconds,
-            self.max_timeout_seconds,
-            self.max_argument_chars,
-            self.windows_environment,
-            self.sha256_pattern,
-            self.max_pinned_probe_bytes,
-        ) == (
-            other.default_timeout_seconds,
-            other.max_timeout_seconds,
-            other.max_argument_chars,
-            other.windows_environment,
-            other.sha256_pattern,
-            other.max_pinned_probe_bytes,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.default_timeout_seconds,
-            self.max_timeout_seconds,
-            self.max_argument_chars,
-            self.windows_environment,
-            self.sha256_pattern,
-            self.max_pinned_probe_bytes,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ProbeRunnerSpec("
-            f"default_timeout_seconds={self.default_timeout_seconds!r}, "
-            f"max_timeout_seconds={self.max_timeout_seconds!r}, "
-            f"max_argument_chars={self.max_argument_chars!r}, "
-            f"windows_environment={self.windows_environment!r}, "
-            f"sha256_pattern={self.sha256_pattern!r}, "
-            f"max_pinned_probe_bytes={self.max_pinned_probe_bytes!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class ToolkitSpec:
+class ToolkitSpec(SpecRecord):
     """What the toolkit inspector reads."""
 
     __slots__ = ("components", "max_version_file_bytes", "version_file", "version_pattern")
@@ -2261,57 +728,14 @@ class ToolkitSpec:
         version_pattern: str,
         components: Mapping[str, Mapping[str, tuple[str, ...]]],
     ) -> None:
-        _set(self, "version_file", version_file)
-        _set(self, "max_version_file_bytes", max_version_file_bytes)
-        _set(self, "version_pattern", version_pattern)
-        _set(self, "components", components)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not ToolkitSpec:
-            return NotImplemented
-        return (
-            self.version_file,
-            self.max_version_file_bytes,
-            self.version_pattern,
-            self.components,
-        ) == (
-            other.version_file,
-            other.max_version_file_bytes,
-            other.version_pattern,
-            other.components,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.version_file,
-            self.max_version_file_bytes,
-            self.version_pattern,
-            self.components,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "ToolkitSpec("
-            f"version_file={self.version_file!r}, "
-            f"max_version_file_bytes={self.max_version_file_bytes!r}, "
-            f"version_pattern={self.version_pattern!r}, "
-            f"components={self.components!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class SmokeSpec:
+class SmokeSpec(SpecRecord):
     """The lifetime smoke's report."""
 
     __slots__ = (
-        "allocation_bytes",
-        "complete_status",
-        "failure_status",
-        "probe",
-        "reason_codes",
+        "allocation_bytes", "complete_status", "failure_status", "probe", "reason_codes",
         "schema_version",
     )
     probe: str
@@ -2332,59 +756,10 @@ class SmokeSpec:
         failure_status: str,
         reason_codes: tuple[str, ...],
     ) -> None:
-        _set(self, "probe", probe)
-        _set(self, "schema_version", schema_version)
-        _set(self, "allocation_bytes", allocation_bytes)
-        _set(self, "complete_status", complete_status)
-        _set(self, "failure_status", failure_status)
-        _set(self, "reason_codes", reason_codes)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not SmokeSpec:
-            return NotImplemented
-        return (
-            self.probe,
-            self.schema_version,
-            self.allocation_bytes,
-            self.complete_status,
-            self.failure_status,
-            self.reason_codes,
-        ) == (
-            other.probe,
-            other.schema_version,
-            other.allocation_bytes,
-            other.complete_status,
-            other.failure_status,
-            other.reason_codes,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.probe,
-            self.schema_version,
-            self.allocation_bytes,
-            self.complete_status,
-            self.failure_status,
-            self.reason_codes,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "SmokeSpec("
-            f"probe={self.probe!r}, "
-            f"schema_version={self.schema_version!r}, "
-            f"allocation_bytes={self.allocation_bytes!r}, "
-            f"complete_status={self.complete_status!r}, "
-            f"failure_status={self.failure_status!r}, "
-            f"reason_codes={self.reason_codes!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+        self._set_fields(locals())
 
 
-class RuntimePackageSpec:
+class RuntimePackageSpec(SpecRecord):
     """The packaged runtime crate."""
 
     __slots__ = ("crate_name", "install_dir", "version")
@@ -2392,48 +767,8 @@ class RuntimePackageSpec:
     version: str
     install_dir: str
 
-    def __init__(
-        self,
-        *,
-        crate_name: str,
-        version: str,
-        install_dir: str,
-    ) -> None:
-        _set(self, "crate_name", crate_name)
-        _set(self, "version", version)
-        _set(self, "install_dir", install_dir)
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not RuntimePackageSpec:
-            return NotImplemented
-        return (
-            self.crate_name,
-            self.version,
-            self.install_dir,
-        ) == (
-            other.crate_name,
-            other.version,
-            other.install_dir,
-        )
-
-    def __hash__(self) -> int:
-        return hash((
-            self.crate_name,
-            self.version,
-            self.install_dir,
-        ))
-
-    def __repr__(self) -> str:
-        return (
-            "RuntimePackageSpec("
-            f"crate_name={self.crate_name!r}, "
-            f"version={self.version!r}, "
-            f"install_dir={self.install_dir!r}"
-            ")"
-        )
-
-    __setattr__ = _refuse_assignment
-    __delattr__ = _refuse_deletion
+    def __init__(self, *, crate_name: str, version: str, install_dir: str) -> None:
+        self._set_fields(locals())
 
 
 LaneSpec: TypeAlias = RawDriverLaneSpec | FrameworkLaneSpec
@@ -2823,6 +1158,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
                 ReportFieldSpec(key="cuda_result", kind="optional_int"),
                 ReportFieldSpec(key="devices", kind="devices"),
                 ReportFieldSpec(key="refusing_rule", kind="name_if_set"),
+                ReportFieldSpec(key="loader_reason", kind="text_if_set"),
             ),
             target=(
                 ReportFieldSpec(key="os", kind="name"),
@@ -2841,6 +1177,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         max_devices=1024,
         max_device_ordinal=1023,
         max_device_name_chars=160,
+        max_loader_reason_chars=160,
         device_name_buffer_bytes=256,
         driver_version_range=(1000, 99999),
         compute_major_range=(1, 99),

@@ -14,7 +14,7 @@ from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, ClassVar, Final
 
 from rextio_device_cuda import _codes
-from rextio_device_cuda._errors import CudaProbeError, is_reason_code
+from rextio_device_cuda._errors import CudaProbeError, is_path_free, is_reason_code
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 
 _REPORT: Final = PROVIDER_SPEC.probe_report
@@ -30,6 +30,7 @@ _INT32: Final = (-(2**31), 2**31 - 1)
 _DEVICE_COUNT_RANGE: Final[tuple[int, int]] = (0, _MAX_DEVICES)
 _ORDINAL_RANGE: Final[tuple[int, int]] = (0, _REPORT.max_device_ordinal)
 _MAX_NAME_CHARS: Final[int] = _REPORT.max_device_name_chars
+_MAX_REASON_CHARS: Final[int] = _REPORT.max_loader_reason_chars
 _DRIVER_RANGE: Final[tuple[int, int]] = _REPORT.driver_version_range
 _MAJOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_major_range
 _MINOR_RANGE: Final[tuple[int, int]] = _REPORT.compute_minor_range
@@ -123,6 +124,16 @@ class CudaDeviceRecord:
         )
 
 
+def _is_loader_reason(reason: object) -> bool:
+    return (
+        isinstance(reason, str)
+        and 1 <= len(reason) <= _MAX_REASON_CHARS
+        and _CONTROL_CHARACTER.search(reason) is None
+        and _is_valid_unicode(reason)
+        and is_path_free(reason)
+    )
+
+
 def _is_device_name(name: object) -> bool:
     return (
         isinstance(name, str)
@@ -141,8 +152,11 @@ class CudaProbeReport:
     JSON wire format (the parser checks them), not constructor fields: the
     fields and their order are 0.1.0's; ``refusing_rule`` came after them in
     0.2.0: the loader rule that refused the first driver image found (a rule
-    name such as ``mode``, on an incomplete report only), absent from the
-    JSON when None, as every report of a 0.1.0 probe is.
+    name such as ``mode``, on an incomplete report only), and
+    ``loader_reason``: the dynamic loader's own reason for an image that
+    passed review but did not load (path-free, at most
+    ``max_loader_reason_chars``, with ``LIBCUDA_SO_LOAD_FAILED`` only); each
+    absent from the JSON when None, as every report of a 0.1.0 probe is.
     """
 
     schema_version: ClassVar[str] = _REPORT.schema_version
@@ -159,6 +173,7 @@ class CudaProbeReport:
     cuda_result: int | None
     devices: tuple[CudaDeviceRecord, ...]
     refusing_rule: str | None = None
+    loader_reason: str | None = None
 
     def __post_init__(self) -> None:
         """Validate every field, then the cross-field rules of schema 1."""
@@ -194,6 +209,14 @@ class CudaProbeReport:
                 and _RULE_NAME.fullmatch(self.refusing_rule) is not None
             ),
             "refusing_rule",
+        )
+        _require(
+            self.loader_reason is None
+            or (
+                self.reason_code == _codes.LIBCUDA_SO_LOAD_FAILED
+                and _is_loader_reason(self.loader_reason)
+            ),
+            "loader_reason",
         )
         if self.status == _COMPLETE:
             self._check_complete()
@@ -293,7 +316,7 @@ def _decode(payload: bytes | str) -> object:
 _FIELDS: Final = _REPORT.fields
 _ROOT_KEYS: Final = frozenset(field.key for field in _FIELDS.report)
 _KEYS_IF_SET: Final = frozenset(
-    field.key for field in _FIELDS.report if field.kind == "name_if_set"
+    field.key for field in _FIELDS.report if field.kind in ("name_if_set", "text_if_set")
 )
 _TARGET_KEYS: Final = frozenset(field.key for field in _FIELDS.target)
 _DEVICE_KEYS: Final = frozenset(field.key for field in _FIELDS.device)

@@ -27,7 +27,9 @@ from typing import Final, NamedTuple
 from rextio_device_cuda import _codes, _user_files
 from rextio_device_cuda._errors import CudaProbeError
 from rextio_device_cuda._explain import OPTION_FLAGS, explain_lines
+from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
+from rextio_device_cuda._refusal_text import Refused, wrapped
 from rextio_device_cuda._runner import (
     MAX_TIMEOUT_SECONDS,
     SubprocessProbeRunner,
@@ -45,6 +47,11 @@ _HOST_OS: Final = "windows" if sys.platform == "win32" else sys.platform
 HOST_TEXT: Final = f"{_HOST_OS} {platform.machine()}"
 # The probe's one option: look only in this directory.
 _DRIVER_ROOT_ARGUMENT: Final = "--driver-root"
+
+
+def _error(text: str) -> str:
+    """``error: text`` in lines of at most 100 columns."""
+    return "\n".join(wrapped("error: ", text))
 
 
 def host_capability() -> CapabilitySpec | None:
@@ -115,7 +122,8 @@ def _preflight(
     sm: str,
     toolkit_root: str | None,
     driver_root: str | None,
-) -> dict[str, object]:
+) -> tuple[dict[str, object], Refusal | None]:
+    """The preflight's part of the evidence, and its refusal (for the lines a person reads)."""
     outcome = standalone_preflight(
         capability,
         probe=str(probe),
@@ -128,12 +136,17 @@ def _preflight(
     if isinstance(outcome, Resolved):
         ready = outcome.plan.preflight
         observations = dict(ready.observations)
-        return {"status": ready.status.value, "reason_code": None, "observations": observations}
+        return {
+            "status": ready.status.value,
+            "reason_code": None,
+            "observations": observations,
+        }, None
     if isinstance(outcome, NotRun):
         # Core's own message may name a path: it goes to stderr, never into the evidence.
-        print(f"error: the preflight did not run: {outcome.why}", file=sys.stderr)
-        return {"status": "error", "reason_code": None, "observations": {}}
-    return {"status": outcome.status.value, "reason_code": outcome.reason_code, "observations": {}}
+        print(_error(f"the preflight did not run: {outcome.why}"), file=sys.stderr)
+        return {"status": "error", "reason_code": None, "observations": {}}, None
+    record = {"status": outcome.status.value, "reason_code": outcome.reason_code}
+    return {**record, "observations": {}}, outcome
 
 
 def collect(
@@ -145,14 +158,15 @@ def collect(
     device: int,
     toolkit_root: str | None,
     driver_root: str | None = None,
-) -> dict[str, object]:
-    """Runs the probe, the preflight and the smoke; the evidence record."""
+) -> tuple[dict[str, object], Refusal | None]:
+    """Runs the probe, the preflight and the smoke; the evidence record, and the
+    preflight's refusal where it refused."""
     probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
     root = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
     probe_report, _ = _run_recorded(
         SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256, arguments=root)
     )
-    preflight = _preflight(
+    preflight, refusal = _preflight(
         capability, probe.path, probe_sha256, device, sm, toolkit_root, driver_root
     )
     # The smoke creates a context and allocates: it gets the runner's longest bound.
@@ -192,7 +206,7 @@ def collect(
         "probe_report": probe_report,
         "preflight": preflight,
         "smoke": smoke_record,
-    }
+    }, refusal
 
 
 def _strings(value: object) -> list[str]:
@@ -234,7 +248,7 @@ def run(
     a write that fails loses nothing.
     """
     probe, smoke = binaries
-    evidence = collect(
+    evidence, refusal = collect(
         capability,
         probe,
         smoke,
@@ -263,17 +277,20 @@ def run(
         except OSError as error:
             # Said without the temporary file's name: the error's text may hold it.
             why = error.strerror or type(error).__name__
-            print(f"error: the evidence was not written to {output}: {why}", file=sys.stderr)
+            print(_error(f"the evidence was not written to {output}: {why}"), file=sys.stderr)
             written = False
     if evidence["validated"] is True:
+        # Two lines, each within 100 columns.
         print(
-            f"validated: preflight ready and lifetime smoke complete on device "
-            f"{device} ({sm}); no kernel ran and nothing is certified",
+            f"validated: preflight ready and lifetime smoke complete on device {device} ({sm})\n"
+            "(no kernel ran and nothing is certified)",
             file=sys.stderr,
         )
         return written
     code = evidence["reason_code"]
     print("this host is not validated.", file=sys.stderr)
     if isinstance(code, str):
-        print("\n".join(explain_lines(code, flags=OPTION_FLAGS)), file=sys.stderr)
+        # The preflight's refusal says what it observed, as `preflight` does.
+        shown = refusal if refusal is not None and refusal.reason_code == code else Refused(code)
+        print("\n".join(explain_lines(shown, flags=OPTION_FLAGS)), file=sys.stderr)
     return False

@@ -41,6 +41,7 @@ from rextio_device_cuda._explain import (
 from rextio_device_cuda._pin_text import PathNotTomlError, binary_lines, pin_lines, toml_string
 from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import CAPABILITIES, PROVIDER_SPEC, CapabilitySpec
+from rextio_device_cuda._refusal_text import Refused
 from rextio_device_cuda._runner import probe_file_sha256
 from rextio_device_cuda._shipped import (
     NO_SHIPPED_PROBE,
@@ -190,7 +191,19 @@ def _path(text: str) -> str:
 
 
 def _new_or_existing_directory(text: str) -> Path:
-    return Path(_path(text))
+    """A directory that exists or can be made: not an existing non-directory."""
+    if os.path.lexists(_path(text)) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} exists and is not a directory")
+    return Path(text)
+
+
+def _existing_file(text: str) -> str:
+    """A file that exists (relative to the working directory or absolute), not a directory."""
+    if not os.path.lexists(_path(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file")
+    return text
 
 
 def _absolute(text: str) -> str:
@@ -238,8 +251,9 @@ def _explain(arguments: argparse.Namespace) -> int:
             raise _UsageError("give either a reason code or --list, not both")
         _out(
             "\n".join(
-                f"{code}: {PROVIDER_SPEC.reason_codes[code][0]}"
+                line
                 for code in sorted(PROVIDER_SPEC.reason_codes)
+                for line in _refusal_text.wrapped(f"{code}: ", PROVIDER_SPEC.reason_codes[code][0])
             )
         )
         return EXIT_READY
@@ -252,11 +266,8 @@ def _explain(arguments: argparse.Namespace) -> int:
         raise _UsageError(f"unknown reason code {_shown(arguments.code)}{hint}")
     result = arguments.cuda_result
     if result is not None and not _refusal_text.takes_cuda_result(code):
-        raise _UsageError(
-            "--cuda-result applies only to codes the probe reports with a CUDA result: "
-            + ", ".join(sorted(_refusal_text.RESULT_CODES))
-        )
-    _out("\n".join(explain_lines(code, cuda_result=result)))
+        raise _UsageError(f"--cuda-result does not apply to {code}: the probe reports none with it")
+    _out("\n".join(explain_lines(Refused(code, cuda_result=result))))
     return EXIT_READY
 
 
@@ -285,16 +296,13 @@ def _add_explain(commands: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _print_refusal(refusal: Refusal, as_json: bool) -> None:
-    code, status = refusal.reason_code, refusal.status.value
+    status = refusal.status.value
     if as_json:
-        record = refusal_record(
-            code, status, refusal.facts, refusal.cuda_result, flags=OPTION_FLAGS
-        )
+        record = refusal_record(refusal, status, flags=OPTION_FLAGS)
         _out(json.dumps(record, indent=2, sort_keys=True))
     else:
         _err(f"not ready ({status})")
-        lines = explain_lines(code, refusal.facts, refusal.cuda_result, flags=OPTION_FLAGS)
-        _err("\n".join(lines))
+        _err("\n".join(explain_lines(refusal, flags=OPTION_FLAGS)))
 
 
 def _driver_text(version: str) -> str:
@@ -326,16 +334,46 @@ def ready_lines(capability: CapabilitySpec, resolved: Resolved) -> list[str]:
     return lines
 
 
+def _error_lines(text: str) -> str:
+    """``error: text``, wrapped to the terminal width every line keeps."""
+    return "\n".join(_refusal_text.wrapped("error: ", text))
+
+
+def _preflight_probe(arguments: argparse.Namespace) -> tuple[str, str | None]:
+    """The probe this preflight runs and its pin: ``--probe`` as given, else the one this
+    platform wheel ships, pinned to its recorded SHA-256 (``ShippedBinaryError`` where
+    that one is not the recorded one)."""
+    if arguments.probe is not None:
+        return arguments.probe, arguments.probe_sha256
+    if arguments.probe_sha256 is not None:
+        raise _UsageError(
+            "--probe-sha256 pins the probe given by --probe; the shipped one is pinned already"
+        )
+    try:
+        shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
+    except NoShippedBinariesError as error:
+        raise _UsageError(
+            "--probe PATH is required: no probe ships with this installation (build-probe "
+            "builds one and prints its path)"
+        ) from error
+    return str(shipped.path), shipped.sha256
+
+
 def _preflight(arguments: argparse.Namespace) -> int:
     capability: CapabilitySpec = arguments.capability
     try:
+        probe, probe_sha256 = _preflight_probe(arguments)
+    except ShippedBinaryError as error:
+        _err(_error_lines(str(error)))
+        return EXIT_NOT_READY
+    try:
         outcome = standalone_preflight(
             capability,
-            probe=arguments.probe,
+            probe=probe,
             device=arguments.device,
             sm=arguments.sm,
             toolkit_root=arguments.toolkit_root,
-            probe_sha256=arguments.probe_sha256,
+            probe_sha256=probe_sha256,
             driver_root=arguments.driver_root,
         )
     except OptionsRejectedError as error:
@@ -344,7 +382,7 @@ def _preflight(arguments: argparse.Namespace) -> int:
         _print_refusal(outcome, arguments.json)
         return EXIT_NOT_READY
     if isinstance(outcome, NotRun):
-        _err(f"error: {outcome.why}")
+        _err(_error_lines(outcome.why))
         return EXIT_NOT_READY
     if arguments.json:
         _out(json.dumps(_plan_record(outcome.plan), indent=2, sort_keys=True))
@@ -397,10 +435,9 @@ def _add_preflight(commands: argparse._SubParsersAction[_Parser]) -> None:
     )
     preflight.add_argument(
         "--probe",
-        required=True,
         type=_absolute_file,
         metavar="PATH",
-        help="absolute path of the built probe",
+        help="absolute path of a built probe (default: the one this platform wheel ships)",
     )
     preflight.add_argument(
         "--device", required=True, type=_device, metavar="N", help="CUDA device ordinal, e.g. 0"
@@ -443,7 +480,7 @@ def _runtime_source(arguments: argparse.Namespace) -> int:
     try:
         installed = install_runtime_source(arguments.into)
     except RuntimeSourceError as error:
-        _err(f"error: {error}")
+        _err(_error_lines(str(error)))
         return EXIT_NOT_READY
     _out(
         "\n".join(
@@ -486,7 +523,7 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
     except CudaProbeError as error:
         # The probe this command reads is its PATH argument.
         flags = {PROVIDER_SPEC.option_keys.probe: "PATH"}
-        _err("\n".join(explain_lines(error.reason_code, error.facts, flags=flags)))
+        _err("\n".join(explain_lines(Refused(error.reason_code, error.facts), flags=flags)))
         return EXIT_NOT_READY
     _out("\n".join([digest, *pin_lines(path, digest)]))
     return EXIT_READY
@@ -494,9 +531,14 @@ def _pin_probe(arguments: argparse.Namespace) -> int:
 
 def _add_pin_probe(commands: argparse._SubParsersAction[_Parser]) -> None:
     pin = commands.add_parser(
-        "pin-probe", help="print a probe's SHA-256 and the rextio.toml lines that pin it"
+        "pin-probe",
+        help="print a probe's SHA-256 and the rextio.toml lines that pin it",
+        description=(
+            "Read the probe at PATH (a built one, e.g. what build-probe wrote), and print its "
+            "SHA-256 and the [target.device_options] lines that run only that probe."
+        ),
     )
-    pin.add_argument("path", type=_path, metavar="PATH", help="the probe executable")
+    pin.add_argument("path", type=_existing_file, metavar="PATH", help="the probe executable")
     pin.set_defaults(handler=_pin_probe)
 
 
@@ -504,10 +546,10 @@ def _probe(arguments: argparse.Namespace) -> int:
     try:
         shipped = shipped_binary(PROVIDER_SPEC.probe_report.probe)
     except NoShippedBinariesError:
-        _err(f"error: {NO_SHIPPED_PROBE}")
+        _err(_error_lines(NO_SHIPPED_PROBE))
         return EXIT_NOT_READY
     except ShippedBinaryError as error:
-        _err(f"error: {error}")
+        _err(_error_lines(str(error)))
         return EXIT_NOT_READY
     path = str(shipped.path)
     try:
@@ -515,7 +557,7 @@ def _probe(arguments: argparse.Namespace) -> int:
         # is a regular executable.
         digest = probe_file_sha256(path)
     except CudaProbeError as error:
-        _err("\n".join(explain_lines(error.reason_code, error.facts)))
+        _err("\n".join(explain_lines(Refused(error.reason_code, error.facts))))
         return EXIT_NOT_READY
     if digest != shipped.sha256:
         _err("error: the installed probe changed while it was read; run again")
@@ -564,7 +606,7 @@ def _build_probe_command(arguments: argparse.Namespace) -> int:
     except (_build_probe.BuildProbeUsageError, PathNotTomlError) as error:
         raise _UsageError(str(error)) from error
     except _build_probe.BuildProbeError as error:
-        _err(f"error: {error}")
+        _err(_error_lines(str(error)))
         return EXIT_NOT_READY
     note = "built here from the sources this package carries"
     lines: list[str] = []
@@ -676,10 +718,13 @@ def no_probe_lines(arguments: argparse.Namespace) -> list[str]:
     binaries = ["--probe", probe, "--smoke", smoke]
     validate = _command_line([*PROG.split(), "validate", *_validate_options(arguments), *binaries])
     return [
-        "error: no probe ships for this platform: this installation carries none (the pure "
-        "py3-none-any wheel or the sdist; the manylinux_2_17 x86_64 and aarch64 wheels carry "
-        "one). Build the reviewed probe and smoke from the sources this package carries, "
-        "with Rust's cargo, then validate with them:",
+        *_refusal_text.wrapped(
+            "error: ",
+            "no probe ships for this platform: this installation carries none (the pure "
+            "py3-none-any wheel or the sdist; the manylinux_2_17 x86_64 and aarch64 wheels "
+            "carry one). Build the reviewed probe and smoke from the sources this package "
+            "carries, with Rust's cargo, then validate with them:",
+        ),
         f"  {build}",
         f"  {validate}",
         *(
@@ -716,10 +761,10 @@ def _validate_command(arguments: argparse.Namespace) -> int:
         _err("\n".join(no_probe_lines(arguments)))
         return EXIT_NOT_READY
     except ShippedBinaryError as error:
-        _err(f"error: {error}")
+        _err(_error_lines(str(error)))
         return EXIT_NOT_READY
     except CudaProbeError as error:
-        _err("\n".join(explain_lines(error.reason_code, error.facts, flags=OPTION_FLAGS)))
+        _err("\n".join(explain_lines(Refused(error.reason_code, error.facts), flags=OPTION_FLAGS)))
         return EXIT_NOT_READY
     validated = _validate.run(
         capability,
@@ -850,7 +895,7 @@ def _parser() -> _Parser:
             "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
         ),
     )
-    parser.add_argument("--version", action=_Version, help="print the version and exit")
+    parser.add_argument("-V", "--version", action=_Version, help="print the version and exit")
     commands = parser.add_subparsers(
         dest="command",
         required=True,
@@ -899,7 +944,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
     except _UsageError as error:
-        _err(f"error: {error}")
+        _err(_error_lines(str(error)))
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -99,7 +99,7 @@ TENSORFLOW_VERSION: Final[str] = _pin_version(
 CPYTHON_VERSION: Final[str] = _pin_version(CAPABILITY_TENSORFLOW_TFE_LINUX_X86_64, "cpython")
 
 
-# Core reports a refusal only by its status; this line, path-free, tells the
+# Core reports a refusal only by its status; these lines, path-free, tell the
 # person running `rextio generate` which code it was and how to learn more.
 # Only a refusal logs: a ready preflight never loads logging or the texts.
 def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
@@ -110,10 +110,7 @@ def _log_refusal(refusal: _preflight_checks.Refusal) -> None:
     logger = logging.getLogger(__package__)
     if not logger.isEnabledFor(logging.WARNING):
         return
-    logger.warning(
-        "%s",
-        _refusal_text.refusal_line(refusal.reason_code, refusal.facts, refusal.cuda_result),
-    )
+    logger.warning("%s", _refusal_text.RefusalLine(refusal))
 
 
 class _Claim:

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use crate::current::{self, ContextShared};
 use crate::driver_api::{CUcontext, CUdevice, DriverApi, CU_CTX_SCHED_AUTO};
-use crate::error::CudaError;
+use crate::error::{CudaError, Refused};
 use crate::memory::DeviceAllocation;
 use crate::operation;
 use crate::stream::Stream;
@@ -92,8 +92,14 @@ impl Context {
     pub fn close(self) -> Result<(), CudaError> {
         match Rc::try_unwrap(self.shared) {
             Ok(shared) => shared.destroy(),
-            Err(_shared_with_children) => {
-                Err(CudaError::refusal(operation::CTX_DESTROY_CHILDREN_LIVE))
+            Err(shared_with_children) => {
+                // This handle is one of the counted references.
+                let children = Rc::strong_count(&shared_with_children) - 1;
+                let refused = Refused::ChildrenLive { children };
+                Err(CudaError::refused(
+                    operation::CTX_DESTROY_CHILDREN_LIVE,
+                    refused,
+                ))
             }
         }
     }

@@ -16,6 +16,33 @@ use crate::driver_api::{CUresult, CUDA_SUCCESS};
 pub struct CudaError {
     operation: &'static str,
     result: CUresult,
+    /// What a person called and with which numbers, for a check the runtime
+    /// made before any driver call; only `Display` reads it.
+    refused: Option<Refused>,
+}
+
+/// A method refused before any driver call, as `Display` tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Refused {
+    /// `length` bytes at `offset` do not fit the allocation's `size` bytes.
+    OutOfRange {
+        method: &'static str,
+        offset: usize,
+        length: usize,
+        size: usize,
+    },
+    /// A copy of no bytes, at `offset` of an allocation of `size` bytes.
+    Empty {
+        method: &'static str,
+        offset: usize,
+        size: usize,
+    },
+    /// The stream and the allocation belong to different contexts.
+    OtherContext { method: &'static str },
+    /// `allocate(0)`.
+    ZeroBytes,
+    /// `Context::close` with `children` streams and allocations alive.
+    ChildrenLive { children: usize },
 }
 
 impl CudaError {
@@ -25,11 +52,24 @@ impl CudaError {
     pub const RUNTIME_REFUSAL: CUresult = -1;
 
     pub(crate) const fn new(operation: &'static str, result: CUresult) -> Self {
-        Self { operation, result }
+        Self {
+            operation,
+            result,
+            refused: None,
+        }
     }
 
     pub(crate) const fn refusal(operation: &'static str) -> Self {
         Self::new(operation, Self::RUNTIME_REFUSAL)
+    }
+
+    /// The runtime's refusal of a method a person called, before any driver call.
+    pub(crate) const fn refused(operation: &'static str, refused: Refused) -> Self {
+        Self {
+            operation,
+            result: Self::RUNTIME_REFUSAL,
+            refused: Some(refused),
+        }
     }
 
     /// Maps a driver result to `Ok` on `CUDA_SUCCESS`, otherwise an error
@@ -68,11 +108,21 @@ impl CudaError {
     }
 }
 
-/// `cuInit failed with CUDA result 100 (CUDA_ERROR_NO_DEVICE)`; the runtime's
-/// own refusal reads `cuMemAlloc_v2:zero-bytes failed with CUDA result -1
-/// (refused by the runtime, no driver call failed)`.
+/// `cuInit failed with CUDA result 100 (CUDA_ERROR_NO_DEVICE)`. A method the
+/// runtime refused before any driver call is named with its numbers:
+/// `copy_to_device refused: 200 bytes at offset 4000 do not fit the 4096-byte
+/// allocation; no driver call was made` (the contract's operation string
+/// stays in [`CudaError::operation`]). Another refusal of the runtime's own reads
+/// `cuCtxPopCurrent_v2:wrong-context failed with CUDA result -1 (refused by
+/// the runtime, no driver call failed)`.
 impl fmt::Display for CudaError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(refused) = self.refused {
+            // The contract's operation string stays in `operation()`; the
+            // line a person reads names what they called and fits a terminal.
+            write_refused(f, refused)?;
+            return f.write_str("; no driver call was made");
+        }
         write!(
             f,
             "{} failed with CUDA result {}",
@@ -85,6 +135,40 @@ impl fmt::Display for CudaError {
             }
             None => f.write_str(" (a value cuda.h does not define)"),
         }
+    }
+}
+
+fn write_refused(f: &mut fmt::Formatter<'_>, refused: Refused) -> fmt::Result {
+    match refused {
+        Refused::OutOfRange {
+            method,
+            offset,
+            length,
+            size,
+        } => write!(
+            f,
+            "{method} refused: {length} bytes at offset {offset} do not fit the \
+             {size}-byte allocation"
+        ),
+        Refused::Empty {
+            method,
+            offset,
+            size,
+        } => write!(
+            f,
+            "{method} refused: 0 bytes at offset {offset} of the {size}-byte allocation \
+             (an empty copy)"
+        ),
+        Refused::OtherContext { method } => write!(
+            f,
+            "{method} refused: the allocation belongs to another context than the stream"
+        ),
+        Refused::ZeroBytes => f.write_str("allocate refused: 0 bytes (an empty allocation)"),
+        Refused::ChildrenLive { children } => write!(
+            f,
+            "close refused: {children} streams or allocations of the context are alive \
+             (it is destroyed when the last is released)"
+        ),
     }
 }
 

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use crate::current::{ContextChild, ContextShared};
 use crate::driver_api::{CUdeviceptr, DriverApi};
-use crate::error::CudaError;
+use crate::error::{CudaError, Refused};
 use crate::operation;
 
 /// Device memory from [`Context::allocate`](crate::Context::allocate).
@@ -14,6 +14,34 @@ use crate::operation;
 /// Holds its context, so the context is destroyed only after this memory is
 /// freed. Freed exactly once: by [`DeviceAllocation::close`] (which reports
 /// errors) or on drop (which ignores them).
+///
+/// Allocate, fill and read back through the context's stream (`no_run`: it
+/// needs an NVIDIA driver; `api` comes from the reviewed loader,
+/// `rextio_cuda_loader::load_reviewed`):
+///
+/// ```no_run
+/// # use std::rc::Rc;
+/// # use rextio_cuda_runtime::{device_get, initialize, Context, CudaError, DriverApi};
+/// fn zeroed_kibibyte(api: Rc<DriverApi>) -> Result<Vec<u8>, CudaError> {
+///     initialize(&api)?;
+///     let context = Context::create(Rc::clone(&api), device_get(&api, 0)?)?;
+///     let stream = context.create_stream()?;
+///     let mut allocation = context.allocate(1024)?;
+///     assert_eq!(allocation.byte_size(), 1024);
+///     stream.fill(&mut allocation, 0)?;
+///     let mut back = vec![0xff; allocation.byte_size()];
+///     stream.copy_from_device(&allocation, 0, &mut back)?;
+///     // A range past the end is refused before any driver call; its
+///     // Display names the method and the numbers.
+///     if let Err(error) = stream.copy_from_device(&allocation, 1000, &mut [0; 100]) {
+///         eprintln!("{error}");
+///     }
+///     allocation.close()?;
+///     stream.close()?;
+///     context.close()?;
+///     Ok(back)
+/// }
+/// ```
 ///
 /// Deliberately neither `Send` nor `Sync`:
 ///
@@ -39,7 +67,10 @@ impl DeviceAllocation {
         byte_size: usize,
     ) -> Result<Self, CudaError> {
         if byte_size == 0 {
-            return Err(CudaError::refusal(operation::MEM_ALLOC_ZERO_BYTES));
+            return Err(CudaError::refused(
+                operation::MEM_ALLOC_ZERO_BYTES,
+                Refused::ZeroBytes,
+            ));
         }
         let allocate = |api: &DriverApi| {
             let mut device_pointer: CUdeviceptr = 0;

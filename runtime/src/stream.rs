@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use crate::current::{ContextChild, ContextShared};
 use crate::driver_api::{CUdeviceptr, CUstream, DriverApi, CU_STREAM_NON_BLOCKING};
-use crate::error::CudaError;
+use crate::error::{CudaError, Refused};
 use crate::memory::DeviceAllocation;
 use crate::operation;
 
@@ -28,7 +28,35 @@ const STREAM_FLAGS: core::ffi::c_uint = CU_STREAM_NON_BLOCKING;
 /// [`Stream::fill`]); each is enqueued on this stream and synchronized before
 /// it returns, so the host bytes are borrowed for exactly as long as the
 /// driver uses them. Writing needs the allocation borrowed mutably, so no
-/// other borrow can read it meanwhile:
+/// other borrow can read it meanwhile.
+///
+/// A round trip (`no_run`: it needs an NVIDIA driver; `api` comes from the
+/// reviewed loader, `rextio_cuda_loader::load_reviewed`):
+///
+/// ```no_run
+/// # use std::rc::Rc;
+/// # use rextio_cuda_runtime::{device_get, initialize, Context, CudaError, DriverApi};
+/// fn round_trip(api: Rc<DriverApi>) -> Result<(), CudaError> {
+///     initialize(&api)?;
+///     let context = Context::create(Rc::clone(&api), device_get(&api, 0)?)?;
+///     let stream = context.create_stream()?;
+///     let mut allocation = context.allocate(4096)?;
+///     stream.copy_to_device(&mut allocation, 0, b"hello, device")?;
+///     let mut back = [0u8; 13];
+///     stream.copy_from_device(&allocation, 0, &mut back)?;
+///     assert_eq!(&back, b"hello, device");
+///     // 200 bytes at offset 4000 do not fit 4096: refused, no driver call.
+///     let refused = stream.copy_to_device(&mut allocation, 4000, &[0; 200]);
+///     if let Err(error) = &refused {
+///         println!("{error}"); // copy_to_device refused: 200 bytes at offset 4000 ...
+///     }
+///     allocation.close()?;
+///     stream.close()?;
+///     context.close()
+/// }
+/// ```
+///
+/// Writing while another borrow reads does not compile:
 ///
 /// ```compile_fail,E0502
 /// # use rextio_cuda_runtime::{DeviceAllocation, Stream};
@@ -125,6 +153,7 @@ impl Stream {
         source: &[u8],
     ) -> Result<(), CudaError> {
         let refusals = Refusals {
+            method: "copy_to_device",
             other_context: operation::MEMCPY_TO_DEVICE_OTHER_CONTEXT,
             empty: operation::MEMCPY_TO_DEVICE_EMPTY,
             out_of_range: operation::MEMCPY_TO_DEVICE_OUT_OF_RANGE,
@@ -160,6 +189,7 @@ impl Stream {
         destination: &mut [u8],
     ) -> Result<(), CudaError> {
         let refusals = Refusals {
+            method: "copy_from_device",
             other_context: operation::MEMCPY_FROM_DEVICE_OTHER_CONTEXT,
             empty: operation::MEMCPY_FROM_DEVICE_EMPTY,
             out_of_range: operation::MEMCPY_FROM_DEVICE_OUT_OF_RANGE,
@@ -192,7 +222,8 @@ impl Stream {
     /// `cuCtxPopCurrent_v2:wrong-context`.
     pub fn fill(&self, destination: &mut DeviceAllocation, byte: u8) -> Result<(), CudaError> {
         if !self.child.shares_context_with(destination.child()) {
-            return Err(CudaError::refusal(operation::MEMSET_OTHER_CONTEXT));
+            let refused = Refused::OtherContext { method: "fill" };
+            return Err(CudaError::refused(operation::MEMSET_OTHER_CONTEXT, refused));
         }
         let (address, byte_size) = (destination.device_pointer(), destination.byte_size());
         self.enqueue_and_synchronize(|api, stream| {
@@ -214,11 +245,18 @@ impl Stream {
         length: usize,
         refusals: Refusals,
     ) -> Result<CUdeviceptr, CudaError> {
+        let (method, size) = (refusals.method, allocation.byte_size());
         if !self.child.shares_context_with(allocation.child()) {
-            return Err(CudaError::refusal(refusals.other_context));
+            let refused = Refused::OtherContext { method };
+            return Err(CudaError::refused(refusals.other_context, refused));
         }
         if length == 0 {
-            return Err(CudaError::refusal(refusals.empty));
+            let refused = Refused::Empty {
+                method,
+                offset,
+                size,
+            };
+            return Err(CudaError::refused(refusals.empty, refused));
         }
         let fits = offset
             .checked_add(length)
@@ -228,7 +266,15 @@ impl Stream {
             .and_then(|offset| allocation.device_pointer().checked_add(offset));
         match address {
             Some(address) if fits => Ok(address),
-            _ => Err(CudaError::refusal(refusals.out_of_range)),
+            _ => {
+                let refused = Refused::OutOfRange {
+                    method,
+                    offset,
+                    length,
+                    size,
+                };
+                Err(CudaError::refused(refusals.out_of_range, refused))
+            }
         }
     }
 
@@ -261,8 +307,9 @@ impl Stream {
     }
 }
 
-/// The operation names a copy's checks refuse with.
+/// The method a person called and the operation names its checks refuse with.
 struct Refusals {
+    method: &'static str,
     other_context: &'static str,
     empty: &'static str,
     out_of_range: &'static str,

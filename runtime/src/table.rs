@@ -1,5 +1,5 @@
 //! The symbol-table machinery, written once (PyTorch's `driver_api.h`
-//! shape): [`driver_table!`] turns one line per export into a table of
+//! shape): [`driver_table!`] turns one entry per export into a table of
 //! function pointers resolved from one driver image, with one accessor per
 //! export. The generated `driver_api.rs` feeds it every listed export; the
 //! probe feeds it its inventory exports; the simulated driver reads the same
@@ -48,7 +48,7 @@ impl fmt::Display for SymbolUnavailable {
 
 impl std::error::Error for SymbolUnavailable {}
 
-/// A symbol table over the exports listed after its header, one line each:
+/// A symbol table over the exports listed after its header, one entry each:
 /// `required SINCE export(param: Type, ...);` or `optional SINCE export(...);`
 /// (`SINCE`: the driver version, in cuDriverGetVersion units, that
 /// introduced the export). The parameter types are resolved where the macro

@@ -642,6 +642,14 @@ fn refusal(operation: &'static str) -> CudaError {
     CudaError::new(operation, -1)
 }
 
+/// A result with its error as the error's contract string (`operation()`).
+fn by_operation<T>(result: Result<T, CudaError>) -> Result<T, &'static str> {
+    result.map_err(|error| {
+        assert!(error.is_runtime_refusal(), "{error}");
+        error.operation()
+    })
+}
+
 /// A context (`ctx2`) on device 40 (ordinal 0) with the log emptied.
 fn context(api: &Rc<DriverApi>) -> Context {
     let context = Context::create(Rc::clone(api), 40).expect("context");
@@ -1085,7 +1093,7 @@ fn allocate_and_close_push_run_pop() {
 fn zero_byte_allocation_makes_no_driver_call() {
     let (_api, context) = fresh_context();
     let outcome = context.allocate(0);
-    assert_eq!(outcome.unwrap_err(), refusal("cuMemAlloc_v2:zero-bytes"));
+    assert_eq!(outcome.unwrap_err().operation(), "cuMemAlloc_v2:zero-bytes");
     expect_log(&[]);
     assert_eq!(context.live_children(), 0);
 }
@@ -1276,8 +1284,8 @@ fn fill_sets_every_byte_and_copies_reach_both_ends() {
 #[test]
 fn copies_outside_the_allocation_make_no_driver_call() {
     let (_api, _context, stream, mut allocation) = fresh_allocation(64);
-    let to_device = refusal("cuMemcpyHtoDAsync_v2:out-of-range");
-    let from_device = refusal("cuMemcpyDtoHAsync_v2:out-of-range");
+    let to_device = "cuMemcpyHtoDAsync_v2:out-of-range";
+    let from_device = "cuMemcpyDtoHAsync_v2:out-of-range";
     for (offset, length) in [
         (0, 65),
         (1, 64),
@@ -1292,12 +1300,12 @@ fn copies_outside_the_allocation_make_no_driver_call() {
         let bytes = vec![0_u8; length];
         let mut back = vec![0_u8; length];
         assert_eq!(
-            stream.copy_to_device(&mut allocation, offset, &bytes),
+            by_operation(stream.copy_to_device(&mut allocation, offset, &bytes)),
             Err(to_device),
             "{offset} {length}"
         );
         assert_eq!(
-            stream.copy_from_device(&allocation, offset, &mut back),
+            by_operation(stream.copy_from_device(&allocation, offset, &mut back)),
             Err(from_device),
             "{offset} {length}"
         );
@@ -1312,12 +1320,12 @@ fn empty_copies_make_no_driver_call() {
     let (_api, _context, stream, mut allocation) = fresh_allocation(64);
     for offset in [0, 64, usize::MAX] {
         assert_eq!(
-            stream.copy_to_device(&mut allocation, offset, &[]),
-            Err(refusal("cuMemcpyHtoDAsync_v2:empty"))
+            by_operation(stream.copy_to_device(&mut allocation, offset, &[])),
+            Err("cuMemcpyHtoDAsync_v2:empty")
         );
         assert_eq!(
-            stream.copy_from_device(&allocation, offset, &mut []),
-            Err(refusal("cuMemcpyDtoHAsync_v2:empty"))
+            by_operation(stream.copy_from_device(&allocation, offset, &mut [])),
+            Err("cuMemcpyDtoHAsync_v2:empty")
         );
     }
     expect_log(&[]);
@@ -1333,24 +1341,24 @@ fn a_stream_and_an_allocation_of_different_contexts_make_no_driver_call() {
     take_log();
     // The context check comes first, whatever else is wrong.
     assert_eq!(
-        stream.copy_to_device(&mut foreign, 0, &[1; 8]),
-        Err(refusal("cuMemcpyHtoDAsync_v2:other-context"))
+        by_operation(stream.copy_to_device(&mut foreign, 0, &[1; 8])),
+        Err("cuMemcpyHtoDAsync_v2:other-context")
     );
     assert_eq!(
-        stream.copy_to_device(&mut foreign, 64, &[]),
-        Err(refusal("cuMemcpyHtoDAsync_v2:other-context"))
+        by_operation(stream.copy_to_device(&mut foreign, 64, &[])),
+        Err("cuMemcpyHtoDAsync_v2:other-context")
     );
     assert_eq!(
-        stream.copy_from_device(&foreign, 0, &mut [0; 8]),
-        Err(refusal("cuMemcpyDtoHAsync_v2:other-context"))
+        by_operation(stream.copy_from_device(&foreign, 0, &mut [0; 8])),
+        Err("cuMemcpyDtoHAsync_v2:other-context")
     );
     assert_eq!(
-        stream.copy_from_device(&foreign, 100, &mut [0; 8]),
-        Err(refusal("cuMemcpyDtoHAsync_v2:other-context"))
+        by_operation(stream.copy_from_device(&foreign, 100, &mut [0; 8])),
+        Err("cuMemcpyDtoHAsync_v2:other-context")
     );
     assert_eq!(
-        stream.fill(&mut foreign, 0),
-        Err(refusal("cuMemsetD8Async:other-context"))
+        by_operation(stream.fill(&mut foreign, 0)),
+        Err("cuMemsetD8Async:other-context")
     );
     expect_log(&[]);
 }
@@ -1481,8 +1489,8 @@ fn context_close_with_live_children_defers_the_destroy_to_the_last_child() {
     let allocation = context.allocate(16).unwrap();
     take_log();
     assert_eq!(
-        context.close(),
-        Err(refusal("cuCtxDestroy_v2:children-live"))
+        by_operation(context.close()),
+        Err("cuCtxDestroy_v2:children-live")
     );
     expect_log(&[]);
     stream.close().unwrap();
@@ -1595,13 +1603,13 @@ fn cuda_error_carries_only_the_operation_and_the_result() {
         driver.to_string(),
         "cuMemAlloc_v2 failed with CUDA result 2 (CUDA_ERROR_OUT_OF_MEMORY)"
     );
-    let refused = refusal("cuMemAlloc_v2:zero-bytes");
+    let refused = refusal("cuCtxPopCurrent_v2:wrong-context");
     assert!(refused.is_runtime_refusal());
     assert_eq!(refused.result(), CudaError::RUNTIME_REFUSAL);
     assert_eq!(refused.result_name(), None);
     assert_eq!(
         refused.to_string(),
-        "cuMemAlloc_v2:zero-bytes failed with CUDA result -1 \
+        "cuCtxPopCurrent_v2:wrong-context failed with CUDA result -1 \
          (refused by the runtime, no driver call failed)"
     );
     let boxed: Box<dyn std::error::Error> = Box::new(refused);
@@ -1636,6 +1644,72 @@ fn cuda_error_debug_under_question_mark_names_the_result() {
         format!("{operating_system:?}"),
         operating_system.to_string()
     );
+}
+
+/// A refused method is named by what a person called, with its numbers,
+/// and says no driver call was made; `operation()` keeps the contract string.
+#[test]
+fn a_runtime_refusal_names_the_method_and_its_numbers() {
+    let (_api, context, stream, mut allocation) = fresh_allocation(4096);
+    let out_of_range = stream
+        .copy_to_device(&mut allocation, 4000, &[0; 200])
+        .unwrap_err();
+    assert_eq!(
+        out_of_range.operation(),
+        "cuMemcpyHtoDAsync_v2:out-of-range"
+    );
+    assert_eq!(
+        out_of_range.to_string(),
+        "copy_to_device refused: 200 bytes at offset 4000 do not fit the 4096-byte \
+         allocation; no driver call was made"
+    );
+    let mut back = [0_u8; 8];
+    let from = stream
+        .copy_from_device(&allocation, 4095, &mut back)
+        .unwrap_err();
+    assert_eq!(
+        from.to_string(),
+        "copy_from_device refused: 8 bytes at offset 4095 do not fit the 4096-byte \
+         allocation; no driver call was made"
+    );
+    let empty = stream
+        .copy_from_device(&allocation, 12, &mut [])
+        .unwrap_err();
+    assert_eq!(
+        empty.to_string(),
+        "copy_from_device refused: 0 bytes at offset 12 of the 4096-byte allocation \
+         (an empty copy); no driver call was made"
+    );
+    let zero = context.allocate(0).unwrap_err();
+    assert_eq!(
+        format!("{zero:?}"),
+        "allocate refused: 0 bytes (an empty allocation); no driver call was made"
+    );
+    expect_log(&[]);
+    let close = context.close().unwrap_err();
+    assert_eq!(
+        close.to_string(),
+        "close refused: 2 streams or allocations of the context are alive (it is \
+         destroyed when the last is released); no driver call was made"
+    );
+    drop((stream, allocation));
+}
+
+#[test]
+fn a_fill_of_another_context_s_allocation_names_fill() {
+    let api = fresh_api();
+    let first = context(&api);
+    let second = context(&api);
+    let stream = first.create_stream().unwrap();
+    let mut foreign = second.allocate(64).unwrap();
+    take_log();
+    let other = stream.fill(&mut foreign, 0).unwrap_err();
+    assert_eq!(
+        other.to_string(),
+        "fill refused: the allocation belongs to another context than the stream; \
+         no driver call was made"
+    );
+    expect_log(&[]);
 }
 
 #[test]

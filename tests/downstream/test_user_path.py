@@ -104,6 +104,7 @@ def _project(
         "generate.sh",
         "install.sh",
         "probe.sh",
+        "refusal.txt",
         "rextio.toml",
         "tensorflow/app/kernels.py",
     ]
@@ -190,15 +191,30 @@ def test_a_wrong_sm_stops_generation_and_names_the_reason(
 
     assert run.returncode != 0, run.stdout
     assert "Traceback" not in run.stderr
-    assert (
-        "rextio-device-cuda preflight refused: CUDA_SM_MISMATCH: "
-        in run.stderr
-    ), run.stderr
-    assert "python -m rextio_device_cuda explain CUDA_SM_MISMATCH" in run.stderr
-    # The line says what the probe saw, not only that the two differ.
-    assert "Observed: device 0 is sm_80 (" in run.stderr, run.stderr
-    assert "); sm_86 was selected." in run.stderr, run.stderr
-    assert "failed preflight with status 'unavailable'" in run.stderr
+    # What the README quotes, line for line and in order, is what was printed.
+    quoted = readme_files(SECTION)["refusal.txt"].splitlines()
+    printed = [line for line in (run.stdout + run.stderr).splitlines() if line in quoted]
+    assert printed == quoted, run.stdout + run.stderr
+    assert not (project / ".rextio").exists()
+
+
+def test_a_wrong_pin_is_refused_naming_both_digests_whole(
+    sim_host: SimulatedHost, tmp_path: Path
+) -> None:
+    executable, digest = _installed_pin()
+    real = tomllib.loads(digest)["probe_sha256"]
+    wrong = "0" * 64
+    project = _project(tmp_path / "project", (executable, f'probe_sha256 = "{wrong}"'))
+
+    run = sim_host.run(DriverLayout(config=ONE_A100), [_rextio(), "generate", project])
+
+    assert run.returncode != 0, run.stdout
+    assert "PROBE_DIGEST_MISMATCH" in run.stderr, run.stderr
+    # The README: the refusal prints both digests whole, never prefixes.
+    assert real in run.stderr, run.stderr
+    assert wrong in run.stderr, run.stderr
+    # The probe never ran.
+    assert run.calls == ()
     assert not (project / ".rextio").exists()
 
 
@@ -376,7 +392,7 @@ def test_an_unknown_option_in_rextio_toml_is_named_by_its_key(
 
     assert run.returncode != 0, run.stdout
     assert "rextio-device-cuda preflight refused: PROVIDER_OPTION_UNKNOWN: " in run.stderr
-    observed = f"Observed: {key} is not an option of cuda-libtorch-linux-x86_64."
+    observed = f"\nobserved: {key} is not an option of cuda-libtorch-linux-x86_64\n"
     assert observed in run.stderr, run.stderr
     assert "/opt/cuda-12.8" not in run.stdout + run.stderr
     assert run.calls == ()

@@ -1,8 +1,9 @@
 """The whole chain on the simulated driver, for a newcomer without a GPU.
 
-Run after `cargo xtask setup`, as root (private mount namespaces), with an
-environment's python: ``target/venv/bin/python tests/e2e/demo.py`` (what
-`cargo xtask demo` does; tests/e2e/test_demo.py runs it too). Shows the
+`cargo xtask demo` builds what it needs and runs it with
+``target/venv-demo/bin/python``; after `cargo xtask setup`,
+``target/venv/bin/python tests/e2e/demo.py`` runs it too (as root: private
+mount namespaces), and tests/e2e/test_demo.py checks it. Shows the
 probe's report, the preflight through Rextio Core and the redacted plan, the
 lifetime smoke with the driver's call log, and the packaged runtime source
 built into a sample project. Each step says what it proves and what it does
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -68,12 +70,26 @@ fn main() {
 """
 
 
+# Every line printed fits a terminal of this width.
+COLUMNS = 100
+
+
+def wrapped(text: str, first: str, rest: str) -> str:
+    return textwrap.fill(
+        text, COLUMNS, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
+    )
+
+
 def step(title: str, proves: str, does_not_prove: str) -> None:
-    print(f"\n== {title}\n   proves:         {proves}\n   does not prove: {does_not_prove}")
+    print(f"\n== {title}")
+    print(wrapped(proves, "   proves:         ", " " * 19))
+    print(wrapped(does_not_prove, "   does not prove: ", " " * 19))
 
 
 def show(what: str, returncode: int, stdout: str) -> None:
-    print(f"   {what} (exit {returncode}):\n   {stdout.strip()}")
+    """A JSON record the binary printed (one line), laid out a field a line."""
+    record = json.dumps(json.loads(stdout), indent=2).replace("\n", "\n   ")
+    print(f"   {what} (exit {returncode}):\n   {record}")
 
 
 def run(argv: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -132,7 +148,7 @@ def main() -> int:
         smoke = host.run(TWO_DEVICES, [native.smoke, "--device", "0"])
         show("smoke", smoke.returncode, smoke.stdout)
         print("   simulated driver call log:")
-        print("".join(f"     {line}\n" for line in smoke.calls), end="")
+        print("".join(f"{wrapped(line, ' ' * 5, ' ' * 9)}\n" for line in smoke.calls), end="")
         if smoke.returncode != 0:
             return 1
 
@@ -145,7 +161,8 @@ def main() -> int:
         project = work / "sample-project"
         (project / "src").mkdir(parents=True)
         command = [sys.executable, "-m", "rextio_device_cuda", "runtime-source", "--into"]
-        print("   " + run([*command, str(project)]).stdout.strip())
+        installed = run([*command, str(project)]).stdout
+        print("".join(f"   {line}\n" for line in installed.splitlines()), end="")
         (project / "Cargo.toml").write_text(SAMPLE_MANIFEST, encoding="utf-8")
         (project / "src" / "main.rs").write_text(SAMPLE_MAIN, encoding="utf-8")
         cargo = os.environ.get("CARGO") or shutil.which("cargo") or "cargo"

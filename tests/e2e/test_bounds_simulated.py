@@ -177,6 +177,7 @@ print(json.dumps({{"ended": result, "status": status, "stdout": stdout, "stderr"
 
 
 @pytest.mark.process_stress
+@pytest.mark.own_deadline
 @pytest.mark.parametrize("binary", ["probe", "smoke"])
 def test_a_hanging_driver_ends_within_the_binarys_own_bound(
     sim_host: SimulatedHost, binary: str

@@ -1,5 +1,5 @@
-"""The README's manual host, built from the installed wheel alone
-(manual_host.py), run beside the simulated driver in private mount
+"""The manual host of docs/manual-host.md, built from the installed wheel
+alone (manual_host.py), run beside the simulated driver in private mount
 namespaces: the runtime's lifetime sequence with its round trip,
 every driver call in order and the bytes through device memory; a refused
 past-the-end read that makes no driver call; a driver that loses a byte; a
@@ -11,7 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from manual_host import COMPLETE, LOADED, build_native, failed, install_project, not_loaded
+from manual_host import (
+    COMPLETE,
+    LOADED,
+    assert_failed_at,
+    build_native,
+    install_project,
+    not_loaded,
+)
 from sim_namespace import SIM_TMPFS, DriverLayout, NamespaceRun, SimulatedHost, fnv1a64
 
 ONE_DEVICE = ("driver_version=12040", "device=NVIDIA Simulated H100|9|0")
@@ -101,7 +108,8 @@ def test_the_manual_host_reports_cu_init_without_a_device(
     sim_host: SimulatedHost, manual_host: Path
 ) -> None:
     run = sim_host.run(DriverLayout(config=("driver_version=12040",)), [manual_host])
-    assert (run.returncode, run.stdout) == (1, f"{LOADED}\n{failed('cuInit', 100)}\n"), run.stderr
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert_failed_at(run.stdout, "cuInit", 100)
     assert _symbols(run) == ["cuInit"]
 
 

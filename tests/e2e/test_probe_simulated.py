@@ -70,10 +70,10 @@ def _probe(sim_host: SimulatedHost, layout: DriverLayout) -> tuple[dict[str, Any
     parse_probe_report(run.stdout)
     reason = record["reason_code"]
     assert reason is None or reason in PROVIDER_SPEC.probe_report.reason_codes, reason
-    # refusing_rule comes last, and only when the loader refused an image.
+    # refusing_rule and loader_reason come last, and only when the loader refused
+    # an image (by a rule, or the dynamic loader after review).
     keys = list(_failure("unavailable", "X"))
-    if "refusing_rule" in record:
-        keys.append("refusing_rule")
+    keys += [key for key in ("refusing_rule", "loader_reason") if key in record]
     assert list(record) == keys, "keys must keep contract order"
     return record, run.calls
 
@@ -329,7 +329,13 @@ def test_loader_refuses_an_image_that_is_not_a_library(
     garbage = tmp_path / "garbage.so"
     garbage.write_bytes(b"not an ELF image\n")
     record, _ = _probe(sim_host, DriverLayout(image=garbage))
-    assert record == _failure("unavailable", "LIBCUDA_SO_LOAD_FAILED", driver_loaded=False)
+    # The dynamic loader's own reason, without the path it named.
+    assert record == _failure(
+        "unavailable",
+        "LIBCUDA_SO_LOAD_FAILED",
+        driver_loaded=False,
+        loader_reason="file too short",
+    )
 
 
 @pytest.mark.parametrize("count", ["-1", "1025", "2147483647"])

@@ -67,6 +67,13 @@ def _run(
     )
 
 
+def _unwrapped(text: str) -> str:
+    """Printed text with each wrapped line joined to the one before (the package
+    continues a line with two spaces), after checking every line fits 100 columns."""
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    return text.replace("\n  ", " ")
+
+
 def _explained(code: str) -> str:
     explanation, remedy = PROVIDER_SPEC.reason_codes[code]
     # The remedy as validate prints it: naming its own options (--driver-root).
@@ -131,7 +138,9 @@ def test_validate_fails_over_a_driver_that_loses_a_byte(
         DriverLayout(config=(*ONE_DEVICE, "corrupt_read=2048")), argv, extra_env=shipped
     )
     assert run.returncode == 1, run.stderr
-    assert "this host is not validated.\n" + _explained("DEVICE_ROUND_TRIP_MISMATCH") in run.stderr
+    assert "this host is not validated.\n" + _explained("DEVICE_ROUND_TRIP_MISMATCH") in _unwrapped(
+        run.stderr
+    )
     evidence = _evidence(output, run.stdout, tmp_path)
     assert (evidence["validated"], evidence["round_trip"]) == (False, False)
     assert evidence["reason_code"] == "DEVICE_ROUND_TRIP_MISMATCH"
@@ -166,7 +175,23 @@ def test_validate_explains_a_missing_driver_on_this_host(
     output = tmp_path / "evidence.json"
     run = _run(["--sm", "sm_80", "--output", output], shipped)
     assert run.returncode == 1, run.stderr
-    assert "this host is not validated.\n" + _explained("LIBCUDA_SO_NOT_FOUND") in run.stderr
+    # The same lines preflight prints, with what its probe observed (this
+    # architecture's directories, one per line), not the whole explanation.
+    command = [*VALIDATE[:3], "preflight", "--capability", "cuda-linux-x86_64"]
+    preflight = subprocess.run(
+        [*command, "--device", "0", "--sm", "sm_80"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **shipped},
+    )
+    assert preflight.returncode == 1, preflight.stderr
+    refusal = preflight.stderr.split("\n", 1)[1]
+    assert refusal.startswith("LIBCUDA_SO_NOT_FOUND: ")
+    assert "\nobserved: the probe searched its x86_64 directories\n" in refusal
+    assert run.stderr.endswith("this host is not validated.\n" + refusal), run.stderr
+    assert all(len(line) <= 100 for line in run.stderr.splitlines())
     evidence = _evidence(output, run.stdout, tmp_path)
     assert evidence["validated"] is False
     assert evidence["round_trip"] is False
@@ -224,8 +249,10 @@ def test_without_shipped_binaries_the_message_names_two_commands_that_complete(
     assert run.returncode == 1, run.stderr
     assert run.stdout == ""
     assert not output.exists()
-    lines = run.stderr.splitlines()
-    assert lines[0].startswith("error: no probe ships for this platform: ")
+    # The prose fits 100 columns; the two commands are whole lines to paste.
+    said = run.stderr.replace("\n  ", " ").splitlines()
+    assert said[0].startswith("error: no probe ships for this platform: ")
+    lines = [line for line in run.stderr.splitlines() if line.startswith("  python -m ")]
     version = rextio_device_cuda.__version__
     directory = tmp_path / "cache" / "rextio-device-cuda" / f"probe-{version}"
     probe = directory / PROVIDER_SPEC.probe_report.probe
@@ -234,7 +261,7 @@ def test_without_shipped_binaries_the_message_names_two_commands_that_complete(
     validate = ["python", "-m", "rextio_device_cuda", "validate", "--sm", "sm_80"]
     validate += ["--device", "0", "--output", str(output), "--probe", str(probe)]
     validate += ["--smoke", str(smoke)]
-    assert [shlex.split(line) for line in lines[1:]] == [build, validate]
+    assert [shlex.split(line) for line in lines] == [build, validate]
     # What build-probe writes there (its own tests build it with cargo).
     directory.mkdir(parents=True)
     shutil.copy2(sim_host.native.probe, probe)
@@ -273,7 +300,9 @@ def test_validate_with_a_driver_root_loads_only_there_probe_preflight_and_smoke(
     assert json.loads(plain.stdout)["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
     remedy = PROVIDER_SPEC.reason_codes["LIBCUDA_SO_NOT_FOUND"][1]
     assert "driver_root" in remedy
-    assert f"remedy: {remedy.replace('driver_root', '--driver-root')}\n" in plain.stderr
+    assert f"remedy: {remedy.replace('driver_root', '--driver-root')}\n" in _unwrapped(
+        plain.stderr
+    )
     run = sim_host.run(IN_COMPAT_ONLY, [*argv, "--driver-root", COMPAT], extra_env=shipped)
     assert run.returncode == 0, run.stderr
     evidence = _evidence(output, run.stdout, tmp_path)
@@ -342,8 +371,8 @@ def test_a_binary_that_is_not_the_recorded_one_is_refused(
     output = tmp_path / "evidence.json"
     run = _run(["--sm", "sm_80", "--output", output], shipped)
     assert run.returncode == 1, run.stderr
-    assert "not the" in run.stderr
-    assert "the wheel recorded; reinstall the wheel" in run.stderr
+    assert "not the" in _unwrapped(run.stderr)
+    assert "the wheel recorded; reinstall the wheel" in _unwrapped(run.stderr)
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()
@@ -356,10 +385,9 @@ def test_an_output_it_cannot_write_is_refused_before_running(
     output = tmp_path / name
     run = _run(["--sm", "sm_80", "--output", output], shipped)
     assert run.returncode == 2, run.stderr
-    assert run.stderr.splitlines()[-1].startswith("error: argument --output: ")
-    assert [line for line in run.stderr.splitlines() if "error" in line] == [
-        run.stderr.splitlines()[-1]
-    ]
+    said = _unwrapped(run.stderr).splitlines()
+    assert said[-1].startswith("error: argument --output: ")
+    assert [line for line in said if "error" in line] == [said[-1]]
     assert "Traceback" not in run.stderr
     assert ".tmp" not in run.stderr
     assert run.stdout == ""
@@ -403,9 +431,8 @@ def test_validate_usage_errors_exit_2_before_running_anything(
     output = tmp_path / "evidence.json"
     run = _run([*arguments, "--output", output], shipped)
     assert run.returncode == 2, run.stderr
-    assert [line for line in run.stderr.splitlines() if line.startswith("error: ")] == [
-        run.stderr.splitlines()[-1]
-    ]
+    said = _unwrapped(run.stderr).splitlines()
+    assert [line for line in said if line.startswith("error: ")] == [said[-1]]
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()

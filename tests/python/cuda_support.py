@@ -406,3 +406,11 @@ def run_with_memfd_noexec_2(
     )
     assert setting.read_text() == before
     return done
+
+
+def unwrapped(text: str) -> str:
+    """Printed refusal text with each wrapped line joined back to the one before (the
+    package continues a line with two spaces), after checking every line fits 100
+    columns: what a test compares whole sentences against."""
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    return text.replace("\n  ", " ")

@@ -370,7 +370,10 @@ def test_a_cache_where_others_could_plant_cargo_configuration_is_refused(
     env = {**_without_cargo_target_dir(), "XDG_CACHE_HOME": str(user_cache)}
     done = _build(_stand_in(tmp_path), "--into", str(into), cwd=tmp_path, env=env)
     assert (done.returncode, done.stdout) == (1, b""), done.stderr
-    message = done.stderr.decode("utf-8")
+    # One message, wrapped to 100 columns (its lines continue with two spaces).
+    printed = done.stderr.decode("utf-8")
+    assert all(len(line) <= 100 for line in printed.splitlines()), printed
+    message = printed.replace("\n  ", " ")
     assert message.startswith(f"error: {offending} {reason}, and cargo reads its configuration")
     assert message.count("\n") == 1
     assert not into.exists()

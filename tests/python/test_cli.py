@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cuda_support import SPEC, ProbeFactory, report, run_cli, unavailable_report
+from cuda_support import SPEC, ProbeFactory, report, run_cli, unavailable_report, unwrapped
 
 import rextio_device_cuda
 from rextio_device_cuda import CudaDeviceProvider
@@ -33,15 +33,15 @@ def test_explain_prints_explanation_and_remedy(tmp_path: Path) -> None:
     for code, (explanation, remedy) in list(SPEC["reason_codes"].items())[:5]:
         done = run_cli("explain", code, cwd=tmp_path)
         assert done.returncode == 0
-        assert explanation in done.stdout
-        assert remedy in done.stdout
+        assert explanation in unwrapped(done.stdout)
+        assert remedy in unwrapped(done.stdout)
 
 
 def test_explain_every_code(capsys: pytest.CaptureFixture[str]) -> None:
     # In-process for all codes: one subprocess per code would only add start-up time.
     for code, (explanation, remedy) in SPEC["reason_codes"].items():
         assert main(["explain", code]) == 0
-        printed = capsys.readouterr().out
+        printed = unwrapped(capsys.readouterr().out)
         assert code in printed
         assert explanation in printed
         assert remedy in printed
@@ -51,7 +51,7 @@ def test_explain_list_names_every_code_once(tmp_path: Path) -> None:
     done = run_cli("explain", "--list", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     expected = [f"{code}: {texts[0]}" for code, texts in sorted(SPEC["reason_codes"].items())]
-    assert done.stdout.splitlines() == expected
+    assert unwrapped(done.stdout).splitlines() == expected
 
 
 @pytest.mark.parametrize("arguments", [["explain"], ["explain", "--list", "CUDA_SM_MISMATCH"]])
@@ -176,7 +176,7 @@ def test_preflight_refusals(
     assert done.returncode == 1
     assert code in done.stderr
     # The remedy names this command's options (--sm for sm).
-    assert for_command(SPEC["reason_codes"][code][1], OPTION_FLAGS) in done.stderr
+    assert for_command(SPEC["reason_codes"][code][1], OPTION_FLAGS) in unwrapped(done.stderr)
     assert "Traceback" not in done.stderr
 
 
@@ -189,17 +189,19 @@ def test_no_driver_found_prints_this_architectures_directories_and_explain_every
     done = _preflight(probe, "--device", "0", "--sm", "sm_80", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     lines = done.stderr.splitlines()
-    assert lines[:3] == [
+    # The directories one per line, then what was observed.
+    directories = len(searched["x86_64"])
+    assert lines[: directories + 3] == [
         "not ready (unavailable)",
-        "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists where the probe looked: "
-        f"{', '.join(searched['x86_64'])}.",
+        "LIBCUDA_SO_NOT_FOUND: No libcuda.so.1 exists where the probe looked:",
+        *(f"  {directory}" for directory in searched["x86_64"]),
         "observed: the probe searched its x86_64 directories",
     ], lines
     assert "aarch64" not in done.stderr
     # explain has no probe to ask: it names every architecture's directories.
     explained = run_cli("explain", "LIBCUDA_SO_NOT_FOUND", cwd=tmp_path).stdout
     assert all(path in explained for path in aarch64_only), explained
-    assert ", ".join(searched["x86_64"]) in explained
+    assert ", ".join(searched["x86_64"]) in unwrapped(explained)
 
 
 def test_framework_preflight_rejects_toolkit_root(probes: ProbeFactory, tmp_path: Path) -> None:
@@ -247,12 +249,12 @@ def test_runtime_source_command(tmp_path: Path) -> None:
     missing = run_cli("runtime-source", "--into", str(tmp_path / "missing"), cwd=tmp_path)
     assert (missing.returncode, missing.stdout) == (2, "")
     said = f"error: argument --into: {str(tmp_path / 'missing')!r} does not exist\n"
-    assert missing.stderr.endswith(said)
+    assert unwrapped(missing.stderr).endswith(said)
     regular = tmp_path / "a-file"
     regular.write_text("kept\n")
     into_file = run_cli("runtime-source", "--into", str(regular), cwd=tmp_path)
     assert (into_file.returncode, into_file.stdout) == (2, "")
-    assert into_file.stderr.endswith(
+    assert unwrapped(into_file.stderr).endswith(
         f"error: argument --into: {str(regular)!r} is not a directory\n"
     )
     assert regular.read_text() == "kept\n"
@@ -293,13 +295,15 @@ def test_manifest_prints_the_shipped_json_byte_for_byte(tmp_path: Path) -> None:
 
 
 def _one_error_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The one ``error:`` line of an exit-2 answer (argparse's usage lines may precede it)."""
+    """The one ``error:`` message of an exit-2 answer (argparse's usage lines may precede
+    it), its wrapped lines joined again; every line fits 100 columns."""
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    stderr = unwrapped(done.stderr)
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
-    assert done.stderr.endswith(errors[0] + "\n")
+    assert stderr.endswith(errors[0] + "\n")
     return errors[0]
 
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from cuda_support import SPEC, run_cli
+from cuda_support import SPEC, run_cli, unwrapped
 from nvidia_wheels import HEADERS_CACHE, REPOSITORY, Wheel, read_member
 
 from rextio_device_cuda._cuda_results import CUDA_RESULT_REMEDIES, CUDA_RESULTS
@@ -71,7 +71,7 @@ def test_explain_names_every_result(capsys: pytest.CaptureFixture[str]) -> None:
         if value == 0:
             continue
         assert main(["explain", "CU_INIT_FAILED", "--cuda-result", str(value)]) == 0
-        printed = capsys.readouterr().out
+        printed = unwrapped(capsys.readouterr().out)
         assert f"The driver returned {value} ({name})." in printed
         remedy = CUDA_RESULT_REMEDIES.get(name, (None, SPEC["reason_codes"]["CU_INIT_FAILED"][1]))
         assert f"remedy: {remedy[1]}" in printed
@@ -95,9 +95,9 @@ def test_explain_cuda_result_prints_the_specific_remedy(
     assert (
         "CU_INIT_FAILED: cuInit failed; the driver could not initialise. "
         f"The driver returned {value} ({name})."
-        in done.stdout
+        in unwrapped(done.stdout)
     )
-    assert words in done.stdout.split("remedy: ")[1]
+    assert words in unwrapped(done.stdout).split("remedy: ")[1]
 
 
 def test_explain_no_devices_with_100(tmp_path: Path) -> None:

@@ -279,12 +279,25 @@ def test_pin_probe_of_a_relative_path(probes: ProbeFactory) -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "code"), [("missing", "PROBE_NOT_FOUND"), (".", "PROBE_NOT_EXECUTABLE")]
+    ("name", "said"),
+    [("missing", "'missing' does not exist"), (".", "'.' is a directory, not a file")],
 )
-def test_pin_probe_refuses_with_a_code(name: str, code: str, probes: ProbeFactory) -> None:
+def test_pin_probe_of_an_unusable_path_is_a_usage_error(
+    name: str, said: str, probes: ProbeFactory
+) -> None:
     done = run_cli("pin-probe", name, cwd=probes.directory)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.endswith(f"\nerror: argument PATH: {said}\n"), done.stderr
+
+
+def test_pin_probe_of_a_file_that_cannot_run_is_refused_with_a_code(
+    probes: ProbeFactory,
+) -> None:
+    probes.write_bytes("not-executable", b"\x7fELF")
+    (probes.directory / "not-executable").chmod(0o644)
+    done = run_cli("pin-probe", "not-executable", cwd=probes.directory)
     assert done.returncode == 1
-    assert code in done.stderr
+    assert "PROBE_NOT_EXECUTABLE" in done.stderr
     assert "Traceback" not in done.stderr
 
 

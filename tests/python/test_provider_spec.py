@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import pickle
 from collections.abc import Mapping
 
 import pytest
@@ -84,3 +85,29 @@ def test_records_compare_and_hash_by_value() -> None:
     )
     with pytest.raises(TypeError):
         type(pin)(name=pin.name, version=pin.version)  # type: ignore[call-arg]
+
+
+def test_a_record_copies_and_pickles_to_an_equal_frozen_record() -> None:
+    for record in (PROVIDER_SPEC.manifest.runtime_requirements[0], PROVIDER_SPEC):
+        for twin in (
+            copy.copy(record),
+            copy.deepcopy(record),
+            pickle.loads(pickle.dumps(record)),  # noqa: S301 (our own bytes)
+        ):
+            assert twin == record
+            assert type(twin) is type(record)
+    pin = PROVIDER_SPEC.manifest.runtime_requirements[0]
+    assert hash(copy.copy(pin)) == hash(pickle.loads(pickle.dumps(pin))) == hash(pin)  # noqa: S301
+    twin = pickle.loads(pickle.dumps(PROVIDER_SPEC.policy))  # noqa: S301 (our own bytes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        twin.device_ordinal_max = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del twin.device_ordinal_max
+    assert twin.device_ordinal_max == PROVIDER_SPEC.policy.device_ordinal_max
+
+
+def test_a_record_refuses_a_name_it_does_not_have() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PROVIDER_SPEC.policy.not_a_field = 1
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del PROVIDER_SPEC.policy.not_a_field  # type: ignore[attr-defined]

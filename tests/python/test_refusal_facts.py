@@ -30,6 +30,7 @@ from cuda_support import (
     request_for,
     run_cli,
     run_with_memfd_noexec_2,
+    unwrapped,
 )
 
 from rextio_device_cuda import CudaDeviceProvider
@@ -60,7 +61,7 @@ def _log_line(
         if record.name == "rextio_device_cuda" and record.levelno == logging.WARNING
     ]
     assert len(lines) == 1, lines
-    return result.reason_codes, lines[0]
+    return result.reason_codes, unwrapped(lines[0])
 
 
 def _command(
@@ -111,6 +112,7 @@ def _check_all_three(
     codes, line = _log_line(caplog, _options_of(probe, extra))
     assert codes == (code,)
     text, record = _command(capsys, probe, *extra)
+    text = unwrapped(text)
     assert record["reason_code"] == code
     observed = record["observed"]
     assert isinstance(observed, str), record
@@ -118,7 +120,7 @@ def _check_all_three(
         assert facts(observed), observed
     else:
         assert observed == facts
-    assert f" Observed: {observed}. " in line, line
+    assert f"\nobserved: {observed}\n" in line, line
     assert f"{code}: " in line
     assert f"\nobserved: {observed}\n" in text, text
     # The command's remedy names its own options (--toolkit-root for toolkit_root).
@@ -188,7 +190,7 @@ def test_a_hanging_probe_s_log_line_states_the_timeout(
     options = ready_options(probe)
     codes, line = _log_line(caplog, options, probe_runner=runner)
     assert codes == ("PROBE_TIMEOUT",)
-    assert " Observed: the probe did not finish within 0.3 s. " in line
+    assert "\nobserved: the probe did not finish within 0.3 s\n" in line
     assert str(tmp_path) not in line
 
 
@@ -216,7 +218,7 @@ def test_the_preflight_command_states_the_default_timeout(
         json_out, _ = as_json.communicate(timeout=BOUND_SECONDS)
     assert (text.returncode, as_json.returncode) == (1, 1)
     facts = "the probe did not finish within 10 s"
-    assert f"\nobserved: {facts}\n" in text_err
+    assert f"\nobserved: {facts}\n" in unwrapped(text_err)
     record = json.loads(json_out)
     assert (record["reason_code"], record["observed"]) == ("PROBE_TIMEOUT", facts)
     assert str(tmp_path) not in text_out + text_err + json_out
@@ -273,14 +275,14 @@ def _check_log_and_argument_error(
     codes, line = _log_line(caplog, _options_of(probe, extra))
     assert codes == (code,)
     assert f"{code}: " in line
-    assert f" Observed: {facts}. " in line, line
+    assert f"\nobserved: {facts}\n" in line, line
     arguments = ["preflight", "--capability", CAPABILITY, "--probe", probe]
     arguments += ["--device", "0", "--sm", "sm_80", *extra]
     capsys.readouterr()
     assert main(arguments) == 2
     printed = capsys.readouterr()
     assert printed.out == ""
-    assert printed.err.endswith(f"\nerror: {said}\n"), printed.err
+    assert unwrapped(printed.err).endswith(f"\nerror: {said}\n"), printed.err
 
 
 def test_a_directory_for_the_probe(
@@ -437,8 +439,8 @@ def test_memfd_noexec_2_is_stated(probes: ProbeFactory, tmp_path: Path) -> None:
     assert outcome["statuses"] == [1, 1]
     observed = outcome["record"]["observed"]
     assert observed.startswith("vm.memfd_noexec is 2; the kernel refused an executable memfd")
-    assert f" Observed: {observed}. " in outcome["log"]
-    assert f"\nobserved: {observed}\n" in outcome["text"]
+    assert f"\nobserved: {observed}\n" in unwrapped(outcome["log"])
+    assert f"\nobserved: {observed}\n" in unwrapped(outcome["text"])
     assert str(tmp_path) not in done.stdout
     assert not probes.marker().exists()
 
@@ -662,7 +664,7 @@ def test_an_injected_runner_s_refusal_states_its_facts(
     options = ready_options(tmp_path / "unused")
     codes, line = _log_line(caplog, options, probe_runner=_RaisingRunner(error))
     assert codes == (code,)
-    assert f" Observed: {facts}. " in line
+    assert f"\nobserved: {facts}\n" in line
 
 
 @pytest.mark.parametrize(
@@ -675,5 +677,5 @@ def test_facts_an_injected_runner_gives_with_a_path_are_not_shown(
     runner = _RaisingRunner(CudaProbeError("PROBE_TIMEOUT", facts=facts))
     codes, line = _log_line(caplog, ready_options(tmp_path / "unused"), probe_runner=runner)
     assert codes == ("PROBE_TIMEOUT",)
-    assert "Observed:" not in line
+    assert "observed:" not in line
     assert "/opt/probe" not in line

@@ -23,11 +23,16 @@ CAPABILITY = "cuda-linux-x86_64"
 
 
 def _refused_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [
+    """Each WARNING the provider logged, its wrapped lines joined again (a line's
+    continuation starts with two spaces), after checking every line fits 100 columns."""
+    messages = [
         record.getMessage()
         for record in caplog.records
         if record.name == "rextio_device_cuda" and record.levelno == logging.WARNING
     ]
+    for message in messages:
+        assert all(len(line) <= 100 for line in message.splitlines()), message
+    return [message.replace("\n  ", " ") for message in messages]
 
 
 def test_a_known_code_is_logged_with_its_explanation_and_the_explain_command(
@@ -38,10 +43,12 @@ def test_a_known_code_is_logged_with_its_explanation_and_the_explain_command(
         result = CudaDeviceProvider().preflight(request_for(CAPABILITY, ready_options(probe)))
     assert result.reason_codes == ("CUDA_SM_MISMATCH",)
     explanation = SPEC["reason_codes"]["CUDA_SM_MISMATCH"][0]
+    remedy = SPEC["reason_codes"]["CUDA_SM_MISMATCH"][1]
     assert _refused_lines(caplog) == [
-        f"rextio-device-cuda preflight refused: CUDA_SM_MISMATCH: {explanation} "
-        "Observed: device 0 is sm_75 (Fixture GPU 0); sm_80 was selected. "
-        "Run `python -m rextio_device_cuda explain CUDA_SM_MISMATCH`."
+        f"rextio-device-cuda preflight refused: CUDA_SM_MISMATCH: {explanation}\n"
+        "observed: device 0 is sm_75 (Fixture GPU 0); sm_80 was selected\n"
+        f"remedy: {remedy}\n"
+        "more: python -m rextio_device_cuda explain CUDA_SM_MISMATCH"
     ]
     assert str(probe) not in caplog.text
 
@@ -55,7 +62,7 @@ def test_a_code_another_probe_reported_is_named_without_a_false_explain_hint(
     assert result.reason_codes == ("SOME_OTHER_PROBE_CODE",)
     assert _refused_lines(caplog) == [
         "rextio-device-cuda preflight refused: SOME_OTHER_PROBE_CODE: reported by the probe; "
-        "this provider has no explanation for it. Observed: the probe loaded no driver."
+        "this provider has no explanation for it.\nobserved: the probe loaded no driver"
     ]
 
 
@@ -100,10 +107,10 @@ def test_a_driver_failure_names_the_cuda_result(
         f"rextio-device-cuda preflight refused: CU_INIT_FAILED: {explanation} "
         f"The driver returned {value} ({name})."
     ), line
-    assert remedy_words in line
+    assert remedy_words in line.split("\nremedy: ")[1]
+    assert "\nobserved: the probe loaded driver 12.4 (12040)\nremedy: " in line, line
     assert line.endswith(
-        "Observed: the probe loaded driver 12.4 (12040). "
-        f"Run `python -m rextio_device_cuda explain CU_INIT_FAILED --cuda-result {value}`."
+        f"\nmore: python -m rextio_device_cuda explain CU_INIT_FAILED --cuda-result {value}"
     ), line
 
 
@@ -129,7 +136,8 @@ def test_no_devices_names_cuinit_s_answer_and_not_cuda_visible_devices(
     codes, [line] = _logged(probes, caplog, none)
     assert codes == ("NO_CUDA_DEVICES",)
     assert "The driver returned 100 (CUDA_ERROR_NO_DEVICE)." in line
-    assert "Observed: the probe loaded driver 12.8 (12080); the driver counted 0 devices." in line
+    counted = "the probe loaded driver 12.8 (12080); the driver counted 0 devices"
+    assert f"\nobserved: {counted}\n" in line
     assert "CUDA_VISIBLE_DEVICES" not in " ".join(SPEC["reason_codes"]["NO_CUDA_DEVICES"])
 
 
@@ -178,9 +186,11 @@ def test_a_refusal_line_states_the_facts_that_decided_it(
         )
     assert result.reason_codes == (code,)
     assert result.observations == ()
+    explanation, remedy = SPEC["reason_codes"][code]
     assert _refused_lines(caplog) == [
-        f"rextio-device-cuda preflight refused: {code}: {SPEC['reason_codes'][code][0]} "
-        f"Observed: {observed}. Run `python -m rextio_device_cuda explain {code}`."
+        f"rextio-device-cuda preflight refused: {code}: {explanation}\n"
+        f"observed: {observed}\nremedy: {remedy}\n"
+        f"more: python -m rextio_device_cuda explain {code}"
     ]
 
 
@@ -191,7 +201,7 @@ def test_a_device_name_that_holds_a_slash_is_left_out(
     device["devices"][0]["name"] = "GPU at etc/passwd"
     codes, [line] = _logged(probes, caplog, device)
     assert codes == ("CUDA_SM_MISMATCH",)
-    assert "Observed: device 0 is sm_75; sm_80 was selected." in line
+    assert "\nobserved: device 0 is sm_75; sm_80 was selected\n" in line
     assert "passwd" not in line
 
 
@@ -217,9 +227,7 @@ def test_an_unknown_option_is_named_by_its_key_never_its_value(
     )
     assert codes == ("PROVIDER_OPTION_UNKNOWN",)
     [line] = lines
-    assert (
-        " Observed: device_ordnal is not an option of cuda-linux-x86_64. " in line
-    ), line
+    assert "\nobserved: device_ordnal is not an option of cuda-linux-x86_64\n" in line, line
     assert "secret-value-7f3a" not in caplog.text
 
 
@@ -233,7 +241,7 @@ def test_toolkit_root_on_the_libtorch_lane_is_named_as_the_unknown_key(
         result = CudaDeviceProvider().preflight(request_for(capability, options))
     assert result.reason_codes == ("PROVIDER_OPTION_UNKNOWN",)
     [line] = _refused_lines(caplog)
-    assert f" Observed: toolkit_root is not an option of {capability}. " in line, line
+    assert f"\nobserved: toolkit_root is not an option of {capability}\n" in line, line
     assert "/opt/cuda-secret" not in caplog.text
 
 
@@ -245,9 +253,16 @@ def test_load_failed_names_the_refusing_rule_from_the_probe_record(
     assert codes == ("LIBCUDA_SO_LOAD_FAILED",)
     [line] = lines
     assert (
-        " Observed: the loader's rule `mode` refused the libcuda.so.1 the probe found. "
-        in line
+        "\nobserved: the loader's rule `mode` refused the libcuda.so.1 the probe found\n" in line
     ), line
+    # The remedy names what that rule requires, and no other rule.
+    [mode] = [rule for rule in SPEC["loader"]["rules"] if rule["name"] == "mode"]
+    remedy = line.split("\nremedy: ")[1].split("\nmore: ")[0]
+    assert mode["requires"] in remedy, remedy
+    for other in SPEC["loader"]["rules"]:
+        if other["name"] != "mode":
+            assert f"`{other['name']}`" not in remedy
+            assert other["name"] + " (" not in remedy
 
 
 def test_a_probe_record_without_a_rule_still_parses_as_0_1_0s_did(
@@ -255,7 +270,7 @@ def test_a_probe_record_without_a_rule_still_parses_as_0_1_0s_did(
 ) -> None:
     codes, lines = _logged(probes, caplog, unavailable_report("LIBCUDA_SO_LOAD_FAILED"))
     assert codes == ("LIBCUDA_SO_LOAD_FAILED",)
-    assert " Observed: the probe loaded no driver. " in lines[0], lines
+    assert "\nobserved: the probe loaded no driver\n" in lines[0], lines
 
 
 @pytest.mark.parametrize(
@@ -307,7 +322,7 @@ def test_a_driver_root_without_a_driver_says_which(
         probes, caplog, unavailable_report("LIBCUDA_SO_NOT_FOUND"), driver_root=str(root)
     )
     assert codes == ("LIBCUDA_SO_NOT_FOUND",)
-    assert f" Observed: {facts}. " in lines[0], lines
+    assert f"\nobserved: {facts}\n" in lines[0], lines
     assert str(tmp_path) not in lines[0]
 
 
@@ -318,13 +333,14 @@ def test_no_driver_found_names_only_this_architectures_directories(
     assert codes == ("LIBCUDA_SO_NOT_FOUND",)
     [line] = lines
     searched = {entry["arch"]: entry["dirs"] for entry in SPEC["loader"]["linux_candidate_dirs"]}
-    x86_64 = ", ".join(searched["x86_64"])
+    x86_64 = " ".join(searched["x86_64"])
+    remedy = SPEC["reason_codes"]["LIBCUDA_SO_NOT_FOUND"][1]
     assert line == (
         "rextio-device-cuda preflight refused: LIBCUDA_SO_NOT_FOUND: "
-        f"No libcuda.so.1 exists where the probe looked: {x86_64}. "
-        "Observed: the probe searched its x86_64 directories. "
-        "Run `python -m rextio_device_cuda explain LIBCUDA_SO_NOT_FOUND`."
+        f"No libcuda.so.1 exists where the probe looked: {x86_64}\n"
+        "observed: the probe searched its x86_64 directories\n"
+        f"remedy: {remedy}\n"
+        "more: python -m rextio_device_cuda explain LIBCUDA_SO_NOT_FOUND"
     )
     # 0.1.0's line listed every architecture's directories (about 900 characters).
     assert "aarch64" not in line
-    assert len(line) <= 420, len(line)

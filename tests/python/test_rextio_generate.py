@@ -291,12 +291,19 @@ def test_refused_preflight_names_its_reason_on_stderr(
 
     assert done.returncode != 0, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
-    explanation = SPEC["reason_codes"]["CUDA_SM_MISMATCH"][0]
-    warnings = [line for line in done.stderr.splitlines() if "preflight refused" in line]
-    assert warnings == [
-        f"{PROVIDER_ID} preflight refused: CUDA_SM_MISMATCH: {explanation} "
-        "Observed: device 0 is sm_75 (Fixture GPU 0); sm_80 was selected. "
-        "Run `python -m rextio_device_cuda explain CUDA_SM_MISMATCH`."
+    explanation, remedy = SPEC["reason_codes"]["CUDA_SM_MISMATCH"]
+    # The refusal's lines as Core's run prints them, each within 100 columns (Core's
+    # own error line after them is Core's).
+    lines = done.stderr.splitlines()
+    [start] = [index for index, line in enumerate(lines) if "preflight refused" in line]
+    end = next(index for index in range(start, len(lines)) if lines[index].startswith("more: "))
+    refusal = lines[start : end + 1]
+    assert all(len(line) <= 100 for line in refusal), refusal
+    assert "\n".join(refusal).replace("\n  ", " ").splitlines() == [
+        f"{PROVIDER_ID} preflight refused: CUDA_SM_MISMATCH: {explanation}",
+        "observed: device 0 is sm_75 (Fixture GPU 0); sm_80 was selected",
+        f"remedy: {remedy}",
+        "more: python -m rextio_device_cuda explain CUDA_SM_MISMATCH",
     ]
     for secret in (str(tmp_path), str(probe), str(project)):
         assert secret not in done.stderr

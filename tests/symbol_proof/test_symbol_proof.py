@@ -1,4 +1,4 @@
-"""The README's "How to add a driver symbol", done for real on a copy of the
+"""docs/maintainers.md's "How to add a driver symbol", done for real on a copy of the
 repository (`cargo xtask symbol-proof`, a step of `cargo xtask test`).
 
 1. Every tracked (and not ignored) file is copied to

@@ -1,4 +1,4 @@
-//! `cargo xtask bench` (README's command table): ratios measured in one run,
+//! `cargo xtask bench` (docs/maintainers.md's commands): ratios measured in one run,
 //! never asserted in tests. First what a user waits for (one `rextio
 //! generate`, ours against the published 0.1.0); then diagnostics (the
 //! generator timed in-process, warm; the isolated import plus first

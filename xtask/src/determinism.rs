@@ -1,4 +1,4 @@
-//! `cargo xtask verify-determinism` (README's command table): the generator
+//! `cargo xtask verify-determinism` (docs/maintainers.md's commands): the generator
 //! in child processes of this binary under [`VARIANTS`], then `dist` from
 //! the tree and from a copy at another path, every byte compared.
 

@@ -1,4 +1,4 @@
-//! `cargo xtask dist` (README's command table): hatchling builds the four
+//! `cargo xtask dist` (docs/maintainers.md's commands): hatchling builds the four
 //! artifacts from a staged copy of `python/` plus the README, the LICENSE and
 //! the generated runtime tarball, with SOURCE_DATE_EPOCH fixed: same tree,
 //! same bytes. tests/python/test_dist.py checks them.
@@ -77,36 +77,12 @@ pub fn build_wheel() -> Result<PathBuf> {
 
 /// Builds every artifact from the tree at `root` into `out` (emptied first).
 pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
-    let python = python_env::Venv::Build.ensure()?;
-    let mut import_check = Command::new(&python);
-    import_check.current_dir(root).env_remove("PYTHONPATH");
-    output(import_check.args(["-I", "-B", "-c", IMPORT_CHECK, "python"]))?;
-    let _ = fs::remove_dir_all(out);
-    fs::create_dir_all(out).map_err(paths::at(out))?;
-    let out = out.canonicalize().map_err(paths::at(out))?;
-    let stage = stage_python(root)?;
-    // One hatchling build (`sdist` or `wheel`) of the stage into `out`; a
-    // platform wheel when `tag` names the platform (its binaries in
-    // `binaries`), else pure. Returns its path.
-    let hatchling = |kind: &str, tag: &str, binaries: &Path| -> Result<PathBuf> {
-        println!("dist: hatchling {kind} {tag}");
-        let mut build = Command::new(&python);
-        build
-            .current_dir(&stage)
-            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
-            .env_remove("PYTHONPATH")
-            .args(["-B", "-c", BUILD, kind])
-            .arg(&out)
-            .arg(tag)
-            .arg(binaries);
-        let name = output(&mut build)?.trim().to_string();
-        match out.join(&name) {
-            artifact if !name.is_empty() && artifact.is_file() => Ok(artifact),
-            _ => Err(format!("hatchling reported no {kind} in {}", out.display())),
-        }
-    };
+    let hatchling = Hatchling::prepare(root, out)?;
     let pure = Path::new("");
-    let mut artifacts = vec![hatchling("sdist", "", pure)?, hatchling("wheel", "", pure)?];
+    let mut artifacts = vec![
+        hatchling.build("sdist", "", pure)?,
+        hatchling.build("wheel", "", pure)?,
+    ];
     let mut binaries = Vec::new();
     for target in SHIPPED_TARGETS {
         let shipped = native::build_shipped(root, target)?;
@@ -117,13 +93,67 @@ pub fn build_all(root: &Path, out: &Path) -> Result<Dist> {
             let name = binary.file_name().ok_or("a binary without a name")?;
             paths::copy(binary, &wheel_bin.join(name))?;
         }
-        artifacts.push(hatchling("wheel", &tag, &wheel_bin)?);
+        artifacts.push(hatchling.build("wheel", &tag, &wheel_bin)?);
         binaries.extend(shipped);
     }
     Ok(Dist {
         artifacts,
         binaries,
     })
+}
+
+/// generate --check, then the pure wheel alone into `out` (emptied first):
+/// what `demo` installs, with no zig and no cross build.
+pub fn build_pure_wheel(out: &Path) -> Result<PathBuf> {
+    generate::check()?;
+    let hatchling = Hatchling::prepare(&paths::repo_root(), out)?;
+    hatchling.build("wheel", "", Path::new(""))
+}
+
+/// hatchling's environment, the import check passed, `python/` staged and
+/// the output directory emptied: what every build of an artifact starts from.
+struct Hatchling {
+    python: PathBuf,
+    stage: PathBuf,
+    out: PathBuf,
+}
+
+impl Hatchling {
+    fn prepare(root: &Path, out: &Path) -> Result<Hatchling> {
+        let python = python_env::Venv::Build.ensure()?;
+        let mut import_check = Command::new(&python);
+        import_check.current_dir(root).env_remove("PYTHONPATH");
+        output(import_check.args(["-I", "-B", "-c", IMPORT_CHECK, "python"]))?;
+        let _ = fs::remove_dir_all(out);
+        fs::create_dir_all(out).map_err(paths::at(out))?;
+        let out = out.canonicalize().map_err(paths::at(out))?;
+        let stage = stage_python(root)?;
+        Ok(Hatchling { python, stage, out })
+    }
+
+    /// One hatchling build (`sdist` or `wheel`) of the stage into `out`; a
+    /// platform wheel when `tag` names the platform (its binaries in
+    /// `binaries`), else pure. Returns its path.
+    fn build(&self, kind: &str, tag: &str, binaries: &Path) -> Result<PathBuf> {
+        println!("dist: hatchling {kind} {tag}");
+        let mut build = Command::new(&self.python);
+        build
+            .current_dir(&self.stage)
+            .env("SOURCE_DATE_EPOCH", SOURCE_DATE_EPOCH)
+            .env_remove("PYTHONPATH")
+            .args(["-B", "-c", BUILD, kind])
+            .arg(&self.out)
+            .arg(tag)
+            .arg(binaries);
+        let name = output(&mut build)?.trim().to_string();
+        match self.out.join(&name) {
+            artifact if !name.is_empty() && artifact.is_file() => Ok(artifact),
+            _ => Err(format!(
+                "hatchling reported no {kind} in {}",
+                self.out.display()
+            )),
+        }
+    }
 }
 
 /// The project files of `python/` (its build files, the package's sources and

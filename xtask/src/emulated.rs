@@ -1,4 +1,4 @@
-//! `cargo xtask test`'s emulated step (README's `cargo xtask emulated`): the
+//! `cargo xtask test`'s emulated step (docs/maintainers.md): the
 //! shipped aarch64 probe and smoke under qemu, the Windows ones under Wine
 //! (tests/emulated). The arm64 packages and the emulator are fetched by
 //! [`crate::apt`], never installed, cached under

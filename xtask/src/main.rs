@@ -13,6 +13,8 @@ mod generate;
 mod headers;
 mod native;
 mod nolink;
+#[cfg(test)]
+mod nolink_sources;
 mod packaged;
 mod paths;
 mod process;
@@ -29,7 +31,8 @@ pub type Result<T, E = String> = std::result::Result<T, E>;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>, one of: generate [--check], verify-determinism, dist, setup,
-  test, abi-check, symbol-proof, bench, demo, real-driver, emulated (README.md says what each does)
+  test, abi-check, symbol-proof, bench, demo, real-driver, emulated
+  (docs/maintainers.md says what each does)
 ";
 
 /// Ends the process for unusable input: the message once, then exit status 2.

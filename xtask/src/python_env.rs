@@ -126,8 +126,12 @@ pub enum Venv {
     Build,
     /// `target/venv-dist`: `dist`'s tools.
     Dist,
-    /// `target/venv`: Core `FLOOR_CORE` on 3.11 and every tool (`demo`, `bench`).
+    /// `target/venv`: Core `FLOOR_CORE` on 3.11 and every tool (`bench` too).
     Floor,
+    /// `target/venv-demo`: the same pins as `Floor`, with the pure wheel
+    /// `demo` builds (apart, so that the demo never replaces what `setup`
+    /// installed for the tests).
+    Demo,
     /// `target/venv-core-<NEWEST_CORE>` on 3.11, `...-py3.12`, `...-py3.13`
     /// and `...-py3.14` on the others: the newest Core and the same tools (on 3.11 `setup`
     /// adds the companion plugins from their sdists, `target/downstream-sdists/`).
@@ -160,6 +164,7 @@ impl Venv {
             Venv::Build => layout("venv-build", CPython::V3_11, None, Some("build")),
             Venv::Dist => layout("venv-dist", CPython::V3_11, None, Some("dist")),
             Venv::Floor => layout("venv", CPython::V3_11, Some(FLOOR_CORE), Some("tools")),
+            Venv::Demo => layout("venv-demo", CPython::V3_11, Some(FLOOR_CORE), Some("tools")),
             Venv::Newest(CPython::V3_11) => {
                 layout(&newest, CPython::V3_11, Some(NEWEST_CORE), Some("tools"))
             }
@@ -224,16 +229,16 @@ impl Venv {
         Ok(())
     }
 
-    /// pytest over `trees` (options in pytest.ini); any non-zero status,
-    /// 5 for "nothing collected" too, fails.
-    pub fn pytest(self, trees: &[&str]) -> Result<()> {
+    /// pytest with `args`, test trees and options beside pytest.ini's; any
+    /// non-zero status, 5 for "nothing collected" too, fails.
+    pub fn pytest(self, args: &[&str]) -> Result<()> {
         let mut pytest = Command::new(self.program("pytest"));
         pytest
             .current_dir(repo_root())
             .env_remove("PYTHONPATH")
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .arg("-q")
-            .args(trees);
+            .args(args);
         run(&mut self.layout().cpython.where_it_lives(pytest)?)
     }
 }

@@ -9,9 +9,7 @@ use crate::native::{self, cargo};
 use crate::paths::{repo_root, target_dir};
 use crate::process::run;
 use crate::toolchain::{self, rustup};
-use crate::{
-    determinism, emulated, generate, headers, nolink, packaged, real_driver, setup, Result,
-};
+use crate::{determinism, emulated, headers, nolink, packaged, real_driver, setup, Result};
 
 type Step = (&'static str, fn() -> Result<()>);
 
@@ -24,14 +22,13 @@ const STEPS: &[Step] = &[
         run(cargo().args(["clippy", "--workspace", "--all-targets", "--locked"])
             .args(["--", "-D", "warnings"]))
     }),
+    // Its tests include generated-file freshness, the no-link scan of the
+    // sources and the runtime's and loader's cdylibs needing no cuda.
     ("cargo test", || run(cargo().args(["test", "--workspace", "--locked"]))),
-    ("generated files current", generate::check),
     ("packaged crates test themselves outside the workspace, offline",
         packaged::test_generated_crates),
     ("ABI against NVIDIA's headers (12.x, 13.x)", headers::check),
     ("determinism", determinism::verify),
-    ("no link directive in sources", nolink::scan_sources),
-    ("no cuda in the runtime and loader cdylibs", nolink::check_library_cdylibs),
     ("native build", || native::build(false).map(drop)),
     ("no cuda in probe and smoke", || {
         let native = native::build(false)?;

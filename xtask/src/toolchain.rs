@@ -14,31 +14,46 @@ use crate::Result;
 
 const TOOLCHAIN_FILE: &str = "rust-toolchain.toml";
 
+/// rust-toolchain.toml's `[toolchain]` table: the one reader of the file.
+pub struct PinnedToolchain {
+    pub channel: String,
+    /// The `targets` list, in its order.
+    pub targets: Vec<String>,
+}
+
+/// Reads the `[toolchain]` table of rust-toolchain.toml's text (`path`
+/// names it in errors): a `channel` string and a `targets` list of strings.
+pub fn parse_pinned(path: &str, text: &str) -> Result<PinnedToolchain> {
+    let document: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|error| format!("{path}: not TOML: {error}"))?;
+    let toolchain = document
+        .get("toolchain")
+        .and_then(|item| item.as_table_like());
+    let channel = toolchain
+        .and_then(|toolchain| toolchain.get("channel"))
+        .and_then(|channel| channel.as_str())
+        .ok_or_else(|| format!("{path}: no [toolchain] channel"))?;
+    let no_targets = || format!("{path}: no [toolchain] `targets` list of strings");
+    let targets = toolchain
+        .and_then(|toolchain| toolchain.get("targets"))
+        .and_then(|targets| targets.as_array())
+        .ok_or_else(no_targets)?;
+    let targets: Option<Vec<String>> = targets
+        .iter()
+        .map(|target| target.as_str().map(str::to_owned))
+        .collect();
+    Ok(PinnedToolchain {
+        channel: channel.to_owned(),
+        targets: targets.ok_or_else(no_targets)?,
+    })
+}
+
 /// The target list of rust-toolchain.toml's `[toolchain]` table, in its order.
 pub fn pinned_targets(root: &Path) -> Result<Vec<String>> {
     let file = root.join(TOOLCHAIN_FILE);
     let text = std::fs::read_to_string(&file).map_err(at(&file))?;
-    parse_targets(&text).ok_or_else(|| format!("{}: no `targets = [...]` list", file.display()))
-}
-
-/// The strings of the `targets = [...]` array (one or more lines; `#`
-/// comments allowed after the values). None without such an array.
-fn parse_targets(text: &str) -> Option<Vec<String>> {
-    let start = text.find("\ntargets = [")? + "\ntargets = [".len();
-    let end = start + text[start..].find(']')?;
-    let mut targets = Vec::new();
-    for line in text[start..end].lines() {
-        let values = line.split('#').next().unwrap_or("");
-        for value in values
-            .split(',')
-            .map(str::trim)
-            .filter(|value| !value.is_empty())
-        {
-            let target = value.strip_prefix('"')?.strip_suffix('"')?;
-            targets.push(target.to_owned());
-        }
-    }
-    Some(targets)
+    Ok(parse_pinned(TOOLCHAIN_FILE, &text)?.targets)
 }
 
 /// `rustup` in the repository root, where rust-toolchain.toml selects the
@@ -172,17 +187,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_target_list_of_the_toolchain_file() {
+    fn reads_the_channel_and_the_target_list_of_the_toolchain_file() {
         let text =
             "[toolchain]\nchannel = \"1.95.0\"\n# x\ntargets = [\n    \"a-b\", # first\n    \
                     \"c-d\",\n]\n";
-        assert_eq!(parse_targets(text).unwrap(), ["a-b", "c-d"]);
+        let pinned = parse_pinned("t.toml", text).unwrap();
         assert_eq!(
-            parse_targets("[toolchain]\ntargets = [\"a\", \"b\"]\n").unwrap(),
-            ["a", "b"]
+            (pinned.channel.as_str(), pinned.targets),
+            ("1.95.0", vec!["a-b".into(), "c-d".into()])
         );
-        assert_eq!(parse_targets("[toolchain]\nchannel = \"1\"\n"), None);
-        assert_eq!(parse_targets("[toolchain]\ntargets = [a]\n"), None);
+        // Spelled as TOML allows, not only as the file spells it today.
+        let inline = "toolchain = { channel = '1', targets = ['a', \"b\"] }\n";
+        assert_eq!(parse_pinned("t.toml", inline).unwrap().targets, ["a", "b"]);
+        let refused = |text: &str| parse_pinned("t.toml", text).err().unwrap();
+        assert_eq!(
+            refused("[toolchain]\ntargets = []\n"),
+            "t.toml: no [toolchain] channel"
+        );
+        let no_list = "t.toml: no [toolchain] `targets` list of strings";
+        assert_eq!(refused("[toolchain]\nchannel = \"1\"\n"), no_list);
+        assert_eq!(
+            refused("[toolchain]\nchannel = \"1\"\ntargets = [1]\n"),
+            no_list
+        );
+        assert!(refused("[toolchain\n").starts_with("t.toml: not TOML"));
     }
 
     #[test]

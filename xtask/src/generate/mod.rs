@@ -62,11 +62,11 @@ pub fn render(inputs: &Inputs) -> Result<Vec<Output>> {
     let symbols = SymbolList::parse(inputs.get(DRIVER_SYMBOLS_PATH)?)?;
     let results = inputs.get(inputs::CUDA_RESULTS_PATH)?;
     let cuda_results = results::CudaResults::parse(results, &symbols)?;
-    let driver_api = tables::runtime_table(&symbols);
-    let inventory_api = tables::inventory_table(&symbols);
-    let probe_spec = rust::probe_spec(&spec);
-    let result_names = cuda_results.rust_module();
-    let loader_spec = rust::loader_spec(&spec);
+    let driver_api = tables::runtime_table(DRIVER_API_PATH, &symbols)?;
+    let inventory_api = tables::inventory_table(INVENTORY_API_PATH, &symbols)?;
+    let probe_spec = rust::probe_spec(PROBE_SPEC_PATH, &spec)?;
+    let result_names = cuda_results.rust_module(RUNTIME_RESULTS_PATH)?;
+    let loader_spec = rust::loader_spec(LOADER_SPEC_PATH, &spec)?;
     let generated_in_crates = [
         (DRIVER_API_PATH, driver_api.as_slice()),
         (RUNTIME_RESULTS_PATH, result_names.as_slice()),

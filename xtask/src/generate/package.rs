@@ -214,14 +214,9 @@ fn probe_workspace_manifest(inputs: &Inputs, probe_name: &str) -> Result<String>
 /// The probe tarball's toolchain file: the workspace's pinned channel, with
 /// only what building needs (no other targets or components to download).
 fn probe_toolchain(inputs: &Inputs) -> Result<String> {
-    let pinned = parsed(TOOLCHAIN_PATH, text(inputs, TOOLCHAIN_PATH)?)?;
-    let channel = pinned
-        .get("toolchain")
-        .and_then(|toolchain| toolchain.get("channel"))
-        .and_then(|channel| channel.as_str())
-        .ok_or_else(|| format!("{TOOLCHAIN_PATH}: no [toolchain] channel"))?;
+    let pinned = crate::toolchain::parse_pinned(TOOLCHAIN_PATH, text(inputs, TOOLCHAIN_PATH)?)?;
     let mut toolchain = toml_edit::Table::new();
-    toolchain.insert("channel", toml_edit::value(channel));
+    toolchain.insert("channel", toml_edit::value(pinned.channel));
     toolchain.insert("profile", toml_edit::value("minimal"));
     let mut document = DocumentMut::new();
     document.insert("toolchain", toml_edit::Item::Table(toolchain));

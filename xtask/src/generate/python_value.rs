@@ -187,10 +187,10 @@ impl<T: ToPython> ToPython for BTreeMap<String, T> {
     }
 }
 
-/// A record's Python class: a frozen slotted class built by keyword, compared
-/// and hashed by its fields' values (what `@dataclass(frozen=True,
-/// slots=True, kw_only=True)` would build, written here so that importing the
-/// spec builds no methods).
+/// A record's Python class: a frozen slotted class built by keyword, on the
+/// hand-written base `_spec_record.SpecRecord` (equality, hash, repr,
+/// immutability, copy and pickle); the generator writes what differs per
+/// record: its slots, its annotated fields and a typed `__init__`.
 pub struct PythonClass {
     pub name: &'static str,
     pub doc: &'static str,
@@ -212,79 +212,75 @@ impl PythonClass {
     /// The class definition, after two blank lines.
     pub fn definition(&self) -> String {
         let name = self.name;
-        let mut out = format!("\n\nclass {name}:\n{INDENT}\"\"\"{}\"\"\"\n\n", self.doc);
+        let mut out = format!(
+            "\n\nclass {name}(SpecRecord):\n{INDENT}\"\"\"{}\"\"\"\n\n",
+            self.doc
+        );
         // Sorted, as ruff asks (RUF023); the fields keep the spec's order.
         let mut slots: Vec<String> = self.fields.iter().map(|f| literal(f.name)).collect();
         slots.sort();
-        let flat = match slots.as_slice() {
-            [one] => format!("({one},)"),
-            _ => format!("({})", slots.join(", ")),
-        };
-        let line = format!("{INDENT}__slots__ = {flat}\n");
-        if width(&line) <= MAX_LINE + 1 {
-            out.push_str(&line);
-        } else {
-            out.push_str(&format!("{INDENT}__slots__ = (\n"));
-            for slot in &slots {
-                out.push_str(&format!("{INDENT}{INDENT}{slot},\n"));
-            }
-            out.push_str(&format!("{INDENT})\n"));
+        if let [one] = slots.as_mut_slice() {
+            one.push(',');
         }
+        wrapped(&mut out, &format!("{INDENT}__slots__ = ("), &slots, ")");
         for field in &self.fields {
             for line in &field.doc {
                 out.push_str(&format!("{INDENT}# {line}\n"));
             }
             out.push_str(&format!("{INDENT}{}: {}\n", field.name, field.annotation));
         }
-        let body = INDENT.repeat(2);
-        out.push_str(&format!("\n{INDENT}def __init__(\n{body}self,\n{body}*,\n"));
-        for field in &self.fields {
-            out.push_str(&format!("{body}{}: {},\n", field.name, field.annotation));
-        }
-        out.push_str(&format!("{INDENT}) -> None:\n"));
-        for field in &self.fields {
-            let field = field.name;
-            out.push_str(&format!("{body}_set(self, \"{field}\", {field})\n"));
-        }
-        let values = |record: &str| {
-            let mut text = String::from("(\n");
-            for field in &self.fields {
-                text.push_str(&format!("{body}{INDENT}{record}.{},\n", field.name));
+        let params = self.fields.iter();
+        let params: Vec<String> = params
+            .map(|f| format!("{}: {}", f.name, f.annotation))
+            .collect();
+        let line = format!(
+            "\n{INDENT}def __init__(self, *, {}) -> None:\n",
+            params.join(", ")
+        );
+        if width(&line) <= MAX_LINE + 2 {
+            out.push_str(&line);
+        } else {
+            let body = INDENT.repeat(2);
+            out.push_str(&format!("\n{INDENT}def __init__(\n{body}self,\n{body}*,\n"));
+            for param in &params {
+                out.push_str(&format!("{body}{param},\n"));
             }
-            text + &format!("{body})")
-        };
-        out.push_str(&format!(
-            "\n{INDENT}def __eq__(self, other: object) -> bool:\n\
-             {body}if type(other) is not {name}:\n\
-             {body}{INDENT}return NotImplemented\n\
-             {body}return {} == {}\n",
-            values("self"),
-            values("other")
-        ));
-        out.push_str(&format!(
-            "\n{INDENT}def __hash__(self) -> int:\n{body}return hash({})\n",
-            values("self")
-        ));
-        out.push_str(&format!(
-            "\n{INDENT}def __repr__(self) -> str:\n{body}return (\n{body}{INDENT}\"{name}(\"\n"
-        ));
-        for (index, field) in self.fields.iter().enumerate() {
-            let field = field.name;
-            let comma = if index + 1 < self.fields.len() {
-                ", "
-            } else {
-                ""
-            };
-            out.push_str(&format!(
-                "{body}{INDENT}f\"{field}={{self.{field}!r}}{comma}\"\n"
-            ));
+            out.push_str(&format!("{INDENT}) -> None:\n"));
         }
-        out.push_str(&format!("{body}{INDENT}\")\"\n{body})\n"));
-        out.push_str(&format!(
-            "\n{INDENT}__setattr__ = _refuse_assignment\n{INDENT}__delattr__ = _refuse_deletion\n"
-        ));
+        out.push_str(&format!("{INDENT}{INDENT}self._set_fields(locals())\n"));
         out
     }
+}
+
+/// `open` + `items` joined by ", " + `close` on one line where that fits in
+/// 100 columns, else the items filled into lines of at most 100 columns
+/// between `open` and `close` on lines of their own.
+fn wrapped(out: &mut String, open: &str, items: &[String], close: &str) {
+    let line = format!("{open}{}{close}\n", items.join(", "));
+    if width(&line) <= MAX_LINE + 1 {
+        out.push_str(&line);
+        return;
+    }
+    let indent = " ".repeat(open.len() - open.trim_start().len()) + INDENT;
+    out.push_str(open);
+    let mut current = String::new();
+    for item in items {
+        if !current.is_empty() && width(&current) + 1 + width(item) + 1 > MAX_LINE {
+            out.push_str(&format!("\n{}", current.trim_end()));
+            current.clear();
+        }
+        if current.is_empty() {
+            current.push_str(&indent);
+        } else {
+            current.push(' ');
+        }
+        current.push_str(item);
+        current.push(',');
+    }
+    out.push_str(&format!(
+        "\n{current}\n{}{close}\n",
+        &indent[INDENT.len()..]
+    ));
 }
 
 fn width(text: &str) -> usize {

@@ -342,6 +342,8 @@ records! {
         pub max_devices: u32,
         pub max_device_ordinal: u32,
         pub max_device_name_chars: u32,
+        /// The longest `loader_reason` (the dynamic loader's own words, paths removed).
+        pub max_loader_reason_chars: u32,
         pub device_name_buffer_bytes: u32,
         pub driver_version_range: (u32, u32),
         pub compute_major_range: (u32, u32),
@@ -478,6 +480,16 @@ pub enum ReportFieldKind {
     /// A [`ReportFieldKind::Name`], or the key left out (never null): a key
     /// added after 0.1.0, so that every other report keeps 0.1.0's keys.
     NameIfSet,
+    /// A [`ReportFieldKind::Text`], or the key left out (never null), as
+    /// [`ReportFieldKind::NameIfSet`].
+    TextIfSet,
+}
+
+impl ReportFieldKind {
+    /// Whether the key is left out when unset (a key added after 0.1.0).
+    pub fn left_out_when_unset(self) -> bool {
+        matches!(self, Self::NameIfSet | Self::TextIfSet)
+    }
 }
 
 impl ReportFieldKind {
@@ -494,6 +506,7 @@ impl ReportFieldKind {
             Self::Target => "target",
             Self::Devices => "devices",
             Self::NameIfSet => "name_if_set",
+            Self::TextIfSet => "text_if_set",
         }
     }
 }
@@ -918,6 +931,12 @@ fn check_probe_report(spec: &ProviderSpec) -> Result<()> {
         1,
         65536,
     )?;
+    check_within(
+        &path("max_loader_reason_chars"),
+        report.max_loader_reason_chars,
+        1,
+        65536,
+    )?;
     let buffer = report.device_name_buffer_bytes;
     check_within(&path("device_name_buffer_bytes"), buffer, 1, I32_MAX)?;
     check_range(&path("driver_version_range"), report.driver_version_range)?;
@@ -964,7 +983,7 @@ fn check_report_fields(spec: &ProviderSpec) -> Result<()> {
         for (index, field) in list.iter().enumerate() {
             let at = format!("{path}[{index}]");
             let key = &field.key;
-            let if_set = field.kind == ReportFieldKind::NameIfSet;
+            let if_set = field.kind.left_out_when_unset();
             let problem = format!(
                 "`{key}` is always written, so must come before the keys left out when unset"
             );

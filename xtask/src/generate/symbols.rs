@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote};
 use serde::Deserialize;
 
 use super::inputs::{parse_json, DRIVER_SYMBOLS_PATH};
@@ -99,13 +101,17 @@ impl CType {
     }
 
     /// As Rust spells it: `*const c_void`, `*mut *mut c_void`, `CUdevice`.
-    pub fn rust_spelling(&self) -> String {
-        let base = scalar(&self.base).unwrap_or(&self.base);
-        let innermost = if self.is_const { "*const " } else { "*mut " };
-        match self.stars {
-            0 => base.to_string(),
-            stars => format!("{}{innermost}{base}", "*mut ".repeat(stars - 1)),
+    pub fn rust_type(&self) -> TokenStream {
+        let base = format_ident!("{}", scalar(&self.base).unwrap_or(&self.base));
+        let mut rust_type = match (self.stars, self.is_const) {
+            (0, _) => quote!(#base),
+            (_, true) => quote!(*const #base),
+            (_, false) => quote!(*mut #base),
+        };
+        for _ in 1..self.stars {
+            rust_type = quote!(*mut #rust_type);
         }
+        rust_type
     }
 }
 
