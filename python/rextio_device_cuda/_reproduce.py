@@ -186,8 +186,8 @@ def _check_same_build_as_installed(shipped: Shipped) -> None:
         ) from error
     if not same_sources or shipped.recipe != recipe:
         raise ReproduceUsageError(
-            "its sources or build recipe are not this installation's: reproduce it with its "
-            "own release installed"
+            "its sources or build recipe are not this installation's: install its own "
+            "release to reproduce it"
         )
 
 

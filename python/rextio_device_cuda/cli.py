@@ -647,7 +647,8 @@ def _reproduce_command(arguments: argparse.Namespace) -> int:
     from rextio_device_cuda import _reproduce
 
     wheel = None if arguments.wheel is None else Path(arguments.wheel)
-    what = "this installation" if wheel is None else str(wheel)
+    # The wheel by its file name: the name says which wheel, the rest is the user's.
+    what = "this installation" if wheel is None else wheel.name
     try:
         outcomes = _reproduce.reproduce(wheel)
     except _reproduce.ReproduceUsageError as error:
@@ -655,7 +656,7 @@ def _reproduce_command(arguments: argparse.Namespace) -> int:
     except _build_probe.BuildProbeUsageError as error:
         raise _UsageError(str(error)) from error
     except _build_probe.BuildProbeError as error:
-        _err(f"error: {error}")
+        _err(_error_lines(str(error)))
         return EXIT_NOT_READY
     _out("\n".join(_reproduce.outcome_lines(outcomes)))
     return EXIT_READY if all(outcome.reproduced for outcome in outcomes) else EXIT_NOT_READY
@@ -891,6 +892,7 @@ def _parser() -> _Parser:
             "Explain the provider's reason codes, run one preflight through Rextio Core, "
             "install the packaged runtime and loader crates into a project, print the pin of "
             "the installed (or a built) probe, build the probe from the packaged sources, "
+            "rebuild a wheel's probe and smoke to compare them with what it ships, "
             "validate an NVIDIA host, or print the provider manifest. "
             "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
         ),

@@ -196,13 +196,15 @@ def test_a_wheel_that_is_not_ours_or_carries_no_binaries_is_one_line_and_exit_2(
         (pure, "it carries no binaries: it is not a manylinux platform wheel of this package"),
         (
             other_sources,
-            "its sources or build recipe are not this installation's: reproduce it with its own "
-            "release installed",
+            "its sources or build recipe are not this installation's: install its own release "
+            "to reproduce it",
         ),
     ):
         done = _run("reproduce", "--wheel", wheel, cache=cache)
         assert (done.returncode, done.stdout) == (2, ""), done.stderr
-        assert done.stderr == f"error: {wheel}: {reason}\n"
+        # One error, in lines of at most 100 columns (continued lines indented).
+        assert all(len(line) <= 100 for line in done.stderr.splitlines()), done.stderr
+        assert " ".join(done.stderr.split()) == f"error: {wheel.name}: {reason}"
     # Nothing was built.
     assert not (cache / SPEC["distribution"]["name"] / "builds").exists()
 
