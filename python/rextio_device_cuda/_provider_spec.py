@@ -687,7 +687,7 @@ class ProbeRunnerSpec(SpecRecord):
 
     __slots__ = (
         "default_timeout_seconds", "max_argument_chars", "max_pinned_probe_bytes",
-        "max_timeout_seconds", "sha256_pattern", "windows_environment",
+        "max_timeout_seconds", "sha256_pattern", "sweep_seconds", "windows_environment",
     )
     default_timeout_seconds: float
     max_timeout_seconds: float
@@ -696,6 +696,10 @@ class ProbeRunnerSpec(SpecRecord):
     sha256_pattern: str
     # A larger pinned probe is refused before it is read whole.
     max_pinned_probe_bytes: int
+    # How long the reviewed probe's (and smoke's) sweep may go on once
+    # its worker has ended; on a timeout the runner sends SIGTERM and
+    # kills the session only after this.
+    sweep_seconds: int
 
     def __init__(
         self,
@@ -706,6 +710,7 @@ class ProbeRunnerSpec(SpecRecord):
         windows_environment: tuple[str, ...],
         sha256_pattern: str,
         max_pinned_probe_bytes: int,
+        sweep_seconds: int,
     ) -> None:
         self._set_fields(locals())
 
@@ -1230,6 +1235,7 @@ PROVIDER_SPEC: Final[ProviderSpec] = ProviderSpec(
         windows_environment=("SYSTEMROOT", "WINDIR"),
         sha256_pattern="^[0-9a-f]{64}$",
         max_pinned_probe_bytes=67108864,
+        sweep_seconds=2,
     ),
     toolkit=ToolkitSpec(
         version_file="version.json",

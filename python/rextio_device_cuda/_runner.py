@@ -5,13 +5,16 @@ environment (Windows: only ``SYSTEMROOT`` and ``WINDIR``), stdin and stderr
 ``/dev/null``, no descriptor inherited but its stdout pipe (and, when
 pinned, its own sealed image), in a session and process group of its own.
 Its stdout is read with a deadline and at most ``MAX_OUTPUT_BYTES + 1``
-bytes. When a run ends, on success and on every failure alike, the probe's
+bytes. On a timeout the probe is first asked to end (SIGTERM): the reviewed
+probe then stops its driver worker and sweeps every descendant, ``setsid``
+children included, within ``SWEEP_SECONDS``, which the runner waits out.
+When a run ends, on success and on every failure alike, the probe's
 group is sent SIGKILL while the probe is still unreaped, then every process
 of its session (a descendant that moved to another group stays in the
 session) until none is left, and only then is the probe reaped: its exit
 status is read, or the run fails closed. A run therefore ends at the latest
-``REAP_SECONDS`` after its timeout; the host starts no helper process and
-keeps none.
+``SWEEP_SECONDS + REAP_SECONDS`` after its timeout; the host starts no helper
+process and keeps none.
 
 Signal handlers are held back while a run starts and ends the probe
 (``_interrupts``): Ctrl-C at any moment leaves no probe running, no child
@@ -27,6 +30,10 @@ Windows: only the probe process itself is killed.
 Pinned runs (``probe_sha256``): see ``_sealed``: the sealed copy that was
 hashed is what is executed, through ``/proc/self/fd/N``; hashing counts
 against the timeout. Off Linux a pinned run is refused after the digest check.
+Inside ``sealed_copies(paths)`` each of those probes is read once: every
+pinned run of one of them in that block executes the one sealed copy made
+on entry, and the file is not read again (``validate``'s records all come
+from the same bytes).
 """
 
 from __future__ import annotations
@@ -41,9 +48,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import Final, TypeVar
 
 from rextio_device_cuda import _codes, _pinned_loader, _sealed
@@ -62,11 +71,17 @@ _IS_WINDOWS: Final[bool] = sys.platform == "win32"
 # After SIGKILL a session normally dies at once; this only bounds a stuck
 # reap (a process in uninterruptible sleep), so a run ends by timeout + this.
 REAP_SECONDS: Final[float] = 5.0
+# The reviewed probe's bound on its own sweep once asked to end (SIGTERM).
+SWEEP_SECONDS: Final[float] = float(_RUNNER.sweep_seconds)
 _READ_CHUNK: Final[int] = 16384
 # Where pidfds are missing (Linux before 5.3), how long to sleep between two
 # looks at a process that is expected to be dying.
 _RECHECK_SECONDS: Final[float] = 0.002
 _Result = TypeVar("_Result")
+# The sealed copies of ``sealed_copies``' block, by the probe path as given.
+_SEALED_COPIES: ContextVar[Mapping[str, _sealed.SealedProbe]] = ContextVar(
+    "rextio_device_cuda_sealed_copies", default=MappingProxyType({})
+)
 
 
 def _blocking(held: HeldSignals | None, call: Callable[[], _Result]) -> _Result:
@@ -373,6 +388,24 @@ class _ProbeProcess:
             return True  # reaped by the kernel or someone else: end() says so
         return found is not None
 
+    def ask_to_end(self) -> None:
+        """SIGTERM the (unreaped) probe and wait until it exits, at most ``SWEEP_SECONDS``.
+
+        The reviewed probe stops its worker and sweeps what the driver
+        started, which a SIGKILL of the session would leave running where
+        it left the session. Runs with signal handlers held back.
+        """
+        if _IS_WINDOWS:  # pragma: no cover - no sweep there; end() kills the probe
+            return
+        try:
+            if self.exit_fd is not None:
+                signal.pidfd_send_signal(self.exit_fd, signal.SIGTERM)
+            else:
+                os.kill(self.pid, signal.SIGTERM)
+        except OSError:
+            return  # exited already: end() reaps it
+        self.wait_exit(time.monotonic() + SWEEP_SECONDS, None)
+
     def end(self) -> None:
         """Kill the session, reap the probe, close every descriptor.
 
@@ -462,7 +495,9 @@ class SubprocessProbeRunner:
         returned with the output; every other runner check still applies."""
         # Hashing a pinned probe counts against the run's timeout.
         deadline = time.monotonic() + self._timeout
-        executable = self._resolve()
+        held_copy = self._held_copy()
+        # A held copy was read from the resolved file once: no second lookup.
+        executable = self._resolve() if held_copy is None else os.fspath(self._executable)
         with HeldSignals() as held:
             probe = self._start(executable, deadline)
             try:
@@ -473,6 +508,10 @@ class SubprocessProbeRunner:
                         facts="the probe closed its output but had not exited after "
                         f"{_seconds(self._timeout)}",
                     )
+            except CudaProbeError as error:
+                if error.reason_code == _codes.PROBE_TIMEOUT:
+                    probe.ask_to_end()
+                raise
             finally:
                 probe.end()
         return output, self._exit_status(probe)
@@ -489,33 +528,21 @@ class SubprocessProbeRunner:
             )
         return probe.returncode
 
+    def _held_copy(self) -> _sealed.SealedProbe | None:
+        """The sealed copy ``sealed_copies`` holds for this pinned probe, if any."""
+        if self._sha256 is None:
+            return None
+        return _SEALED_COPIES.get().get(os.fspath(self._executable))
+
     def _resolve(self) -> str:
-        if not self._executable.is_absolute():
-            raise CudaProbeError(
-                _codes.PROBE_PATH_NOT_ABSOLUTE, facts="the configured probe path is relative"
-            )
-        text = os.fspath(self._executable)
-        try:
-            resolved = os.path.realpath(text, strict=True)
-            status = os.stat(resolved)
-        except (OSError, ValueError) as error:  # ValueError: NUL, or unencodable
-            raise CudaProbeError(
-                _codes.PROBE_NOT_FOUND, facts=_not_found_facts(text, error)
-            ) from error
-        if not stat.S_ISREG(status.st_mode):
-            raise CudaProbeError(
-                _codes.PROBE_NOT_EXECUTABLE,
-                facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
-            )
-        if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
-            raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE, facts=_no_execute_facts(resolved))
-        return resolved
+        return _resolved(self._executable)
 
     def _start(self, executable: str, deadline: float) -> _ProbeProcess:
         """Seal (when pinned) and spawn the probe; runs with signal handlers held back."""
         if self._sha256 is None:
             return self._spawn(executable, None)
-        sealed = _sealed_probe(executable, deadline, self._timeout)
+        held_copy = self._held_copy()
+        sealed = held_copy or _sealed_probe(executable, deadline, self._timeout)
         try:
             if sealed.digest != self._sha256:
                 raise CudaProbeError(
@@ -531,7 +558,8 @@ class SubprocessProbeRunner:
             _pinned_loader.check_loader(sealed.descriptor)
             return self._spawn(executable, sealed.descriptor)
         finally:
-            sealed.close()
+            if held_copy is None:
+                sealed.close()
 
     def _spawn(self, executable: str, descriptor: int | None) -> _ProbeProcess:
         argv = [executable, *self._arguments]
@@ -561,6 +589,30 @@ class SubprocessProbeRunner:
                 _codes.PROBE_EXECUTION_FAILED, facts="the probe's arguments could not be passed"
             ) from error
         return _ProbeProcess(process)
+
+
+def _resolved(executable: Path) -> str:
+    """The probe's resolved path, checked: absolute, a regular file this process may execute."""
+    if not executable.is_absolute():
+        raise CudaProbeError(
+            _codes.PROBE_PATH_NOT_ABSOLUTE, facts="the configured probe path is relative"
+        )
+    text = os.fspath(executable)
+    try:
+        resolved = os.path.realpath(text, strict=True)
+        status = os.stat(resolved)
+    except (OSError, ValueError) as error:  # ValueError: NUL, or unencodable
+        raise CudaProbeError(
+            _codes.PROBE_NOT_FOUND, facts=_not_found_facts(text, error)
+        ) from error
+    if not stat.S_ISREG(status.st_mode):
+        raise CudaProbeError(
+            _codes.PROBE_NOT_EXECUTABLE,
+            facts=f"the probe is {_sealed.file_kind(status.st_mode)}, not a regular file",
+        )
+    if not _IS_WINDOWS and not os.access(resolved, os.X_OK):
+        raise CudaProbeError(_codes.PROBE_NOT_EXECUTABLE, facts=_no_execute_facts(resolved))
+    return resolved
 
 
 def _no_execute_facts(resolved: str) -> str:
@@ -656,3 +708,30 @@ def _collect_with_thread(  # pragma: no cover
         raise CudaProbeError(_codes.PROBE_OUTPUT_TOO_LARGE, facts=_too_much_facts())
     return output
 
+
+
+@contextlib.contextmanager
+def sealed_copies(paths: Sequence[Path]) -> Iterator[dict[Path, str]]:
+    """Each probe at ``paths`` read once into its sealed copy, for the block.
+
+    Yields each path's digest (of its sealed copy). While the block runs,
+    every pinned run of one of these paths, by the path as given (the
+    provider's too), executes that copy: pinned to another digest it is
+    refused (``PROBE_DIGEST_MISMATCH``), and the file is never read again.
+    Raises ``CudaProbeError`` with the runner's codes for a path that cannot
+    be sealed. Linux only (elsewhere no sealed copy can run).
+    """
+    copies: dict[str, _sealed.SealedProbe] = {}
+    try:
+        for path in paths:
+            if os.fspath(path) not in copies:
+                resolved = _resolved(Path(path))
+                copies[os.fspath(path)] = _sealed.seal(resolved)
+        token = _SEALED_COPIES.set({**_SEALED_COPIES.get(), **copies})
+        try:
+            yield {path: copies[os.fspath(path)].digest for path in paths}
+        finally:
+            _SEALED_COPIES.reset(token)
+    finally:
+        for copy in copies.values():
+            copy.close()

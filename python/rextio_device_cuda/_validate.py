@@ -6,9 +6,13 @@ the pure wheel does not; ``_shipped`` checks them) or the ones ``build-probe``
 printed (``--probe`` and ``--smoke``). Both run through the provider's own
 runner (empty environment, own process group, bounded time and output), each
 pinned: a shipped one to its recorded SHA-256, a given one to
-``--probe-sha256`` or else to the digest read here, so the evidence names
-exactly which binary answered. The preflight runs in this process through
-Core's ``resolve_device_plan``, pinned to the same probe digest. The evidence
+``--probe-sha256`` and ``--smoke-sha256`` or else to the digest of what is
+read here, so the evidence names exactly which binary answered. Each binary
+is read once, into its sealed copy (``_runner.sealed_copies``), and that
+copy runs for every record: the probe's report, the preflight (in this
+process through Core's ``resolve_device_plan``, pinned to the same probe
+digest) and the smoke, so the evidence never mixes two binaries. It says
+``validated`` only when every record is ready or complete. The evidence
 holds no path and always says ``support_claim``, ``kernel_executed`` and
 ``certification_ready`` are false: it shows this host works, it certifies
 nothing. docs/interfaces.md describes the record.
@@ -30,11 +34,7 @@ from rextio_device_cuda._explain import OPTION_FLAGS, explain_lines
 from rextio_device_cuda._preflight_checks import Refusal
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC, CapabilitySpec, RawDriverLaneSpec
 from rextio_device_cuda._refusal_text import Refused, wrapped
-from rextio_device_cuda._runner import (
-    MAX_TIMEOUT_SECONDS,
-    SubprocessProbeRunner,
-    probe_file_sha256,
-)
+from rextio_device_cuda._runner import MAX_TIMEOUT_SECONDS, SubprocessProbeRunner, sealed_copies
 from rextio_device_cuda._shipped import shipped_binary
 from rextio_device_cuda._standalone import NotRun, Resolved, standalone_preflight
 
@@ -66,10 +66,11 @@ def host_capability() -> CapabilitySpec | None:
 
 
 class PinnedBinary(NamedTuple):
-    """A probe or smoke, and the SHA-256 it is run under (the runner refuses other bytes)."""
+    """A probe or smoke, and the SHA-256 it is run under (the runner refuses
+    other bytes); None: the digest of its sealed copy, read once by ``run``."""
 
     path: Path
-    sha256: str
+    sha256: str | None
 
 
 def shipped_binaries() -> tuple[PinnedBinary, PinnedBinary]:
@@ -84,18 +85,11 @@ def shipped_binaries() -> tuple[PinnedBinary, PinnedBinary]:
 
 
 def given_binaries(
-    probe: str, smoke: str, probe_sha256: str | None
+    probe: str, smoke: str, probe_sha256: str | None, smoke_sha256: str | None
 ) -> tuple[PinnedBinary, PinnedBinary]:
-    """The probe and smoke the user named, each pinned.
-
-    The probe to ``probe_sha256`` when given, else to the digest of what is
-    read here; the smoke always to what is read here. Raises
-    ``CudaProbeError`` for a file no digest can be read from.
-    """
-    probe_digest = probe_sha256 if probe_sha256 is not None else probe_file_sha256(probe)
-    return PinnedBinary(Path(probe), probe_digest), PinnedBinary(
-        Path(smoke), probe_file_sha256(smoke)
-    )
+    """The probe and smoke the user named, each pinned to the digest given
+    (both or neither, the caller checked) or else to what ``run`` reads once."""
+    return PinnedBinary(Path(probe), probe_sha256), PinnedBinary(Path(smoke), smoke_sha256)
 
 
 def _run_recorded(runner: SubprocessProbeRunner) -> tuple[dict[str, object], int | None]:
@@ -160,8 +154,13 @@ def collect(
     driver_root: str | None = None,
 ) -> tuple[dict[str, object], Refusal | None]:
     """Runs the probe, the preflight and the smoke; the evidence record, and the
-    preflight's refusal where it refused."""
+    preflight's refusal where it refused.
+
+    Both binaries carry their digest (``run`` filled in what was read).
+    """
     probe_sha256, smoke_sha256 = probe.sha256, smoke.sha256
+    if probe_sha256 is None or smoke_sha256 is None:
+        raise ValueError("collect runs pinned binaries only")
     root = () if driver_root is None else (_DRIVER_ROOT_ARGUMENT, driver_root)
     probe_report, _ = _run_recorded(
         SubprocessProbeRunner(probe.path, probe_sha256=probe_sha256, arguments=root)
@@ -177,6 +176,8 @@ def collect(
         probe_sha256=smoke_sha256,
     )
     smoke_record, smoke_status = _run_recorded(smoke_runner)
+    # Every record the evidence rests on: a refusing one is never beside validated.
+    reported = probe_report.get("status") == PROVIDER_SPEC.probe_report.statuses.complete
     ready = preflight["status"] == "ready"
     complete = smoke_record.get("status") == PROVIDER_SPEC.smoke.complete_status
     complete = complete and smoke_status == 0
@@ -193,14 +194,16 @@ def collect(
         "toolkit_root_configured": toolkit_root is not None,
         "probe_sha256": probe_sha256,
         "smoke_sha256": smoke_sha256,
-        "validated": ready and complete,
+        "validated": reported and ready and complete,
         # The smoke's pattern came back from the device byte for byte.
         "round_trip": smoke_record.get("round_trip") is True,
         "reason_code": (
             None
-            if ready and complete
+            if reported and ready and complete
             else preflight["reason_code"]
             if not ready
+            else probe_report.get("reason_code")
+            if not reported
             else smoke_record.get("reason_code")
         ),
         "probe_report": probe_report,
@@ -243,20 +246,26 @@ def run(
 ) -> bool:
     """The ``validate`` command (every value checked by the caller): True when validated.
 
-    Prints the evidence through ``out`` and writes it to ``output``, or says on
-    stderr why none was made. The evidence is printed before it is written, so
-    a write that fails loses nothing.
+    Reads each binary once into its sealed copy, which then runs for every
+    record. Prints the evidence through ``out`` and writes it to ``output``,
+    or says on stderr why none was made. The evidence is printed before it
+    is written, so a write that fails loses nothing. Raises ``CudaProbeError``
+    for a binary that cannot be read (nothing ran).
     """
-    probe, smoke = binaries
-    evidence, refusal = collect(
-        capability,
-        probe,
-        smoke,
-        sm=sm,
-        device=device,
-        toolkit_root=toolkit_root,
-        driver_root=driver_root,
-    )
+    with sealed_copies([binary.path for binary in binaries]) as digests:
+        probe, smoke = (
+            binary if binary.sha256 is not None else binary._replace(sha256=digests[binary.path])
+            for binary in binaries
+        )
+        evidence, refusal = collect(
+            capability,
+            probe,
+            smoke,
+            sm=sm,
+            device=device,
+            toolkit_root=toolkit_root,
+            driver_root=driver_root,
+        )
     local = [
         *(str(binary.path.parent) for binary in binaries),
         *(str(binary.path.parent.parent) for binary in binaries),

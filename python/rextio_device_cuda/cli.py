@@ -742,10 +742,13 @@ def _validate_command(arguments: argparse.Namespace) -> int:
             "--probe and --smoke go together: give both (build-probe prints both), or neither "
             "to use the ones this installation ships"
         )
+    if (arguments.probe_sha256 is None) != (arguments.smoke_sha256 is None):
+        raise _UsageError(
+            "--probe-sha256 and --smoke-sha256 go together: a pin binds both binaries"
+        )
     if arguments.probe_sha256 is not None and arguments.probe is None:
         raise _UsageError(
-            "--probe-sha256 pins the probe given by --probe; the shipped probe is always "
-            "pinned to the SHA-256 the wheel recorded"
+            "the digests pin --probe and --smoke; the shipped binaries carry recorded digests"
         )
     capability = _validate.host_capability()
     if capability is None:
@@ -756,7 +759,7 @@ def _validate_command(arguments: argparse.Namespace) -> int:
             binaries = _validate.shipped_binaries()
         else:
             binaries = _validate.given_binaries(
-                arguments.probe, arguments.smoke, arguments.probe_sha256
+                arguments.probe, arguments.smoke, arguments.probe_sha256, arguments.smoke_sha256
             )
     except NoShippedBinariesError:
         _err("\n".join(no_probe_lines(arguments)))
@@ -764,19 +767,20 @@ def _validate_command(arguments: argparse.Namespace) -> int:
     except ShippedBinaryError as error:
         _err(_error_lines(str(error)))
         return EXIT_NOT_READY
-    except CudaProbeError as error:
+    try:
+        validated = _validate.run(
+            capability,
+            binaries,
+            sm=arguments.sm,
+            device=arguments.device,
+            toolkit_root=arguments.toolkit_root,
+            driver_root=arguments.driver_root,
+            output=arguments.output,
+            out=_out,
+        )
+    except CudaProbeError as error:  # a binary that cannot be read: nothing ran
         _err("\n".join(explain_lines(Refused(error.reason_code, error.facts), flags=OPTION_FLAGS)))
         return EXIT_NOT_READY
-    validated = _validate.run(
-        capability,
-        binaries,
-        sm=arguments.sm,
-        device=arguments.device,
-        toolkit_root=arguments.toolkit_root,
-        driver_root=arguments.driver_root,
-        output=arguments.output,
-        out=_out,
-    )
     return EXIT_READY if validated else EXIT_NOT_READY
 
 
@@ -824,7 +828,13 @@ def _add_validate(commands: argparse._SubParsersAction[_Parser]) -> None:
         "--probe-sha256",
         type=_sha256,
         metavar="DIGEST",
-        help="run the --probe only if its SHA-256 is DIGEST (what build-probe printed)",
+        help="run the --probe only if its SHA-256 is DIGEST (with --smoke-sha256)",
+    )
+    validate.add_argument(
+        "--smoke-sha256",
+        type=_sha256,
+        metavar="DIGEST",
+        help="run the --smoke only if its SHA-256 is DIGEST (with --probe-sha256)",
     )
     validate.add_argument(
         "--output",

@@ -203,3 +203,69 @@ def test_concurrent_storming_probes_end_through_the_host_and_leave_nothing(
     assert seen["alive"] == [], seen
     # The storms really ran: each driver forked at least its first child.
     assert seen["storms"] >= HOSTS, seen
+
+
+# -- a timeout asks the reviewed probe to sweep first -------------------------------
+
+# The provider's runner runs the probe (a short timeout); 3 s after it
+# returns, every process of the namespace's own PID view but its init and
+# this harness is listed with its state, and the daemons the driver logged
+# are counted. Zombies are no processes left running.
+RUN_THEN_LOOK = f"""
+import json, os, sys, time
+from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
+timeout, binary = float(sys.argv[1]), sys.argv[2]
+try:
+    SubprocessProbeRunner(binary, timeout_seconds=timeout).read_output_and_status()
+    outcome = "returned"
+except CudaProbeError as error:
+    outcome = error.reason_code
+time.sleep(3)
+alive = []
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) in (1, os.getpid()):
+        continue
+    try:
+        with open(f"/proc/{{name}}/stat") as stat:
+            fields = stat.read()
+    except OSError:
+        continue  # gone
+    if fields.rsplit(")", 1)[1].split()[0] != "Z":
+        alive.append(fields.split(" (", 1)[1].rsplit(")", 1)[0])
+try:
+    with open("{DAEMON_LOG}") as log:
+        logged = sum(line.startswith("daemon pid=") for line in log)
+except OSError:
+    logged = 0
+print(json.dumps({{"outcome": outcome, "logged": logged, "alive": alive}}))
+"""
+# Long enough that the driver's constructor has left its daemon before the
+# timeout (the test checks that it did), short enough to loop.
+HANG_TIMEOUT_SECONDS = 4
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize(
+    ("config", "timeout", "outcome"),
+    [
+        (("daemon=load", "hang_at_load=1"), HANG_TIMEOUT_SECONDS, "PROBE_TIMEOUT"),
+        (("daemon=load",), 60, "returned"),
+    ],
+    ids=["timeout", "success"],
+)
+def test_nothing_the_driver_started_outlives_the_run(
+    sim_host: SimulatedHost, config: tuple[str, ...], timeout: int, outcome: str
+) -> None:
+    # A driver whose constructor leaves a setsid daemon (outside the
+    # probe's session) and then, for the timeout, hangs: the runner's
+    # SIGKILL of the session alone would leave the daemon under init; the
+    # probe's own sweep (asked for by SIGTERM) ends it.
+    layout = DriverLayout(config=(*DEVICES, *config))
+    argv = [sys.executable, "-I", "-c", RUN_THEN_LOOK, str(timeout), str(sim_host.native.probe)]
+    run = sim_host.run(layout, argv)
+    lines = run.stdout.strip().splitlines()
+    assert lines, (run.returncode, run.stderr)
+    found = json.loads(lines[-1])
+    assert found["outcome"] == outcome, run.stderr
+    assert found["logged"] == 1, run.stderr
+    assert found["alive"] == [], run.stderr

@@ -15,9 +15,11 @@ import json
 import os
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -346,9 +348,11 @@ def test_validate_runs_the_binaries_it_is_given_pinned_to_the_digest_given(
     env = {"PYTHONPATH": str(site)}
     probe, smoke = sim_host.native.probe, sim_host.native.smoke
     digest = hashlib.sha256(probe.read_bytes()).hexdigest()
+    smoke_digest = hashlib.sha256(smoke.read_bytes()).hexdigest()
     output = tmp_path / "evidence.json"
     argv: list[str | os.PathLike[str]] = [*VALIDATE, "--sm", "sm_80", "--output", output]
-    argv += ["--probe", probe, "--smoke", smoke, "--probe-sha256", digest]
+    argv += ["--probe", probe, "--smoke", smoke, "--smoke-sha256", smoke_digest]
+    argv += ["--probe-sha256", digest]
     run = sim_host.run(DriverLayout(config=ONE_DEVICE), argv, extra_env=env)
     assert run.returncode == 0, run.stderr
     evidence = _evidence(output, run.stdout, tmp_path)
@@ -409,6 +413,9 @@ def test_an_output_it_cannot_write_is_refused_before_running(
         ["--sm", "sm_80", "--probe", "probe", "--smoke", "/bin/sh"],
         ["--sm", "sm_80", "--probe", "/bin/sh"],
         ["--sm", "sm_80", "--probe-sha256", "abc"],
+        ["--sm", "sm_80", "--probe", "/bin/sh", "--smoke", "/bin/sh", "--probe-sha256", "0" * 64],
+        ["--sm", "sm_80", "--probe", "/bin/sh", "--smoke", "/bin/sh", "--smoke-sha256", "0" * 64],
+        ["--sm", "sm_80", "--probe-sha256", "0" * 64, "--smoke-sha256", "0" * 64],
     ],
     ids=[
         "no-sm",
@@ -423,6 +430,9 @@ def test_an_output_it_cannot_write_is_refused_before_running(
         "relative-probe",
         "probe-without-smoke",
         "bad-digest",
+        "probe-digest-alone",
+        "smoke-digest-alone",
+        "digests-without-binaries",
     ],
 )
 def test_validate_usage_errors_exit_2_before_running_anything(
@@ -436,3 +446,275 @@ def test_validate_usage_errors_exit_2_before_running_anything(
     assert "Traceback" not in run.stderr
     assert run.stdout == ""
     assert not output.exists()
+
+
+# -- each binary read once, both pinned (found by an adversarial review) --------------
+
+HER_UID = 1234
+# As her: swap each binary with her own variant, atomically (RENAME_EXCHANGE),
+# over and over until killed. She says when her first swap is done.
+SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+os.chdir(sys.argv[1])
+def swap(name):
+    if libc.renameat2(-100, name.encode(), -100, (name + ".other").encode(), 2) != 0:
+        raise OSError(ctypes.get_errno(), name)
+swap("probe")
+swap("smoke")
+print("swapping", flush=True)
+while True:
+    swap("probe")
+    swap("smoke")
+"""
+# Root's validate while she swaps; its exit status, stdout and stderr as JSON.
+DURING_SWAPS = f"""
+import json, subprocess, sys
+folder, *arguments = sys.argv[1:]
+swapper = subprocess.Popen(
+    ["setpriv", "--reuid={HER_UID}", "--regid={HER_UID}", "--clear-groups",
+     "/usr/bin/python3", "-I", "-c", {SWAPPER!r}, folder],
+    stdout=subprocess.PIPE, text=True,
+)
+try:
+    assert swapper.stdout is not None and swapper.stdout.readline() == "swapping\\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "rextio_device_cuda", "validate", *arguments],
+        capture_output=True, text=True, check=False,
+    )
+finally:
+    swapper.kill()
+    swapper.wait()
+print(json.dumps([done.returncode, done.stdout, done.stderr]))
+"""
+
+
+@pytest.fixture
+def her_folder(native: NativeBinaries) -> Iterator[Path]:
+    """A folder another user owns in /tmp, holding the probe and the smoke and
+    her variant of each (``probe.other``: the same program, other bytes)."""
+    shared = Path(tempfile.mkdtemp(prefix="rextio-hers-", dir="/tmp"))
+    try:
+        shared.chmod(0o755)
+        folder = shared / "hers"
+        folder.mkdir(mode=0o755)
+        for name, binary in (("probe", native.probe), ("smoke", native.smoke)):
+            data = binary.read_bytes()
+            for file, content in ((name, data), (f"{name}.other", data + b"hers\0")):
+                (folder / file).write_bytes(content)
+                (folder / file).chmod(0o755)
+                os.chown(folder / file, HER_UID, HER_UID)
+        os.chown(folder, HER_UID, HER_UID)
+        yield folder
+    finally:
+        shutil.rmtree(shared)
+
+
+def _digests(folder: Path, name: str) -> set[str]:
+    return {
+        hashlib.sha256((folder / file).read_bytes()).hexdigest() for file in (name, f"{name}.other")
+    }
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("pinned", [False, True], ids=["unpinned", "pinned"])
+def test_a_swap_by_another_user_during_validate_never_mixes_binaries(
+    pinned: bool, sim_host: SimulatedHost, her_folder: Path
+) -> None:
+    probe, smoke = her_folder / "probe", her_folder / "smoke"
+    mine = {name: hashlib.sha256((her_folder / name).read_bytes()).hexdigest() for name in
+            ("probe", "smoke")}
+    arguments = ["--sm", "sm_80", "--probe", str(probe), "--smoke", str(smoke)]
+    if pinned:
+        arguments += ["--probe-sha256", mine["probe"], "--smoke-sha256", mine["smoke"]]
+    argv = [sys.executable, "-I", "-c", DURING_SWAPS, str(her_folder), *arguments]
+    run = sim_host.run(DriverLayout(config=ONE_DEVICE), argv)
+    lines = run.stdout.strip().splitlines()
+    assert lines, (run.returncode, run.stderr)
+    status, stdout, stderr = json.loads(lines[-1])
+    assert "Traceback" not in stderr
+    evidence = json.loads(stdout)
+    records = {
+        "probe_report": evidence["probe_report"],
+        "preflight": evidence["preflight"],
+        "smoke": evidence["smoke"],
+    }
+    refusals = {name: record.get("reason_code") for name, record in records.items()}
+    assert evidence["probe_sha256"] in _digests(her_folder, "probe")
+    assert evidence["smoke_sha256"] in _digests(her_folder, "smoke")
+    if not pinned:
+        # Whatever was read, once, ran for every record: no record saw other bytes.
+        assert "PROBE_DIGEST_MISMATCH" not in refusals.values(), refusals
+        assert (status, evidence["validated"]) == (0, True), (refusals, stderr)
+        return
+    # Pinned: her bytes are refused, and a record of the probe's refuses
+    # only beside the other (the same read); validated only with every record
+    # ready or complete, from the pinned bytes.
+    probe_refused = refusals["probe_report"] == "PROBE_DIGEST_MISMATCH"
+    assert probe_refused == (refusals["preflight"] == "PROBE_DIGEST_MISMATCH"), refusals
+    if evidence["validated"] is True:
+        assert status == 0
+        assert [record["status"] for record in records.values()] == [
+            "probe-complete",
+            "ready",
+            "smoke-complete",
+        ]
+    else:
+        assert status == 1
+        assert "PROBE_DIGEST_MISMATCH" in refusals.values(), refusals
+
+
+_MARKING_SMOKE = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    int fd = open(MARKER, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) { (void)write(fd, "ran\n", 4); close(fd); }
+    puts("{\"status\": \"smoke-complete\", \"round_trip\": true}");
+    return 0;
+}
+"""
+
+
+def test_her_elf_renamed_over_a_pinned_smoke_is_refused_by_digest(
+    sim_host: SimulatedHost, her_folder: Path
+) -> None:
+    mine = {name: hashlib.sha256((her_folder / name).read_bytes()).hexdigest() for name in
+            ("probe", "smoke")}
+    # Her own smoke, which says it completed and leaves a mark when it runs.
+    marker = her_folder / "ran"
+    source = her_folder / "smoke.c"
+    source.write_text(_MARKING_SMOKE, encoding="ascii")
+    compiler = shutil.which("cc")
+    assert compiler is not None, "a C compiler (cc) is needed"
+    built = her_folder / "built"
+    subprocess.run([compiler, f'-DMARKER="{marker}"', "-o", built, source], check=True)
+    built.chmod(0o755)
+    os.chown(built, HER_UID, HER_UID)
+    os.chown(her_folder, HER_UID, HER_UID)
+    mv = shutil.which("mv")
+    assert mv is not None
+    subprocess.run(
+        [mv, "-f", str(built), str(her_folder / "smoke")],
+        user=HER_UID,
+        group=HER_UID,
+        extra_groups=[],
+        check=True,
+        timeout=60,
+    )
+    arguments: list[str | os.PathLike[str]] = ["--sm", "sm_80", "--probe", her_folder / "probe"]
+    arguments += ["--smoke", her_folder / "smoke"]
+    arguments += ["--probe-sha256", mine["probe"], "--smoke-sha256", mine["smoke"]]
+    run = sim_host.run(DriverLayout(config=ONE_DEVICE), [*VALIDATE, *arguments])
+    assert run.returncode == 1, run.stderr
+    evidence = json.loads(run.stdout)
+    assert evidence["validated"] is False
+    assert evidence["smoke"]["reason_code"] == "PROBE_DIGEST_MISMATCH"
+    assert evidence["reason_code"] == "PROBE_DIGEST_MISMATCH"
+    assert evidence["preflight"]["status"] == "ready"
+    assert not marker.exists()
+
+
+# -- --output through a device or FIFO, never renamed over ------------------------------
+
+# In a private mount namespace with a private /dev (a tmpfs holding its own
+# null device and stdout link), run validate with --output TARGET, then say
+# what TARGET is. The host's /dev is never touched.
+PRIVATE_DEV = """
+set -e
+mount --make-rprivate /
+mount -t tmpfs -o mode=0755,size=1m rextio-dev /dev
+mknod -m 0666 /dev/null c 1 3
+ln -s /proc/self/fd/1 /dev/stdout
+target=$1; shift
+set +e
+"$@" --output "$target" 2>/dev/null; status=$?
+set -e
+echo "status=$status"
+stat -c 'after=%F %a %U' "$target"
+"""
+
+
+def _in_private_dev(
+    namespace_tools: NamespaceTools, target: str, arguments: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            namespace_tools.unshare,
+            "--mount",
+            "--propagation",
+            "private",
+            namespace_tools.shell,
+            "-c",
+            PRIVATE_DEV,
+            "private-dev",
+            target,
+            *VALIDATE,
+            *arguments,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+def test_output_to_dev_null_leaves_the_device_a_device(
+    namespace_tools: NamespaceTools, shipped: dict[str, str]
+) -> None:
+    run = _in_private_dev(namespace_tools, "/dev/null", ["--sm", "sm_80"], shipped)
+    lines = run.stdout.splitlines()
+    assert lines[-2:] == ["status=1", "after=character special file 666 root"], run.stderr
+    assert json.loads("\n".join(lines[:-2]))["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+
+
+def test_output_to_dev_stdout_writes_the_evidence_there(
+    namespace_tools: NamespaceTools, shipped: dict[str, str]
+) -> None:
+    run = _in_private_dev(namespace_tools, "/dev/stdout", ["--sm", "sm_80"], shipped)
+    lines = run.stdout.splitlines()
+    # The link is still the link (root's, to this process's stdout).
+    assert lines[-2:] == ["status=1", "after=symbolic link 777 root"], run.stderr
+    # Printed, then written to the same stdout: the evidence twice, whole.
+    text = "\n".join(lines[:-2]) + "\n"
+    half = len(text) // 2
+    assert text[:half] == text[half:]
+    assert json.loads(text[:half])["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+
+
+def test_output_to_a_fifo_writes_the_evidence_into_it(
+    shipped: dict[str, str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "evidence.fifo"
+    os.mkfifo(fifo)
+    # The reader is open before validate writes (a FIFO no one reads is an error).
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        run = _run(["--sm", "sm_80", "--output", fifo], shipped)
+        assert run.returncode == 1, run.stderr
+        assert stat.S_ISFIFO(fifo.lstat().st_mode)
+        received = b""
+        while chunk := os.read(reader, 65536):
+            received += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(reader)
+    assert received.decode("utf-8") == run.stdout
+    assert json.loads(received)["reason_code"] == "LIBCUDA_SO_NOT_FOUND"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["evidence.fifo", "site"]
+
+
+def test_output_to_a_fifo_no_one_reads_is_refused_without_waiting(
+    shipped: dict[str, str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "evidence.fifo"
+    os.mkfifo(fifo)
+    run = _run(["--sm", "sm_80", "--output", fifo], shipped)
+    assert run.returncode == 1, run.stderr
+    assert f"error: the evidence was not written to {fifo}: no process reads the FIFO" in (
+        run.stderr.splitlines()
+    )
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)

@@ -385,7 +385,12 @@ def test_validate_refuses_an_output_it_could_not_write_before_running(tmp_path: 
     [
         (["--probe", "/bin/sh"], "--probe and --smoke go together"),
         (["--smoke", "/bin/sh"], "--probe and --smoke go together"),
-        (["--probe-sha256", "0" * 64], "--probe-sha256 pins the probe given by --probe"),
+        (["--probe-sha256", "0" * 64], "--probe-sha256 and --smoke-sha256 go together"),
+        (["--smoke-sha256", "0" * 64], "--probe-sha256 and --smoke-sha256 go together"),
+        (
+            ["--probe-sha256", "0" * 64, "--smoke-sha256", "0" * 64],
+            "the digests pin --probe and --smoke",
+        ),
     ],
 )
 def test_validate_options_that_go_together(

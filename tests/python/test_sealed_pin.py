@@ -738,6 +738,125 @@ def test_a_later_mapping_of_a_dynamic_section_with_a_runpath_is_refused_unrun(
     assert "overlap" in facts
 
 
+_DT_AUDIT = 0x6FFFFEFC
+_ELF_TYPES = {2: "ET_EXEC", 3: "ET_DYN"}
+
+
+def _with_a_second_mapping_of_the_headers(binary: Path, audit: bytes) -> bytes:
+    """``binary`` (ELF64, little-endian, its first PT_LOAD mapping offset 0 at
+    ``base``) with one PT_NOTE turned into a last PT_LOAD that maps the whole
+    file again, from offset 0, at a higher address.
+
+    The kernel takes ``AT_PHDR`` from that last mapping of the program
+    headers, so ld.so's load bias is off by the distance between the two
+    mappings and it reads PT_DYNAMIC at file offset ``p_vaddr - base`` of the
+    copy: a hidden dynamic section there (the real one with DT_DEBUG turned
+    into DT_AUDIT of ``audit``) is what ld.so reads. The section headers go
+    (nothing loads them), so the file ends where the hidden section does.
+    """
+    data = bytearray(binary.read_bytes())
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    headers = [_PROGRAM_HEADER.unpack_from(data, phoff + i * phentsize) for i in range(phnum)]
+    loads = [header for header in headers if header[0] == _PT_LOAD]
+    _, _, dynamic_offset, dynamic_address, _, dynamic_size, _, _ = next(
+        header for header in headers if header[0] == _PT_DYNAMIC
+    )
+    note = max(index for index, header in enumerate(headers) if header[0] == _PT_NOTE)
+    base = loads[0][3]
+    del data[max(load[2] + load[5] for load in loads) :]
+    struct.pack_into("<Q", data, 40, 0)  # e_shoff
+    struct.pack_into("<HHH", data, 58, 0, 0, 0)  # e_shentsize, e_shnum, e_shstrndx
+    hidden = dynamic_address - base
+    assert hidden >= len(data), "the hidden section would lie over the file's own bytes"
+    data.extend(bytes(hidden - len(data)))
+    entries = [
+        _DYNAMIC_ENTRY.unpack_from(data, dynamic_offset + i * _DYNAMIC_ENTRY.size)
+        for i in range(dynamic_size // _DYNAMIC_ENTRY.size)
+    ]
+    strings = dict(entries)[_DT_STRTAB] - base
+    audit_at = hidden + len(entries) * _DYNAMIC_ENTRY.size
+    for tag, value in entries:
+        if tag == _DT_DEBUG:
+            tag, value = _DT_AUDIT, audit_at - strings
+        data.extend(_DYNAMIC_ENTRY.pack(tag, value))
+    data.extend(audit + b"\0")
+    last = loads[-1]
+    copy_address = -(-(last[3] + last[6]) // _PAGE) * _PAGE + _PAGE
+    size = len(data)
+    header = (_PT_LOAD, 6, 0, copy_address, copy_address, size, size, _PAGE)  # PF_R | PF_W
+    _PROGRAM_HEADER.pack_into(data, phoff + note * phentsize, *header)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("position", ["-no-pie", "-pie"])
+def test_a_second_mapping_of_the_program_headers_is_refused_unrun(
+    position: str, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    marker = tmp_path / "audited"
+    library = _compile(
+        shared, "libaud.so", "-shared", "-fPIC", f'-DMARKER="{marker}"', source=_AUDIT_C
+    )
+    shared.chmod(0o1777)
+    plain = _compile(tmp_path, "plain", position)
+    probe = tmp_path / "probe"
+    probe.write_bytes(_with_a_second_mapping_of_the_headers(plain, os.fsencode(library)))
+    probe.chmod(0o755)
+    kind = _ELF_TYPES[struct.unpack_from("<H", probe.read_bytes(), 16)[0]]
+    assert kind == ("ET_EXEC" if position == "-no-pie" else "ET_DYN")
+    # readelf shows no DT_AUDIT (it reads the file's own dynamic section),
+    # yet ld.so runs the audit library (the program then crashes: its
+    # relocations went to the copy).
+    readelf = shutil.which("readelf")
+    assert readelf is not None, "binutils' readelf is needed"
+    dynamic = subprocess.run([readelf, "-dW", str(probe)], capture_output=True, check=True)
+    assert b"AUDIT" not in dynamic.stdout
+    subprocess.run([str(probe)], capture_output=True, check=False, cwd=tmp_path)
+    assert marker.read_text() == "audited\n"
+    marker.unlink()
+    code, facts = _pinned_code(probe)
+    assert code == "PROBE_PIN_LOADER_UNTRUSTED", kind
+    assert facts is not None
+    assert "a second loadable segment of the pinned ELF maps its program headers again" in facts
+    done = run_cli("pin-probe", str(probe), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "PROBE_PIN_LOADER_UNTRUSTED" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not marker.exists()
+
+
+_PT_NULL, _PT_PHDR = 0, 6
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ("no-phdr", "the pinned ELF has PT_INTERP but no PT_PHDR"),
+        ("phdr-elsewhere", "the pinned ELF's PT_PHDR does not name its program headers"),
+    ],
+)
+def test_a_pt_phdr_that_does_not_name_the_headers_is_refused(
+    change: str, said: str, tmp_path: Path
+) -> None:
+    data = bytearray(_compile(tmp_path, "plain").read_bytes())
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    header = list(_PROGRAM_HEADER.unpack_from(data, phoff))
+    assert header[0] == _PT_PHDR  # gcc's first program header
+    if change == "no-phdr":
+        header[0] = _PT_NULL
+    else:
+        header[3] += 8  # p_vaddr: ld.so's load bias would be off by 8
+        header[4] += 8
+    _PROGRAM_HEADER.pack_into(data, phoff, *header)
+    probe = tmp_path / "probe"
+    probe.write_bytes(bytes(data))
+    probe.chmod(0o755)
+    code, facts = _pinned_code(probe)
+    assert (code, facts) == ("PROBE_PIN_LOADER_UNTRUSTED", said)
+
+
 @pytest.fixture
 def other_mount_namespace() -> Iterator[int]:
     """The pid of a root-owned process in a private mount namespace of its own."""

@@ -105,6 +105,48 @@ def test_a_fifo_planted_at_the_final_name_is_replaced_without_blocking(shared: P
     assert output.read_bytes() == b"evidence\n"
 
 
+def test_a_fifo_of_roots_own_is_written_through(tmp_path: Path) -> None:
+    output = tmp_path / "evidence.fifo"
+    os.mkfifo(output)
+    reader = os.open(output, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _user_files.write_file(output, b"evidence\n")
+        assert os.read(reader, 64) == b"evidence\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(output.lstat().st_mode)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["evidence.fifo"]
+
+
+def test_a_fifo_no_one_reads_fails_at_once_with_nothing_left(tmp_path: Path) -> None:
+    output = tmp_path / "evidence.fifo"
+    os.mkfifo(output)
+    with pytest.raises(OSError, match="no process reads the FIFO"):
+        _user_files.write_file(output, b"evidence\n")
+    assert stat.S_ISFIFO(output.lstat().st_mode)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["evidence.fifo"]
+
+
+@pytest.mark.parametrize("target", ["file", "missing"])
+def test_a_link_of_roots_own_to_no_device_is_refused_and_left_as_it_is(
+    target: str, tmp_path: Path
+) -> None:
+    # Root's own link is never replaced (as /dev/stdout when stdout is a
+    # file): what it leads to is not a device or FIFO, so nothing is written.
+    file = tmp_path / target
+    if target == "file":
+        file.write_bytes(VICTIM_TEXT)
+    output = tmp_path / "evidence.json"
+    output.symlink_to(file)
+    with pytest.raises(FileExistsError, match="to no device or FIFO"):
+        _user_files.write_file(output, b"evidence\n")
+    assert output.is_symlink()
+    assert os.readlink(output) == str(file)
+    if target == "file":
+        assert file.read_bytes() == VICTIM_TEXT
+    assert {path.name for path in tmp_path.iterdir()} == {"evidence.json", target} - {"missing"}
+
+
 def _names(planted: list[str]) -> Iterator[str]:
     """The planted names first, then fresh ones."""
     yield from planted

@@ -134,3 +134,5 @@ pub const SMOKE_COMPLETE_STATUS: &str = "smoke-complete";
 pub const SMOKE_FAILURE_STATUS: &str = "unavailable";
 /// `probe_runner.max_timeout_seconds` of `templates/provider-spec.json`.
 pub const RUNNER_MAX_TIMEOUT_SECONDS: u64 = 60;
+/// `probe_runner.sweep_seconds` of `templates/provider-spec.json`.
+pub const RUNNER_SWEEP_SECONDS: u64 = 2;

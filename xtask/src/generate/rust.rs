@@ -135,6 +135,9 @@ fn constants(spec: &ProviderSpec) -> TokenStream {
         spec_constant!(spec, SMOKE_FAILURE_STATUS: &str = smoke.failure_status),
         // The probe's and the smoke's own deadline for their driver worker.
         spec_constant!(spec, RUNNER_MAX_TIMEOUT_SECONDS: u64 = probe_runner.max_timeout_seconds),
+        // The probe's and the smoke's bound on their sweep; the runner waits
+        // this long after SIGTERM before it kills the session.
+        spec_constant!(spec, RUNNER_SWEEP_SECONDS: u64 = probe_runner.sweep_seconds),
     ];
     quote!(#(#constants)*)
 }

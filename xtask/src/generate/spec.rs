@@ -426,6 +426,10 @@ records! {
         pub sha256_pattern: String,
         /// A larger pinned probe is refused before it is read whole.
         pub max_pinned_probe_bytes: u32,
+        /// How long the reviewed probe's (and smoke's) sweep may go on once
+        /// its worker has ended; on a timeout the runner sends SIGTERM and
+        /// kills the session only after this.
+        pub sweep_seconds: u32,
     }
 
     /// What the toolkit inspector reads.
@@ -1106,7 +1110,7 @@ fn check_policy(spec: &ProviderSpec) -> Result<()> {
     check_within("policy.toolkit_version_floor[1]", minor, 0, part_max)
 }
 
-/// The probe's time limits: a default above zero, a maximum no lower.
+/// The probe's time limits: a default above zero, a maximum no lower, a sweep bound.
 fn check_probe_runner(spec: &ProviderSpec) -> Result<()> {
     let runner = &spec.probe_runner;
     let default = runner.default_timeout_seconds;
@@ -1121,7 +1125,9 @@ fn check_probe_runner(spec: &ProviderSpec) -> Result<()> {
         max.fract() == 0.0 && max <= 86400.0,
         "probe_runner.max_timeout_seconds",
         problem,
-    )
+    )?;
+    // The sweep's bound waits out a timeout: a few seconds, never none.
+    check_within("probe_runner.sweep_seconds", runner.sweep_seconds, 1, 60)
 }
 
 fn check_smoke(spec: &ProviderSpec) -> Result<()> {
