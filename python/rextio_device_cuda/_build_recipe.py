@@ -207,8 +207,28 @@ def fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None]) -> Too
         raise RecipeError(
             f"the recipe's {describe_tools(recipe)} run on Linux x86_64 and aarch64 only"
         )
+    places = {tool.name: _place(folder, tool, arch) for tool in recipe.tools}
+    if all((place / _COMPLETE).is_file() for place in places.values()):
+        # Reused as they are: nothing is written, so no lock is needed.
+        return _programs(recipe, places)
     with _locked(folder):
         return _fetch_tools(recipe, folder, say, arch)
+
+
+def _place(folder: Path, tool: Tool, arch: str) -> Path:
+    """Where ``tool``'s wheel for ``arch`` is extracted (its version and hash in the name)."""
+    wheel = tool.wheels.get(arch)
+    if wheel is None:
+        raise RecipeError(f"the recipe names no {tool.name} wheel for {arch}")
+    return folder / f"{tool.name}-{tool.version}-{arch}-{wheel.sha256[:16]}"
+
+
+def _programs(recipe: Recipe, places: Mapping[str, Path]) -> Tools:
+    programs = {
+        tool.name: places[tool.name].joinpath(*PurePosixPath(tool.program).parts)
+        for tool in recipe.tools
+    }
+    return Tools(programs["ziglang"], programs["cargo-zigbuild"])
 
 
 @contextlib.contextmanager
@@ -226,12 +246,10 @@ def _locked(folder: Path) -> Iterator[None]:
 
 
 def _fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None], arch: str) -> Tools:
-    programs = {}
+    places = {}
     for tool in recipe.tools:
-        wheel = tool.wheels.get(arch)
-        if wheel is None:
-            raise RecipeError(f"the recipe names no {tool.name} wheel for {arch}")
-        place = folder / f"{tool.name}-{tool.version}-{arch}-{wheel.sha256[:16]}"
+        place = places[tool.name] = _place(folder, tool, arch)
+        wheel = tool.wheels[arch]
         if not (place / _COMPLETE).is_file():
             say(f"fetching {tool.name} {tool.version} from PyPI (sha256 {wheel.sha256[:16]}…)")
             data = _download(wheel.url, wheel.sha256)
@@ -245,8 +263,7 @@ def _fetch_tools(recipe: Recipe, folder: Path, say: Callable[[str], None], arch:
                 shutil.rmtree(partial, ignore_errors=True)
                 raise
             say(f"fetched {tool.name} {tool.version} into {place}")
-        programs[tool.name] = place.joinpath(*PurePosixPath(tool.program).parts)
-    return Tools(programs["ziglang"], programs["cargo-zigbuild"])
+    return _programs(recipe, places)
 
 
 def cargo_home() -> Path:

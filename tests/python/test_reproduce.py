@@ -55,10 +55,11 @@ def _recorded(wheel: Path) -> dict[str, str]:
 
 
 def _new_cache(tools: bool) -> Path:
-    """A private cache below the build's target directory (pytest's lies below
-    /tmp, where build-probe rightly refuses to build); with ``tools``, the
-    recipe's tools `cargo xtask dist` fetched are linked in."""
-    directory = Path(tempfile.mkdtemp(prefix="reproduce-cache-", dir=TARGET))
+    """A private cache (0700) in the user's home (pytest's directories, and a
+    clone under /tmp, lie below a directory others can write, where builds are
+    rightly refused); with ``tools``, the recipe's tools `cargo xtask dist`
+    fetched are linked in."""
+    directory = Path(tempfile.mkdtemp(prefix=".rextio-reproduce-test-", dir=Path.home()))
     if tools:
         folder = directory / SPEC["distribution"]["name"]
         folder.mkdir(mode=0o700)
