@@ -9,32 +9,20 @@ user's cargo (``cargo build --release --locked``) and copies the two
 binaries into the chosen directory. It runs only when asked; the provider
 never finds a probe by itself.
 
-No file another user can write steers the build. Cargo reads
-``.cargo/config.toml`` from every ancestor of its working directory, and
-rustup reads ``rust-toolchain.toml`` there, whoever owns them. So cargo
-never runs in the destination: it runs in a private build directory (mode
-0700, a random name) under the user's own cache, ``builds/`` beside the
-default destination, and only after every directory from there up to the
-root was checked to be root's or the user's and writable by no one else
-(OpenSSH's StrictModes rule; a sticky ``/tmp`` fails it, since anyone can
-create ``/tmp/.cargo``). The sources are reached with ``--manifest-path``
-and the toolchain is named (``RUSTUP_TOOLCHAIN``, the channel of the
-tarball's ``rust-toolchain.toml``), so no toolchain file is looked for. The
-user's own ``CARGO_HOME`` and environment are trusted. On Windows, where
-the standard library reads no owner or ACL and the drive root (``C:\\``) lets
-any authenticated user create a folder, the rule is a conservative one:
-below the user's profile the directories are the user's; above it, no
-directory may hold a ``.cargo`` entry (an entry created after that check
-and before cargo starts is not seen; documented in docs/interfaces.md).
+No file another user can write steers the build: cargo never runs in the
+destination but in a private build directory under the user's own cache,
+on a path checked once and then used as checked (``_build_directory``).
+The sources are reached with ``--manifest-path`` and the toolchain is named
+(``RUSTUP_TOOLCHAIN``, the channel of the tarball's ``rust-toolchain.toml``),
+so no toolchain file is looked for. The user's own ``CARGO_HOME`` and
+environment are trusted.
 
 Interrupted, it leaves no cargo running and no partial output: cargo runs
 under ``_cargo_guard`` in a session of its own, killed as a group with the
 build, and killed by the guard when ``build-probe`` dies without a word
-(SIGKILL). Every build holds a shared lock on ``builds/lock``; a run that can
-take it exclusively knows no build is running and removes the build
-directories left by a killed one. Each binary is written into the
-destination exclusively and renamed into place (``_user_files``), after the
-build succeeded.
+(SIGKILL); the next run removes the build directory a killed one left.
+Each binary is written into the destination exclusively and renamed into
+place (``_user_files``), after the build succeeded.
 """
 
 from __future__ import annotations
@@ -45,10 +33,8 @@ import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import tempfile
 import threading
 import tomllib
 from collections.abc import Callable, Iterator
@@ -57,7 +43,14 @@ from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Final
 
-from rextio_device_cuda import _build_recipe, _cargo_guard, _generated, _user_files
+from rextio_device_cuda import (
+    _build_directory,
+    _build_recipe,
+    _cargo_guard,
+    _generated,
+    _user_files,
+)
+from rextio_device_cuda._build_directory import BuildDirectory
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._source_archive import (
     PackagedArchive,
@@ -73,17 +66,10 @@ _EXECUTABLE_SUFFIX: Final = ".exe" if sys.platform == "win32" else ""
 # Below the build directory: the extracted sources and cargo's target directory.
 _SOURCE_FOLDER: Final = "source"
 _TARGET_FOLDER: Final = "target"
-# Below the user's cache folder for this package: where builds run, the lock
-# every build holds, and the prefix that marks a build directory as this
-# command's (the folder is private, so nothing else makes entries there).
-_BUILDS_FOLDER: Final = "builds"
-_LOCK_FILE: Final = "lock"
-# Beside it: zig and cargo-zigbuild as the build recipe pins them, reused.
+# In this package's cache folder: zig and cargo-zigbuild as the build recipe
+# pins them, fetched once and reused.
 _TOOLS_FOLDER: Final = "tools"
-_BUILD_PREFIX: Final = "build-"
 _TOOLCHAIN_FILE: Final = PurePosixPath("rust-toolchain.toml")
-# The variable that names the user's cache (else a folder below the home).
-_CACHE_VARIABLE: Final = "LOCALAPPDATA" if sys.platform == "win32" else "XDG_CACHE_HOME"
 # A rustup channel name (RUSTUP_TOOLCHAIN also takes a path, never wanted here).
 _CHANNEL: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
 # What the user sees when Ctrl-C stops a build (then exit status 130).
@@ -117,31 +103,14 @@ class _Terminated(BaseException):
     """SIGTERM arrived during the build (raised by the handler, so cleanup runs)."""
 
 
-def _cache_folder() -> Path:
-    """This package's folder in the user's cache (``$XDG_CACHE_HOME`` or
-    ``~/.cache``; on Windows ``%LOCALAPPDATA%``)."""
-    variable = _CACHE_VARIABLE
-    if sys.platform == "win32":
-        home_variable, below_home = "USERPROFILE", os.path.join("AppData", "Local")
-    else:
-        home_variable, below_home = "HOME", ".cache"
-    base = os.environ.get(variable, "")
-    if not os.path.isabs(base):
-        home = os.path.expanduser("~")
-        if not os.path.isabs(home):
-            raise BuildProbeUsageError(
-                f"build-probe needs a cache directory and no home directory is known: set "
-                f"{variable} (or {home_variable}) to an absolute directory of yours"
-            )
-        base = os.path.join(home, below_home)
-    return Path(base) / PROVIDER_SPEC.distribution.name
-
-
 def default_directory() -> Path:
     """Where ``build-probe`` puts the binaries unless told: the user's cache, never
     the installed package, in a folder named after this version. Raises
     ``BuildProbeUsageError`` when no cache directory can be determined."""
-    return _cache_folder() / f"probe-{PROVIDER_SPEC.distribution.version}"
+    try:
+        return _build_directory.cache_folder() / f"probe-{PROVIDER_SPEC.distribution.version}"
+    except _build_directory.NoCacheDirectoryError as error:
+        raise BuildProbeUsageError(str(error)) from error
 
 
 def packaged_probe_source() -> PackagedArchive:
@@ -181,102 +150,6 @@ def _toolchain(tree: SourceTree) -> str:
     return channel
 
 
-def _untrusted_reason(directory: Path, profile: Path | None) -> str | None:
-    """Why cargo must not read configuration from ``directory``, or None.
-
-    POSIX: the owner is root or the user, and neither group nor others may
-    write it. Windows, conservatively: inside the user's profile (``profile``)
-    the user's; above it, no ``.cargo`` entry at all.
-    """
-    if sys.platform == "win32":
-        if profile is not None and (directory == profile or profile in directory.parents):
-            return None
-        if os.path.lexists(directory / ".cargo"):
-            return "holds a .cargo entry that other users may have made"
-        return None
-    status = os.lstat(directory)
-    if not stat.S_ISDIR(status.st_mode):
-        return "is not a directory"
-    if status.st_uid not in (0, os.geteuid()):
-        return f"belongs to another user (uid {status.st_uid})"
-    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"is writable by other users (mode {stat.S_IMODE(status.st_mode):o})"
-    return None
-
-
-def _check_where_cargo_runs(build: Path) -> None:
-    """Refuses unless no one but the user and root can write what cargo and rustup
-    would read from ``build`` and its ancestors, naming the first directory that fails."""
-    real = Path(os.path.realpath(build))
-    profile = None
-    if sys.platform == "win32":
-        user_profile = os.environ.get("USERPROFILE", "")
-        profile = Path(os.path.realpath(user_profile)) if os.path.isabs(user_profile) else None
-    for directory in (real, *real.parents):
-        reason = _untrusted_reason(directory, profile)
-        if reason is not None:
-            raise BuildProbeError(
-                f"{directory} {reason}, and cargo reads its configuration from every directory "
-                f"above the one it runs in: set {_CACHE_VARIABLE} to a directory only you and "
-                "root can write"
-            )
-
-
-@contextlib.contextmanager
-def _builds_lock(builds: Path) -> Iterator[int | None]:
-    """The lock every build holds while it runs (shared); held exclusively first
-    when no other build runs, to remove the build directories a killed run left."""
-    if sys.platform == "win32":
-        # No shared lock here: stale build directories stay (they are private).
-        yield None
-        return
-    import fcntl  # POSIX only
-
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        lock = os.open(builds / _LOCK_FILE, flags, 0o600)
-    except OSError as error:
-        raise BuildProbeError(f"cannot lock {builds / _LOCK_FILE}: {error.strerror}") from error
-    try:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pass  # another build runs: its directory is not stale
-        else:
-            for entry in os.scandir(builds):
-                if entry.name.startswith(_BUILD_PREFIX):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-        # Shared from here (a conversion may pass through unlocked; nothing of
-        # this run exists yet then).
-        fcntl.flock(lock, fcntl.LOCK_SH)
-        yield lock
-    finally:
-        os.close(lock)
-
-
-def _private_folder(name: str) -> Path:
-    """``name`` in this package's cache folder (where builds run, or the recipe's
-    tools), made (0700) when missing, once it and every directory above it
-    passed ``_check_where_cargo_runs``."""
-    folder = _cache_folder() / name
-    existing = folder
-    while not os.path.lexists(existing) and existing.parent != existing:
-        existing = existing.parent
-    try:
-        # Nothing is made below a directory that would be refused.
-        _check_where_cargo_runs(existing)
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        _check_where_cargo_runs(folder)
-    except OSError as error:
-        raise BuildProbeError(f"cannot create {folder}: {error.strerror}") from error
-    return folder
-
-
-def _build_folder() -> Path:
-    """The private folder builds run in."""
-    return _private_folder(_BUILDS_FOLDER)
-
-
 def _stop(guard: subprocess.Popen[bytes]) -> None:
     """Kills the guard's group (cargo, rustc, build scripts) and reaps the guard."""
     if guard.returncode is None:
@@ -292,28 +165,30 @@ def _stop(guard: subprocess.Popen[bytes]) -> None:
     guard.wait()
 
 
-def _run_cargo(
+def run_cargo(
     command: list[str],
-    build: Path,
-    lock: int | None,
+    build: BuildDirectory,
     channel: str,
     recipe: tuple[dict[str, str], tuple[str, ...]] = ({}, ()),
 ) -> None:
-    """Runs ``command`` under the guard in ``build``; its output goes to stderr.
-    ``recipe``: the variables the build recipe sets, and those it removes."""
+    """Runs ``command`` (cargo and its arguments) under the guard in ``build``, with
+    rustup's toolchain ``channel``; its output goes to stderr. ``recipe``: the
+    variables the build recipe sets, and those it removes. Raises
+    ``BuildProbeError`` when it fails; interrupted, leaves nothing of it running."""
     variables, cleared = recipe
     removed = {"CARGO_TARGET_DIR", *cleared}
     environment = {key: value for key, value in os.environ.items() if key not in removed}
     # The toolchain named, so rustup looks for no toolchain file; the working
-    # directory as cargo will see it.
-    environment |= variables | {"RUSTUP_TOOLCHAIN": channel, "PWD": os.path.realpath(build)}
+    # directory as cargo will see it (the checked path, already resolved).
+    environment |= variables | {"RUSTUP_TOOLCHAIN": channel, "PWD": str(build.path)}
     guard_command = [sys.executable, "-I", os.path.abspath(_cargo_guard.__file__), *command]
+    lock = build.lock
     sys.stderr.flush()
     try:
         if sys.platform == "win32":
             guard = subprocess.Popen(
                 guard_command,
-                cwd=build,
+                cwd=build.path,
                 env=environment,
                 stdin=subprocess.PIPE,
                 stdout=sys.stderr,
@@ -322,7 +197,7 @@ def _run_cargo(
         else:
             guard = subprocess.Popen(
                 guard_command,
-                cwd=build,
+                cwd=build.path,
                 env=environment,
                 stdin=subprocess.PIPE,
                 stdout=sys.stderr,
@@ -382,8 +257,11 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def build_probe(destination: Path, archive: PackagedArchive | None = None) -> list[BuiltBinary]:
-    """Builds the probe and smoke from the packaged sources into ``destination``.
+def build_probe(
+    destination: Path | None, archive: PackagedArchive | None = None
+) -> list[BuiltBinary]:
+    """Builds the probe and smoke from the packaged sources into ``destination``
+    (None: the default directory, below the cache folder as the build resolved it).
 
     ``destination`` is created (mode 0700) when missing. Prints one line to
     stderr before cargo starts and one after the binaries were written.
@@ -426,96 +304,129 @@ def build_from_sources(
     say: Callable[[str], None],
     origin: str,
 ) -> dict[str, bytes]:
-    """The binaries the sources in ``tree`` build, by name: with ``recipe`` for
-    ``triple`` (its tools fetched first, once), or with cargo alone for this
-    host when ``recipe`` is None. The build runs in a fresh private build
-    directory, removed afterwards; what it says names ``origin`` (the sources).
-    Raises ``BuildProbeError``."""
+    """The binaries the sources in ``tree`` build, by name, in a new private build
+    directory (``_compile``). Raises ``BuildProbeError``, or
+    ``BuildProbeUsageError`` when no cache directory is known."""
     channel = _toolchain(tree)
     cargo = _cargo()
-    builds = _build_folder()
-    with _builds_lock(builds) as lock:
-        try:
-            # Resolved once: the paths cargo sees are the ones the recipe remaps.
-            build = Path(os.path.realpath(tempfile.mkdtemp(prefix=_BUILD_PREFIX, dir=builds)))
-        except OSError as error:
-            raise BuildProbeError(f"cannot create a build directory in {builds}") from error
-        try:
-            source, target = build / _SOURCE_FOLDER, build / _TARGET_FOLDER
-            environment: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
-            if recipe is None or triple is None:
-                say(f"building the probe and smoke with cargo (Rust {channel})")
-                say(f"from {origin}")
-                say(f"in {build}")
-                command = [
-                    cargo, "build", "--release", "--locked",
-                    "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
-                ]  # fmt: skip
-                release = target / "release"
-            else:
-                say(f"building the probe and smoke for {triple} (glibc {recipe.glibc})")
-                say(f"with Rust {channel}, {_build_recipe.describe_tools(recipe)}")
-                say(f"from {origin}")
-                say(f"in {build}")
-                tools = _build_recipe.fetch_tools(recipe, _private_folder(_TOOLS_FOLDER), say)
-                toolchain = _build_recipe.sysroot(channel, build)
-                _build_recipe.check_target_installed(channel, toolchain, triple)
-                environment = _build_recipe.build_environment(
-                    recipe, tools, source, toolchain, build / "cache"
-                )
-                command = _build_recipe.build_command(
-                    recipe, tools, source / "Cargo.toml", target, triple
-                )
-                release = _build_recipe.release_folder(target, triple)
-            source.mkdir()
-            _extract(tree, source)
-            _run_cargo(command, build, lock, channel, environment)
-            return {
-                name: (release / f"{name}{_EXECUTABLE_SUFFIX}").read_bytes()
-                for name in BINARY_NAMES
-            }
-        except _build_recipe.RecipeError as error:
-            raise BuildProbeError(str(error)) from error
-        except OSError as error:
-            reason = error.strerror or error
-            raise BuildProbeError(f"the probe was not built: {reason}") from error
-        finally:
-            shutil.rmtree(build, ignore_errors=True)
+    try:
+        with _build_directory.private_build_directory() as build:
+            return _compile(build, tree, channel, cargo, (recipe, triple), say, origin)
+    except _build_directory.NoCacheDirectoryError as error:
+        raise BuildProbeUsageError(str(error)) from error
+    except _build_directory.BuildDirectoryError as error:
+        raise BuildProbeError(str(error)) from error
 
 
-def _build_probe(destination: Path, archive: PackagedArchive | None) -> list[BuiltBinary]:
+def _compile(
+    build: BuildDirectory,
+    tree: SourceTree,
+    channel: str,
+    cargo: str,
+    recipe_for: tuple[_build_recipe.Recipe | None, str | None],
+    say: Callable[[str], None],
+    origin: str,
+) -> dict[str, bytes]:
+    """The binaries the sources in ``tree`` build in ``build``, by name: with the
+    recipe for the target (``recipe_for``; its tools fetched once into the
+    checked cache folder), or with cargo alone for this host when there is no
+    recipe. What it says names ``origin`` (the sources)."""
+    recipe, triple = recipe_for
+    source, target = build.path / _SOURCE_FOLDER, build.path / _TARGET_FOLDER
+    environment: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
+    try:
+        if recipe is None or triple is None:
+            say(f"building the probe and smoke with cargo (Rust {channel})")
+            say(f"from {origin}")
+            say(f"in {build.path}")
+            command = [
+                cargo, "build", "--release", "--locked",
+                "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
+            ]  # fmt: skip
+            release = target / "release"
+        else:
+            say(f"building the probe and smoke for {triple} (glibc {recipe.glibc})")
+            say(f"with Rust {channel}, {_build_recipe.describe_tools(recipe)}")
+            say(f"from {origin}")
+            say(f"in {build.path}")
+            # Below the cache folder as the build directory resolved and checked it.
+            tools_folder = build.cache / _TOOLS_FOLDER
+            _build_directory.make_private_directories(tools_folder)
+            tools = _build_recipe.fetch_tools(recipe, tools_folder, say)
+            toolchain = _build_recipe.sysroot(channel, build.path)
+            _build_recipe.check_target_installed(channel, toolchain, triple)
+            environment = _build_recipe.build_environment(
+                recipe, tools, source, toolchain, build.path / "cache"
+            )
+            command = _build_recipe.build_command(
+                recipe, tools, source / "Cargo.toml", target, triple
+            )
+            release = _build_recipe.release_folder(target, triple)
+        source.mkdir()
+        _extract(tree, source)
+        run_cargo(command, build, channel, environment)
+        return {
+            name: (release / f"{name}{_EXECUTABLE_SUFFIX}").read_bytes() for name in BINARY_NAMES
+        }
+    except _build_recipe.RecipeError as error:
+        raise BuildProbeError(str(error)) from error
+    except OSError as error:
+        reason = error.strerror or error
+        raise BuildProbeError(f"the probe was not built: {reason}") from error
+
+
+def _build_probe(destination: Path | None, archive: PackagedArchive | None) -> list[BuiltBinary]:
     source_archive = packaged_probe_source() if archive is None else archive
     try:
         tree = source_tree(read_archive(source_archive), source_archive.top_folder)
     except SourceArchiveError as error:
         raise BuildProbeError(str(error)) from error
-    # Checked before the destination is made: nothing is left when one fails.
-    _toolchain(tree)
-    _cargo()
-    _build_folder()
+    channel = _toolchain(tree)
+    cargo = _cargo()
+    recipe = packaged_recipe()
+    try:
+        with _build_directory.private_build_directory() as build:
+            return _build_in(build, tree, destination, channel, cargo, source_archive, recipe)
+    except _build_directory.NoCacheDirectoryError as error:
+        raise BuildProbeUsageError(str(error)) from error
+    except _build_directory.BuildDirectoryError as error:
+        raise BuildProbeError(str(error)) from error
+
+
+def _build_in(
+    build: BuildDirectory,
+    tree: SourceTree,
+    destination: Path | None,
+    channel: str,
+    cargo: str,
+    source_archive: PackagedArchive,
+    recipe: _build_recipe.Recipe,
+) -> list[BuiltBinary]:
+    if destination is None:
+        destination = build.cache / default_directory().name
     paths = binary_paths(destination)
     try:
-        paths[0].parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _build_directory.make_private_directories(paths[0].parent)
     except OSError as error:
         raise BuildProbeError(f"cannot create {destination}: {error.strerror}") from error
 
     def say(line: str) -> None:
         print(f"build-probe: {line}", file=sys.stderr)
 
-    recipe = packaged_recipe()
+    # The shipped binaries' recipe where it runs, so the bytes are the shipped ones.
     triple = host_target(recipe)
     if triple is None:
         tools = _build_recipe.describe_tools(recipe)
         say(f"the shipped binaries' recipe ({tools}) does not run on this platform:")
         say("building with cargo alone, so the digests will differ from a shipped binary's")
-    built_bytes = build_from_sources(
-        tree, recipe if triple else None, triple, say, str(source_archive.path)
-    )
+    recipe_for = (recipe if triple else None, triple)
+    built_bytes = _compile(build, tree, channel, cargo, recipe_for, say, str(source_archive.path))
     built = []
     try:
         for path in paths:
             data = built_bytes[path.name.removesuffix(_EXECUTABLE_SUFFIX)]
-            _user_files.write_file(path, data, mode=0o777)
+            # 0755: none but the user can change what they will pin, whatever the umask.
+            _user_files.write_file(path, data, mode=0o755)
             built.append(BuiltBinary(path, hashlib.sha256(data).hexdigest()))
     except OSError as error:
         reason = error.strerror or error

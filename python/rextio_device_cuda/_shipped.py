@@ -26,8 +26,8 @@ NO_SHIPPED_PROBE: Final = (
     "no probe ships for this platform: this installation carries none (the pure "
     "py3-none-any wheel; the manylinux_2_17 x86_64 and aarch64 wheels carry one). "
     "Build the reviewed probe and smoke from the sources this package carries, with "
-    "Rust's cargo: `python -m rextio_device_cuda build-probe` prints their paths and "
-    "the lines that pin the probe."
+    "Rust's cargo: `python -m rextio_device_cuda build-probe` prints their paths, "
+    "the lines that pin the probe and the validate command with both digests."
 )
 
 

@@ -602,7 +602,10 @@ def _build_probe_command(arguments: argparse.Namespace) -> int:
         # Checked before building: a path rextio.toml cannot hold is no use.
         for path in _build_probe.binary_paths(into):
             toml_string(str(path))
-        built = _build_probe.build_probe(into)
+        # None: the default directory, as the build resolved the cache.
+        built = _build_probe.build_probe(arguments.into)
+        probe, smoke = built
+        pinned = pin_lines(str(probe.path), probe.sha256)
     except (_build_probe.BuildProbeUsageError, PathNotTomlError) as error:
         raise _UsageError(str(error)) from error
     except _build_probe.BuildProbeError as error:
@@ -612,8 +615,19 @@ def _build_probe_command(arguments: argparse.Namespace) -> int:
     lines: list[str] = []
     for name, binary in zip(("probe", "smoke"), built, strict=True):
         lines.extend(binary_lines(name, str(binary.path), binary.sha256, note))
-    probe = built[0]
-    _out("\n".join([*lines, *pin_lines(str(probe.path), probe.sha256)]))
+    validate = _validate_words(
+        ["--sm", "sm_NN"], (str(probe.path), probe.sha256), (str(smoke.path), smoke.sha256)
+    )
+    _out(
+        "\n".join(
+            [
+                *lines,
+                *pinned,
+                "# validate an NVIDIA host with them (sm_NN: its GPU's, e.g. sm_80):",
+                *_continued(validate),
+            ]
+        )
+    )
     return EXIT_READY
 
 
@@ -706,8 +720,32 @@ def _validate_options(arguments: argparse.Namespace) -> list[str]:
     return words
 
 
+def _validate_words(
+    options: list[str], probe: tuple[str, str], smoke: tuple[str, str]
+) -> list[str]:
+    """``validate`` with ``options``, and each binary (path, SHA-256) given and pinned."""
+    return [
+        *PROG.split(), "validate", *options,
+        "--probe", probe[0], "--probe-sha256", probe[1],
+        "--smoke", smoke[0], "--smoke-sha256", smoke[1],
+    ]  # fmt: skip
+
+
+def _continued(words: list[str]) -> list[str]:
+    """``words`` as one shell command over several lines: each option and its value
+    on a line of its own (the digests alone are 64 columns)."""
+    head = words.index("validate") + 1
+    lines = [_command_line(words[:head])]
+    rest = words[head:]
+    for index in range(0, len(rest), 2):
+        lines.append("  " + _command_line(rest[index : index + 2]))
+    continuation = " ^" if sys.platform == "win32" else " \\"
+    return [line + continuation for line in lines[:-1]] + lines[-1:]
+
+
 def no_probe_lines(arguments: argparse.Namespace) -> list[str]:
-    """Where no probe ships: the two commands that build one and validate with it."""
+    """Where no probe ships: the two commands that build one and validate with it
+    (the digests are the ones build-probe prints; it prints this command with them)."""
     directory = _default_build_directory()
     if directory is None:
         into = "DIR"
@@ -716,8 +754,9 @@ def no_probe_lines(arguments: argparse.Namespace) -> list[str]:
         into = str(directory)
         probe, smoke = (str(path) for path in _build_probe.binary_paths(directory))
     build = _command_line([*PROG.split(), "build-probe", "--into", into])
-    binaries = ["--probe", probe, "--smoke", smoke]
-    validate = _command_line([*PROG.split(), "validate", *_validate_options(arguments), *binaries])
+    validate = _validate_words(
+        _validate_options(arguments), (probe, "PROBE_SHA256"), (smoke, "SMOKE_SHA256")
+    )
     return [
         *_refusal_text.wrapped(
             "error: ",
@@ -727,7 +766,8 @@ def no_probe_lines(arguments: argparse.Namespace) -> list[str]:
             "carries, with Rust's cargo, then validate with them:",
         ),
         f"  {build}",
-        f"  {validate}",
+        *(f"  {line}" for line in _continued(validate)),
+        "(PROBE_SHA256, SMOKE_SHA256: the digests build-probe prints, with this command)",
         *(
             ["(DIR: a directory of your own; there is no home directory for the default)"]
             if directory is None

@@ -261,15 +261,33 @@ def test_without_shipped_binaries_the_message_names_two_commands_that_complete(
     smoke = directory / PROVIDER_SPEC.smoke.probe
     build = ["python", "-m", "rextio_device_cuda", "build-probe", "--into", str(directory)]
     validate = ["python", "-m", "rextio_device_cuda", "validate", "--sm", "sm_80"]
-    validate += ["--device", "0", "--output", str(output), "--probe", str(probe)]
-    validate += ["--smoke", str(smoke)]
-    assert [shlex.split(line) for line in lines] == [build, validate]
+    validate += ["--device", "0", "--output", str(output)]
+    validate += ["--probe", str(probe), "--probe-sha256", "PROBE_SHA256"]
+    validate += ["--smoke", str(smoke), "--smoke-sha256", "SMOKE_SHA256"]
+    assert shlex.split(lines[0]) == build
+    # The validate command over several lines (one option a line), both
+    # binaries pinned by the digests build-probe prints (it prints this command
+    # with them filled in).
+    every = run.stderr.splitlines()
+    start = every.index(lines[1])
+    end = next(index for index in range(start, len(every)) if not every[index].endswith("\\"))
+    continued = " ".join(line.removesuffix("\\") for line in every[start : end + 1])
+    assert shlex.split(continued) == validate
+    assert every[end + 1] == (
+        "(PROBE_SHA256, SMOKE_SHA256: the digests build-probe prints, with this command)"
+    )
     # What build-probe writes there (its own tests build it with cargo).
     directory.mkdir(parents=True)
     shutil.copy2(sim_host.native.probe, probe)
     shutil.copy2(sim_host.native.smoke, smoke)
+    digests = {
+        "PROBE_SHA256": hashlib.sha256(probe.read_bytes()).hexdigest(),
+        "SMOKE_SHA256": hashlib.sha256(smoke.read_bytes()).hexdigest(),
+    }
     followed = sim_host.run(
-        DriverLayout(config=ONE_DEVICE), [sys.executable, *validate[1:]], extra_env=env
+        DriverLayout(config=ONE_DEVICE),
+        [sys.executable, *(digests.get(word, word) for word in validate[1:])],
+        extra_env=env,
     )
     assert followed.returncode == 0, followed.stderr
     evidence = _evidence(output, followed.stdout, tmp_path)
@@ -715,6 +733,6 @@ def test_output_to_a_fifo_no_one_reads_is_refused_without_waiting(
     run = _run(["--sm", "sm_80", "--output", fifo], shipped)
     assert run.returncode == 1, run.stderr
     assert f"error: the evidence was not written to {fifo}: no process reads the FIFO" in (
-        run.stderr.splitlines()
+        _unwrapped(run.stderr).splitlines()
     )
     assert stat.S_ISFIFO(fifo.lstat().st_mode)

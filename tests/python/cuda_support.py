@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -187,6 +188,16 @@ def printer_image() -> bytes:
         return binary.read_bytes()
 
 
+def python_shebang() -> str:
+    """The first line(s) of a script that this interpreter runs. A ``#!`` line
+    ends the interpreter's path at the first blank, so where the path holds one
+    (a clone under "/tmp/a b") sh starts it: a line sh runs and Python reads as
+    one string expression."""
+    if not any(blank in sys.executable for blank in " \t"):
+        return f"#!{sys.executable}\n"
+    return f"#!/bin/sh\n'exec' {shlex.quote(sys.executable)} \"$0\" \"$@\"\n"
+
+
 @dataclass
 class ProbeFactory:
     """Writes executable probe scripts; each touches a marker when it runs."""
@@ -196,7 +207,7 @@ class ProbeFactory:
 
     def python(self, body: str, name: str = "probe") -> Path:
         """A Python probe (absolute shebang to this interpreter)."""
-        return self.write(name, f"#!{sys.executable}\n{body}")
+        return self.write(name, f"{python_shebang()}{body}")
 
     def shell(self, body: str, name: str = "probe") -> Path:
         """A /bin/sh probe."""

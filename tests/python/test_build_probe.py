@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -27,6 +28,7 @@ import tempfile
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cuda_support import SPEC
@@ -91,15 +93,16 @@ sys.exit(cli.main(["build-probe", *sys.argv[4:]]))
 
 @pytest.fixture
 def cache() -> Iterator[Path]:
-    """The user's cache for build-probe: a private directory below the build's
-    target directory (pytest's own lies below /tmp, which others can write, so
-    build-probe would rightly refuse to run cargo there)."""
-    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPOSITORY / "target")
-    directory = Path(tempfile.mkdtemp(prefix="build-probe-cache-", dir=target))
+    """The user's cache for build-probe: a private directory (0700) in the user's
+    home, wherever the clone lies. pytest's own directories, and a clone under
+    /tmp, lie below a directory others can write, where build-probe rightly
+    refuses to run cargo."""
+    directory = Path(tempfile.mkdtemp(prefix=".rextio-build-probe-test-", dir=Path.home()))
     # The build recipe's zig and cargo-zigbuild, as `cargo xtask dist` fetched
     # them (tests/python/test_reproduce.py fetches them as a user does).
     folder = directory / SPEC["distribution"]["name"]
     folder.mkdir(mode=0o700)
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPOSITORY / "target")
     (folder / "tools").symlink_to(target / "recipe-tools")
     try:
         yield directory
@@ -180,10 +183,20 @@ def test_build_probe_builds_both_and_prints_the_lines_to_paste(
     assert lines[1].startswith(f"sha256: {probe_digest} (")
     assert lines[2] == f"smoke: {smoke}"
     assert lines[3].startswith(f"sha256: {smoke_digest} (")
-    assert tomllib.loads("\n".join(lines[4:])) == {
+    assert tomllib.loads("\n".join(lines[4:7])) == {
         "probe_executable": str(probe),
         "probe_sha256": probe_digest,
     }
+    # The validate command to run next, both binaries pinned (one shell command).
+    assert lines[7].startswith("# validate an NVIDIA host with them")
+    assert shlex.split(" ".join(line.removesuffix("\\") for line in lines[8:])) == [
+        "python", "-m", "rextio_device_cuda", "validate", "--sm", "sm_NN",
+        "--probe", str(probe), "--probe-sha256", probe_digest,
+        "--smoke", str(smoke), "--smoke-sha256", smoke_digest,
+    ]  # fmt: skip
+    # A line each: only a path can make one wider than 100 columns.
+    widths = [len(line) for line in lines[8:] if not line.startswith(("  --probe ", "  --smoke "))]
+    assert max(widths) <= 100
     for binary, word in ((probe, b"probe\n"), (smoke, b"smoke\n")):
         assert stat.S_IMODE(binary.stat().st_mode) & 0o100
         ran = subprocess.run([binary], capture_output=True, timeout=60, check=True)
@@ -279,7 +292,7 @@ def test_build_probe_from_the_pure_wheel(tmp_path: Path, cache: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == f"probe: {into / PROBE}"
     digest = hashlib.sha256((into / PROBE).read_bytes()).hexdigest()
-    assert tomllib.loads("\n".join(lines[4:]))["probe_sha256"] == digest
+    assert tomllib.loads("\n".join(lines[4:7]))["probe_sha256"] == digest
     # The built probe is the reviewed one: it runs and prints its report.
     report = subprocess.run([into / PROBE], capture_output=True, timeout=60, check=True, env={})
     assert json.loads(report.stdout)["probe"] == PROBE
@@ -389,6 +402,28 @@ def _unshare() -> str:
     return unshare
 
 
+def _private_tmp(mode: str, *kept: Path | str, size: str = "64m") -> str:
+    """Shell steps, run first in a private mount namespace: a fresh tmpfs over
+    /tmp (``mode``, ``size``), with whatever of the old /tmp the test needs bound
+    back at its place (the clone, its venv, the interpreter, cargo, ``kept``), so
+    a clone under /tmp is never hidden."""
+    cargo = shutil.which("cargo")
+    needed = [REPOSITORY, sys.prefix, sys.base_prefix, *([cargo] if cargo else []), *kept]
+    tops = set()
+    for path in needed:
+        parts = Path(os.path.realpath(path)).parts
+        if len(parts) > 2 and parts[:2] == ("/", "tmp"):
+            tops.add(parts[2])
+    steps = ["exec 3</tmp", f"mount -t tmpfs -o mode={mode},size={size} rextio-tmp /tmp"]
+    for top in sorted(tops):
+        # The old /tmp through descriptor 3 (mount would resolve a path anew).
+        steps.append(
+            f"mkdir /tmp/{shlex.quote(top)} && mount --no-canonicalize --bind "
+            f"/proc/self/fd/3/{shlex.quote(top)} /tmp/{shlex.quote(top)}"
+        )
+    return " && ".join([*steps, "exec 3<&-"])
+
+
 # Inside a private mount namespace whose /tmp is a fresh tmpfs (mode 1777, as
 # /tmp is): another user plants what cargo or rustup would read from /tmp,
 # and makes the directory the victim builds into; then root runs build-probe
@@ -449,7 +484,7 @@ def test_what_another_user_plants_in_tmp_never_steers_the_build(
     done = subprocess.run(
         [
             _unshare(), "--mount", "--propagation", "private", "--", "sh", "-c",
-            'mount -t tmpfs -o mode=1777,size=64m rextio-tmp /tmp && exec "$@"', "sh",
+            _private_tmp("1777", cache) + ' && exec "$@"', "sh",
             sys.executable, "-I", "-c", _PLANTED_CHILD, planted, json.dumps(command),
             str(cache), CHANNEL, PROBE, SMOKE,
         ],
@@ -462,6 +497,305 @@ def test_what_another_user_plants_in_tmp_never_steers_the_build(
     assert outcome["exit"] == 0, outcome["stderr"]
     assert outcome["left"] == sorted([PROBE, SMOKE])
     assert outcome["ran"] == ["probe\n", "smoke\n"]
+
+
+# Inside a private mount namespace whose /tmp is a fresh tmpfs (mode 1777):
+# another user (forked, then uid 65534) prepares her directory /tmp/hers (a
+# crate whose build script, and a .cargo/config.toml whose rustc wrapper,
+# write /tmp/steered) and a link the victim's XDG_CACHE_HOME goes through,
+# which leads to the victim's real cache (it passes every check) until she
+# repoints it at her directory:
+# - command-line: her link /tmp/cache; once the guard's command line names
+#   the build directory, she puts her crate there in her directory and repoints;
+# - exchange: her links /tmp/cache (to the cache) and /tmp/cache-hers (to hers)
+#   swapped without pause (RENAME_EXCHANGE) while she holds her own
+#   builds/lock; once a build waits on that lock, the link stays hers and she
+#   lets it go;
+# - roots-link: the same race inside her directory, where the link to the
+#   victim's cache is root's own (/tmp/hers/cache) and hers is swapped with it.
+# Then root runs build-probe. Prints its exit, its stderr and whether any of
+# her code ran.
+_REPOINT_CHILD = r"""
+import ctypes, fcntl, json, os, signal, subprocess, sys, time
+attack, command, good, into, package = sys.argv[1], json.loads(sys.argv[2]), *sys.argv[3:]
+HERS, THEM = "/tmp/hers", 65534
+link = HERS + "/cache" if attack == "roots-link" else "/tmp/cache"
+other = HERS + "/cache-hers" if attack == "roots-link" else "/tmp/cache-hers"
+own = f"{HERS}/{package}"
+libc = ctypes.CDLL(None, use_errno=True)
+
+def write(path, text, mode=0o644):
+    with open(path, "w") as file:
+        file.write(text)
+    os.chmod(path, mode)
+
+def exchange():
+    if libc.renameat2(-100, link.encode(), -100, other.encode(), 2) != 0:
+        raise OSError(ctypes.get_errno(), "renameat2")
+
+def waited_on(status):
+    where = f" {os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino} "
+    with open("/proc/locks") as locks:
+        return any("->" in line and where in line for line in locks)
+
+def manifest_path():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--manifest-path" in words:
+            return words[words.index(b"--manifest-path") + 1].decode()
+    return None
+
+def plant_and_attack(ready):
+    os.makedirs(f"{own}/builds")
+    os.makedirs(f"{HERS}/.cargo")
+    write(f"{HERS}/wrapper", '#!/bin/sh\necho wrapper > /tmp/steered\nexec "$@"\n', 0o755)
+    write(f"{HERS}/.cargo/config.toml", f'[build]\nrustc-wrapper = "{HERS}/wrapper"\n')
+    os.makedirs(f"{HERS}/crate/source/src")
+    write(f"{HERS}/crate/source/Cargo.toml",
+          '[workspace]\n\n[package]\nname = "hers"\nversion = "0.1.0"\nedition = "2021"\n')
+    write(f"{HERS}/crate/source/Cargo.lock",
+          'version = 4\n\n[[package]]\nname = "hers"\nversion = "0.1.0"\n')
+    write(f"{HERS}/crate/source/build.rs",
+          'fn main() { std::fs::write("/tmp/steered", "build.rs").unwrap(); }\n')
+    write(f"{HERS}/crate/source/src/main.rs", "fn main() {}\n")
+    lock = os.open(f"{own}/builds/lock", os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if attack != "roots-link":
+        os.symlink(good, link)
+    os.symlink(HERS, other)
+    os.write(ready, b"r")
+    if attack == "command-line":
+        path = None
+        while path is None:
+            path = manifest_path()
+        os.rename(f"{HERS}/crate", f"{own}/builds/{path.split('/')[-3]}")
+        os.symlink(HERS, "/tmp/cache-new")
+        os.rename("/tmp/cache-new", link)
+    else:
+        status = os.fstat(lock)
+        while not waited_on(status):
+            exchange()
+        if os.readlink(link) != HERS:
+            exchange()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    time.sleep(3600)
+
+os.mkdir(HERS, 0o755)
+os.chown(HERS, THEM, THEM)
+if attack == "roots-link":
+    os.symlink(good, link)
+ready, ready_to_write = os.pipe()
+her = os.fork()
+if her == 0:
+    try:
+        os.close(ready)
+        os.setgroups([])
+        os.setgid(THEM)
+        os.setuid(THEM)
+        plant_and_attack(ready_to_write)
+    finally:
+        os._exit(0)
+os.close(ready_to_write)
+assert os.read(ready, 1) == b"r", "the other user's preparations failed"
+try:
+    done = subprocess.run(
+        command + ["--into", into], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XDG_CACHE_HOME": link}, cwd="/",
+    )
+finally:
+    os.kill(her, signal.SIGKILL)
+    os.waitpid(her, 0)
+print(json.dumps({
+    "exit": done.returncode, "stderr": done.stderr, "steered": os.path.exists("/tmp/steered"),
+}))
+"""
+
+
+@pytest.mark.process_stress
+@pytest.mark.parametrize("attack", ["command-line", "exchange", "roots-link"])
+def test_a_link_another_user_repoints_never_steers_the_build(
+    cache: Path, attack: str
+) -> None:
+    """The cache reached through a link another user can repoint: build-probe
+    uses the directory it checked (the link read once, from the link object it
+    checked: another user's is refused), never the path again, so neither her
+    crate's build script nor her rustc wrapper runs."""
+    archive = _stand_in(cache)
+    into = cache / "into"
+    done = subprocess.run(
+        [
+            _unshare(), "--mount", "--propagation", "private", "--pid", "--fork", "--mount-proc",
+            "--kill-child", "--", "sh", "-c", _private_tmp("1777", cache) + ' && exec "$@"', "sh",
+            sys.executable, "-I", "-c", _REPOINT_CHILD, attack, json.dumps(_command(archive)),
+            str(cache), str(into), SPEC["distribution"]["name"],
+        ],
+        capture_output=True, text=True, timeout=400, cwd="/", env=_without_cargo_target_dir(),
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["steered"] is False, outcome["stderr"]
+    link = "/tmp/hers/cache" if attack == "roots-link" else "/tmp/cache"
+    refused = (
+        f"error: {link} is a link that belongs to another user (uid {OTHER_USER}), who can "
+        "repoint it at any moment: "
+    )
+    if outcome["exit"] == 0:
+        # Only root's own link leads anywhere: to the cache it checked.
+        assert attack == "roots-link", outcome["stderr"]
+        assert sorted(path.name for path in into.iterdir()) == sorted([PROBE, SMOKE])
+    else:
+        assert outcome["exit"] == 1, outcome["stderr"]
+        # One message, wrapped to 100 columns (its lines continue with two spaces).
+        message = outcome["stderr"].replace("\n  ", " ")
+        assert message.startswith(refused), outcome["stderr"]
+        assert message.count("\n") == 1
+        assert not into.exists()
+
+
+# Inside a private mount namespace whose /tmp is a fresh tmpfs (mode 0755, so
+# root's, as a home's parent is): a user of their own (uid and private group
+# 1234, no other groups) with the home /tmp/home/user, laid out as the test
+# asks; the interpreter, the installed package and the pinned toolchain
+# bound where they can reach them (the originals may lie in root's home).
+# Runs build-probe as that user once per umask asked; prints each run's exit,
+# stdout and stderr, and the modes of the directories asked for afterwards.
+_USER_CHILD = r"""
+import json, os, shutil, subprocess, sys
+spec = json.loads(sys.argv[1])
+USER, home = 1234, "/tmp/home/user"
+for target, source in spec["binds"].items():
+    os.mkdir(target, 0o755)
+    subprocess.run(["mount", "--bind", source, target], check=True)
+os.makedirs(home)
+os.chown(home, USER, USER)
+os.chmod(home, 0o700)
+for name, mode, owner in spec["layout"]:
+    path = os.path.join(home, name)
+    os.mkdir(path)
+    os.chown(path, owner, owner)
+    os.chmod(path, int(mode, 8))
+archive = shutil.copy(spec["archive"], home)
+child = "import sys; sys.path.insert(0, '/tmp/site')\n" + spec["child"]
+environment = {
+    "HOME": home, "PATH": "/tmp/toolchain/bin:/usr/bin:/bin", "CARGO_HOME": home + "/.cargo",
+    "LD_LIBRARY_PATH": "/tmp/python/lib",
+}
+runs = []
+for umask in spec["umasks"]:
+    done = subprocess.run(
+        ["/tmp/python/bin/" + spec["python"], "-I", "-c", child, archive, *spec["archive_facts"]],
+        user=USER, group=USER, extra_groups=[], umask=umask, env=environment, cwd=home,
+        capture_output=True, text=True, timeout=300,
+    )
+    modes = {}
+    for name in spec["report"]:
+        path = os.path.join(home, name)
+        modes[name] = oct(os.stat(path).st_mode & 0o7777) if os.path.isdir(path) else None
+    runs.append({
+        "exit": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "modes": modes,
+    })
+print(json.dumps(runs))
+"""
+_OWN = f".cache/{SPEC['distribution']['name']}"
+_DEFAULT = f"{_OWN}/probe-{SPEC['distribution']['version']}"
+
+
+def _as_a_user(
+    tmp_path: Path, layout: list[tuple[str, str, int]], umasks: list[int], report: list[str]
+) -> list[dict[str, Any]]:
+    """build-probe run by uid 1234 (its private group only) in its own home, as
+    ``_USER_CHILD`` says; each run's outcome."""
+    archive = _stand_in(tmp_path)
+    # The pinned toolchain itself, with no rustup proxy (rustup's home is root's).
+    rustup = shutil.which("rustup")
+    assert rustup is not None, "rustup is needed (the toolchain the sources pin)"
+    cargo = subprocess.run(
+        [rustup, "which", "--toolchain", CHANNEL, "cargo"],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    site = next(Path(sys.prefix, "lib").glob("python3.*/site-packages"))
+    binds = {
+        "/tmp/python": sys.base_prefix, "/tmp/site": str(site),
+        "/tmp/toolchain": str(Path(cargo).parents[1]),
+    }  # fmt: skip
+    spec = {
+        "binds": binds, "layout": layout, "umasks": umasks, "report": report, "child": CHILD,
+        "archive": str(archive),
+        "archive_facts": [hashlib.sha256(archive.read_bytes()).hexdigest(), TOP],
+        "python": f"python{sys.version_info.major}.{sys.version_info.minor}",
+    }  # fmt: skip
+    done = subprocess.run(
+        [
+            _unshare(), "--mount", "--propagation", "private", "--", "sh", "-c",
+            # Room for the build recipe's zig and cargo-zigbuild, which the
+            # user's first build fetches into its new cache.
+            _private_tmp("0755", tmp_path, size="1g") + ' && exec "$@"', "sh",
+            sys.executable, "-I", "-c", _USER_CHILD, json.dumps(spec),
+        ],
+        capture_output=True, text=True, timeout=900, cwd="/", env=_without_cargo_target_dir(),
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    runs: list[dict[str, Any]] = json.loads(done.stdout)
+    return runs
+
+
+def test_a_user_with_umask_002_builds_and_builds_again_with_022(tmp_path: Path) -> None:
+    """A user-private-group distribution's umask 002: the directories build-probe
+    makes are 0700 all the same, and a later run under umask 022 builds too."""
+    made = [".cache", _OWN, f"{_OWN}/builds", _DEFAULT]
+    first, second = _as_a_user(tmp_path, [], [0o002, 0o022], made)
+    for run in (first, second):
+        assert run["exit"] == 0, run["stderr"]
+        assert run["stdout"].splitlines()[0] == f"probe: /tmp/home/user/{_DEFAULT}/{PROBE}"
+        assert run["modes"] == dict.fromkeys(made, "0o700")
+
+
+@pytest.mark.parametrize(
+    "case", ["own-repaired", "own-holding-another-users", "the-cache-itself"]
+)
+def test_a_group_writable_cache_is_repaired_when_it_is_build_probes_own(
+    tmp_path: Path, case: str
+) -> None:
+    """build-probe's own folders that an earlier version left 0775 (umask 002)
+    are the user's: made 0700, unless something of another user's is in them
+    (then refused, naming the cause). A directory not its own, here ~/.cache,
+    is named with the rule and the cause, and left as it is."""
+    earlier = [(".cache", "700", 1234), (_OWN, "775", 1234)]
+    layout = {
+        "own-repaired": [*earlier, (f"{_OWN}/builds", "775", 1234)],
+        "own-holding-another-users": [*earlier, (f"{_OWN}/planted", "755", OTHER_USER)],
+        "the-cache-itself": [(".cache", "775", 1234)],
+    }[case]
+    (run,) = _as_a_user(tmp_path, layout, [0o022], [".cache", _OWN, f"{_OWN}/builds"])
+    own = f"/tmp/home/user/{_OWN}"
+    if case == "own-repaired":
+        assert run["exit"] == 0, run["stderr"]
+        assert run["modes"] == dict.fromkeys([".cache", _OWN, f"{_OWN}/builds"], "0o700")
+        return
+    assert (run["exit"], run["stdout"]) == (1, ""), run["stderr"]
+    # One message, wrapped to 100 columns (its lines continue with two spaces).
+    message = run["stderr"].replace("\n  ", " ")
+    if case == "own-holding-another-users":
+        assert message == (
+            f"error: {own} is writable by its group (mode 775, as under umask 002), left so "
+            "by an earlier build-probe; made 0700 now, but it holds planted, which another "
+            f"user (uid {OTHER_USER}) made: remove {own}\n"
+        )
+        assert run["modes"] == {".cache": "0o700", _OWN: "0o700", f"{_OWN}/builds": None}
+    else:
+        assert message == (
+            "error: /tmp/home/user/.cache is writable by its group (mode 775, as under umask "
+            "002), and cargo reads its configuration from every directory above the one it "
+            "runs in: chmod go-w /tmp/home/user/.cache, or set XDG_CACHE_HOME to a directory "
+            "of yours on a path only you and root can write\n"
+        )
+        assert run["modes"] == {".cache": "0o775", _OWN: None, f"{_OWN}/builds": None}
 
 
 # The namespace's init (a fresh PID namespace, /proc its own): starts
@@ -477,19 +811,36 @@ sent, command, cache, into, builds, marker, stderr_path = (
     int(sys.argv[1]), json.loads(sys.argv[2]), *sys.argv[3:]
 )
 environment = {**os.environ, "XDG_CACHE_HOME": cache}
+# A shell gives its foreground job SIGINT's default disposition; this test may
+# have been started with SIGINT ignored (nohup, a background job), which
+# build-probe would inherit and so never see the Ctrl-C.
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+def given_up(why):
+    os.killpg(build.pid, signal.SIGKILL)
+    build.wait()
+    print(json.dumps({"gave_up": why}))
+    sys.exit(0)
+
 with open(stderr_path, "wb") as stderr:
     build = subprocess.Popen(
         command + ["--into", into], stdout=subprocess.DEVNULL, stderr=stderr,
         env={**environment, "REXTIO_TEST_BUILD_STARTED": marker}, start_new_session=True,
     )
+    deadline = time.monotonic() + 60
     while not os.path.exists(marker):
         assert build.poll() is None, "build-probe ended before the build script ran"
+        if time.monotonic() > deadline:
+            given_up("the build script did not start within 60 s")
         time.sleep(0.05)
     if sent == signal.SIGINT:
         os.killpg(build.pid, sent)
     else:
         os.kill(build.pid, sent)
-    status = build.wait()
+    try:
+        status = build.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        given_up(f"build-probe still ran 60 s after signal {sent}")
 
 def others():
     while True:
@@ -551,6 +902,7 @@ def test_an_interrupted_build_leaves_no_cargo_and_no_output(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout)
+    assert "gave_up" not in outcome, outcome
     assert outcome["left_running"] == []
     assert outcome["into"] == []
     lines = stderr.read_text(encoding="utf-8").splitlines()

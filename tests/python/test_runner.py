@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import uuid
 
@@ -38,13 +39,13 @@ def _run(probe_body: str, probes: ProbeFactory, timeout: float) -> tuple[str, st
 
 
 # A process that sleeps with TAG in its argv (sleep(1) would reject the tag).
-SLEEPER = f"{sys.executable} -c 'import time; time.sleep(30)' TAG"
+SLEEPER = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(30)' TAG"
 
 # The same started in the background in a process group of its own (still
 # in the probe's session), not holding stdout; the probe's shell goes on once
 # it has moved.
 OWN_GROUP_SLEEPER = (
-    f"{sys.executable} -c 'import os, time; os.setpgid(0, 0); time.sleep(30)' TAG "
+    f"{shlex.quote(sys.executable)} -c 'import os, time; os.setpgid(0, 0); time.sleep(30)' TAG "
     ">/dev/null 2>&1 &\n"
     'while set -- $(cat /proc/$!/stat) && [ "$5" = "$$" ]; do :; done'
 )

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cuda_support import ProbeFactory, processes_with, report
+from cuda_support import ProbeFactory, processes_with, python_shebang, report
 
 from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
 
@@ -28,7 +29,7 @@ from rextio_device_cuda.probe import CudaProbeError, SubprocessProbeRunner
 # listing adds one, its own directory descriptor).
 _INSPECT = f"""ignored=$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status)
 environ=$(tr '\\000' ' ' < /proc/$$/environ)
-exec {sys.executable} -I -c '
+exec {shlex.quote(sys.executable)} -I -c '
 import json, os, sys
 print(json.dumps({{
     "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
@@ -145,7 +146,7 @@ def test_the_probe_path_keeps_its_bytes(tmp_path: Path) -> None:
     directory = tmp_path / os.fsdecode(b"caf\xe9")
     directory.mkdir()
     probe = directory / "probe"
-    probe.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(report()))})\n")
+    probe.write_text(f"{python_shebang()}print({json.dumps(json.dumps(report()))})\n")
     probe.chmod(0o755)
     assert SubprocessProbeRunner(probe).run().status == "probe-complete"
 
@@ -295,6 +296,10 @@ def test_interrupts_at_random_moments_leave_nothing_behind(
 _INTERRUPTED_AT_SPAWN = """
 import json, os, signal, subprocess, sys
 from rextio_device_cuda.probe import SubprocessProbeRunner
+
+# Python raises KeyboardInterrupt on SIGINT only where it was not ignored at
+# start; this test may run with SIGINT ignored (nohup, a background job).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class Interrupted(subprocess.Popen):
     def __init__(self, *arguments, **keywords):
