@@ -4,10 +4,15 @@ Where no binary ships (Windows x86_64, any platform
 without a platform wheel), the probe's own sources ship instead, as a
 deterministic tarball in ``rextio_device_cuda/_data/`` holding the probe
 crate, its ``Cargo.lock``, ``rust-toolchain.toml`` and the runtime and
-loader crates it uses as path dependencies. This module builds them with the
-user's cargo (``cargo build --release --locked``) and copies the two
-binaries into the chosen directory. It runs only when asked; the provider
-never finds a probe by itself.
+loader crates it uses as path dependencies. This module builds them and
+copies the two binaries into the chosen directory. On Linux x86_64 and
+aarch64 it follows the build recipe of the shipped binaries
+(``_build_recipe``: zig and cargo-zigbuild fetched by hash, glibc 2.17,
+prefixes remapped), so it writes the bytes the platform wheel ships; elsewhere
+it builds with the user's cargo alone (``cargo build --release --locked``)
+and says the digests will differ. ``reproduce`` builds the same way
+(``build_from_sources``). It runs only when asked; the provider never finds
+a probe by itself.
 
 No file another user can write steers the build: cargo never runs in the
 destination but in a private build directory under the user's own cache,
@@ -263,8 +268,9 @@ def build_probe(
     """Builds the probe and smoke from the packaged sources into ``destination``
     (None: the default directory, below the cache folder as the build resolved it).
 
-    ``destination`` is created (mode 0700) when missing. Prints one line to
-    stderr before cargo starts and one after the binaries were written.
+    ``destination`` is created (mode 0700) when missing. Says on stderr what it
+    builds, with what, from where and in which directory before cargo starts,
+    and one line after the binaries were written.
     Returns the binaries written, the probe first; raises ``BuildProbeError``,
     or ``BuildProbeUsageError`` when no cache directory is known. Ctrl-C
     prints one line and raises ``KeyboardInterrupt``.

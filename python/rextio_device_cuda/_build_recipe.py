@@ -313,7 +313,8 @@ def check_target_installed(channel: str, root: Path, triple: str) -> None:
 def build_environment(
     recipe: Recipe, tools: Tools, source: Path, toolchain: Path, cache: Path
 ) -> tuple[dict[str, str], tuple[str, ...]]:
-    """The variables the recipe sets for cargo-zigbuild, and those it removes.
+    """The variables the recipe sets for cargo-zigbuild (making ``cache/tmp`` for its
+    temporary files), and those it removes.
 
     The flags travel in ``CARGO_ENCODED_RUSTFLAGS`` (one per field), so a path
     with a space stays one flag.
@@ -328,11 +329,14 @@ def build_environment(
         "CARGO_ENCODED_RUSTFLAGS": "\x1f".join(flags),
         "SOURCE_DATE_EPOCH": recipe.source_date_epoch,
         "CARGO_ZIGBUILD_ZIG_PATH": str(tools.zig),
-        # cargo-zigbuild's wrappers and zig's caches stay in the build.
+        # cargo-zigbuild's wrappers, zig's caches and every temporary file stay
+        # in the build (a shared /tmp may not be writable, or not private).
         "XDG_CACHE_HOME": str(cache),
         "ZIG_GLOBAL_CACHE_DIR": str(cache / "zig"),
         "ZIG_LOCAL_CACHE_DIR": str(cache / "zig-local"),
+        "TMPDIR": str(cache / "tmp"),
     }
+    (cache / "tmp").mkdir(mode=0o700, parents=True, exist_ok=True)
     cleared = (name for name in os.environ if name.startswith(_CLEARED_PREFIXES))
     return variables, (*_CLEARED_VARIABLES, *cleared)
 
