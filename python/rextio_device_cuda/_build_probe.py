@@ -4,10 +4,15 @@ Where no binary ships (Windows x86_64, any platform
 without a platform wheel), the probe's own sources ship instead, as a
 deterministic tarball in ``rextio_device_cuda/_data/`` holding the probe
 crate, its ``Cargo.lock``, ``rust-toolchain.toml`` and the runtime and
-loader crates it uses as path dependencies. This module builds them with the
-user's cargo (``cargo build --release --locked``) and copies the two
-binaries into the chosen directory. It runs only when asked; the provider
-never finds a probe by itself.
+loader crates it uses as path dependencies. This module builds them and
+copies the two binaries into the chosen directory. On Linux x86_64 and
+aarch64 it follows the build recipe of the shipped binaries
+(``_build_recipe``: zig and cargo-zigbuild fetched by hash, glibc 2.17,
+prefixes remapped), so it writes the bytes the platform wheel ships; elsewhere
+it builds with the user's cargo alone (``cargo build --release --locked``)
+and says the digests will differ. ``reproduce`` builds the same way
+(``build_from_sources``). It runs only when asked; the provider never finds
+a probe by itself.
 
 No file another user can write steers the build: cargo never runs in the
 destination but in a private build directory under the user's own cache,
@@ -37,12 +42,18 @@ import subprocess
 import sys
 import threading
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Final
 
-from rextio_device_cuda import _build_directory, _cargo_guard, _generated, _user_files
+from rextio_device_cuda import (
+    _build_directory,
+    _build_recipe,
+    _cargo_guard,
+    _generated,
+    _user_files,
+)
 from rextio_device_cuda._build_directory import BuildDirectory
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
 from rextio_device_cuda._shipped import Binary
@@ -51,12 +62,16 @@ from rextio_device_cuda._source_archive import (
     SourceArchiveError,
     SourceTree,
     packaged_archive,
+    packaged_data_path,
 )
 
 _EXECUTABLE_SUFFIX: Final = ".exe" if sys.platform == "win32" else ""
 # Below the build directory: the extracted sources and cargo's target directory.
 _SOURCE_FOLDER: Final = "source"
 _TARGET_FOLDER: Final = "target"
+# In this package's cache folder: zig and cargo-zigbuild as the build recipe
+# pins them, fetched once and reused.
+_TOOLS_FOLDER: Final = "tools"
 _TOOLCHAIN_FILE: Final = PurePosixPath("rust-toolchain.toml")
 # A rustup channel name (RUSTUP_TOOLCHAIN also takes a path, never wanted here).
 _CHANNEL: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*")
@@ -143,14 +158,22 @@ def _stop(guard: subprocess.Popen[bytes]) -> None:
     guard.wait()
 
 
-def run_cargo(command: list[str], build: BuildDirectory, channel: str) -> None:
+def run_cargo(
+    command: list[str],
+    build: BuildDirectory,
+    channel: str,
+    recipe: tuple[dict[str, str], tuple[str, ...]] = ({}, ()),
+) -> None:
     """Runs ``command`` (cargo and its arguments) under the guard in ``build``, with
-    rustup's toolchain ``channel``; its output goes to stderr. Raises
+    rustup's toolchain ``channel``; its output goes to stderr. ``recipe``: the
+    variables the build recipe sets, and those it removes. Raises
     ``BuildProbeError`` when it fails; interrupted, leaves nothing of it running."""
-    environment = {key: value for key, value in os.environ.items() if key != "CARGO_TARGET_DIR"}
+    variables, cleared = recipe
+    removed = {"CARGO_TARGET_DIR", *cleared}
+    environment = {key: value for key, value in os.environ.items() if key not in removed}
     # The toolchain named, so rustup looks for no toolchain file; the working
     # directory as cargo will see it (the checked path, already resolved).
-    environment |= {"RUSTUP_TOOLCHAIN": channel, "PWD": str(build.path)}
+    environment |= variables | {"RUSTUP_TOOLCHAIN": channel, "PWD": str(build.path)}
     guard_command = [sys.executable, "-I", os.path.abspath(_cargo_guard.__file__), *command]
     lock = build.lock
     sys.stderr.flush()
@@ -206,7 +229,7 @@ def _extract(tree: SourceTree, root: Path) -> None:
 
 
 @contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
+def sigterm_raises() -> Iterator[None]:
     """SIGTERM during the build raises ``_Terminated`` (so cargo is stopped and the
     build removed), then is delivered again to whatever handled it before."""
     if threading.current_thread() is not threading.main_thread() or sys.platform == "win32":
@@ -233,18 +256,117 @@ def build_probe(
     """Builds the probe and smoke from the packaged sources into ``destination``
     (None: the default directory, below the cache folder as the build resolved it).
 
-    ``destination`` is created (mode 0700) when missing. Prints one line to
-    stderr before cargo starts and one after the binaries were written.
+    ``destination`` is created (mode 0700) when missing. Says on stderr what it
+    builds, with what, from where and in which directory before cargo starts,
+    and one line after the binaries were written.
     Returns the binaries written, the probe first; raises ``BuildProbeError``,
     or ``BuildProbeUsageError`` when no cache directory is known. Ctrl-C
     prints one line and raises ``KeyboardInterrupt``.
     """
     try:
-        with _sigterm_raises():
+        with sigterm_raises():
             return _build_probe(destination, archive)
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
         raise
+
+
+def packaged_recipe() -> _build_recipe.Recipe:
+    """The build recipe this installation carries (``_data/build-recipe.json``)."""
+    try:
+        data = packaged_data_path(_build_recipe.RECIPE_FILE).read_bytes()
+    except OSError as error:
+        missing = f"this installation carries no {_build_recipe.RECIPE_FILE}"
+        raise BuildProbeError(missing) from error
+    try:
+        return _build_recipe.parse_recipe(data)
+    except _build_recipe.RecipeError as error:
+        raise BuildProbeError(str(error)) from error
+
+
+def host_target(recipe: _build_recipe.Recipe) -> str | None:
+    """The recipe's target for this host, or None where the recipe cannot run here."""
+    arch = _build_recipe.host_architecture()
+    triple = f"{arch}-unknown-linux-gnu"
+    return triple if arch is not None and triple in recipe.targets else None
+
+
+def build_from_sources(
+    tree: SourceTree,
+    recipe: _build_recipe.Recipe | None,
+    triple: str | None,
+    say: Callable[[str], None],
+    origin: str,
+) -> dict[str, bytes]:
+    """The binaries the sources in ``tree`` build, by name, in a new private build
+    directory (``_compile``). Raises ``BuildProbeError``, or
+    ``BuildProbeUsageError`` when no cache directory is known."""
+    channel = _toolchain(tree)
+    cargo = _cargo()
+    try:
+        with _build_directory.private_build_directory() as build:
+            return _compile(build, tree, channel, cargo, (recipe, triple), say, origin)
+    except _build_directory.NoCacheDirectoryError as error:
+        raise BuildProbeUsageError(str(error)) from error
+    except _build_directory.BuildDirectoryError as error:
+        raise BuildProbeError(str(error)) from error
+
+
+def _compile(
+    build: BuildDirectory,
+    tree: SourceTree,
+    channel: str,
+    cargo: str,
+    recipe_for: tuple[_build_recipe.Recipe | None, str | None],
+    say: Callable[[str], None],
+    origin: str,
+) -> dict[str, bytes]:
+    """The binaries the sources in ``tree`` build in ``build``, by name: with the
+    recipe for the target (``recipe_for``; its tools fetched once into the
+    checked cache folder), or with cargo alone for this host when there is no
+    recipe. What it says names ``origin`` (the sources)."""
+    recipe, triple = recipe_for
+    source, target = build.path / _SOURCE_FOLDER, build.path / _TARGET_FOLDER
+    environment: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
+    try:
+        if recipe is None or triple is None:
+            say(f"building the probe and smoke with cargo (Rust {channel})")
+            say(f"from {origin}")
+            say(f"in {build.path}")
+            command = [
+                cargo, "build", "--release", "--locked",
+                "--manifest-path", str(source / "Cargo.toml"), "--target-dir", str(target),
+            ]  # fmt: skip
+            release = target / "release"
+        else:
+            say(f"building the probe and smoke for {triple} (glibc {recipe.glibc})")
+            say(f"with Rust {channel}, {_build_recipe.describe_tools(recipe)}")
+            say(f"from {origin}")
+            say(f"in {build.path}")
+            # Below the cache folder as the build directory resolved and checked it.
+            tools_folder = build.cache / _TOOLS_FOLDER
+            _build_directory.make_private_directories(tools_folder)
+            tools = _build_recipe.fetch_tools(recipe, tools_folder, say)
+            toolchain = _build_recipe.sysroot(channel, build.path)
+            _build_recipe.check_target_installed(channel, toolchain, triple)
+            environment = _build_recipe.build_environment(
+                recipe, tools, source, toolchain, build.path / "cache"
+            )
+            command = _build_recipe.build_command(
+                recipe, tools, source / "Cargo.toml", target, triple
+            )
+            release = _build_recipe.release_folder(target, triple)
+        source.mkdir()
+        _extract(tree, source)
+        run_cargo(command, build, channel, environment)
+        return {
+            name: (release / f"{name}{_EXECUTABLE_SUFFIX}").read_bytes() for name in BINARY_NAMES
+        }
+    except _build_recipe.RecipeError as error:
+        raise BuildProbeError(str(error)) from error
+    except OSError as error:
+        reason = error.strerror or error
+        raise BuildProbeError(f"the probe was not built: {reason}") from error
 
 
 def _build_probe(destination: Path | None, archive: PackagedArchive | None) -> list[Binary]:
@@ -255,9 +377,10 @@ def _build_probe(destination: Path | None, archive: PackagedArchive | None) -> l
         raise BuildProbeError(str(error)) from error
     channel = _toolchain(tree)
     cargo = _cargo()
+    recipe = packaged_recipe()
     try:
         with _build_directory.private_build_directory() as build:
-            return _build_in(build, tree, destination, channel, cargo, source_archive)
+            return _build_in(build, tree, destination, channel, cargo, source_archive, recipe)
     except _build_directory.NoCacheDirectoryError as error:
         raise BuildProbeUsageError(str(error)) from error
     except _build_directory.BuildDirectoryError as error:
@@ -271,6 +394,7 @@ def _build_in(
     channel: str,
     cargo: str,
     source_archive: PackagedArchive,
+    recipe: _build_recipe.Recipe,
 ) -> list[Binary]:
     if destination is None:
         destination = build.cache / default_directory().name
@@ -279,30 +403,27 @@ def _build_in(
         _build_directory.make_private_directories(paths[0].parent)
     except OSError as error:
         raise BuildProbeError(f"cannot create {destination}: {error.strerror}") from error
+
+    def say(line: str) -> None:
+        print(f"build-probe: {line}", file=sys.stderr)
+
+    # The shipped binaries' recipe where it runs, so the bytes are the shipped ones.
+    triple = host_target(recipe)
+    if triple is None:
+        tools = _build_recipe.describe_tools(recipe)
+        say(f"the shipped binaries' recipe ({tools}) does not run on this platform:")
+        say("building with cargo alone, so the digests will differ from a shipped binary's")
+    recipe_for = (recipe if triple else None, triple)
+    built_bytes = _compile(build, tree, channel, cargo, recipe_for, say, str(source_archive.path))
+    built = []
     try:
-        source = build.path / _SOURCE_FOLDER
-        source.mkdir()
-        _extract(tree, source)
-        command = [
-            cargo, "build", "--release", "--locked",
-            "--manifest-path", str(source / "Cargo.toml"),
-            "--target-dir", str(build.path / _TARGET_FOLDER),
-        ]  # fmt: skip
-        print(
-            f"build-probe: building {' and '.join(BINARY_NAMES)} from "
-            f"{source_archive.path} with cargo (Rust {channel}) in {build.path}, into "
-            f"{paths[0].parent}",
-            file=sys.stderr,
-        )
-        run_cargo(command, build, channel)
-        built = []
         for path in paths:
-            data = (build.path / _TARGET_FOLDER / "release" / path.name).read_bytes()
+            data = built_bytes[path.name.removesuffix(_EXECUTABLE_SUFFIX)]
             # 0755: none but the user can change what they will pin, whatever the umask.
             _user_files.write_file(path, data, mode=0o755)
             built.append(Binary(path, hashlib.sha256(data).hexdigest()))
     except OSError as error:
         reason = error.strerror or error
         raise BuildProbeError(f"the probe was not written: {reason}") from error
-    print(f"build-probe: built; wrote {' and '.join(str(p) for p in paths)}", file=sys.stderr)
+    say(f"built; wrote {' and '.join(str(p) for p in paths)}")
     return built

@@ -82,6 +82,11 @@ def _recorded_digests(digests: Path) -> dict[str, str]:
     except (OSError, UnicodeDecodeError) as error:
         message = f"{BIN_DIR}/{DIGESTS} cannot be read; reinstall the wheel"
         raise ShippedBinaryError(message) from error
+    return parse_digests(text)
+
+
+def parse_digests(text: str) -> dict[str, str]:
+    """The digest of each name in ``SHA256SUMS`` text (``sha256sum``'s lines)."""
     recorded: dict[str, str] = {}
     for line in text.splitlines():
         match = _LINE.fullmatch(line)

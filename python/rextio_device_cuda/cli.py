@@ -1,5 +1,5 @@
 """python -m rextio_device_cuda: explain, preflight, runtime-source, pin-probe, probe,
-build-probe, validate, manifest.
+build-probe, reproduce, validate, manifest.
 
 The command line sits above the provider: a preflight runs through Core and
 the provider (``_standalone``), and every text about a reason code comes from
@@ -674,6 +674,47 @@ def _add_build_probe(commands: argparse._SubParsersAction[_Parser]) -> None:
     build_probe.set_defaults(handler=_build_probe_command)
 
 
+def _reproduce_command(arguments: argparse.Namespace) -> int:
+    # Imported here: only this command needs the rebuild's machinery.
+    from rextio_device_cuda import _reproduce
+
+    wheel = None if arguments.wheel is None else Path(arguments.wheel)
+    # The wheel by its file name: the name says which wheel, the rest is the user's.
+    what = "this installation" if wheel is None else wheel.name
+    try:
+        outcomes = _reproduce.reproduce(wheel)
+    except _reproduce.ReproduceUsageError as error:
+        raise _UsageError(f"{what}: {error}") from error
+    except _build_probe.BuildProbeUsageError as error:
+        raise _UsageError(str(error)) from error
+    except _build_probe.BuildProbeError as error:
+        _err(_error_lines(str(error)))
+        return EXIT_NOT_READY
+    _out("\n".join(_reproduce.outcome_lines(outcomes)))
+    return EXIT_READY if all(outcome.reproduced for outcome in outcomes) else EXIT_NOT_READY
+
+
+def _add_reproduce(commands: argparse._SubParsersAction[_Parser]) -> None:
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="rebuild the shipped probe and smoke from the sources the wheel carries and compare",
+        description=(
+            "Rebuild the probe and smoke of this installation, or of a platform wheel given "
+            "with --wheel, from the sources that wheel carries with its build recipe (Rust's "
+            "pinned toolchain, zig and cargo-zigbuild fetched from PyPI by hash into your "
+            "cache), and compare them with the binaries it ships and its SHA256SUMS. Exit "
+            "status 0 when every binary is reproduced, 1 when any differs."
+        ),
+    )
+    reproduce.add_argument(
+        "--wheel",
+        type=_path,
+        metavar="FILE",
+        help="a manylinux x86_64 or aarch64 wheel of this package (default: this installation)",
+    )
+    reproduce.set_defaults(handler=_reproduce_command)
+
+
 # -- validate --------------------------------------------------------------------------
 
 
@@ -890,6 +931,7 @@ _COMMANDS: Final[tuple[Callable[[argparse._SubParsersAction[_Parser]], None], ..
     _add_pin_probe,
     _add_probe,
     _add_build_probe,
+    _add_reproduce,
     _add_validate,
     _add_manifest,
 )
@@ -902,6 +944,7 @@ def _parser() -> _Parser:
             "Explain the provider's reason codes, run one preflight through Rextio Core, "
             "install the packaged runtime and loader crates into a project, print the pin of "
             "the installed (or a built) probe, build the probe from the packaged sources, "
+            "rebuild a wheel's probe and smoke to compare them with what it ships, "
             "validate an NVIDIA host, or print the provider manifest. "
             "Exit status: 0 success or ready, 1 not ready or refused, 2 unusable input."
         ),

@@ -117,14 +117,17 @@ def build_native(project: Path) -> Path:
     return project / "target" / "debug" / PROGRAM
 
 
-def build_aarch64(project: Path, dist_tools: Path) -> Path:
-    """The cross build (cargo-zigbuild, zig from ``dist_tools``); the program's path."""
-    environment = _cargo_environment(path_first=dist_tools)
+def build_aarch64(project: Path, recipe_tools: Path) -> Path:
+    """The cross build (``recipe_tools``: the build recipe's cargo-zigbuild and
+    zig); the program's path."""
+    environment = _cargo_environment(path_first=recipe_tools)
+    # cargo-zigbuild takes this zig, not one of a python3 on PATH.
+    environment["CARGO_ZIGBUILD_ZIG_PATH"] = str(recipe_tools / "zig")
     # zig's caches stay in the project.
     environment["XDG_CACHE_HOME"] = str(project / "zig-cache")
     _run(
         [
-            str(dist_tools / "cargo-zigbuild"),
+            str(recipe_tools / "cargo-zigbuild"),
             *("zigbuild", "--offline", "--quiet", "--target-dir", "target"),
             f"--target={AARCH64_ZIG_TARGET}",
         ],

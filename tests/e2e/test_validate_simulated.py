@@ -735,6 +735,6 @@ def test_output_to_a_fifo_no_one_reads_is_refused_without_waiting(
     run = _run(["--sm", "sm_80", "--output", fifo], shipped)
     assert run.returncode == 1, run.stderr
     assert f"error: the evidence was not written to {fifo}: no process reads the FIFO" in (
-        run.stderr.splitlines()
+        _unwrapped(run.stderr).splitlines()
     )
     assert stat.S_ISFIFO(fifo.lstat().st_mode)

@@ -21,7 +21,7 @@ from sim_namespace import NO_DEVICE_RESULT, built_path
 def aarch64_manual_host(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The program of docs/manual-host.md, cross-built; it must be an aarch64 ELF file."""
     project = install_project(tmp_path_factory.mktemp("manual-host") / "project")
-    program = build_aarch64(project, built_path("dist_tools"))
+    program = build_aarch64(project, built_path("recipe_tools"))
     if elf_machine(program) != EM_AARCH64:
         pytest.fail(f"the cross build made {program}, which is not an aarch64 ELF file")
     return program

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -97,6 +98,12 @@ def cache() -> Iterator[Path]:
     /tmp, lie below a directory others can write, where build-probe rightly
     refuses to run cargo."""
     directory = Path(tempfile.mkdtemp(prefix=".rextio-build-probe-test-", dir=Path.home()))
+    # The build recipe's zig and cargo-zigbuild, as `cargo xtask dist` fetched
+    # them (tests/python/test_reproduce.py fetches them as a user does).
+    folder = directory / SPEC["distribution"]["name"]
+    folder.mkdir(mode=0o700)
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPOSITORY / "target")
+    (folder / "tools").symlink_to(target / "recipe-tools")
     try:
         yield directory
     finally:
@@ -300,18 +307,16 @@ def test_the_build_prints_what_it_builds_before_cargo_and_its_result_after(
     done = _build(archive, "--into", str(into), cwd=tmp_path, env=_environment(cache))
     assert done.returncode == 0, done.stderr
     lines = done.stderr.decode("utf-8").splitlines()
-    first = re.fullmatch(
-        r"build-probe: building (\S+) and (\S+) from (.+) with cargo \(Rust (\S+)\) in (.+), "
-        r"into (.+)",
-        lines[0],
-    )
-    assert first is not None, lines[0]
+    # What it builds, for which target, with what, from where, and where cargo runs.
+    host = f"{platform.machine()}-unknown-linux-gnu"
+    assert lines[0] == f"build-probe: building the probe and smoke for {host} (glibc 2.17)"
+    assert lines[1].startswith(f"build-probe: with Rust {CHANNEL}, zig ")
+    assert lines[2] == f"build-probe: from {archive}"
     # cargo ran in a build directory under the user's cache, now removed.
     builds = cache / SPEC["distribution"]["name"] / "builds"
-    assert first.groups()[:4] == (PROBE, SMOKE, str(archive), CHANNEL)
-    assert Path(first[5]).parent == builds
-    assert first[5].startswith(f"{builds}/build-")
-    assert first[6] == str(into)
+    build = Path(lines[3].removeprefix("build-probe: in "))
+    assert build.parent == builds
+    assert build.name.startswith("build-")
     assert any(line.strip().startswith("Compiling stand-in-probe") for line in lines[1:-1])
     assert lines[-1] == f"build-probe: built; wrote {into / PROBE} and {into / SMOKE}"
     assert sorted(path.name for path in builds.iterdir()) == ["lock"]
@@ -397,11 +402,11 @@ def _unshare() -> str:
     return unshare
 
 
-def _private_tmp(mode: str, *kept: Path | str) -> str:
+def _private_tmp(mode: str, *kept: Path | str, size: str = "64m") -> str:
     """Shell steps, run first in a private mount namespace: a fresh tmpfs over
-    /tmp (``mode``), with whatever of the old /tmp the test needs bound back at
-    its place (the clone, its venv, the interpreter, cargo, ``kept``), so a clone
-    under /tmp is never hidden."""
+    /tmp (``mode``, ``size``), with whatever of the old /tmp the test needs bound
+    back at its place (the clone, its venv, the interpreter, cargo, ``kept``), so
+    a clone under /tmp is never hidden."""
     cargo = shutil.which("cargo")
     needed = [REPOSITORY, sys.prefix, sys.base_prefix, *([cargo] if cargo else []), *kept]
     tops = set()
@@ -409,7 +414,7 @@ def _private_tmp(mode: str, *kept: Path | str) -> str:
         parts = Path(os.path.realpath(path)).parts
         if len(parts) > 2 and parts[:2] == ("/", "tmp"):
             tops.add(parts[2])
-    steps = ["exec 3</tmp", f"mount -t tmpfs -o mode={mode},size=64m rextio-tmp /tmp"]
+    steps = ["exec 3</tmp", f"mount -t tmpfs -o mode={mode},size={size} rextio-tmp /tmp"]
     for top in sorted(tops):
         # The old /tmp through descriptor 3 (mount would resolve a path anew).
         steps.append(
@@ -727,7 +732,9 @@ def _as_a_user(
     done = subprocess.run(
         [
             _unshare(), "--mount", "--propagation", "private", "--", "sh", "-c",
-            _private_tmp("0755", tmp_path) + ' && exec "$@"', "sh",
+            # Room for the build recipe's zig and cargo-zigbuild, which the
+            # user's first build fetches into its new cache.
+            _private_tmp("0755", tmp_path, size="1g") + ' && exec "$@"', "sh",
             sys.executable, "-I", "-c", _USER_CHILD, json.dumps(spec),
         ],
         capture_output=True, text=True, timeout=900, cwd="/", env=_without_cargo_target_dir(),
@@ -900,6 +907,10 @@ def test_an_interrupted_build_leaves_no_cargo_and_no_output(
     assert outcome["into"] == []
     lines = stderr.read_text(encoding="utf-8").splitlines()
     assert lines[0].startswith("build-probe: building ")
+    # What it builds with, from where and in which directory, before cargo's lines.
+    said = [line.split(" ")[1] for line in lines[1:4]]
+    assert said == ["with", "from", "in"], lines
+    lines = lines[:1] + lines[4:]
     if sent == signal.SIGINT:
         assert outcome["exit"] == 130
         # cargo's own progress lines, then one line: no error of cargo's.

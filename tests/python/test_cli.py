@@ -119,6 +119,7 @@ def test_every_argument_has_help() -> None:
         "pin-probe",
         "probe",
         "build-probe",
+        "reproduce",
         "validate",
         "manifest",
     ]

@@ -149,12 +149,15 @@ def test_every_wheel_describes_itself(tag: str) -> None:
 
 def _generated_payload() -> dict[str, bytes]:
     """What every artifact carries from generated/, by its path in the package:
-    the manifest and each tarball (in ``_data/``)."""
+    the manifest and each tarball (in ``_data/``), and beside them the build
+    recipe of templates/ (``reproduce`` and ``build-probe`` read it)."""
     generated = ROOT / "generated"
     tarballs = sorted(generated.glob("*.tar.gz"))
     assert tarballs, f"{generated} holds no tarball"
     payload = {f"{NAME}/manifest.json": (generated / "manifest.json").read_bytes()}
     payload.update({f"{NAME}/_data/{path.name}": path.read_bytes() for path in tarballs})
+    recipe = ROOT / "templates" / "build-recipe.json"
+    payload[f"{NAME}/_data/{recipe.name}"] = recipe.read_bytes()
     return payload
 
 

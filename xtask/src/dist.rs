@@ -158,8 +158,8 @@ impl Hatchling {
 
 /// The project files of `python/` (its build files, the package's sources and
 /// `py.typed`; no bytecode, caches or leftovers) plus README.md, LICENSE,
-/// generated/manifest.json as the package's `manifest.json` and every
-/// generated tarball in the package's `_data/`, fresh each time.
+/// generated/manifest.json as the package's `manifest.json`, every generated
+/// tarball and the build recipe in the package's `_data/`, fresh each time.
 fn stage_python(root: &Path) -> Result<PathBuf> {
     let (python, stage) = (root.join("python"), native::ship_dir(root).join("python"));
     let _ = fs::remove_dir_all(&stage);
@@ -182,6 +182,11 @@ fn stage_python(root: &Path) -> Result<PathBuf> {
         let name = tarball.file_name().unwrap_or_default();
         paths::copy(&tarball, &package.join("_data").join(name))?;
     }
+    // Beside the probe's sources: how its shipped binaries were built
+    // (`build-probe` and `reproduce` read it).
+    let recipe = Path::new(native::RECIPE);
+    let name = recipe.file_name().unwrap_or_default();
+    paths::copy(&root.join(recipe), &package.join("_data").join(name))?;
     Ok(stage)
 }
 
@@ -220,6 +225,7 @@ mod tests {
             "generated/a-0.1.0.tar.gz",
             "generated/b-0.1.0.tar.gz",
             "generated/check.c",
+            "templates/build-recipe.json",
         ];
         for file in files {
             fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
@@ -244,6 +250,7 @@ mod tests {
             "rextio_device_cuda/__init__.py",
             "rextio_device_cuda/_data/a-0.1.0.tar.gz",
             "rextio_device_cuda/_data/b-0.1.0.tar.gz",
+            "rextio_device_cuda/_data/build-recipe.json",
             "rextio_device_cuda/manifest.json",
             "rextio_device_cuda/py.typed",
         ];

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::paths::{repo_root, target_dir};
-use crate::process::run;
+use crate::process::{output, run};
 use crate::python_env::Venv;
 use crate::{toolchain, Result};
 
@@ -41,14 +41,50 @@ pub fn build(release: bool) -> Result<NativeArtifacts> {
 /// (docs/interfaces.md, xtask seams); Windows stays build-from-source.
 pub const SHIPPED_TARGETS: [&str; 2] = ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"];
 
-/// The oldest glibc the shipped binaries link against (RHEL 8, Ubuntu 20.04, Jetson).
-const GLIBC_FLOOR: &str = "2.17";
+/// The build recipe of the shipped binaries (contract §9.11), read here, by
+/// the recipe script below and by the package (`_data/`, staged by `dist`).
+pub const RECIPE: &str = "templates/build-recipe.json";
+
+/// The package's recipe module, run as a script (standard library only) to
+/// build the shipped binaries exactly as `build-probe` and `reproduce` do.
+const RECIPE_SCRIPT: &str = "python/rextio_device_cuda/_build_recipe.py";
+
+/// The probe's generated source tarball in the tree at `root`
+/// (`generated/rextio-cuda-probe-<version>.tar.gz`), from which the shipped
+/// binaries are built, as `reproduce` rebuilds them from a wheel's copy.
+fn probe_source(root: &Path) -> Result<PathBuf> {
+    let generated = root.join("generated");
+    let mut found = crate::paths::regular_files(&generated, |_| false)?;
+    found.retain(|path| {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        name.starts_with(&format!("{PROBE_PACKAGE}-")) && name.ends_with(".tar.gz")
+    });
+    match found.as_slice() {
+        [tarball] => Ok(tarball.clone()),
+        _ => Err(format!(
+            "{} holds no one {PROBE_PACKAGE} tarball",
+            generated.display()
+        )),
+    }
+}
+
+/// The recipe's glibc floor (RHEL 8, Ubuntu 20.04, Jetson), e.g. `2.17`.
+fn glibc_floor() -> Result<String> {
+    let path = repo_root().join(RECIPE);
+    let text = std::fs::read_to_string(&path).map_err(crate::paths::at(&path))?;
+    let recipe: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let glibc = recipe["glibc"].as_str();
+    glibc
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{RECIPE} names no glibc"))
+}
 
 /// The wheel's platform tag for the architecture `arch` (of a target triple):
-/// manylinux of the glibc floor, e.g. `manylinux_2_17_x86_64`.
+/// manylinux of the recipe's glibc floor, e.g. `manylinux_2_17_x86_64`.
 pub fn platform_tag(arch: &str) -> String {
     let arch = arch.split('-').next().unwrap_or(arch);
-    format!("manylinux_{}_{arch}", GLIBC_FLOOR.replace('.', "_"))
+    let glibc = glibc_floor().unwrap_or_else(|error| panic!("{error}"));
+    format!("manylinux_{}_{arch}", glibc.replace('.', "_"))
 }
 
 /// Where the shipped builds of the tree at `root` live: `<root>/target/ship`
@@ -60,45 +96,57 @@ pub fn ship_dir(root: &Path) -> PathBuf {
     }
 }
 
-/// The release probe and smoke for `triple` exactly as its wheel ships them,
-/// built from the tree at `root` into `<ship_dir>/<triple>/release/`:
-/// cargo-zigbuild against the glibc floor with the toolchain of
-/// rust-toolchain.toml, the checkout and cargo-home prefixes remapped so the
-/// bytes do not depend on where either lives. One cargo invocation per
-/// target: the output is then the same for every order.
+/// The release probe and smoke for `triple` exactly as its wheel ships them:
+/// the recipe script builds them from the tree's generated probe tarball in
+/// `<ship_dir>/<triple>/`, with zig and cargo-zigbuild fetched by the
+/// recipe's hashes into `target/recipe-tools/`. The sources, the cargo home
+/// and the toolchain are remapped, so the bytes are those `reproduce` builds
+/// from a wheel's copy of the same tarball anywhere.
 pub fn build_shipped(root: &Path, triple: &str) -> Result<[PathBuf; 2]> {
     // A fresh machine's toolchain may lack `triple`.
     toolchain::ensure_pinned_targets()?;
-    // `target/venv-dist/bin/`: cargo-zigbuild and zig beside its python.
-    let tools = Venv::Dist.ensure()?.with_file_name("");
-    let ship = ship_dir(root);
-    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo"));
-    let cargo_home = std::env::var_os("CARGO_HOME").map(PathBuf::from).or(home);
-    let cargo_home = cargo_home.ok_or("neither CARGO_HOME nor HOME is set")?;
-    let (root_shown, home_shown) = (root.display(), cargo_home.display());
-    // Encoded (0x1f between flags): a checkout path with a space stays one flag.
-    let rustflags = format!("--remap-path-prefix={root_shown}=/rextio-device-cuda\x1f")
-        + &format!("--remap-path-prefix={home_shown}=/cargo");
-    // zig is `python -m ziglang` of the tools environment, found on PATH.
-    let mut path = tools.clone().into_os_string();
-    path.push(":");
-    path.push(std::env::var_os("PATH").unwrap_or_default());
-    run(Command::new(tools.join("cargo-zigbuild"))
-        .current_dir(root)
-        .env("PATH", path)
-        // zig's caches stay in target/.
-        .env("XDG_CACHE_HOME", ship.join("cache"))
-        .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_BUILD_RUSTFLAGS")
-        .env_remove("CARGO_TARGET_DIR")
-        .args(["zigbuild", "--release", "--locked", "--bins"])
-        .args(["-p", PROBE_PACKAGE])
-        .arg(format!("--target={triple}.{GLIBC_FLOOR}"))
-        .arg("--target-dir")
-        .arg(&ship))?;
-    let release = ship.join(triple).join("release");
+    let python = Venv::Build.ensure()?;
+    let work = ship_dir(root).join(triple);
+    let release = output(
+        Command::new(python)
+            .current_dir(root)
+            .stderr(std::process::Stdio::inherit())
+            .arg("-I")
+            .arg(root.join(RECIPE_SCRIPT))
+            .arg(root.join(RECIPE))
+            .arg(probe_source(root)?)
+            .arg(triple)
+            .arg(&work)
+            .arg(target_dir().join("recipe-tools")),
+    )?;
+    let release = PathBuf::from(release.trim());
     Ok([release.join(PROBE_BINARY), release.join(SMOKE_BINARY)])
+}
+
+/// `target/recipe-tools/bin/`, holding `zig` and `cargo-zigbuild` of the
+/// build recipe (links to the ones the recipe script fetched, by hash), for
+/// the cross builds of the tests (tests/emulated's manual host).
+pub fn recipe_tools() -> Result<PathBuf> {
+    let folder = target_dir().join("recipe-tools");
+    let root = repo_root();
+    let found = output(
+        Command::new(Venv::Build.ensure()?)
+            .current_dir(&root)
+            .stderr(std::process::Stdio::inherit())
+            .arg("-I")
+            .arg(root.join(RECIPE_SCRIPT))
+            .arg("tools")
+            .arg(root.join(RECIPE))
+            .arg(&folder),
+    )?;
+    let bin = folder.join("bin");
+    std::fs::create_dir_all(&bin).map_err(crate::paths::at(&bin))?;
+    for (name, program) in ["zig", "cargo-zigbuild"].into_iter().zip(found.lines()) {
+        let link = bin.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(program, &link).map_err(crate::paths::at(&link))?;
+    }
+    Ok(bin)
 }
 
 /// `cargo`, as the one running xtask (or from PATH), in the repository root.

@@ -41,6 +41,7 @@ pub fn setup() -> Result<()> {
         "build_python": build,
         "dist_dir": target_dir().join("dist"),
         "dist_tools": dist_tools,
+        "recipe_tools": native::recipe_tools()?,
         "wheelhouse": wheelhouse,
         "downstream_sdists": sdists,
         "real_libcuda": real_driver::ensure_drivers()?,
