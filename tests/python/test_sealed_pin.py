@@ -579,9 +579,9 @@ unsigned int la_version(unsigned int version) {
 """
 
 
-def test_an_audit_library_in_a_world_writable_directory_is_refused_unrun(
-    tmp_path: Path,
-) -> None:
+def _shared_audit_library(tmp_path: Path) -> tuple[Path, Path]:
+    """An audit library that logs to a marker file, in a world-writable directory
+    (anyone could replace it): the marker, and the library."""
     shared = tmp_path / "shared"
     shared.mkdir()
     marker = tmp_path / "audited"
@@ -589,6 +589,13 @@ def test_an_audit_library_in_a_world_writable_directory_is_refused_unrun(
         shared, "libaud.so", "-shared", "-fPIC", f'-DMARKER="{marker}"', source=_AUDIT_C
     )
     shared.chmod(0o1777)
+    return marker, library
+
+
+def test_an_audit_library_in_a_world_writable_directory_is_refused_unrun(
+    tmp_path: Path,
+) -> None:
+    marker, library = _shared_audit_library(tmp_path)
     probe = _compile(tmp_path, "probe", f"-Wl,--audit={library}")
     # ld.so runs the audit library named by DT_AUDIT (anyone could replace it).
     assert subprocess.run([str(probe)], capture_output=True, check=True).stdout == b"{}\n"
@@ -793,13 +800,7 @@ def _with_a_second_mapping_of_the_headers(binary: Path, audit: bytes) -> bytes:
 def test_a_second_mapping_of_the_program_headers_is_refused_unrun(
     position: str, tmp_path: Path
 ) -> None:
-    shared = tmp_path / "shared"
-    shared.mkdir()
-    marker = tmp_path / "audited"
-    library = _compile(
-        shared, "libaud.so", "-shared", "-fPIC", f'-DMARKER="{marker}"', source=_AUDIT_C
-    )
-    shared.chmod(0o1777)
+    marker, library = _shared_audit_library(tmp_path)
     plain = _compile(tmp_path, "plain", position)
     probe = tmp_path / "probe"
     probe.write_bytes(_with_a_second_mapping_of_the_headers(plain, os.fsencode(library)))
