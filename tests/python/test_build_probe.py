@@ -34,6 +34,10 @@ import pytest
 from cuda_support import SPEC
 from sim_namespace import built_path
 
+# Release builds with cargo: the same bytes on every CPython, so `cargo xtask test`
+# runs this file on the oldest and the newest one only.
+pytestmark = pytest.mark.cargo_build
+
 PROBE = SPEC["probe_report"]["probe"]
 SMOKE = SPEC["smoke"]["probe"]
 TOP = "rextio-cuda-probe-0.0.0"
