@@ -471,40 +471,44 @@ def test_validate_usage_errors_exit_2_before_running_anything(
 # -- each binary read once, both pinned (found by an adversarial review) --------------
 
 HER_UID = 1234
-# As her: swap each binary with her own variant, atomically (RENAME_EXCHANGE),
-# over and over until killed. She says when her first swap is done.
-SWAPPER = """
-import ctypes, os, sys
+# Root's validate while she (a forked child that became her, as no
+# interpreter of root's need be one she may run) swaps each binary with her
+# own variant, atomically (RENAME_EXCHANGE), over and over until killed; its
+# exit status, stdout and stderr as JSON.
+DURING_SWAPS = f"""
+import ctypes, json, os, signal, subprocess, sys
+folder, *arguments = sys.argv[1:]
 libc = ctypes.CDLL(None, use_errno=True)
-os.chdir(sys.argv[1])
 def swap(name):
     if libc.renameat2(-100, name.encode(), -100, (name + ".other").encode(), 2) != 0:
         raise OSError(ctypes.get_errno(), name)
-swap("probe")
-swap("smoke")
-print("swapping", flush=True)
-while True:
-    swap("probe")
-    swap("smoke")
-"""
-# Root's validate while she swaps; its exit status, stdout and stderr as JSON.
-DURING_SWAPS = f"""
-import json, subprocess, sys
-folder, *arguments = sys.argv[1:]
-swapper = subprocess.Popen(
-    ["setpriv", "--reuid={HER_UID}", "--regid={HER_UID}", "--clear-groups",
-     "/usr/bin/python3", "-I", "-c", {SWAPPER!r}, folder],
-    stdout=subprocess.PIPE, text=True,
-)
+ready, ready_to_write = os.pipe()
+her = os.fork()
+if her == 0:
+    try:
+        os.close(ready)
+        os.setgroups([])
+        os.setgid({HER_UID})
+        os.setuid({HER_UID})
+        os.chdir(folder)
+        swap("probe")
+        swap("smoke")
+        os.write(ready_to_write, b"r")
+        while True:
+            swap("probe")
+            swap("smoke")
+    finally:
+        os._exit(0)
+os.close(ready_to_write)
 try:
-    assert swapper.stdout is not None and swapper.stdout.readline() == "swapping\\n"
+    assert os.read(ready, 1) == b"r", "her first swap failed"
     done = subprocess.run(
         [sys.executable, "-m", "rextio_device_cuda", "validate", *arguments],
         capture_output=True, text=True, check=False,
     )
 finally:
-    swapper.kill()
-    swapper.wait()
+    os.kill(her, signal.SIGKILL)
+    os.waitpid(her, 0)
 print(json.dumps([done.returncode, done.stdout, done.stderr]))
 """
 
