@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import gzip
 import hashlib
 import io
@@ -21,6 +20,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+from install_children import (
+    ROUNDS,
+    install_rounds,
+    install_runtime_source,
+    killed_mid_install,
+    swap_forever,
+)
 
 from rextio_device_cuda import _generated, runtime_source
 from rextio_device_cuda._provider_spec import PROVIDER_SPEC
@@ -36,14 +42,6 @@ INSTALL = Path(*PROVIDER_SPEC.runtime_package.install_dir.split("/"))
 TOP = RUNTIME.archive.top_folder
 # Every packaged crate's folder, beside each other in the install's parent.
 CRATE_NAMES = sorted(crate.name for crate in packaged_crates())
-
-
-def install_runtime_source(
-    project: Path, *, crates: tuple[PackagedCrate, ...] | None = None
-) -> bool:
-    """Installs every packaged crate; True when this call wrote any."""
-    installed = runtime_source.install_runtime_source(project, crates=crates)
-    return any(crate.written for crate in installed)
 
 
 def packaged_archive_path() -> Path:
@@ -418,28 +416,17 @@ def test_a_rerun_refuses_every_other_difference_by_name(
     assert _install_dir_listing(project) == CRATE_NAMES
 
 
-ROUNDS = 60
 WORKERS = 8
-
-
-def _install_rounds(base: Path, barrier: Any, results: Any) -> None:
-    for round_index in range(ROUNDS):
-        barrier.wait(timeout=120)
-        try:
-            outcome: object = install_runtime_source(base / f"project-{round_index}")
-        except Exception as error:  # reported to the parent as the failure
-            outcome = f"{type(error).__name__}: {error}"
-        results.put((round_index, outcome))
 
 
 def test_concurrent_installs_into_one_project_all_succeed(tmp_path: Path) -> None:
     for round_index in range(ROUNDS):
         (tmp_path / f"project-{round_index}").mkdir()
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(WORKERS)
     results = context.Queue()
     workers = [
-        context.Process(target=_install_rounds, args=(tmp_path, barrier, results))
+        context.Process(target=install_rounds, args=(tmp_path, barrier, results))
         for _ in range(WORKERS)
     ]
     for worker in workers:
@@ -458,16 +445,7 @@ def test_concurrent_installs_into_one_project_all_succeed(tmp_path: Path) -> Non
         assert install_runtime_source(project) is False
 
 
-RENAME_EXCHANGE = 2
 SWAP_RUNS = 400
-
-
-def _swap_forever(generated: bytes, decoy: bytes, ready: Any) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    at_fdcwd = -100
-    ready.set()
-    while True:
-        libc.renameat2(at_fdcwd, generated, at_fdcwd, decoy, RENAME_EXCHANGE)
 
 
 def test_a_swapped_in_symlink_never_redirects_a_write(tmp_path: Path) -> None:
@@ -480,10 +458,10 @@ def test_a_swapped_in_symlink_never_redirects_a_write(tmp_path: Path) -> None:
     generated = project / INSTALL.parts[0]
     decoy = project / "decoy"
     decoy.symlink_to(outside)
-    context = multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("spawn")
     ready = context.Event()
     attacker = context.Process(
-        target=_swap_forever, args=(bytes(generated), bytes(decoy), ready), daemon=True
+        target=swap_forever, args=(bytes(generated), bytes(decoy), ready), daemon=True
     )
     outcomes: dict[str, int] = {}
     generated.mkdir()
@@ -507,24 +485,9 @@ def test_a_swapped_in_symlink_never_redirects_a_write(tmp_path: Path) -> None:
     assert sum(outcomes.values()) == SWAP_RUNS
 
 
-def _killed_mid_install(project: Path) -> None:
-    original = runtime_source._write_file
-    written = 0
-
-    def write_then_die(dir_fd: int, name: str, mode: int, content: bytes) -> None:
-        nonlocal written
-        original(dir_fd, name, mode, content)
-        written += 1
-        if written == 3:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    runtime_source._write_file = write_then_die
-    install_runtime_source(project)
-
-
 def test_an_install_killed_midway_is_cleaned_up_by_the_next(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("fork")
-    victim = context.Process(target=_killed_mid_install, args=(tmp_path,))
+    context = multiprocessing.get_context("spawn")
+    victim = context.Process(target=killed_mid_install, args=(tmp_path,))
     victim.start()
     victim.join(timeout=120)
     assert victim.exitcode == -signal.SIGKILL
