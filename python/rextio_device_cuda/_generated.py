@@ -4,9 +4,9 @@
 from typing import Final
 
 RUNTIME_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-runtime-0.1.0.tar.gz"
-RUNTIME_SOURCE_SHA256: Final = "7782ab5837dc143bf9676e54ef506b076d8966ff0578d32a86f76b9c940fc644"
+RUNTIME_SOURCE_SHA256: Final = "8bca098ebff2b1eb1cc30d694ddeb1b9fdbb9c5adb86f17025f93899328f2e7c"
 LOADER_CRATE_NAME: Final[str] = "rextio-cuda-loader"
 LOADER_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-loader-0.1.0.tar.gz"
 LOADER_SOURCE_SHA256: Final = "a7b9c36933c4a590a60099503eddbee58a4961a0460c8697f76b5e79ebafa8af"
 PROBE_SOURCE_ARCHIVE: Final[str] = "rextio-cuda-probe-0.1.0.tar.gz"
-PROBE_SOURCE_SHA256: Final = "bdd0e823a02f547a6f5df6865b1c9647a9b42a92af7b8f1816c290cee8413cc9"
+PROBE_SOURCE_SHA256: Final = "78fe70c33ce023a8d29f8558cb4845f87692cc48cd729c3ab495819812f3392d"

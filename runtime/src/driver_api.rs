@@ -95,30 +95,36 @@ pub mod export_name {
 #[macro_export]
 macro_rules! with_driver_symbols {
     ($callback:ident ! { $($prefix:tt)* }) => {
-        $callback ! { $($prefix)* required 2000 cuInit(flags : c_uint); required 2020
-        cuDriverGetVersion(driver_version : * mut c_int); required 2000
-        cuDeviceGetCount(count : * mut c_int); required 2000 cuDeviceGet(device : * mut
-        CUdevice, ordinal : c_int); required 2000 cuDeviceGetName(name : * mut c_char,
-        len : c_int, device : CUdevice); required 2000 cuDeviceComputeCapability(major :
-        * mut c_int, minor : * mut c_int, device : CUdevice); required 3020
-        cuCtxCreate_v2(context : * mut CUcontext, flags : c_uint, device : CUdevice);
-        required 4000 cuCtxDestroy_v2(context : CUcontext); required 4000
-        cuCtxPushCurrent_v2(context : CUcontext); required 4000
-        cuCtxPopCurrent_v2(context : * mut CUcontext); required 2000
-        cuStreamCreate(stream : * mut CUstream, flags : c_uint); required 4000
-        cuStreamDestroy_v2(stream : CUstream); required 2000 cuStreamSynchronize(stream :
-        CUstream); required 3020 cuMemAlloc_v2(device_pointer : * mut CUdeviceptr,
-        byte_size : usize); required 3020 cuMemFree_v2(device_pointer : CUdeviceptr);
-        required 3020 cuMemcpyHtoDAsync_v2(destination : CUdeviceptr, source : * const
-        c_void, byte_count : usize, stream : CUstream); required 3020
-        cuMemcpyDtoHAsync_v2(destination : * mut c_void, source : CUdeviceptr, byte_count
-        : usize, stream : CUstream); required 3020 cuMemsetD8Async(destination :
-        CUdeviceptr, value : c_uchar, count : usize, stream : CUstream); }
+        $callback! {
+            $($prefix)*
+            required 2000 cuInit(flags: c_uint);
+            required 2020 cuDriverGetVersion(driver_version: *mut c_int);
+            required 2000 cuDeviceGetCount(count: *mut c_int);
+            required 2000 cuDeviceGet(device: *mut CUdevice, ordinal: c_int);
+            required 2000 cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice);
+            required 2000 cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, device: CUdevice);
+            required 3020 cuCtxCreate_v2(context: *mut CUcontext, flags: c_uint, device: CUdevice);
+            required 4000 cuCtxDestroy_v2(context: CUcontext);
+            required 4000 cuCtxPushCurrent_v2(context: CUcontext);
+            required 4000 cuCtxPopCurrent_v2(context: *mut CUcontext);
+            required 2000 cuStreamCreate(stream: *mut CUstream, flags: c_uint);
+            required 4000 cuStreamDestroy_v2(stream: CUstream);
+            required 2000 cuStreamSynchronize(stream: CUstream);
+            required 3020 cuMemAlloc_v2(device_pointer: *mut CUdeviceptr, byte_size: usize);
+            required 3020 cuMemFree_v2(device_pointer: CUdeviceptr);
+            required 3020 cuMemcpyHtoDAsync_v2(destination: CUdeviceptr, source: *const c_void, byte_count: usize, stream: CUstream);
+            required 3020 cuMemcpyDtoHAsync_v2(destination: *mut c_void, source: CUdeviceptr, byte_count: usize, stream: CUstream);
+            required 3020 cuMemsetD8Async(destination: CUdeviceptr, value: c_uchar, count: usize, stream: CUstream);
+        }
     };
 }
 with_driver_symbols! {
-    driver_table! { #[doc =
-    " The CUDA Driver API functions (every listed symbol), resolved from one driver image."]
-    pub struct DriverApi; names DRIVER_EXPORT_NAMES; required DRIVER_EXPORT_REQUIRED;
-    public_path "rextio_cuda_runtime::DriverApi"; }
+    driver_table! {
+        /// The CUDA Driver API functions (every listed symbol),
+        /// resolved from one driver image.
+        pub struct DriverApi;
+        names DRIVER_EXPORT_NAMES;
+        required DRIVER_EXPORT_REQUIRED;
+        public_path "rextio_cuda_runtime::DriverApi";
+    }
 }

@@ -4,15 +4,16 @@
 use core::ffi::{c_char, c_int, c_longlong, c_uchar, c_uint, c_ulonglong, c_void};
 use rextio_cuda_runtime::*;
 driver_table! {
-    #[doc =
-    " The CUDA Driver API functions (the `probe-inventory` symbols), resolved from one driver image."]
-    pub struct InventoryApi; names INVENTORY_EXPORT_NAMES; required
-    INVENTORY_EXPORT_REQUIRED; public_path
-    "rextio_cuda_probe::generated::inventory_api::InventoryApi"; required 2000
-    cuInit(flags : c_uint); required 2020 cuDriverGetVersion(driver_version : * mut
-    c_int); required 2000 cuDeviceGetCount(count : * mut c_int); required 2000
-    cuDeviceGet(device : * mut CUdevice, ordinal : c_int); required 2000
-    cuDeviceGetName(name : * mut c_char, len : c_int, device : CUdevice); required 2000
-    cuDeviceComputeCapability(major : * mut c_int, minor : * mut c_int, device :
-    CUdevice);
+    /// The CUDA Driver API functions (the `probe-inventory` symbols),
+    /// resolved from one driver image.
+    pub struct InventoryApi;
+    names INVENTORY_EXPORT_NAMES;
+    required INVENTORY_EXPORT_REQUIRED;
+    public_path "rextio_cuda_probe::generated::inventory_api::InventoryApi";
+    required 2000 cuInit(flags: c_uint);
+    required 2020 cuDriverGetVersion(driver_version: *mut c_int);
+    required 2000 cuDeviceGetCount(count: *mut c_int);
+    required 2000 cuDeviceGet(device: *mut CUdevice, ordinal: c_int);
+    required 2000 cuDeviceGetName(name: *mut c_char, len: c_int, device: CUdevice);
+    required 2000 cuDeviceComputeCapability(major: *mut c_int, minor: *mut c_int, device: CUdevice);
 }

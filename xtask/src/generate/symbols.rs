@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
 use serde::Deserialize;
 
 use super::inputs::{parse_json, DRIVER_SYMBOLS_PATH};
@@ -101,17 +100,23 @@ impl CType {
     }
 
     /// As Rust spells it: `*const c_void`, `*mut *mut c_void`, `CUdevice`.
-    pub fn rust_type(&self) -> TokenStream {
-        let base = format_ident!("{}", scalar(&self.base).unwrap_or(&self.base));
-        let mut rust_type = match (self.stars, self.is_const) {
-            (0, _) => quote!(#base),
-            (_, true) => quote!(*const #base),
-            (_, false) => quote!(*mut #base),
+    pub fn rust_spelling(&self) -> String {
+        let base = scalar(&self.base).unwrap_or(&self.base);
+        let innermost = match (self.stars, self.is_const) {
+            (0, _) => "",
+            (_, true) => "*const ",
+            (_, false) => "*mut ",
         };
-        for _ in 1..self.stars {
-            rust_type = quote!(*mut #rust_type);
-        }
-        rust_type
+        let outer = "*mut ".repeat(self.stars.saturating_sub(1));
+        format!("{outer}{innermost}{base}")
+    }
+
+    /// [`Self::rust_spelling`] as tokens.
+    pub fn rust_type(&self) -> TokenStream {
+        // The list's validation admits only identifiers and `*`, which lex.
+        self.rust_spelling()
+            .parse()
+            .expect("a Rust type spelling is valid tokens")
     }
 }
 

@@ -1,14 +1,15 @@
-//! Generated Rust from the symbol list: one entry per export for the
+//! Generated Rust from the symbol list: one line per export for the
 //! hand-written `driver_table!` of `runtime/src/table.rs`
-//! (`required 2000 cuInit(flags: c_uint);`). The runtime's `driver_api.rs`
-//! holds the types, the constants and every export (`with_driver_symbols!`);
-//! the probe's `inventory_api.rs` its `InventoryApi` entries.
+//! (`required 2000 cuInit(flags: c_uint);`), PyTorch's X-macro shape. The
+//! runtime's `driver_api.rs` holds the types and constants (tokens laid out
+//! by prettyplease) and every export (`with_driver_symbols!`); the probe's
+//! `inventory_api.rs` its `InventoryApi` entries.
 
 use proc_macro2::TokenStream;
 use quote::{format_ident, quote};
 
 use super::inputs::DRIVER_SYMBOLS_PATH;
-use super::rust::{doc, inner_doc, number, rust_file};
+use super::rust::{doc, inner_doc, number, rust_file_ending_in};
 use super::symbols::{NamedType, Symbol, SymbolList, Tier};
 use crate::Result;
 
@@ -19,42 +20,48 @@ fn ffi() -> TokenStream {
     )
 }
 
-/// `driver_table!`'s header: the struct `name` of `what`, the names of its
-/// arrays, and how a doctest outside the crate names the struct.
-fn header(name: &str, what: &str, names: &str, path: &str) -> TokenStream {
-    let doc = doc(&format!(
-        "The CUDA Driver API functions ({what}), resolved from one driver image."
-    ));
-    let name = format_ident!("{name}");
-    let (all, required) = (
-        format_ident!("{names}_NAMES"),
-        format_ident!("{names}_REQUIRED"),
-    );
-    quote! {
-        #doc
-        pub struct #name; names #all; required #required;
-        public_path #path;
-    }
+/// `driver_table!`'s header, a line each: the struct `name` of `what`, the
+/// names of its arrays, and how a doctest outside the crate names the struct.
+fn header(name: &str, what: &str, names: &str, path: &str) -> Vec<String> {
+    vec![
+        format!("/// The CUDA Driver API functions ({what}),"),
+        "/// resolved from one driver image.".to_owned(),
+        format!("pub struct {name};"),
+        format!("names {names}_NAMES;"),
+        format!("required {names}_REQUIRED;"),
+        format!("public_path {path:?};"),
+    ]
 }
 
 /// One `driver_table!` entry per export that has a tier there, in list
-/// order: `tier since export(name: Type, ...);`.
-fn entries(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> TokenStream {
-    let entries = symbols.symbols.iter().filter_map(|symbol| {
-        let tier = match tier(symbol)? {
-            Tier::Required => quote!(required),
-            Tier::Optional => quote!(optional),
-        };
-        let since = number(symbol.since);
-        let export = format_ident!("{}", symbol.export);
-        let params = symbol.params.iter().map(|param| {
-            let name = format_ident!("{}", param.name);
-            let rust_type = param.c_type.rust_type();
-            quote!(#name: #rust_type)
-        });
-        Some(quote!(#tier #since #export(#(#params),*);))
-    });
-    quote!(#(#entries)*)
+/// order, a line each: `tier since export(name: Type, ...);`.
+fn entries(symbols: &SymbolList, tier: impl Fn(&Symbol) -> Option<Tier>) -> Vec<String> {
+    symbols
+        .symbols
+        .iter()
+        .filter_map(|symbol| {
+            let tier = match tier(symbol)? {
+                Tier::Required => "required",
+                Tier::Optional => "optional",
+            };
+            let params: Vec<String> = symbol
+                .params
+                .iter()
+                .map(|param| format!("{}: {}", param.name, param.c_type.rust_spelling()))
+                .collect();
+            let (since, export) = (symbol.since, &symbol.export);
+            Some(format!("{tier} {since} {export}({});", params.join(", ")))
+        })
+        .collect()
+}
+
+/// `lines`, each indented by `indent` spaces and ended.
+fn indented(lines: &[String], indent: usize) -> String {
+    let margin = " ".repeat(indent);
+    lines
+        .iter()
+        .map(|line| format!("{margin}{line}\n"))
+        .collect()
 }
 
 /// `runtime/src/driver_api.rs`: the driver's types and constants, every
@@ -126,20 +133,28 @@ pub fn runtime_table(path: &str, symbols: &SymbolList) -> Result<Vec<u8>> {
         pub mod export_name {
             #(#export_names)*
         }
-        /// Passes every listed export, one `driver_table!` entry each
-        /// (`tier since export(params);`), to `callback!` after `prefix`.
-        /// The parameter types are resolved where it is invoked.
-        #[macro_export]
-        macro_rules! with_driver_symbols {
-            ($callback:ident ! { $($prefix:tt)* }) => {
-                $callback! { $($prefix)* #entries }
-            };
-        }
-        with_driver_symbols! {
-            driver_table! { #header }
-        }
     };
-    rust_file(path, DRIVER_SYMBOLS_PATH, tokens)
+    let lists = format!(
+        r#"/// Passes every listed export, one `driver_table!` entry each
+/// (`tier since export(params);`), to `callback!` after `prefix`.
+/// The parameter types are resolved where it is invoked.
+#[macro_export]
+macro_rules! with_driver_symbols {{
+    ($callback:ident ! {{ $($prefix:tt)* }}) => {{
+        $callback! {{
+            $($prefix)*
+{entries}        }}
+    }};
+}}
+with_driver_symbols! {{
+    driver_table! {{
+{header}    }}
+}}
+"#,
+        entries = indented(&entries, 12),
+        header = indented(&header, 8),
+    );
+    rust_file_ending_in(path, DRIVER_SYMBOLS_PATH, tokens, &lists)
 }
 
 /// `probe/src/generated/inventory_api.rs`: `InventoryApi`, one entry per
@@ -158,10 +173,11 @@ pub fn inventory_table(path: &str, symbols: &SymbolList) -> Result<Vec<u8>> {
         #![allow(unused_imports)]
         #ffi
         use rextio_cuda_runtime::*;
-        driver_table! {
-            #header
-            #entries
-        }
     };
-    rust_file(path, DRIVER_SYMBOLS_PATH, tokens)
+    let lists = format!(
+        "driver_table! {{\n{header}{entries}}}\n",
+        header = indented(&header, 4),
+        entries = indented(&entries, 4),
+    );
+    rust_file_ending_in(path, DRIVER_SYMBOLS_PATH, tokens, &lists)
 }

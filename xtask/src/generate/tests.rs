@@ -117,7 +117,14 @@ fn driver_api_has_every_symbol_in_list_order() {
         .map(|symbol| symbol["export"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(table_exports(&text), expected);
-    assert!(squeezed(&text).contains("required3020cuMemFree_v2(device_pointer:CUdeviceptr);"));
+    // Each export's entry is a line of its own, spelled as Rust is written.
+    let entry = "required 3020 cuMemFree_v2(device_pointer: CUdeviceptr);";
+    assert!(text.lines().any(|line| line.trim() == entry), "{text}");
+    let entry_lines = text.lines().filter(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        matches!(words[..], ["required" | "optional", since, ..] if since.parse::<u32>().is_ok())
+    });
+    assert_eq!(entry_lines.count(), expected.len());
     // The probe's table: the `probe-inventory` symbols, in list order.
     let inventory = String::from_utf8(find(&outputs, INVENTORY_API_PATH).to_vec()).unwrap();
     let expected: Vec<String> = list["symbols"]
