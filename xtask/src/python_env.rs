@@ -230,14 +230,16 @@ impl Venv {
     }
 
     /// pytest with `args`, test trees and options beside pytest.ini's; any
-    /// non-zero status, 5 for "nothing collected" too, fails.
+    /// non-zero status, 5 for "nothing collected" too, fails. One worker
+    /// per core (pytest-xdist), each taking whole test files, so a file's
+    /// session fixtures are built once and its tests run in order.
     pub fn pytest(self, args: &[&str]) -> Result<()> {
         let mut pytest = Command::new(self.program("pytest"));
         pytest
             .current_dir(repo_root())
             .env_remove("PYTHONPATH")
             .env("PYTHONDONTWRITEBYTECODE", "1")
-            .arg("-q")
+            .args(["-q", "--numprocesses=auto", "--dist=loadfile"])
             .args(args);
         run(&mut self.layout().cpython.where_it_lives(pytest)?)
     }

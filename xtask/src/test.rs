@@ -4,6 +4,7 @@
 //! cargo-zigbuild then only check that it is current).
 
 use std::process::Command;
+use std::time::Instant;
 
 use crate::native::{self, cargo};
 use crate::paths::{repo_root, target_dir};
@@ -64,12 +65,26 @@ const STEPS: &[Step] = &[
 ];
 
 pub fn command() -> Result<()> {
+    let started = Instant::now();
     for (passed, (name, step)) in STEPS.iter().enumerate() {
         println!("\n== {name} ==");
+        let step_started = Instant::now();
         step().map_err(|why| format!("step `{name}` failed, after {passed} passed: {why}"))?;
+        // Where the minutes go, step by step (CI's budget is read from these).
+        println!("== {name}: {} ==", minutes(step_started));
     }
-    println!("\n== all {} steps passed ==", STEPS.len());
+    println!(
+        "\n== all {} steps passed in {} ==",
+        STEPS.len(),
+        minutes(started)
+    );
     Ok(())
+}
+
+/// The time since `started`, as `12 min 05 s`.
+fn minutes(started: Instant) -> String {
+    let seconds = started.elapsed().as_secs();
+    format!("{} min {:02} s", seconds / 60, seconds % 60)
 }
 
 /// The crates that carry platform-gated code, compile-checked for `target`
