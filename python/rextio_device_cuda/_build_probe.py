@@ -229,6 +229,19 @@ def _extract(tree: SourceTree, root: Path) -> None:
 
 
 @contextlib.contextmanager
+def _private_build_directory() -> Iterator[BuildDirectory]:
+    """A new private build directory (``_build_directory``), its refusals as
+    build-probe's errors: no cache directory known is a usage error."""
+    try:
+        with _build_directory.private_build_directory() as build:
+            yield build
+    except _build_directory.NoCacheDirectoryError as error:
+        raise BuildProbeUsageError(str(error)) from error
+    except _build_directory.BuildDirectoryError as error:
+        raise BuildProbeError(str(error)) from error
+
+
+@contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
     """SIGTERM during the build raises ``_Terminated`` (so cargo is stopped and the
     build removed), then is delivered again to whatever handled it before."""
@@ -303,13 +316,8 @@ def build_from_sources(
     ``BuildProbeUsageError`` when no cache directory is known."""
     channel = _toolchain(tree)
     cargo = _cargo()
-    try:
-        with _build_directory.private_build_directory() as build:
-            return _compile(build, tree, channel, cargo, (recipe, triple), say, origin)
-    except _build_directory.NoCacheDirectoryError as error:
-        raise BuildProbeUsageError(str(error)) from error
-    except _build_directory.BuildDirectoryError as error:
-        raise BuildProbeError(str(error)) from error
+    with _private_build_directory() as build:
+        return _compile(build, tree, channel, cargo, (recipe, triple), say, origin)
 
 
 def _compile(
@@ -378,13 +386,8 @@ def _build_probe(destination: Path | None, archive: PackagedArchive | None) -> l
     channel = _toolchain(tree)
     cargo = _cargo()
     recipe = packaged_recipe()
-    try:
-        with _build_directory.private_build_directory() as build:
-            return _build_in(build, tree, destination, channel, cargo, source_archive, recipe)
-    except _build_directory.NoCacheDirectoryError as error:
-        raise BuildProbeUsageError(str(error)) from error
-    except _build_directory.BuildDirectoryError as error:
-        raise BuildProbeError(str(error)) from error
+    with _private_build_directory() as build:
+        return _build_in(build, tree, destination, channel, cargo, source_archive, recipe)
 
 
 def _build_in(
